@@ -1,0 +1,395 @@
+//! The `.fzm` container, section by section as in docs/FORMAT.md.
+//!
+//! This module knows bytes, not algorithms: it writes and parses the preamble, the header
+//! body (pipeline, shape, bound, segment table) and the aligned, checksummed segments.
+
+mod bytes;
+
+pub(crate) use bytes::{Reader, Writer};
+
+use crate::element::DType;
+use crate::error::{corrupt, Error, Result};
+
+/// First eight bytes of every archive: `\x89 F Z M \r \n \x1a \n` (catches text-mode damage).
+pub const MAGIC: [u8; 8] = [0x89, b'F', b'Z', b'M', b'\r', b'\n', 0x1a, b'\n'];
+/// Format major version written by this build; a newer major is refused.
+pub const FORMAT_MAJOR: u16 = 1;
+/// Format minor version written by this build; newer minors only add optional data.
+pub const FORMAT_MINOR: u16 = 0;
+/// Every segment starts at a multiple of this many bytes from the archive start.
+pub const SEGMENT_ALIGN: usize = 64;
+/// Preamble: magic, major, minor, body length.
+const PREAMBLE_LEN: usize = 16;
+/// Sanity limits on header counts (a header is kilobytes; these only stop absurd values).
+const MAX_STAGES: u64 = 4096;
+const MAX_PORTS: u64 = 256;
+const MAX_DIMS: u64 = 16;
+
+/// How the user stated the error bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorMode {
+    /// Absolute: |x − x̂| ≤ eb.
+    Abs,
+    /// Relative to the value range of the finite input values: |x − x̂| ≤ eb·(max − min).
+    Rel,
+}
+
+impl ErrorMode {
+    pub fn code(self) -> u8 {
+        match self {
+            ErrorMode::Abs => 0,
+            ErrorMode::Rel => 1,
+        }
+    }
+    pub fn from_code(c: u8) -> Result<Self> {
+        match c {
+            0 => Ok(ErrorMode::Abs),
+            1 => Ok(ErrorMode::Rel),
+            _ => Err(corrupt!("unknown error-bound mode code {c}")),
+        }
+    }
+    /// Accepts `abs`, `rel` and `noa` (FZGPUModules' name for value-range relative).
+    pub fn parse(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "abs" => Ok(ErrorMode::Abs),
+            "rel" | "noa" => Ok(ErrorMode::Rel),
+            _ => Err(Error::InvalidArgument(format!(
+                "unknown error-bound mode '{s}' (expected abs, rel or noa)"
+            ))),
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorMode::Abs => "abs",
+            ErrorMode::Rel => "rel",
+        }
+    }
+}
+
+/// Where a stage input comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputRef {
+    /// The pipeline input array.
+    External,
+    /// Output port `port` of the stage at index `stage` (an earlier stage).
+    Stage { stage: usize, port: usize },
+}
+
+/// One stage as recorded in the header.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StageRecord {
+    pub type_id: u16,
+    pub name: String,
+    pub param_version: u32,
+    pub params: Vec<u8>,
+    pub inputs: Vec<InputRef>,
+}
+
+/// One archived (unconnected) output port.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SegmentEntry {
+    pub stage: usize,
+    pub port: usize,
+    pub dtype: DType,
+    /// Offset from the start of the data region; a multiple of [`SEGMENT_ALIGN`].
+    pub offset: u64,
+    pub len: u64,
+    pub crc32c: u32,
+}
+
+/// Everything in the archive except the segment bytes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Header {
+    pub version: (u16, u16),
+    pub dtype: DType,
+    /// C order, slowest dimension first.
+    pub shape: Vec<u64>,
+    pub error_mode: ErrorMode,
+    pub error_bound: f64,
+    /// Preset name, empty for a custom pipeline.
+    pub preset: String,
+    pub stages: Vec<StageRecord>,
+    pub segments: Vec<SegmentEntry>,
+}
+
+impl Header {
+    /// Number of elements of the pipeline input (checked product of the shape).
+    pub fn num_elements(&self) -> Result<u64> {
+        self.shape
+            .iter()
+            .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+            .ok_or_else(|| corrupt!("shape {:?} overflows", self.shape))
+    }
+}
+
+fn align_up(x: usize) -> usize {
+    x.div_ceil(SEGMENT_ALIGN) * SEGMENT_ALIGN
+}
+
+/// Serialise a header and its segments into archive bytes. Segment offsets, lengths and
+/// checksums in `header.segments` are recomputed from `segments` (same order).
+pub fn write(mut header: Header, segments: &[Vec<u8>]) -> Vec<u8> {
+    assert_eq!(
+        header.segments.len(),
+        segments.len(),
+        "one table entry per segment"
+    );
+    let mut offset = 0u64;
+    for (entry, seg) in header.segments.iter_mut().zip(segments) {
+        entry.offset = offset;
+        entry.len = seg.len() as u64;
+        entry.crc32c = crc32c::crc32c(seg);
+        offset = align_up((offset as usize) + seg.len()) as u64;
+    }
+    let data_len = match segments.last() {
+        Some(last) => header.segments.last().map_or(0, |e| e.offset) + last.len() as u64,
+        None => 0,
+    };
+    let body = encode_body(&header, data_len);
+
+    let mut out = Vec::with_capacity(PREAMBLE_LEN + body.len() + 4 + data_len as usize + 64);
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&FORMAT_MAJOR.to_le_bytes());
+    out.extend_from_slice(&FORMAT_MINOR.to_le_bytes());
+    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    out.extend_from_slice(&body);
+    let crc = crc32c::crc32c(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    let data_start = align_up(out.len());
+    for (entry, seg) in header.segments.iter().zip(segments) {
+        out.resize(data_start + entry.offset as usize, 0);
+        out.extend_from_slice(seg);
+    }
+    out
+}
+
+fn encode_body(h: &Header, data_len: u64) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.varint(data_len);
+    w.u8(h.dtype.code());
+    w.varint(h.shape.len() as u64);
+    for &d in &h.shape {
+        w.varint(d);
+    }
+    w.u8(h.error_mode.code());
+    w.f64(h.error_bound);
+    w.blob(h.preset.as_bytes());
+    w.varint(h.stages.len() as u64);
+    for s in &h.stages {
+        w.varint(u64::from(s.type_id));
+        w.blob(s.name.as_bytes());
+        w.varint(u64::from(s.param_version));
+        w.blob(&s.params);
+        w.varint(s.inputs.len() as u64);
+        for input in &s.inputs {
+            match *input {
+                InputRef::External => w.varint(0),
+                InputRef::Stage { stage, port } => {
+                    w.varint(stage as u64 + 1);
+                    w.varint(port as u64);
+                }
+            }
+        }
+    }
+    w.varint(h.segments.len() as u64);
+    for e in &h.segments {
+        w.varint(e.stage as u64);
+        w.varint(e.port as u64);
+        w.u8(e.dtype.code());
+        w.varint(e.offset);
+        w.varint(e.len);
+        w.u32(e.crc32c);
+    }
+    w.bytes
+}
+
+/// A parsed archive: the header plus verified views of its segments.
+#[derive(Debug)]
+pub struct ParsedArchive<'a> {
+    pub header: Header,
+    /// Segment bytes in table order, each checksum-verified.
+    pub segments: Vec<&'a [u8]>,
+}
+
+/// Parse and verify archive bytes: magic, version, header CRC, layout, segment CRCs.
+pub fn parse(data: &[u8]) -> Result<ParsedArchive<'_>> {
+    if data.len() < MAGIC.len() || data[..MAGIC.len()] != MAGIC {
+        return Err(if MAGIC.starts_with(data) {
+            Error::Truncated(format!("{} bytes, shorter than the magic", data.len()))
+        } else {
+            Error::BadMagic
+        });
+    }
+    let mut pre = Reader::new(data, "preamble");
+    pre.take(MAGIC.len())?;
+    let (major, minor, body_len) = match (pre.u16(), pre.u16(), pre.u32()) {
+        (Ok(a), Ok(b), Ok(c)) => (a, b, c as usize),
+        _ => return Err(Error::Truncated("preamble cut short".into())),
+    };
+    if major != FORMAT_MAJOR {
+        return Err(Error::UnsupportedVersion {
+            major,
+            minor,
+            supported: FORMAT_MAJOR,
+        });
+    }
+    let crc_end = PREAMBLE_LEN
+        .checked_add(body_len)
+        .filter(|&e| e.checked_add(4).is_some_and(|x| x <= data.len()))
+        .ok_or_else(|| {
+            Error::Truncated(format!(
+                "header announces {body_len} bytes, archive has {}",
+                data.len()
+            ))
+        })?;
+    let stored = u32::from_le_bytes(data[crc_end..crc_end + 4].try_into().expect("4 bytes"));
+    let computed = crc32c::crc32c(&data[..crc_end]);
+    if stored != computed {
+        return Err(Error::Checksum {
+            what: "header".into(),
+            stored,
+            computed,
+        });
+    }
+    let (header, data_len) = decode_body(&data[PREAMBLE_LEN..crc_end], (major, minor))?;
+    let data_start = align_up(crc_end + 4);
+    let expected_len = u64::try_from(data_start)
+        .ok()
+        .and_then(|s| s.checked_add(data_len))
+        .ok_or_else(|| corrupt!("data length {data_len} overflows"))?;
+    let actual = data.len() as u64;
+    if actual < expected_len {
+        return Err(Error::Truncated(format!(
+            "archive is {actual} bytes, header announces {expected_len}"
+        )));
+    }
+    if actual > expected_len {
+        return Err(corrupt!(
+            "{} trailing bytes after the last segment",
+            actual - expected_len
+        ));
+    }
+    let region = &data[data_start..];
+    let mut segments = Vec::with_capacity(header.segments.len());
+    let mut next_free = 0u64;
+    for (i, e) in header.segments.iter().enumerate() {
+        let end = e.offset.checked_add(e.len).filter(|&end| end <= data_len);
+        let Some(end) = end else {
+            return Err(corrupt!(
+                "segment {i} [{}, +{}) lies outside the data region",
+                e.offset,
+                e.len
+            ));
+        };
+        if e.offset % SEGMENT_ALIGN as u64 != 0 || e.offset < next_free {
+            return Err(corrupt!(
+                "segment {i} at offset {} is misaligned or overlaps",
+                e.offset
+            ));
+        }
+        let bytes = &region[e.offset as usize..end as usize];
+        let computed = crc32c::crc32c(bytes);
+        if computed != e.crc32c {
+            return Err(Error::Checksum {
+                what: format!("segment {i} (stage {}, port {})", e.stage, e.port),
+                stored: e.crc32c,
+                computed,
+            });
+        }
+        if !region[next_free as usize..e.offset as usize]
+            .iter()
+            .all(|&b| b == 0)
+        {
+            return Err(corrupt!("non-zero padding before segment {i}"));
+        }
+        next_free = end;
+        segments.push(bytes);
+    }
+    Ok(ParsedArchive { header, segments })
+}
+
+fn decode_body(body: &[u8], version: (u16, u16)) -> Result<(Header, u64)> {
+    let mut r = Reader::new(body, "header");
+    let data_len = r.varint()?;
+    let dtype_code = r.u8()?;
+    let dtype = DType::from_code(dtype_code)
+        .ok_or_else(|| corrupt!("unknown element type code {dtype_code}"))?;
+    let ndim = r.count(MAX_DIMS, "number of dimensions")?;
+    let shape = (0..ndim).map(|_| r.varint()).collect::<Result<Vec<_>>>()?;
+    let error_mode = ErrorMode::from_code(r.u8()?)?;
+    let error_bound = r.f64()?;
+    let preset = r.string()?;
+    let num_stages = r.count(MAX_STAGES, "number of stages")?;
+    let mut stages = Vec::with_capacity(num_stages);
+    for index in 0..num_stages {
+        let type_id =
+            u16::try_from(r.varint()?).map_err(|_| corrupt!("stage type id too large"))?;
+        let name = r.string()?;
+        let param_version =
+            u32::try_from(r.varint()?).map_err(|_| corrupt!("parameter version too large"))?;
+        let params = r.blob()?.to_vec();
+        let num_inputs = r.count(MAX_PORTS, "number of stage inputs")?;
+        let mut inputs = Vec::with_capacity(num_inputs);
+        for _ in 0..num_inputs {
+            let source = r.varint()?;
+            inputs.push(if source == 0 {
+                InputRef::External
+            } else {
+                let stage = (source - 1) as usize;
+                if stage >= index {
+                    return Err(corrupt!(
+                        "stage {index} ('{name}') reads stage {stage}, which does not precede it"
+                    ));
+                }
+                InputRef::Stage {
+                    stage,
+                    port: r.count(MAX_PORTS, "port index")?,
+                }
+            });
+        }
+        stages.push(StageRecord {
+            type_id,
+            name,
+            param_version,
+            params,
+            inputs,
+        });
+    }
+    let num_segments = r.count(MAX_STAGES * MAX_PORTS, "number of segments")?;
+    let mut segments = Vec::with_capacity(num_segments.min(1024));
+    for _ in 0..num_segments {
+        let stage = r.count(num_stages as u64, "segment stage")?;
+        let port = r.count(MAX_PORTS, "segment port")?;
+        let code = r.u8()?;
+        let dtype = DType::from_code(code)
+            .ok_or_else(|| corrupt!("unknown segment element type {code}"))?;
+        let offset = r.varint()?;
+        let len = r.varint()?;
+        let crc32c = r.u32()?;
+        segments.push(SegmentEntry {
+            stage,
+            port,
+            dtype,
+            offset,
+            len,
+            crc32c,
+        });
+    }
+    // Minor versions may append fields this build does not know: ignore them.
+    if version.1 <= FORMAT_MINOR {
+        r.finish()?;
+    }
+    Ok((
+        Header {
+            version,
+            dtype,
+            shape,
+            error_mode,
+            error_bound,
+            preset,
+            stages,
+            segments,
+        },
+        data_len,
+    ))
+}

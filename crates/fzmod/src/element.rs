@@ -1,0 +1,192 @@
+//! Element types and the typed buffers that flow between stages.
+//!
+//! The on-disk type codes are fixed forever (see docs/FORMAT.md, "Element types").
+
+use crate::error::{corrupt, Error, Result};
+
+/// Element type of a port, a segment or the pipeline input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum DType {
+    U8 = 0,
+    U16 = 1,
+    U32 = 2,
+    U64 = 3,
+    I8 = 4,
+    I16 = 5,
+    I32 = 6,
+    I64 = 7,
+    F32 = 8,
+    F64 = 9,
+}
+
+impl DType {
+    const ALL: [DType; 10] = [
+        DType::U8,
+        DType::U16,
+        DType::U32,
+        DType::U64,
+        DType::I8,
+        DType::I16,
+        DType::I32,
+        DType::I64,
+        DType::F32,
+        DType::F64,
+    ];
+
+    /// The on-disk code.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// Inverse of [`DType::code`]; `None` for codes this build does not define.
+    pub fn from_code(code: u8) -> Option<DType> {
+        DType::ALL.get(code as usize).copied()
+    }
+
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            DType::U8 | DType::I8 => 1,
+            DType::U16 | DType::I16 => 2,
+            DType::U32 | DType::I32 | DType::F32 => 4,
+            DType::U64 | DType::I64 | DType::F64 => 8,
+        }
+    }
+
+    /// Short name used by the CLI (`f32`, `i32`, ...).
+    pub fn short_name(self) -> &'static str {
+        match self {
+            DType::U8 => "u8",
+            DType::U16 => "u16",
+            DType::U32 => "u32",
+            DType::U64 => "u64",
+            DType::I8 => "i8",
+            DType::I16 => "i16",
+            DType::I32 => "i32",
+            DType::I64 => "i64",
+            DType::F32 => "f32",
+            DType::F64 => "f64",
+        }
+    }
+
+    /// Long name used in TOML pipelines (`float32`, `int32`, ...), as FZGPUModules spells them.
+    pub fn toml_name(self) -> &'static str {
+        match self {
+            DType::U8 => "uint8",
+            DType::U16 => "uint16",
+            DType::U32 => "uint32",
+            DType::U64 => "uint64",
+            DType::I8 => "int8",
+            DType::I16 => "int16",
+            DType::I32 => "int32",
+            DType::I64 => "int64",
+            DType::F32 => "float32",
+            DType::F64 => "float64",
+        }
+    }
+
+    /// Parse either spelling.
+    pub fn parse(name: &str) -> Result<DType> {
+        DType::ALL
+            .iter()
+            .copied()
+            .find(|d| d.short_name() == name || d.toml_name() == name)
+            .ok_or_else(|| Error::InvalidArgument(format!("unknown element type '{name}'")))
+    }
+}
+
+impl std::fmt::Display for DType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.short_name())
+    }
+}
+
+/// A typed array flowing along one edge of the stage graph.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Buffer {
+    U8(Vec<u8>),
+    I16(Vec<i16>),
+    I32(Vec<i32>),
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+}
+
+macro_rules! le_codec {
+    ($bytes:expr, $t:ty, $variant:ident) => {{
+        let size = std::mem::size_of::<$t>();
+        Buffer::$variant(
+            $bytes
+                .chunks_exact(size)
+                .map(|c| <$t>::from_le_bytes(c.try_into().expect("chunk of element size")))
+                .collect(),
+        )
+    }};
+}
+
+impl Buffer {
+    /// Element type of the buffer.
+    pub fn dtype(&self) -> DType {
+        match self {
+            Buffer::U8(_) => DType::U8,
+            Buffer::I16(_) => DType::I16,
+            Buffer::I32(_) => DType::I32,
+            Buffer::F32(_) => DType::F32,
+            Buffer::F64(_) => DType::F64,
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        match self {
+            Buffer::U8(v) => v.len(),
+            Buffer::I16(v) => v.len(),
+            Buffer::I32(v) => v.len(),
+            Buffer::F32(v) => v.len(),
+            Buffer::F64(v) => v.len(),
+        }
+    }
+
+    /// True when the buffer holds no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Size in bytes.
+    pub fn byte_len(&self) -> usize {
+        self.len() * self.dtype().size()
+    }
+
+    /// Little-endian bytes, as stored in an archive segment.
+    pub fn to_le_bytes(&self) -> Vec<u8> {
+        match self {
+            Buffer::U8(v) => v.clone(),
+            Buffer::I16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Buffer::I32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Buffer::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Buffer::F64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        }
+    }
+
+    /// Rebuild a buffer from little-endian bytes; the length must be a whole number of elements.
+    pub fn from_le_bytes(dtype: DType, bytes: &[u8]) -> Result<Buffer> {
+        if bytes.len() % dtype.size() != 0 {
+            return Err(corrupt!(
+                "{} bytes is not a whole number of {dtype} elements",
+                bytes.len()
+            ));
+        }
+        Ok(match dtype {
+            DType::U8 => Buffer::U8(bytes.to_vec()),
+            DType::I16 => le_codec!(bytes, i16, I16),
+            DType::I32 => le_codec!(bytes, i32, I32),
+            DType::F32 => le_codec!(bytes, f32, F32),
+            DType::F64 => le_codec!(bytes, f64, F64),
+            other => {
+                return Err(Error::InvalidArgument(format!(
+                    "element type {other} is not supported as a buffer"
+                )))
+            }
+        })
+    }
+}

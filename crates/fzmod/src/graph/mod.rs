@@ -1,0 +1,468 @@
+//! The pipeline: a validated graph of named stages, run forward into an archive and
+//! rebuilt from an archive to run inverse.
+//!
+//! Rules (checked by [`Pipeline::finalize`], errors name the stage and port):
+//! exactly one stage input reads the pipeline input; every other input reads an output
+//! port of another stage, with matching element types; an output feeds at most one input
+//! (so the inverse reconstructs it exactly once); no cycles. Unconnected outputs are
+//! archived as segments, in stage order then port order.
+
+use crate::archive::{self, ErrorMode, Header, InputRef, SegmentEntry, StageRecord};
+use crate::element::{Buffer, DType};
+use crate::error::{corrupt, Error, Result};
+use crate::stage::{self, ErrorBound, ForwardContext, Stage};
+
+/// One stage of a pipeline and where its inputs come from.
+#[derive(Clone, Debug)]
+pub struct Node {
+    pub name: String,
+    pub stage: Box<dyn Stage>,
+    /// One entry per input port; `None` until connected.
+    pub inputs: Vec<Option<InputRef>>,
+}
+
+/// A compression pipeline.
+#[derive(Clone, Debug, Default)]
+pub struct Pipeline {
+    nodes: Vec<Node>,
+    /// Preset name recorded in archives (empty for custom pipelines).
+    pub preset: String,
+    finalized: bool,
+}
+
+/// A decoded archive.
+#[derive(Debug)]
+pub struct Decompressed {
+    pub header: Header,
+    pub data: Buffer,
+}
+
+impl Pipeline {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Stages in their current order (topological once finalized).
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    fn index_of(&self, name: &str) -> Result<usize> {
+        self.nodes
+            .iter()
+            .position(|n| n.name == name)
+            .ok_or_else(|| Error::Pipeline(format!("no stage named '{name}'")))
+    }
+
+    /// Add a stage under a unique name; returns its index.
+    pub fn add_stage(&mut self, name: &str, stage: Box<dyn Stage>) -> Result<usize> {
+        if name.is_empty() || self.nodes.iter().any(|n| n.name == name) {
+            return Err(Error::Pipeline(format!(
+                "stage name '{name}' is empty or already used"
+            )));
+        }
+        let inputs = vec![None; stage.inputs().len()];
+        self.nodes.push(Node {
+            name: name.to_string(),
+            stage,
+            inputs,
+        });
+        self.finalized = false;
+        Ok(self.nodes.len() - 1)
+    }
+
+    /// Connect the next free input of `dst` to output `port` of `src` (`dst ← src:port`).
+    pub fn connect(&mut self, dst: &str, src: &str, port: &str) -> Result<()> {
+        let (d, s) = (self.index_of(dst)?, self.index_of(src)?);
+        let outputs = self.nodes[s].stage.outputs();
+        let p = outputs.iter().position(|o| o.name == port).ok_or_else(|| {
+            let names: Vec<_> = outputs.iter().map(|o| o.name).collect();
+            Error::Pipeline(format!(
+                "stage '{src}' has no output port '{port}' (ports: {})",
+                names.join(", ")
+            ))
+        })?;
+        self.bind(d, InputRef::Stage { stage: s, port: p })
+    }
+
+    /// Feed the pipeline input to the next free input of `dst`.
+    pub fn connect_input(&mut self, dst: &str) -> Result<()> {
+        let d = self.index_of(dst)?;
+        self.bind(d, InputRef::External)
+    }
+
+    fn bind(&mut self, d: usize, source: InputRef) -> Result<()> {
+        let node = &mut self.nodes[d];
+        let slot = node
+            .inputs
+            .iter_mut()
+            .find(|i| i.is_none())
+            .ok_or_else(|| {
+                Error::Pipeline(format!("stage '{}' has no free input port", node.name))
+            })?;
+        *slot = Some(source);
+        self.finalized = false;
+        Ok(())
+    }
+
+    /// Set the error bound on every lossy stage.
+    pub fn set_error_bound(&mut self, bound: ErrorBound) -> Result<()> {
+        let mut taken = false;
+        for n in &mut self.nodes {
+            taken |= n.stage.set_error_bound(bound);
+        }
+        if !taken {
+            return Err(Error::Pipeline(
+                "no stage takes an error bound (the pipeline has no quantizer)".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The bound of the first lossy stage, if any.
+    pub fn error_bound(&self) -> Option<ErrorBound> {
+        self.nodes.iter().find_map(|n| n.stage.error_bound())
+    }
+
+    /// Tell the stages that read the pipeline input its element type.
+    pub fn set_input_dtype(&mut self, dtype: DType) -> Result<()> {
+        for n in &mut self.nodes {
+            if n.inputs.contains(&Some(InputRef::External)) {
+                n.stage
+                    .set_input_dtype(dtype)
+                    .map_err(|e| e.in_stage(&n.name))?;
+            }
+        }
+        self.finalized = false;
+        Ok(())
+    }
+
+    /// Validate the graph and order the stages topologically (stable: file order on ties).
+    pub fn finalize(&mut self) -> Result<()> {
+        if self.nodes.is_empty() {
+            return Err(Error::Pipeline("pipeline has no stages".into()));
+        }
+        // A stage with no connected input at all is a source: it reads the pipeline input.
+        for n in &mut self.nodes {
+            if n.inputs.len() == 1 && n.inputs[0].is_none() {
+                n.inputs[0] = Some(InputRef::External);
+            }
+        }
+        let mut externals = 0;
+        let mut consumed = std::collections::BTreeSet::new();
+        for n in &self.nodes {
+            let ports = n.stage.inputs();
+            for (i, input) in n.inputs.iter().enumerate() {
+                let name = ports[i].name;
+                match input {
+                    None => {
+                        return Err(Error::Pipeline(format!(
+                            "stage '{}' input '{name}' is not connected",
+                            n.name
+                        )))
+                    }
+                    Some(InputRef::External) => externals += 1,
+                    Some(InputRef::Stage { stage, port }) => {
+                        let src = &self.nodes[*stage];
+                        let out = &src.stage.outputs()[*port];
+                        if out.dtype != ports[i].dtype {
+                            return Err(Error::Pipeline(format!(
+                                "stage '{}' input '{name}' expects {}, but '{}:{}' produces {}",
+                                n.name, ports[i].dtype, src.name, out.name, out.dtype
+                            )));
+                        }
+                        if !consumed.insert((*stage, *port)) {
+                            return Err(Error::Pipeline(format!(
+                                "output '{}:{}' feeds more than one input (each output feeds at most one)",
+                                src.name, out.name
+                            )));
+                        }
+                    }
+                }
+            }
+        }
+        if externals != 1 {
+            return Err(Error::Pipeline(format!(
+                "exactly one stage input must read the pipeline input, found {externals}"
+            )));
+        }
+        self.sort_topologically()?;
+        self.finalized = true;
+        Ok(())
+    }
+
+    fn sort_topologically(&mut self) -> Result<()> {
+        let n = self.nodes.len();
+        let deps = |i: usize| -> Vec<usize> {
+            self.nodes[i]
+                .inputs
+                .iter()
+                .filter_map(|r| match r {
+                    Some(InputRef::Stage { stage, .. }) => Some(*stage),
+                    _ => None,
+                })
+                .collect()
+        };
+        let mut order: Vec<usize> = Vec::with_capacity(n);
+        let mut placed = vec![false; n];
+        while order.len() < n {
+            let next = (0..n).find(|&i| !placed[i] && deps(i).iter().all(|&d| placed[d]));
+            let Some(i) = next else {
+                let stuck: Vec<_> = (0..n)
+                    .filter(|&i| !placed[i])
+                    .map(|i| self.nodes[i].name.clone())
+                    .collect();
+                return Err(Error::Pipeline(format!(
+                    "cycle among stages {}",
+                    stuck.join(", ")
+                )));
+            };
+            placed[i] = true;
+            order.push(i);
+        }
+        let mut new_index = vec![0; n];
+        for (new, &old) in order.iter().enumerate() {
+            new_index[old] = new;
+        }
+        let mut old_nodes: Vec<Option<Node>> = std::mem::take(&mut self.nodes)
+            .into_iter()
+            .map(Some)
+            .collect();
+        for &old in &order {
+            let mut node = old_nodes[old].take().expect("each node placed once");
+            for r in node.inputs.iter_mut().flatten() {
+                if let InputRef::Stage { stage, .. } = r {
+                    *stage = new_index[*stage];
+                }
+            }
+            self.nodes.push(node);
+        }
+        Ok(())
+    }
+
+    /// Compress `input` (C-order `shape`) into archive bytes.
+    pub fn compress(&self, input: &Buffer, shape: &[usize]) -> Result<Vec<u8>> {
+        if !self.finalized {
+            let mut p = self.clone();
+            p.finalize()?;
+            return p.compress(input, shape);
+        }
+        let n = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+        if n != Some(input.len()) {
+            return Err(Error::InvalidArgument(format!(
+                "shape {shape:?} does not match the input's {} elements",
+                input.len()
+            )));
+        }
+        if input.is_empty() {
+            return Err(Error::InvalidArgument(
+                "input is empty: nothing to compress".into(),
+            ));
+        }
+        let ctx = ForwardContext { shape };
+        // produced[stage][port]: outputs waiting for their consumer.
+        let mut produced: Vec<Vec<Option<Buffer>>> = Vec::with_capacity(self.nodes.len());
+        let mut records = Vec::with_capacity(self.nodes.len());
+        let mut external = Some(input.clone());
+        for node in &self.nodes {
+            let ports = node.stage.inputs();
+            let mut inputs = Vec::with_capacity(ports.len());
+            for (i, r) in node.inputs.iter().enumerate() {
+                let buffer = match r.expect("finalized") {
+                    InputRef::External => external.take(),
+                    InputRef::Stage { stage, port } => produced[stage][port].take(),
+                };
+                let buffer = buffer.expect("finalize guarantees one producer per input");
+                if buffer.dtype() != ports[i].dtype {
+                    return Err(Error::Stage {
+                        stage: node.name.clone(),
+                        message: format!(
+                            "input '{}' expects {}, got {}",
+                            ports[i].name,
+                            ports[i].dtype,
+                            buffer.dtype()
+                        ),
+                    });
+                }
+                inputs.push(buffer);
+            }
+            let out = node
+                .stage
+                .forward(inputs, &ctx)
+                .map_err(|e| e.in_stage(&node.name))?;
+            let declared = node.stage.outputs();
+            if out.outputs.len() != declared.len()
+                || out
+                    .outputs
+                    .iter()
+                    .zip(&declared)
+                    .any(|(b, p)| b.dtype() != p.dtype)
+            {
+                return Err(Error::Stage {
+                    stage: node.name.clone(),
+                    message: "produced buffers that do not match its ports".into(),
+                });
+            }
+            produced.push(out.outputs.into_iter().map(Some).collect());
+            records.push(StageRecord {
+                type_id: node.stage.kind().id,
+                name: node.name.clone(),
+                param_version: node.stage.kind().param_version,
+                params: out.record,
+                inputs: node.inputs.iter().map(|r| r.expect("finalized")).collect(),
+            });
+        }
+        let mut entries = Vec::new();
+        let mut segments = Vec::new();
+        for (s, ports) in produced.into_iter().enumerate() {
+            for (p, buffer) in ports.into_iter().enumerate() {
+                if let Some(b) = buffer {
+                    entries.push(SegmentEntry {
+                        stage: s,
+                        port: p,
+                        dtype: b.dtype(),
+                        offset: 0,
+                        len: 0,
+                        crc32c: 0,
+                    });
+                    segments.push(b.to_le_bytes());
+                }
+            }
+        }
+        let bound = self.error_bound();
+        let header = Header {
+            version: (archive::FORMAT_MAJOR, archive::FORMAT_MINOR),
+            dtype: input.dtype(),
+            shape: shape.iter().map(|&d| d as u64).collect(),
+            error_mode: bound.map_or(ErrorMode::Abs, |b| b.mode),
+            error_bound: bound.map_or(0.0, |b| b.value),
+            preset: self.preset.clone(),
+            stages: records,
+            segments: entries,
+        };
+        Ok(archive::write(header, &segments))
+    }
+}
+
+/// Decode archive bytes: a pure function of the bytes and the stage registry.
+pub fn decompress(bytes: &[u8]) -> Result<Decompressed> {
+    let parsed = archive::parse(bytes)?;
+    let header = parsed.header;
+    let mut stages: Vec<Box<dyn Stage>> = Vec::with_capacity(header.stages.len());
+    for rec in &header.stages {
+        let kind = stage::kind_by_id(rec.type_id)?;
+        let s = (kind.from_record)(rec.param_version, &rec.params)
+            .map_err(|e| e.in_stage(&rec.name))?;
+        if s.inputs().len() != rec.inputs.len() {
+            return Err(corrupt!(
+                "stage '{}' records {} inputs, its type has {}",
+                rec.name,
+                rec.inputs.len(),
+                s.inputs().len()
+            ));
+        }
+        stages.push(s);
+    }
+    // Who consumes each output port: the inverse of the consumer produces it.
+    let mut pending: Vec<Vec<Option<Buffer>>> = stages
+        .iter()
+        .map(|s| vec![None; s.outputs().len()])
+        .collect();
+    let mut consumed: Vec<Vec<bool>> = stages
+        .iter()
+        .map(|s| vec![false; s.outputs().len()])
+        .collect();
+    let mut externals = 0;
+    for rec in &header.stages {
+        for r in &rec.inputs {
+            match *r {
+                InputRef::External => externals += 1,
+                InputRef::Stage { stage, port } => {
+                    let slot = consumed[stage].get_mut(port).ok_or_else(|| {
+                        corrupt!(
+                            "stage '{}' reads missing port {port} of stage {stage}",
+                            rec.name
+                        )
+                    })?;
+                    if std::mem::replace(slot, true) {
+                        return Err(corrupt!("output {port} of stage {stage} is consumed twice"));
+                    }
+                }
+            }
+        }
+    }
+    if externals != 1 {
+        return Err(corrupt!(
+            "{externals} stage inputs read the pipeline input (expected 1)"
+        ));
+    }
+    for (entry, bytes) in header.segments.iter().zip(&parsed.segments) {
+        let port = stages
+            .get(entry.stage)
+            .and_then(|s| s.outputs().get(entry.port).cloned());
+        let port = port.ok_or_else(|| {
+            corrupt!(
+                "segment for missing port {} of stage {}",
+                entry.port,
+                entry.stage
+            )
+        })?;
+        if consumed[entry.stage][entry.port] || port.dtype != entry.dtype {
+            return Err(corrupt!(
+                "segment for stage {} port {} is not an unconnected {} output",
+                entry.stage,
+                entry.port,
+                port.dtype
+            ));
+        }
+        let slot = &mut pending[entry.stage][entry.port];
+        if slot.is_some() {
+            return Err(corrupt!(
+                "two segments for stage {} port {}",
+                entry.stage,
+                entry.port
+            ));
+        }
+        *slot = Some(Buffer::from_le_bytes(entry.dtype, bytes)?);
+    }
+    let mut result = None;
+    for (i, s) in stages.iter().enumerate().rev() {
+        let name = &header.stages[i].name;
+        let outputs = std::mem::take(&mut pending[i])
+            .into_iter()
+            .enumerate()
+            .map(|(p, b)| {
+                b.ok_or_else(|| {
+                    corrupt!("stage '{name}' output {p} is neither archived nor reconstructed")
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let inputs = s.inverse(outputs).map_err(|e| e.in_stage(name))?;
+        let ports = s.inputs();
+        if inputs.len() != ports.len()
+            || inputs.iter().zip(&ports).any(|(b, p)| b.dtype() != p.dtype)
+        {
+            return Err(Error::Stage {
+                stage: name.clone(),
+                message: "inverse produced buffers that do not match its ports".into(),
+            });
+        }
+        for (buffer, r) in inputs.into_iter().zip(&header.stages[i].inputs) {
+            match *r {
+                InputRef::External => result = Some(buffer),
+                InputRef::Stage { stage, port } => pending[stage][port] = Some(buffer),
+            }
+        }
+    }
+    let data = result.ok_or_else(|| corrupt!("no stage reconstructs the pipeline input"))?;
+    if data.dtype() != header.dtype || Some(data.len() as u64) != header.num_elements().ok() {
+        return Err(corrupt!(
+            "decoded {} {} elements, header says {} of shape {:?}",
+            data.len(),
+            data.dtype(),
+            header.dtype,
+            header.shape
+        ));
+    }
+    Ok(Decompressed { header, data })
+}

@@ -1,0 +1,41 @@
+//! # fzmod
+//!
+//! Modular, error-bounded compression pipelines for scientific floating-point arrays.
+//! A pipeline is a graph of stages (quantizer → predictor → coder); compressing yields a
+//! self-describing `.fzm` archive (docs/FORMAT.md) in which every value is within the
+//! requested bound; decoding is a pure function of the archive bytes.
+//!
+//! ```
+//! use fzmod::{Buffer, ErrorBound, ErrorMode};
+//! let data: Vec<f32> = (0..4096).map(|i| (i as f32 * 0.01).sin()).collect();
+//! let mut pipeline = fzmod::preset("cuszp2", &[4096]).unwrap();
+//! pipeline.set_error_bound(ErrorBound::new(ErrorMode::Abs, 1e-3).unwrap()).unwrap();
+//! let archive = pipeline.compress(&Buffer::F32(data.clone()), &[4096]).unwrap();
+//! let back = fzmod::decompress(&archive).unwrap();
+//! let Buffer::F32(values) = back.data else { unreachable!() };
+//! assert!(data.iter().zip(&values).all(|(a, b)| (a - b).abs() as f64 <= 1e-3));
+//! ```
+
+pub mod archive;
+pub mod config;
+pub mod element;
+pub mod error;
+pub mod graph;
+pub mod metrics;
+pub mod shape;
+pub mod stage;
+pub mod stages;
+
+pub use archive::{ErrorMode, Header};
+pub use config::{from_toml, preset, to_toml, PRESETS};
+pub use element::{Buffer, DType};
+pub use error::{Error, Result};
+pub use graph::{decompress, Decompressed, Pipeline};
+pub use metrics::{compare, Quality};
+pub use shape::parse_shape;
+pub use stage::{ErrorBound, Stage};
+
+/// Parse and verify an archive's header without decoding the data.
+pub fn inspect(archive: &[u8]) -> Result<Header> {
+    archive::parse(archive).map(|p| p.header)
+}

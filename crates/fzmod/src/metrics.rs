@@ -1,0 +1,141 @@
+//! Quality metrics of a reconstruction: max abs error, PSNR, NRMSE (decimal conventions of
+//! SDRBench: range = max − min of the finite original values).
+
+use crate::element::Buffer;
+use crate::error::{Error, Result};
+
+/// Distortion of `decoded` against `original`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Quality {
+    pub value_min: f64,
+    pub value_max: f64,
+    pub max_abs_error: f64,
+    /// Index of the first element reaching `max_abs_error`.
+    pub max_error_index: usize,
+    pub mse: f64,
+    /// ∞ when the reconstruction is exact.
+    pub psnr_db: f64,
+    pub nrmse: f64,
+    /// NaN/±Inf originals whose bits did not come back identical (must be 0).
+    pub special_mismatches: usize,
+}
+
+impl Quality {
+    pub fn value_range(&self) -> f64 {
+        if self.value_max >= self.value_min {
+            self.value_max - self.value_min
+        } else {
+            0.0
+        }
+    }
+}
+
+trait Sample: Copy {
+    fn value(self) -> f64;
+    fn bits(self) -> u64;
+}
+impl Sample for f32 {
+    fn value(self) -> f64 {
+        f64::from(self)
+    }
+    fn bits(self) -> u64 {
+        u64::from(self.to_bits())
+    }
+}
+impl Sample for f64 {
+    fn value(self) -> f64 {
+        self
+    }
+    fn bits(self) -> u64 {
+        self.to_bits()
+    }
+}
+
+fn measure<T: Sample>(a: &[T], b: &[T]) -> Quality {
+    let mut q = Quality {
+        value_min: f64::INFINITY,
+        value_max: f64::NEG_INFINITY,
+        max_abs_error: 0.0,
+        max_error_index: 0,
+        mse: 0.0,
+        psnr_db: f64::INFINITY,
+        nrmse: 0.0,
+        special_mismatches: 0,
+    };
+    let (mut sum_sq, mut finite) = (0.0f64, 0usize);
+    for (i, (&x, &y)) in a.iter().zip(b).enumerate() {
+        let (xv, yv) = (x.value(), y.value());
+        if !xv.is_finite() {
+            q.special_mismatches += usize::from(x.bits() != y.bits());
+            continue;
+        }
+        q.value_min = q.value_min.min(xv);
+        q.value_max = q.value_max.max(xv);
+        let err = if yv.is_finite() {
+            (xv - yv).abs()
+        } else {
+            f64::INFINITY
+        };
+        if err > q.max_abs_error {
+            q.max_abs_error = err;
+            q.max_error_index = i;
+        }
+        sum_sq += err * err;
+        finite += 1;
+    }
+    q.mse = if finite > 0 {
+        sum_sq / finite as f64
+    } else {
+        0.0
+    };
+    let range = q.value_range();
+    if q.mse > 0.0 {
+        q.psnr_db = if range > 0.0 {
+            20.0 * range.log10() - 10.0 * q.mse.log10()
+        } else {
+            0.0
+        };
+        q.nrmse = if range > 0.0 {
+            q.mse.sqrt() / range
+        } else {
+            f64::INFINITY
+        };
+    }
+    q
+}
+
+/// Compare two buffers of the same float type and length.
+pub fn compare(original: &Buffer, decoded: &Buffer) -> Result<Quality> {
+    match (original, decoded) {
+        (Buffer::F32(a), Buffer::F32(b)) if a.len() == b.len() => Ok(measure(a, b)),
+        (Buffer::F64(a), Buffer::F64(b)) if a.len() == b.len() => Ok(measure(a, b)),
+        _ => Err(Error::InvalidArgument(format!(
+            "cannot compare {} {} elements with {} {} elements",
+            original.len(),
+            original.dtype(),
+            decoded.len(),
+            decoded.dtype()
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_values() {
+        let q = compare(
+            &Buffer::F32(vec![0.0, 10.0, f32::NAN]),
+            &Buffer::F32(vec![1.0, 10.0, f32::NAN]),
+        )
+        .unwrap();
+        assert_eq!(q.max_abs_error, 1.0);
+        assert_eq!(q.max_error_index, 0);
+        assert_eq!(q.mse, 0.5);
+        assert!((q.psnr_db - (20.0 - 10.0 * 0.5f64.log10())).abs() < 1e-12);
+        assert_eq!(q.special_mismatches, 0);
+        let bad = compare(&Buffer::F32(vec![f32::INFINITY]), &Buffer::F32(vec![0.0])).unwrap();
+        assert_eq!(bad.special_mismatches, 1);
+    }
+}

@@ -1,0 +1,112 @@
+//! How stages see the pipeline shape: as at most three dimensions (z, y, x), x fastest.
+
+use crate::error::{Error, Result};
+
+/// The shape seen by spatial stages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Grid {
+    /// Extents, slowest first: `[z, y, x]`.
+    pub dims: [usize; 3],
+    /// Number of dimensions with extent > 1 (1 to 3).
+    pub ndim: usize,
+}
+
+impl Grid {
+    /// Drop unit dimensions and fold everything before the last three into z.
+    pub fn from_shape(shape: &[usize]) -> Grid {
+        let real: Vec<usize> = shape.iter().copied().filter(|&d| d != 1).collect();
+        let ndim = real.len().clamp(1, 3);
+        let mut dims = [1usize; 3];
+        let n = real.len();
+        if n > 3 {
+            dims = [real[..n - 2].iter().product(), real[n - 2], real[n - 1]];
+        } else {
+            for (slot, &d) in dims.iter_mut().rev().zip(real.iter().rev()) {
+                *slot = d;
+            }
+        }
+        Grid { dims, ndim }
+    }
+
+    /// The grid of the pipeline shape, checked against the number of elements a stage got.
+    pub fn for_stage(shape: &[usize], len: usize, stage: &str) -> Result<Grid> {
+        let g = Grid::from_shape(shape);
+        if g.len() != len {
+            return Err(Error::Pipeline(format!(
+                "{stage}: input has {len} elements but the pipeline shape {shape:?} has {}",
+                g.len()
+            )));
+        }
+        Ok(g)
+    }
+
+    pub fn len(&self) -> usize {
+        self.dims.iter().product()
+    }
+}
+
+/// Parse `2161x4320` (C order, slowest first) into extents.
+pub fn parse_shape(s: &str) -> Result<Vec<usize>> {
+    let dims: Option<Vec<usize>> = s
+        .split(['x', 'X', ',', '*'])
+        .map(|d| d.trim().parse().ok().filter(|&d: &usize| d > 0))
+        .collect();
+    match dims {
+        Some(d) if !d.is_empty() && d.len() <= 16 => Ok(d),
+        _ => Err(Error::InvalidArgument(format!(
+            "bad shape '{s}': expected positive extents like 2161x4320 (slowest first)"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folds_and_drops_unit_dims() {
+        assert_eq!(
+            Grid::from_shape(&[2161, 4320]),
+            Grid {
+                dims: [1, 2161, 4320],
+                ndim: 2
+            }
+        );
+        assert_eq!(
+            Grid::from_shape(&[100]),
+            Grid {
+                dims: [1, 1, 100],
+                ndim: 1
+            }
+        );
+        assert_eq!(
+            Grid::from_shape(&[1, 7, 1, 5]),
+            Grid {
+                dims: [1, 7, 5],
+                ndim: 2
+            }
+        );
+        assert_eq!(
+            Grid::from_shape(&[2, 18, 64, 128]),
+            Grid {
+                dims: [36, 64, 128],
+                ndim: 3
+            }
+        );
+        assert_eq!(
+            Grid::from_shape(&[1]),
+            Grid {
+                dims: [1, 1, 1],
+                ndim: 1
+            }
+        );
+    }
+
+    #[test]
+    fn parses_shapes() {
+        assert_eq!(parse_shape("2161x4320").unwrap(), vec![2161, 4320]);
+        assert!(parse_shape("0x5").is_err());
+        assert!(parse_shape("ax5").is_err());
+        assert!(parse_shape("").is_err());
+    }
+}

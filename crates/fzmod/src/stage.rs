@@ -1,0 +1,177 @@
+//! The stage abstraction: typed ports, versioned parameters, forward and inverse runs,
+//! and the registry that rebuilds stages from archive records and TOML tables.
+
+use crate::archive::ErrorMode;
+use crate::element::{Buffer, DType};
+use crate::error::{Error, Result};
+use crate::stages;
+
+/// A named, typed port. Forward inputs/outputs; the inverse swaps the roles.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Port {
+    pub name: &'static str,
+    pub dtype: DType,
+}
+
+/// The requested error bound as given by the user.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ErrorBound {
+    pub mode: ErrorMode,
+    pub value: f64,
+}
+
+impl ErrorBound {
+    /// A bound must be a finite, strictly positive number.
+    pub fn new(mode: ErrorMode, value: f64) -> Result<Self> {
+        if !(value.is_finite() && value > 0.0) {
+            return Err(Error::InvalidArgument(format!(
+                "error bound must be a finite number > 0, got {value}"
+            )));
+        }
+        Ok(ErrorBound { mode, value })
+    }
+}
+
+/// What a stage may know about the pipeline input while running forward.
+#[derive(Clone, Debug)]
+pub struct ForwardContext<'a> {
+    /// Shape of the pipeline input, C order (slowest first).
+    pub shape: &'a [usize],
+}
+
+/// Result of a forward run: the output buffers (one per output port) and the stage's
+/// complete parameter record (configuration plus data-dependent values decode needs).
+pub struct Forwarded {
+    pub outputs: Vec<Buffer>,
+    pub record: Vec<u8>,
+}
+
+/// A pipeline stage. Stages are immutable during a run: data-dependent values (resolved
+/// bound, element counts, dims) go into the record returned by `forward`, and the inverse
+/// runs on a stage rebuilt from that record, so decode never depends on compress state.
+pub trait Stage: Send + Sync + std::fmt::Debug {
+    /// The registry entry of this stage's type.
+    fn kind(&self) -> &'static StageKind;
+    /// Forward input ports.
+    fn inputs(&self) -> Vec<Port>;
+    /// Forward output ports.
+    fn outputs(&self) -> Vec<Port>;
+    /// Run forward: one buffer per input port in, one per output port out.
+    fn forward(&self, inputs: Vec<Buffer>, ctx: &ForwardContext) -> Result<Forwarded>;
+    /// Run inverse on a stage decoded from its record: forward outputs in, forward inputs out.
+    fn inverse(&self, outputs: Vec<Buffer>) -> Result<Vec<Buffer>>;
+    /// Configuration as TOML keys (snake_case), for saving pipelines.
+    fn to_toml(&self) -> toml::Table;
+    /// Accept the pipeline's error bound; stages that are not lossy return `false`.
+    fn set_error_bound(&mut self, _bound: ErrorBound) -> bool {
+        false
+    }
+    /// The bound this stage enforces, if it is lossy.
+    fn error_bound(&self) -> Option<ErrorBound> {
+        None
+    }
+    /// Accept the pipeline input's element type (only stages fed by the pipeline input).
+    fn set_input_dtype(&mut self, dtype: DType) -> Result<()> {
+        match self.inputs().first() {
+            Some(p) if p.dtype == dtype => Ok(()),
+            _ => Err(Error::Pipeline(format!(
+                "{} cannot take {dtype} input",
+                self.kind().name
+            ))),
+        }
+    }
+    /// Clone behind the trait object.
+    fn clone_box(&self) -> Box<dyn Stage>;
+}
+
+impl Clone for Box<dyn Stage> {
+    fn clone(&self) -> Self {
+        self.clone_box()
+    }
+}
+
+/// A stage type: its permanent id and name, its parameter version, and its constructors.
+pub struct StageKind {
+    /// Permanent on-disk id; never reused (docs/FORMAT.md, "Stage type registry").
+    pub id: u16,
+    /// TOML `type` name.
+    pub name: &'static str,
+    /// One line for `fzmod stages`.
+    pub summary: &'static str,
+    /// Version of the parameter record this build writes.
+    pub param_version: u32,
+    /// Build from a TOML `[[stage]]` table (keys other than name/type/inputs).
+    pub from_toml: fn(&toml::Table) -> Result<Box<dyn Stage>>,
+    /// Build from an archive record (version, bytes) for decoding.
+    pub from_record: fn(u32, &[u8]) -> Result<Box<dyn Stage>>,
+}
+
+impl std::fmt::Debug for StageKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}#{}", self.name, self.id)
+    }
+}
+
+/// Every stage type this build knows.
+pub fn registry() -> &'static [&'static StageKind] {
+    stages::ALL
+}
+
+/// Look a stage type up by on-disk id.
+pub fn kind_by_id(id: u16) -> Result<&'static StageKind> {
+    registry()
+        .iter()
+        .copied()
+        .find(|k| k.id == id)
+        .ok_or(Error::UnknownStage(id))
+}
+
+/// Look a stage type up by TOML name.
+pub fn kind_by_name(name: &str) -> Result<&'static StageKind> {
+    registry()
+        .iter()
+        .copied()
+        .find(|k| k.name == name)
+        .ok_or_else(|| {
+            let known: Vec<_> = registry().iter().map(|k| k.name).collect();
+            Error::Config(format!(
+                "unknown stage type '{name}' (known: {})",
+                known.join(", ")
+            ))
+        })
+}
+
+/// Refuse a record written with a parameter version this build cannot read.
+pub fn check_param_version(kind: &StageKind, version: u32) -> Result<()> {
+    if version == 0 || version > kind.param_version {
+        return Err(Error::Corrupt(format!(
+            "{} parameter version {version} not supported (this build reads 1..={})",
+            kind.name, kind.param_version
+        )));
+    }
+    Ok(())
+}
+
+/// Check that a forward call received the buffers its ports declare.
+pub fn expect_buffers(stage: &dyn Stage, ports: &[Port], buffers: &[Buffer]) -> Result<()> {
+    if ports.len() != buffers.len() {
+        return Err(Error::Pipeline(format!(
+            "{} expects {} buffers, got {}",
+            stage.kind().name,
+            ports.len(),
+            buffers.len()
+        )));
+    }
+    for (p, b) in ports.iter().zip(buffers) {
+        if p.dtype != b.dtype() {
+            return Err(Error::Pipeline(format!(
+                "{} port '{}' expects {}, got {}",
+                stage.kind().name,
+                p.name,
+                p.dtype,
+                b.dtype()
+            )));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,468 @@
+//! CPU reference of AdaptiveBitpack: block costs, metadata, sign regions and bit-planes.
+//!
+//! Within a block of B elements, S = ceil(B/8). Sign region and every plane are S bytes;
+//! bit j of byte k belongs to element 8k+j; plane p holds bit p of |v|.
+
+use crate::element::DType;
+use crate::error::{corrupt, Result};
+use rayon::prelude::*;
+
+/// Largest block (the seed's limit); per-block scratch lives on the stack.
+const MAX_BLOCK: usize = super::MAX_BLOCK as usize;
+
+/// Blocks per parallel work item.
+const BLOCKS_PER_TASK: usize = 2048;
+
+/// Per-block metadata layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// No selection; 1 byte per block = rate.
+    Plain,
+    /// Selection; 2 bytes per block `[rate][sel]` (seed layout).
+    Wide,
+    /// Selection; 1 byte per block, cuSZp2-style packing with the rate-32 escape.
+    Packed,
+}
+
+impl Layout {
+    pub fn code(self) -> u8 {
+        match self {
+            Layout::Plain => 0,
+            Layout::Wide => 1,
+            Layout::Packed => 2,
+        }
+    }
+    pub fn from_code(c: u8) -> Result<Layout> {
+        match c {
+            0 => Ok(Layout::Plain),
+            1 => Ok(Layout::Wide),
+            2 => Ok(Layout::Packed),
+            _ => Err(corrupt!("AdaptiveBitpack metadata layout code {c}")),
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Layout::Plain => "plain",
+            Layout::Wide => "wide",
+            Layout::Packed => "packed",
+        }
+    }
+    pub fn meta_bytes(self) -> usize {
+        if self == Layout::Wide {
+            2
+        } else {
+            1
+        }
+    }
+}
+
+/// Signed code types the coder accepts.
+pub trait Code: Copy + Send + Sync + Default + 'static {
+    const DTYPE: DType;
+    /// Largest rate a block of this type can need.
+    const MAX_RATE: u32;
+    fn split(self) -> (bool, u32);
+    /// `None` when the magnitude does not fit with that sign.
+    fn join(negative: bool, mag: u32) -> Option<Self>;
+}
+
+impl Code for i32 {
+    const DTYPE: DType = DType::I32;
+    const MAX_RATE: u32 = 32;
+    fn split(self) -> (bool, u32) {
+        (self < 0, self.unsigned_abs())
+    }
+    fn join(negative: bool, mag: u32) -> Option<Self> {
+        match (negative, mag) {
+            (false, m) if m <= i32::MAX as u32 => Some(m as i32),
+            (true, m) if m <= 1 << 31 => Some((m as i32).wrapping_neg()),
+            _ => None,
+        }
+    }
+}
+
+impl Code for i16 {
+    const DTYPE: DType = DType::I16;
+    const MAX_RATE: u32 = 16;
+    fn split(self) -> (bool, u32) {
+        (self < 0, u32::from(self.unsigned_abs()))
+    }
+    fn join(negative: bool, mag: u32) -> Option<Self> {
+        match (negative, mag) {
+            (false, m) if m <= i16::MAX as u32 => Some(m as i16),
+            (true, m) if m <= 1 << 15 => Some((m as i16).wrapping_neg()),
+            _ => None,
+        }
+    }
+}
+
+fn bitlen(v: u32) -> u32 {
+    32 - v.leading_zeros()
+}
+
+/// Transpose an 8×8 bit matrix: bit j of byte i ↔ bit i of byte j.
+fn transpose8(mut x: u64) -> u64 {
+    let t = (x ^ (x >> 7)) & 0x00AA_00AA_00AA_00AA;
+    x ^= t ^ (t << 7);
+    let t = (x ^ (x >> 14)) & 0x0000_CCCC_0000_CCCC;
+    x ^= t ^ (t << 14);
+    let t = (x ^ (x >> 28)) & 0x0000_0000_F0F0_F0F0;
+    x ^ t ^ (t << 28)
+}
+
+/// How one block is coded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct BlockCode {
+    rate: u32,
+    /// Bytes of the raw first magnitude; 0 = plain block.
+    outlier_bytes: u32,
+}
+
+impl BlockCode {
+    fn cost(self, s: usize) -> usize {
+        match (self.outlier_bytes, self.rate) {
+            (0, 0) => 0,
+            (0, r) => s * (r as usize + 1),
+            (ob, r) => ob as usize + s * (r as usize + 1),
+        }
+    }
+
+    fn choose(mags: &[u32], layout: Layout, s: usize) -> BlockCode {
+        let fr_all = bitlen(mags.iter().fold(0, |a, &m| a | m));
+        let plain = BlockCode {
+            rate: fr_all,
+            outlier_bytes: 0,
+        };
+        if layout == Layout::Plain || mags.is_empty() {
+            return plain;
+        }
+        let fr_rest = bitlen(mags[1..].iter().fold(0, |a, &m| a | m));
+        let ob = bitlen(mags[0]).div_ceil(8);
+        let outlier = BlockCode {
+            rate: fr_rest,
+            outlier_bytes: ob,
+        };
+        // Ties go to plain; |v0| = 0 always picks plain, so outlier blocks have ob ≥ 1.
+        if ob == 0 || plain.cost(s) <= outlier.cost(s) {
+            plain
+        } else {
+            outlier
+        }
+    }
+
+    fn write_meta(self, layout: Layout, out: &mut Vec<u8>) {
+        let outlier = self.outlier_bytes > 0;
+        match layout {
+            Layout::Plain => out.push(self.rate as u8),
+            Layout::Wide => {
+                let sel = if outlier {
+                    1 | ((self.outlier_bytes as u8 - 1) << 1)
+                } else {
+                    0
+                };
+                out.extend_from_slice(&[self.rate as u8, sel]);
+            }
+            Layout::Packed if outlier => {
+                out.push(0x80 | ((self.outlier_bytes as u8 - 1) << 5) | self.rate as u8)
+            }
+            Layout::Packed => out.push(self.rate as u8),
+        }
+    }
+
+    fn read_meta(meta: &[u8], layout: Layout, max_rate: u32) -> Result<BlockCode> {
+        let code = match layout {
+            Layout::Plain => BlockCode {
+                rate: u32::from(meta[0]),
+                outlier_bytes: 0,
+            },
+            Layout::Wide => {
+                let (rate, sel) = (u32::from(meta[0]), meta[1]);
+                if sel & !0b111 != 0 || (sel & 1 == 0 && sel != 0) {
+                    return Err(corrupt!("AdaptiveBitpack selection byte {sel:#04x}"));
+                }
+                let ob = if sel & 1 == 1 {
+                    u32::from(sel >> 1) + 1
+                } else {
+                    0
+                };
+                BlockCode {
+                    rate,
+                    outlier_bytes: ob,
+                }
+            }
+            Layout::Packed => {
+                let m = meta[0];
+                if m & 0x80 == 0 {
+                    BlockCode {
+                        rate: u32::from(m),
+                        outlier_bytes: 0,
+                    }
+                } else {
+                    BlockCode {
+                        rate: u32::from(m & 0x1f),
+                        outlier_bytes: u32::from((m >> 5) & 3) + 1,
+                    }
+                }
+            }
+        };
+        if code.rate > max_rate || code.outlier_bytes > max_rate / 8 {
+            return Err(corrupt!(
+                "AdaptiveBitpack block rate {} / outlier bytes {}",
+                code.rate,
+                code.outlier_bytes
+            ));
+        }
+        Ok(code)
+    }
+}
+
+/// Append the sign region and `rate` planes of `mags` (element 0 skipped if `skip_first`).
+fn write_planes(signs: &[bool], mags: &[u32], rate: u32, s: usize, out: &mut Vec<u8>) {
+    let base = out.len();
+    out.resize(base + s * (rate as usize + 1), 0);
+    let (sign_region, planes) = out[base..].split_at_mut(s);
+    for (k, group) in signs.chunks(8).enumerate() {
+        sign_region[k] = group
+            .iter()
+            .enumerate()
+            .fold(0u8, |b, (j, &neg)| b | (u8::from(neg) << j));
+    }
+    for (k, group) in mags.chunks(8).enumerate() {
+        for byte_of_mag in 0..rate.div_ceil(8) as usize {
+            let rows = group.iter().enumerate().fold(0u64, |x, (j, &m)| {
+                x | (u64::from((m >> (8 * byte_of_mag)) as u8) << (8 * j))
+            });
+            let cols = transpose8(rows).to_le_bytes();
+            for (i, &plane_byte) in cols.iter().enumerate() {
+                let p = 8 * byte_of_mag + i;
+                if p < rate as usize {
+                    planes[p * s + k] = plane_byte;
+                }
+            }
+        }
+    }
+}
+
+/// Encode one block of `count ≤ b` values.
+fn encode_block<T: Code>(
+    vals: &[T],
+    layout: Layout,
+    s: usize,
+    meta: &mut Vec<u8>,
+    payload: &mut Vec<u8>,
+) {
+    let (mut sign_buf, mut mag_buf) = ([false; MAX_BLOCK], [0u32; MAX_BLOCK]);
+    for (i, v) in vals.iter().enumerate() {
+        (sign_buf[i], mag_buf[i]) = v.split();
+    }
+    let (signs, mags) = (&sign_buf[..vals.len()], &mut mag_buf[..vals.len()]);
+    let code = BlockCode::choose(mags, layout, s);
+    code.write_meta(layout, meta);
+    if code.outlier_bytes > 0 {
+        payload.extend_from_slice(&mags[0].to_le_bytes()[..code.outlier_bytes as usize]);
+        mags[0] = 0;
+        write_planes(signs, mags, code.rate, s, payload);
+    } else if code.rate > 0 {
+        write_planes(signs, mags, code.rate, s, payload);
+    }
+}
+
+/// Encode `v` in blocks of `b` elements.
+pub fn encode<T: Code>(v: &[T], b: usize, layout: Layout) -> Vec<u8> {
+    let s = b.div_ceil(8);
+    let parts: Vec<(Vec<u8>, Vec<u8>)> = v
+        .par_chunks(b * BLOCKS_PER_TASK)
+        .map(|task| {
+            let (mut meta, mut payload) = (Vec::new(), Vec::new());
+            for block in task.chunks(b) {
+                encode_block(block, layout, s, &mut meta, &mut payload);
+            }
+            (meta, payload)
+        })
+        .collect();
+    let total: usize = parts.iter().map(|(m, p)| m.len() + p.len()).sum();
+    let mut out = Vec::with_capacity(total);
+    for (m, _) in &parts {
+        out.extend_from_slice(m);
+    }
+    for (_, p) in &parts {
+        out.extend_from_slice(p);
+    }
+    out
+}
+
+/// Decode one block into `out` (its real elements only).
+fn decode_block<T: Code>(code: BlockCode, payload: &[u8], s: usize, out: &mut [T]) -> Result<()> {
+    let (mut mags, mut signs) = ([0u32; MAX_BLOCK], [false; MAX_BLOCK]);
+    if code.outlier_bytes == 0 && code.rate == 0 {
+        out.fill(T::default());
+        return Ok(());
+    }
+    let ob = code.outlier_bytes as usize;
+    let (first, rest) = payload.split_at(ob);
+    let (sign_region, planes) = rest.split_at(s);
+    for (k, &byte) in sign_region.iter().enumerate() {
+        for j in 0..8 {
+            signs[8 * k + j] = byte >> j & 1 == 1;
+        }
+    }
+    for k in 0..s {
+        for byte_of_mag in 0..code.rate.div_ceil(8) as usize {
+            let rows = (0..8).fold(0u64, |x, i| {
+                let p = 8 * byte_of_mag + i;
+                let b = if p < code.rate as usize {
+                    planes[p * s + k]
+                } else {
+                    0
+                };
+                x | (u64::from(b) << (8 * i))
+            });
+            for (j, &b) in transpose8(rows).to_le_bytes().iter().enumerate() {
+                mags[8 * k + j] |= u32::from(b) << (8 * byte_of_mag);
+            }
+        }
+    }
+    if ob > 0 {
+        let mut raw = [0u8; 4];
+        raw[..ob].copy_from_slice(first);
+        mags[0] = u32::from_le_bytes(raw);
+    }
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = T::join(signs[i], mags[i]).ok_or_else(|| {
+            corrupt!(
+                "AdaptiveBitpack magnitude {} does not fit {}",
+                mags[i],
+                T::DTYPE
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// Decode `n` elements coded in blocks of `b`.
+pub fn decode<T: Code>(bytes: &[u8], n: usize, b: usize, layout: Layout) -> Result<Vec<T>> {
+    let s = b.div_ceil(8);
+    let blocks = n.div_ceil(b);
+    let mb = layout.meta_bytes();
+    let meta_len = blocks.checked_mul(mb).filter(|&m| m <= bytes.len());
+    let meta_len = meta_len.ok_or_else(|| {
+        corrupt!(
+            "AdaptiveBitpack: metadata for {blocks} blocks exceeds {} bytes",
+            bytes.len()
+        )
+    })?;
+    let (meta, payload) = bytes.split_at(meta_len);
+    let codes = meta
+        .chunks_exact(mb)
+        .map(|m| BlockCode::read_meta(m, layout, T::MAX_RATE))
+        .collect::<Result<Vec<_>>>()?;
+    // Offsets of each task's first payload byte (sequential scan over block costs).
+    let mut task_offsets = Vec::with_capacity(blocks / BLOCKS_PER_TASK + 2);
+    let mut offset = 0usize;
+    for (i, c) in codes.iter().enumerate() {
+        if i % BLOCKS_PER_TASK == 0 {
+            task_offsets.push(offset);
+        }
+        offset += c.cost(s);
+    }
+    if offset != payload.len() {
+        return Err(corrupt!(
+            "AdaptiveBitpack: blocks need {offset} payload bytes, segment has {}",
+            payload.len()
+        ));
+    }
+    let mut out = vec![T::default(); n];
+    out.par_chunks_mut(b * BLOCKS_PER_TASK)
+        .zip(codes.par_chunks(BLOCKS_PER_TASK))
+        .zip(task_offsets.par_iter())
+        .try_for_each(|((out, codes), &start)| {
+            let mut at = start;
+            for (block, code) in out.chunks_mut(b).zip(codes) {
+                let cost = code.cost(s);
+                decode_block(*code, &payload[at..at + cost], s, block)?;
+                at += cost;
+            }
+            Ok::<(), crate::error::Error>(())
+        })?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn naive_transpose(x: u64) -> u64 {
+        let mut y = 0u64;
+        for i in 0..8 {
+            for j in 0..8 {
+                y |= ((x >> (8 * i + j)) & 1) << (8 * j + i);
+            }
+        }
+        y
+    }
+
+    proptest! {
+        #[test]
+        fn transpose_matches_definition(x in any::<u64>()) {
+            prop_assert_eq!(transpose8(x), naive_transpose(x));
+        }
+
+        #[test]
+        fn round_trip_i32(v in prop::collection::vec(prop_oneof![any::<i32>(), -40i32..40, Just(i32::MIN), Just(0)], 0..2000),
+                          b in 1usize..=1024, layout in prop_oneof![Just(Layout::Plain), Just(Layout::Wide), Just(Layout::Packed)]) {
+            let bytes = encode(&v, b, layout);
+            prop_assert_eq!(decode::<i32>(&bytes, v.len(), b, layout).unwrap(), v);
+        }
+
+        #[test]
+        fn round_trip_i16(v in prop::collection::vec(any::<i16>(), 0..1500), b in 1usize..=300,
+                          layout in prop_oneof![Just(Layout::Plain), Just(Layout::Wide), Just(Layout::Packed)]) {
+            let bytes = encode(&v, b, layout);
+            prop_assert_eq!(decode::<i16>(&bytes, v.len(), b, layout).unwrap(), v);
+        }
+    }
+
+    #[test]
+    fn plain_block_layout_follows_the_seed() {
+        // Block of 8: values 1, −2, 3, 0, 0, 0, 0, −1 → rate 2, S = 1.
+        let v = [1i32, -2, 3, 0, 0, 0, 0, -1];
+        let bytes = encode(&v, 8, Layout::Plain);
+        // rate byte, sign byte (elements 1 and 7), plane 0 (elements 0, 2, 7), plane 1 (1, 2).
+        assert_eq!(bytes, vec![2, 0b1000_0010, 0b1000_0101, 0b0000_0110]);
+    }
+
+    #[test]
+    fn outlier_block_layout_follows_the_seed() {
+        // A large first element then small deltas: the outlier form wins.
+        let mut v = vec![1000i32];
+        v.extend([1, -1, 0, 1, 0, 0, 0].iter());
+        let wide = encode(&v, 8, Layout::Wide);
+        // [rate 1][sel: outlier, ob 2 → 0b011] | 1000 LE (2 B) | signs | plane 0
+        assert_eq!(wide, vec![1, 0b011, 0xe8, 0x03, 0b0000_0100, 0b0001_0110]);
+        let packed = encode(&v, 8, Layout::Packed);
+        assert_eq!(packed[0], 0x80 | (1 << 5) | 1);
+        assert_eq!(&packed[1..], &wide[2..]);
+    }
+
+    #[test]
+    fn rate_32_uses_the_packed_escape() {
+        let v = [5, i32::MIN, 7, 1];
+        let bytes = encode(&v, 4, Layout::Packed);
+        assert_eq!(bytes[0], 0x20);
+        assert_eq!(decode::<i32>(&bytes, 4, 4, Layout::Packed).unwrap(), v);
+    }
+
+    #[test]
+    fn corrupt_metadata_is_rejected() {
+        let v: Vec<i32> = (0..64).collect();
+        let mut bytes = encode(&v, 32, Layout::Wide);
+        bytes[1] = 0b1000; // reserved selection bits
+        assert!(decode::<i32>(&bytes, 64, 32, Layout::Wide).is_err());
+        let bytes = encode(&v, 32, Layout::Plain);
+        assert!(decode::<i32>(&bytes[..bytes.len() - 1], 64, 32, Layout::Plain).is_err());
+        let mut bad_rate = bytes.clone();
+        bad_rate[0] = 33;
+        assert!(decode::<i32>(&bad_rate, 64, 32, Layout::Plain).is_err());
+    }
+}

@@ -1,0 +1,246 @@
+//! Quantizer (linear, cuSZp rounding) with a lossless outlier side channel.
+//!
+//! Forward: `f32|f64[n]` → `codes: i32[n]`, `outliers: u8[]`. Every element either
+//! reconstructs within the bound (checked with the decoder's own formula) or goes, bit for
+//! bit, to the outlier channel: NaN, ±Inf, values whose code would overflow i32 and values
+//! whose reconstruction misses the bound. Layouts: docs/FORMAT.md, "Quantizer".
+
+mod cpu;
+
+use crate::archive::{ErrorMode, Reader, Writer};
+use crate::config::params::TomlParams;
+use crate::element::{Buffer, DType};
+use crate::error::{corrupt, Error, Result};
+use crate::stage::{self, ErrorBound, ForwardContext, Forwarded, Port, Stage, StageKind};
+
+use cpu::{quantize, reconstruct, Float};
+
+/// Registry entry.
+pub static KIND: StageKind = StageKind {
+    id: 14,
+    name: "Quantizer",
+    summary: "linear quantizer (cuSZp rounding) to i32 codes; strict bound, lossless outliers",
+    param_version: 1,
+    from_toml: Quantizer::from_toml,
+    from_record: Quantizer::from_record,
+};
+
+/// Values a decode needs that only exist after the forward run.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Resolved {
+    /// Absolute bound every element satisfies (`value` or `value × range`).
+    pub abs_bound: f64,
+    /// Half bin width used by quantize and reconstruct, in the element type (stored as f64).
+    pub step: f64,
+    pub num_elements: u64,
+    pub num_outliers: u64,
+}
+
+/// The quantizer stage.
+#[derive(Clone, Debug)]
+pub struct Quantizer {
+    pub input: DType,
+    pub bound: Option<ErrorBound>,
+    pub resolved: Option<Resolved>,
+}
+
+impl Quantizer {
+    pub fn new(input: DType, bound: Option<ErrorBound>) -> Result<Self> {
+        if !matches!(input, DType::F32 | DType::F64) {
+            return Err(Error::InvalidArgument(format!(
+                "Quantizer input must be f32 or f64, not {input}"
+            )));
+        }
+        Ok(Quantizer {
+            input,
+            bound,
+            resolved: None,
+        })
+    }
+
+    fn from_toml(t: &toml::Table) -> Result<Box<dyn Stage>> {
+        let p = TomlParams::new(t, "Quantizer");
+        let input = p.dtype("input_type", DType::F32, &[DType::F32, DType::F64])?;
+        p.dtype("code_type", DType::I32, &[DType::I32, DType::U32])?;
+        if !p.bool("linear_mode", true)? {
+            return Err(Error::Config(
+                "Quantizer: only linear_mode = true (cuSZp-style signed codes) is implemented"
+                    .into(),
+            ));
+        }
+        let mode = p
+            .str("error_bound_mode")?
+            .map(ErrorMode::parse)
+            .transpose()?;
+        let value = p.f64("error_bound")?;
+        p.finish()?;
+        let bound = match (mode, value) {
+            (m, Some(v)) => Some(ErrorBound::new(m.unwrap_or(ErrorMode::Abs), v)?),
+            (Some(_), None) => {
+                return Err(Error::Config(
+                    "Quantizer: error_bound_mode given without error_bound".into(),
+                ))
+            }
+            (None, None) => None,
+        };
+        Ok(Box::new(Quantizer::new(input, bound)?))
+    }
+
+    fn from_record(version: u32, bytes: &[u8]) -> Result<Box<dyn Stage>> {
+        stage::check_param_version(&KIND, version)?;
+        let mut r = Reader::new(bytes, "Quantizer parameters");
+        let code = r.u8()?;
+        let input = DType::from_code(code).filter(|d| matches!(d, DType::F32 | DType::F64));
+        let input = input.ok_or_else(|| corrupt!("Quantizer input type code {code}"))?;
+        let mode = ErrorMode::from_code(r.u8()?)?;
+        let value = r.f64()?;
+        let abs_bound = r.f64()?;
+        let step = r.f64()?;
+        let num_elements = r.varint()?;
+        let num_outliers = r.varint()?;
+        r.finish()?;
+        if !(step >= 0.0 && step.is_finite()) || (input == DType::F32 && step as f32 as f64 != step)
+        {
+            return Err(corrupt!(
+                "Quantizer step {step} is not a valid bin half-width"
+            ));
+        }
+        if num_outliers > num_elements {
+            return Err(corrupt!(
+                "Quantizer: {num_outliers} outliers among {num_elements} elements"
+            ));
+        }
+        let bound =
+            ErrorBound::new(mode, value).map_err(|_| corrupt!("Quantizer bound {value}"))?;
+        let resolved = Resolved {
+            abs_bound,
+            step,
+            num_elements,
+            num_outliers,
+        };
+        Ok(Box::new(Quantizer {
+            input,
+            bound: Some(bound),
+            resolved: Some(resolved),
+        }))
+    }
+
+    fn record(&self, bound: ErrorBound, r: &Resolved) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.u8(self.input.code());
+        w.u8(bound.mode.code());
+        w.f64(bound.value);
+        w.f64(r.abs_bound);
+        w.f64(r.step);
+        w.varint(r.num_elements);
+        w.varint(r.num_outliers);
+        w.bytes
+    }
+
+    fn run_forward<T: Float>(&self, x: &[T], bound: ErrorBound) -> Forwarded {
+        let abs_bound = match bound.mode {
+            ErrorMode::Abs => bound.value,
+            ErrorMode::Rel => bound.value * cpu::finite_range(x),
+        };
+        let q = quantize(x, abs_bound);
+        let resolved = Resolved {
+            abs_bound,
+            step: q.step.to_f64(),
+            num_elements: x.len() as u64,
+            num_outliers: q.num_outliers,
+        };
+        Forwarded {
+            outputs: vec![Buffer::I32(q.codes), Buffer::U8(q.outliers)],
+            record: self.record(bound, &resolved),
+        }
+    }
+}
+
+impl Stage for Quantizer {
+    fn kind(&self) -> &'static StageKind {
+        &KIND
+    }
+    fn inputs(&self) -> Vec<Port> {
+        vec![Port {
+            name: "input",
+            dtype: self.input,
+        }]
+    }
+    fn outputs(&self) -> Vec<Port> {
+        vec![
+            Port {
+                name: "codes",
+                dtype: DType::I32,
+            },
+            Port {
+                name: "outliers",
+                dtype: DType::U8,
+            },
+        ]
+    }
+
+    fn forward(&self, inputs: Vec<Buffer>, _ctx: &ForwardContext) -> Result<Forwarded> {
+        stage::expect_buffers(self, &self.inputs(), &inputs)?;
+        let bound = self.bound.ok_or_else(|| {
+            Error::InvalidArgument(
+                "no error bound set (give -e/--error-bound or error_bound)".into(),
+            )
+        })?;
+        Ok(match &inputs[0] {
+            Buffer::F32(x) => self.run_forward(x, bound),
+            Buffer::F64(x) => self.run_forward(x, bound),
+            _ => unreachable!("checked by expect_buffers"),
+        })
+    }
+
+    fn inverse(&self, outputs: Vec<Buffer>) -> Result<Vec<Buffer>> {
+        let r = self
+            .resolved
+            .ok_or_else(|| Error::Pipeline("Quantizer inverse needs a decoded record".into()))?;
+        stage::expect_buffers(self, &self.outputs(), &outputs)?;
+        let (Buffer::I32(codes), Buffer::U8(outliers)) = (&outputs[0], &outputs[1]) else {
+            unreachable!("checked by expect_buffers")
+        };
+        if codes.len() as u64 != r.num_elements {
+            return Err(corrupt!(
+                "Quantizer: {} codes for {} elements",
+                codes.len(),
+                r.num_elements
+            ));
+        }
+        Ok(vec![match self.input {
+            DType::F32 => Buffer::F32(reconstruct(codes, r.step as f32, outliers, r.num_outliers)?),
+            _ => Buffer::F64(reconstruct(codes, r.step, outliers, r.num_outliers)?),
+        }])
+    }
+
+    fn to_toml(&self) -> toml::Table {
+        let mut t = toml::Table::new();
+        t.insert("input_type".into(), self.input.toml_name().into());
+        t.insert("code_type".into(), "int32".into());
+        t.insert("linear_mode".into(), true.into());
+        if let Some(b) = self.bound {
+            t.insert("error_bound_mode".into(), b.mode.name().into());
+            t.insert("error_bound".into(), b.value.into());
+        }
+        t
+    }
+
+    fn set_error_bound(&mut self, bound: ErrorBound) -> bool {
+        self.bound = Some(bound);
+        true
+    }
+
+    fn error_bound(&self) -> Option<ErrorBound> {
+        self.bound
+    }
+
+    fn set_input_dtype(&mut self, dtype: DType) -> Result<()> {
+        *self = Quantizer::new(dtype, self.bound)?;
+        Ok(())
+    }
+
+    fn clone_box(&self) -> Box<dyn Stage> {
+        Box::new(self.clone())
+    }
+}
