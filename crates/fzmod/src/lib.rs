@@ -17,6 +17,8 @@
 //! ```
 
 pub mod archive;
+pub mod backend;
+mod bench;
 pub mod config;
 pub mod element;
 pub mod error;
@@ -27,6 +29,7 @@ pub mod stage;
 pub mod stages;
 
 pub use archive::{ErrorMode, Header};
+pub use bench::{decompress_on, BenchTiming};
 pub use config::{from_toml, preset, to_toml, PRESETS};
 pub use element::{Buffer, DType};
 pub use error::{Error, Result};
@@ -34,6 +37,15 @@ pub use graph::{decompress, Decompressed, Pipeline};
 pub use metrics::{compare, Quality};
 pub use shape::parse_shape;
 pub use stage::{ErrorBound, Stage};
+
+/// The absolute bound the archive's first quantizer guarantees, if it has one.
+pub fn archived_abs_bound(header: &Header) -> Option<f64> {
+    let q = header
+        .stages
+        .iter()
+        .find(|s| s.type_id == stages::quantizer::KIND.id)?;
+    stages::quantizer::recorded_abs_bound(q.param_version, &q.params)
+}
 
 /// Parse and verify an archive's header without decoding the data.
 pub fn inspect(archive: &[u8]) -> Result<Header> {

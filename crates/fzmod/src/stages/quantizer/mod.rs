@@ -87,6 +87,10 @@ impl Quantizer {
     }
 
     fn from_record(version: u32, bytes: &[u8]) -> Result<Box<dyn Stage>> {
+        Ok(Box::new(Quantizer::decode_record(version, bytes)?))
+    }
+
+    fn decode_record(version: u32, bytes: &[u8]) -> Result<Quantizer> {
         stage::check_param_version(&KIND, version)?;
         let mut r = Reader::new(bytes, "Quantizer parameters");
         let code = r.u8()?;
@@ -118,11 +122,11 @@ impl Quantizer {
             num_elements,
             num_outliers,
         };
-        Ok(Box::new(Quantizer {
+        Ok(Quantizer {
             input,
             bound: Some(bound),
             resolved: Some(resolved),
-        }))
+        })
     }
 
     fn record(&self, bound: ErrorBound, r: &Resolved) -> Vec<u8> {
@@ -243,4 +247,12 @@ impl Stage for Quantizer {
     fn clone_box(&self) -> Box<dyn Stage> {
         Box::new(self.clone())
     }
+}
+
+/// The absolute bound a Quantizer record guarantees (for reports), if the record decodes.
+pub fn recorded_abs_bound(version: u32, params: &[u8]) -> Option<f64> {
+    Quantizer::decode_record(version, params)
+        .ok()?
+        .resolved
+        .map(|r| r.abs_bound)
 }

@@ -1,0 +1,83 @@
+//! `fzmod inspect`: the header, pipeline and segment table of an archive.
+
+use fzmod::archive::InputRef;
+use fzmod::Header;
+use serde_json::{json, Value};
+
+fn stage_type(id: u16) -> String {
+    fzmod::stage::kind_by_id(id).map_or_else(|_| format!("unknown#{id}"), |k| k.name.to_string())
+}
+
+fn source(h: &Header, r: &InputRef) -> String {
+    match *r {
+        InputRef::External => "input".into(),
+        InputRef::Stage { stage, port } => format!("{}:{port}", h.stages[stage].name),
+    }
+}
+
+pub fn to_text(h: &Header, archive_len: usize) -> String {
+    let mut s = String::new();
+    let shape: Vec<String> = h.shape.iter().map(|d| d.to_string()).collect();
+    s += &format!("format       {}.{}\n", h.version.0, h.version.1);
+    s += &format!(
+        "data         {} {} ({} bytes)\n",
+        h.dtype,
+        shape.join("x"),
+        h.num_elements().unwrap_or(0) * h.dtype.size() as u64
+    );
+    s += &format!("archive      {archive_len} bytes\n");
+    s += &format!(
+        "preset       {}\n",
+        if h.preset.is_empty() {
+            "custom"
+        } else {
+            &h.preset
+        }
+    );
+    s += &format!("bound        {} {:e}", h.error_mode.name(), h.error_bound);
+    if let Some(abs) = fzmod::archived_abs_bound(h) {
+        s += &format!(" (absolute {abs:e})");
+    }
+    s += "\nstages\n";
+    for (i, st) in h.stages.iter().enumerate() {
+        let inputs: Vec<String> = st.inputs.iter().map(|r| source(h, r)).collect();
+        s += &format!(
+            "  {i}  {:<12} {:<16} <- {:<20} params v{} ({} bytes)\n",
+            st.name,
+            stage_type(st.type_id),
+            inputs.join(", "),
+            st.param_version,
+            st.params.len()
+        );
+    }
+    s += "segments\n";
+    for e in &h.segments {
+        s += &format!(
+            "  {}:{}  {:<4} {:>12} bytes at +{:<10} crc32c {:08x}\n",
+            h.stages[e.stage].name, e.port, e.dtype, e.len, e.offset, e.crc32c
+        );
+    }
+    s
+}
+
+pub fn to_json(h: &Header, archive_len: usize) -> Value {
+    json!({
+        "format_version": [h.version.0, h.version.1],
+        "dtype": h.dtype.short_name(),
+        "shape": h.shape,
+        "archive_bytes": archive_len,
+        "preset": h.preset,
+        "error_mode": h.error_mode.name(),
+        "error_bound": h.error_bound,
+        "error_bound_abs": fzmod::archived_abs_bound(h),
+        "stages": h.stages.iter().map(|st| json!({
+            "name": st.name, "type": stage_type(st.type_id), "type_id": st.type_id,
+            "param_version": st.param_version, "param_bytes": st.params.len(),
+            "inputs": st.inputs.iter().map(|r| source(h, r)).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+        "segments": h.segments.iter().map(|e| json!({
+            "stage": h.stages[e.stage].name, "port": e.port, "dtype": e.dtype.short_name(),
+            "offset": e.offset, "bytes": e.len, "crc32c": format!("{:08x}", e.crc32c),
+        })).collect::<Vec<_>>(),
+    })
+}
