@@ -1,0 +1,240 @@
+//! Golden archives (tests/golden/): written once by format 1.0 and decoded, bit for bit,
+//! forever. Every truncation and every single-byte corruption must give an error or the
+//! correct values, never a panic.
+//!
+//! A missing golden is written only when FZMOD_BLESS=1; an existing one is never rewritten.
+
+mod common;
+
+use common::*;
+use fzmod::{Buffer, ErrorBound, ErrorMode};
+use std::path::PathBuf;
+
+const PLANE: usize = 73 * 144;
+
+struct Golden {
+    file: &'static str,
+    preset: &'static str,
+    shape: &'static [usize],
+    /// First element taken from data/navy_uwnd_132x73x144.f32.
+    start: usize,
+    bound: (ErrorMode, f64),
+    f64: bool,
+    specials: bool,
+}
+
+const GOLDENS: [Golden; 6] = [
+    Golden {
+        file: "v1.0_cuszp_1d.fzm",
+        preset: "cuszp",
+        shape: &[4096],
+        start: 0,
+        bound: (ErrorMode::Rel, 1e-3),
+        f64: false,
+        specials: false,
+    },
+    Golden {
+        file: "v1.0_cuszp2_2d.fzm",
+        preset: "cuszp2",
+        shape: &[73, 144],
+        start: 0,
+        bound: (ErrorMode::Abs, 1e-2),
+        f64: false,
+        specials: false,
+    },
+    Golden {
+        file: "v1.0_cuszp3-fixed_2d.fzm",
+        preset: "cuszp3-fixed",
+        shape: &[73, 144],
+        start: PLANE,
+        bound: (ErrorMode::Rel, 1e-3),
+        f64: false,
+        specials: false,
+    },
+    Golden {
+        file: "v1.0_cuszp3-plain_3d.fzm",
+        preset: "cuszp3-plain",
+        shape: &[2, 73, 144],
+        start: 0,
+        bound: (ErrorMode::Rel, 1e-4),
+        f64: false,
+        specials: false,
+    },
+    Golden {
+        file: "v1.0_cuszp3-outlier_2d_specials.fzm",
+        preset: "cuszp3-outlier",
+        shape: &[73, 144],
+        start: 2 * PLANE,
+        bound: (ErrorMode::Abs, 1e-3),
+        f64: false,
+        specials: true,
+    },
+    Golden {
+        file: "v1.0_cuszp2_f64.fzm",
+        preset: "cuszp2",
+        shape: &[73, 144],
+        start: 3 * PLANE,
+        bound: (ErrorMode::Abs, 1e-3),
+        f64: true,
+        specials: false,
+    },
+];
+
+fn golden_dir() -> PathBuf {
+    repo_root().join("tests/golden")
+}
+
+impl Golden {
+    fn input(&self) -> Buffer {
+        let all = load(&repo_root().join("data/navy_uwnd_132x73x144.f32"));
+        let Buffer::F32(v) = all.data else {
+            unreachable!()
+        };
+        let mut v = v[self.start..self.start + self.shape.iter().product::<usize>()].to_vec();
+        if self.specials {
+            v[10] = f32::from_bits(0x7fc0_0bad); // NaN with a payload
+            v[11] = f32::INFINITY;
+            v[500] = f32::NEG_INFINITY;
+            v[501] = 3.0e38;
+            v[9000] = -0.0;
+        }
+        if self.f64 {
+            Buffer::F64(v.iter().map(|&x| f64::from(x) * 1.000_000_1).collect())
+        } else {
+            Buffer::F32(v)
+        }
+    }
+
+    fn compress(&self) -> Vec<u8> {
+        let input = self.input();
+        let mut p = fzmod::preset(self.preset, self.shape).unwrap();
+        p.set_error_bound(ErrorBound::new(self.bound.0, self.bound.1).unwrap())
+            .unwrap();
+        p.set_input_dtype(input.dtype()).unwrap();
+        p.compress(&input, self.shape).unwrap()
+    }
+
+    fn archive(&self) -> Vec<u8> {
+        let path = golden_dir().join(self.file);
+        if !path.exists() && std::env::var_os("FZMOD_BLESS").is_some() {
+            std::fs::create_dir_all(golden_dir()).unwrap();
+            std::fs::write(&path, self.compress()).unwrap();
+        }
+        std::fs::read(&path)
+            .unwrap_or_else(|_| panic!("{} missing (FZMOD_BLESS=1 writes it once)", path.display()))
+    }
+}
+
+/// With FZMOD_BLESS=1, record a golden's decoded checksum if the manifest lacks it.
+fn bless_manifest(file: &str, crc: u32) {
+    let path = golden_dir().join("MANIFEST");
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    if std::env::var_os("FZMOD_BLESS").is_some() && !text.lines().any(|l| l.starts_with(file)) {
+        std::fs::write(&path, format!("{text}{file} {crc:08x}\n")).unwrap();
+    }
+}
+
+/// crc32c of the decoded bytes, from tests/golden/MANIFEST.
+fn manifest_crc(file: &str) -> u32 {
+    let text = std::fs::read_to_string(golden_dir().join("MANIFEST")).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(file));
+    let line = line.unwrap_or_else(|| panic!("{file} not in tests/golden/MANIFEST"));
+    u32::from_str_radix(line.split_whitespace().nth(1).unwrap(), 16).unwrap()
+}
+
+#[test]
+fn golden_archives_decode_to_their_recorded_values() {
+    for g in &GOLDENS {
+        let archive = g.archive();
+        let decoded = fzmod::decompress(&archive).unwrap_or_else(|e| panic!("{}: {e}", g.file));
+        let bytes = decoded.data.to_le_bytes();
+        bless_manifest(g.file, crc32c::crc32c(&bytes));
+        assert_eq!(
+            crc32c::crc32c(&bytes),
+            manifest_crc(g.file),
+            "{}: decoded values changed",
+            g.file
+        );
+        let input = g.input();
+        let abs = expected_abs_bound(&input, ErrorBound::new(g.bound.0, g.bound.1).unwrap());
+        assert_within(&input, &decoded.data, abs, g.file);
+        assert_eq!(decoded.header.preset, g.preset);
+    }
+}
+
+#[test]
+fn the_current_encoder_still_writes_the_golden_bytes() {
+    for g in &GOLDENS {
+        assert!(
+            g.compress() == g.archive(),
+            "{}: encoder output differs from the format-1.0 golden",
+            g.file
+        );
+    }
+}
+
+#[test]
+fn every_truncation_is_an_error() {
+    for g in &GOLDENS {
+        let archive = g.archive();
+        for len in 0..archive.len() {
+            assert!(
+                fzmod::decompress(&archive[..len]).is_err(),
+                "{}: prefix of {len} bytes decoded",
+                g.file
+            );
+        }
+    }
+}
+
+#[test]
+fn every_single_byte_corruption_is_an_error_or_a_correct_decode() {
+    for g in &GOLDENS {
+        let archive = g.archive();
+        let expected = fzmod::decompress(&archive).unwrap().data;
+        let mut bad = archive.clone();
+        for i in 0..archive.len() {
+            for flip in [0x01u8, 0x80, 0xff] {
+                bad[i] ^= flip;
+                if let Ok(d) = fzmod::decompress(&bad) {
+                    assert!(
+                        d.data == expected,
+                        "{}: byte {i} ^ {flip:#x} decoded to different values",
+                        g.file
+                    );
+                }
+                bad[i] = archive[i];
+            }
+        }
+    }
+}
+
+/// Corrupt header fields behind a recomputed CRC, so the parser and every stage's record
+/// decoder see them: any result is fine except a panic or a huge allocation.
+#[test]
+fn corrupt_fields_with_valid_checksums_never_panic() {
+    for g in &GOLDENS {
+        let archive = g.archive();
+        let body_len = u32::from_le_bytes(archive[12..16].try_into().unwrap()) as usize;
+        let crc_at = 16 + body_len;
+        for i in 8..crc_at {
+            for value in [
+                0x00u8,
+                0x01,
+                0x7f,
+                0x80,
+                0xff,
+                archive[i].wrapping_add(1),
+                archive[i].wrapping_sub(1),
+            ] {
+                let mut bad = archive.clone();
+                bad[i] = value;
+                let crc = crc32c::crc32c(&bad[..crc_at]);
+                bad[crc_at..crc_at + 4].copy_from_slice(&crc.to_le_bytes());
+                let _ = fzmod::decompress(&bad);
+            }
+        }
+    }
+}
