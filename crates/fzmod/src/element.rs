@@ -170,7 +170,7 @@ impl Buffer {
 
     /// Rebuild a buffer from little-endian bytes; the length must be a whole number of elements.
     pub fn from_le_bytes(dtype: DType, bytes: &[u8]) -> Result<Buffer> {
-        if bytes.len() % dtype.size() != 0 {
+        if !bytes.len().is_multiple_of(dtype.size()) {
             return Err(corrupt!(
                 "{} bytes is not a whole number of {dtype} elements",
                 bytes.len()

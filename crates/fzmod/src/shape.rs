@@ -43,6 +43,10 @@ impl Grid {
     pub fn len(&self) -> usize {
         self.dims.iter().product()
     }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// Parse `2161x4320` (C order, slowest first) into extents.

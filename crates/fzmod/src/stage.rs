@@ -90,6 +90,11 @@ impl Clone for Box<dyn Stage> {
     }
 }
 
+/// Builds a stage from its TOML table.
+pub type FromToml = fn(&toml::Table) -> Result<Box<dyn Stage>>;
+/// Builds a stage from an archive record: (parameter version, bytes).
+pub type FromRecord = fn(u32, &[u8]) -> Result<Box<dyn Stage>>;
+
 /// A stage type: its permanent id and name, its parameter version, and its constructors.
 pub struct StageKind {
     /// Permanent on-disk id; never reused (docs/FORMAT.md, "Stage type registry").
@@ -101,9 +106,9 @@ pub struct StageKind {
     /// Version of the parameter record this build writes.
     pub param_version: u32,
     /// Build from a TOML `[[stage]]` table (keys other than name/type/inputs).
-    pub from_toml: fn(&toml::Table) -> Result<Box<dyn Stage>>,
+    pub from_toml: FromToml,
     /// Build from an archive record (version, bytes) for decoding.
-    pub from_record: fn(u32, &[u8]) -> Result<Box<dyn Stage>>,
+    pub from_record: FromRecord,
 }
 
 impl std::fmt::Debug for StageKind {

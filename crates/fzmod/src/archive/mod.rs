@@ -375,8 +375,9 @@ fn decode_body(body: &[u8], version: (u16, u16)) -> Result<(Header, u64)> {
             crc32c,
         });
     }
-    // Minor versions may append fields this build does not know: ignore them.
-    if version.1 <= FORMAT_MINOR {
+    // A newer minor version may append fields this build does not know: ignore them.
+    let newer_minor = version.1 > FORMAT_MINOR;
+    if !newer_minor {
         r.finish()?;
     }
     Ok((

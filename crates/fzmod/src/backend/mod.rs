@@ -23,9 +23,7 @@ impl Backend {
     pub fn select(choice: BackendChoice) -> Result<(Backend, String)> {
         match choice {
             BackendChoice::Cpu => Ok((Backend::Cpu, String::new())),
-            BackendChoice::Auto => match cuda_unavailable_reason() {
-                reason => Ok((Backend::Cpu, format!("CUDA not used: {reason}"))),
-            },
+            BackendChoice::Auto => Ok((Backend::Cpu, format!("CUDA not used: {}", cuda_unavailable_reason()))),
             BackendChoice::Cuda => Err(Error::BackendUnavailable(cuda_unavailable_reason())),
         }
     }
