@@ -26,14 +26,7 @@ pub fn to_text(h: &Header, archive_len: usize) -> String {
         h.num_elements().unwrap_or(0) * h.dtype.size() as u64
     );
     s += &format!("archive      {archive_len} bytes\n");
-    s += &format!(
-        "preset       {}\n",
-        if h.preset.is_empty() {
-            "custom"
-        } else {
-            &h.preset
-        }
-    );
+    s += &format!("preset       {}\n", if h.preset.is_empty() { "custom" } else { &h.preset });
     s += &format!("bound        {} {:e}", h.error_mode.name(), h.error_bound);
     if let Some(abs) = fzmod::archived_abs_bound(h) {
         s += &format!(" (absolute {abs:e})");

@@ -8,9 +8,7 @@ use std::path::Path;
 pub fn read_array(path: &Path, dtype: DType, shape: &[usize]) -> Result<Buffer> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     let elements: usize = shape.iter().product();
-    let expected = elements
-        .checked_mul(dtype.size())
-        .context("shape too large")?;
+    let expected = elements.checked_mul(dtype.size()).context("shape too large")?;
     if bytes.len() != expected {
         bail!(
             "{}: file has {} bytes, but shape {} of {dtype} needs {expected}",
@@ -24,16 +22,9 @@ pub fn read_array(path: &Path, dtype: DType, shape: &[usize]) -> Result<Buffer> 
 
 /// Write `bytes` to `path` atomically: a temporary file in the same folder, then a rename.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().context("output path has no file name")?;
-    let tmp = dir.join(format!(
-        ".{}.{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
+    let tmp = dir.join(format!(".{}.{}.tmp", name.to_string_lossy(), std::process::id()));
     let result = std::fs::write(&tmp, bytes).and_then(|_| std::fs::rename(&tmp, path));
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
@@ -42,9 +33,5 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 pub fn shape_string(shape: &[usize]) -> String {
-    shape
-        .iter()
-        .map(|d| d.to_string())
-        .collect::<Vec<_>>()
-        .join("x")
+    shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("x")
 }

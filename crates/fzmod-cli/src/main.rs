@@ -13,11 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 #[derive(Parser)]
-#[command(
-    name = "fzmod",
-    version,
-    about = "Error-bounded compression pipelines for scientific arrays"
-)]
+#[command(name = "fzmod", version, about = "Error-bounded compression pipelines for scientific arrays")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -154,24 +150,18 @@ fn prepare(path: &Path, job: &Job) -> Result<Prepared> {
     let mut pipeline = match (&job.preset, &job.config) {
         (Some(name), _) => fzmod::preset(name, &shape)?,
         (None, Some(file)) => {
-            let text = std::fs::read_to_string(file)
-                .with_context(|| format!("cannot read {}", file.display()))?;
+            let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
             fzmod::from_toml(&text).with_context(|| format!("in {}", file.display()))?
         }
         (None, None) => bail!("give --preset or --config"),
     };
     let bound = match (job.mode.as_deref(), job.error_bound) {
-        (mode, Some(value)) => Some(ErrorBound::new(
-            mode.map(ErrorMode::parse)
-                .transpose()?
-                .unwrap_or(ErrorMode::Rel),
-            value,
-        )?),
+        (mode, Some(value)) => {
+            Some(ErrorBound::new(mode.map(ErrorMode::parse).transpose()?.unwrap_or(ErrorMode::Rel), value)?)
+        }
         (Some(mode), None) => {
-            let value = pipeline
-                .error_bound()
-                .context("-m given without -e, and the pipeline has no default bound")?
-                .value;
+            let value =
+                pipeline.error_bound().context("-m given without -e, and the pipeline has no default bound")?.value;
             Some(ErrorBound::new(ErrorMode::parse(mode)?, value)?)
         }
         (None, None) => None,
@@ -183,13 +173,7 @@ fn prepare(path: &Path, job: &Job) -> Result<Prepared> {
     pipeline.finalize()?;
     let input = io::read_array(path, dtype, &shape)?;
     let (backend, note) = Backend::select(job.backend.into())?;
-    Ok(Prepared {
-        input,
-        shape,
-        pipeline,
-        backend,
-        note,
-    })
+    Ok(Prepared { input, shape, pipeline, backend, note })
 }
 
 fn emit(report: &Report, out: &Output) -> Result<()> {
@@ -218,18 +202,9 @@ fn progress(msg: &str) {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Compress {
-            input,
-            output,
-            job,
-            out,
-        } => {
+        Command::Compress { input, output, job, out } => {
             let p = prepare(&input, &job)?;
-            progress(&format!(
-                "compressing {} on {}",
-                input.display(),
-                p.backend.name()
-            ));
+            progress(&format!("compressing {} on {}", input.display(), p.backend.name()));
             let (archive, secs) = timed(|| p.pipeline.compress_on(&p.backend, &p.input, &p.shape));
             let archive = archive.with_context(|| format!("compressing {}", input.display()))?;
             io::write_atomically(&output, &archive)?;
@@ -241,21 +216,10 @@ fn run(cli: Cli) -> Result<()> {
             r.compress_seconds = Some(secs);
             emit(&r, &out)
         }
-        Command::Decompress {
-            input,
-            output,
-            compare,
-            backend,
-            out,
-        } => {
-            let bytes = std::fs::read(&input)
-                .with_context(|| format!("cannot read {}", input.display()))?;
+        Command::Decompress { input, output, compare, backend, out } => {
+            let bytes = std::fs::read(&input).with_context(|| format!("cannot read {}", input.display()))?;
             let (backend, note) = Backend::select(backend.into())?;
-            progress(&format!(
-                "decompressing {} on {}",
-                input.display(),
-                backend.name()
-            ));
+            progress(&format!("decompressing {} on {}", input.display(), backend.name()));
             let (decoded, secs) = timed(|| fzmod::decompress_on(&backend, &bytes));
             let decoded = decoded.with_context(|| format!("decompressing {}", input.display()))?;
             io::write_atomically(&output, &decoded.data.to_le_bytes())?;
@@ -271,20 +235,10 @@ fn run(cli: Cli) -> Result<()> {
             }
             emit(&r, &out)
         }
-        Command::Roundtrip {
-            input,
-            output,
-            job,
-            out,
-        } => {
+        Command::Roundtrip { input, output, job, out } => {
             let p = prepare(&input, &job)?;
-            progress(&format!(
-                "compressing {} on {}",
-                input.display(),
-                p.backend.name()
-            ));
-            let (archive, c_secs) =
-                timed(|| p.pipeline.compress_on(&p.backend, &p.input, &p.shape));
+            progress(&format!("compressing {} on {}", input.display(), p.backend.name()));
+            let (archive, c_secs) = timed(|| p.pipeline.compress_on(&p.backend, &p.input, &p.shape));
             let archive = archive?;
             if let Some(path) = &output {
                 io::write_atomically(path, &archive)?;
@@ -303,29 +257,16 @@ fn run(cli: Cli) -> Result<()> {
             emit(&r, &out)?;
             let bound = r.error_bound_abs.unwrap_or(0.0);
             if q.max_abs_error > bound || q.special_mismatches > 0 {
-                bail!(
-                    "round trip violated the bound: max error {:e} > {bound:e}",
-                    q.max_abs_error
-                );
+                bail!("round trip violated the bound: max error {:e} > {bound:e}", q.max_abs_error);
             }
             Ok(())
         }
-        Command::Bench {
-            input,
-            job,
-            runs,
-            json,
-        } => bench(&input, &job, runs.max(1), json.as_deref()),
+        Command::Bench { input, job, runs, json } => bench(&input, &job, runs.max(1), json.as_deref()),
         Command::Inspect { input, json } => {
-            let bytes = std::fs::read(&input)
-                .with_context(|| format!("cannot read {}", input.display()))?;
-            let header =
-                fzmod::inspect(&bytes).with_context(|| format!("in {}", input.display()))?;
+            let bytes = std::fs::read(&input).with_context(|| format!("cannot read {}", input.display()))?;
+            let header = fzmod::inspect(&bytes).with_context(|| format!("in {}", input.display()))?;
             if json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&inspect::to_json(&header, bytes.len()))?
-                );
+                println!("{}", serde_json::to_string_pretty(&inspect::to_json(&header, bytes.len()))?);
             } else {
                 print!("{}", inspect::to_text(&header, bytes.len()));
             }
@@ -348,11 +289,7 @@ fn run(cli: Cli) -> Result<()> {
 
 fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
     v.sort_by(f64::total_cmp);
-    let median = if v.len() % 2 == 1 {
-        v[v.len() / 2]
-    } else {
-        (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
-    };
+    let median = if v.len() % 2 == 1 { v[v.len() / 2] } else { (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0 };
     (median, v[0], v[v.len() - 1])
 }
 
@@ -365,44 +302,16 @@ fn bench(input: &Path, job: &Job, runs: usize, json: Option<&Path>) -> Result<()
     let (c_med, c_min, c_max) = gb(&timing.compress_seconds);
     let (d_med, d_min, d_max) = gb(&timing.decompress_seconds);
     let ratio = bytes / timing.archive_bytes as f64;
-    println!(
-        "dataset      {} ({} {})",
-        input.display(),
-        p.input.dtype(),
-        job.shape
-    );
-    println!(
-        "pipeline     {}",
-        if p.pipeline.preset.is_empty() {
-            "custom"
-        } else {
-            &p.pipeline.preset
-        }
-    );
-    println!(
-        "backend      {} ({}) — {}",
-        p.backend.name(),
-        p.backend.device_name(),
-        timing.method
-    );
-    println!(
-        "bound        {:?}",
-        p.pipeline
-            .error_bound()
-            .map(|b| format!("{} {:e}", b.mode.name(), b.value))
-    );
-    println!(
-        "ratio        {ratio:.4}   max abs error {:e}",
-        quality.max_abs_error
-    );
+    println!("dataset      {} ({} {})", input.display(), p.input.dtype(), job.shape);
+    println!("pipeline     {}", if p.pipeline.preset.is_empty() { "custom" } else { &p.pipeline.preset });
+    println!("backend      {} ({}) — {}", p.backend.name(), p.backend.device_name(), timing.method);
+    println!("bound        {:?}", p.pipeline.error_bound().map(|b| format!("{} {:e}", b.mode.name(), b.value)));
+    println!("ratio        {ratio:.4}   max abs error {:e}", quality.max_abs_error);
     println!("runs         {runs} (after 1 warm-up)");
     println!("compress     median {c_med:.3} GB/s  (min {c_min:.3}, max {c_max:.3})");
     println!("decompress   median {d_med:.3} GB/s  (min {d_min:.3}, max {d_max:.3})");
     if let Some(e2e) = timing.end_to_end_seconds {
-        println!(
-            "end-to-end   compress {:.3} GB/s including transfers",
-            bytes / e2e / 1e9
-        );
+        println!("end-to-end   compress {:.3} GB/s including transfers", bytes / e2e / 1e9);
     }
     if let Some(peak) = timing.peak_device_bytes {
         println!("peak device  {:.1} MiB", peak as f64 / (1 << 20) as f64);

@@ -37,9 +37,7 @@ impl Report {
                 .stages
                 .iter()
                 .map(|s| {
-                    let kind = fzmod::stage::kind_by_id(s.type_id)
-                        .map(|k| k.name)
-                        .unwrap_or("?");
+                    let kind = fzmod::stage::kind_by_id(s.type_id).map(|k| k.name).unwrap_or("?");
                     (s.name.clone(), kind.to_string())
                 })
                 .collect(),
@@ -57,106 +55,54 @@ impl Report {
 
     pub fn print(&self) {
         let shape: Vec<String> = self.shape.iter().map(|d| d.to_string()).collect();
-        let stages: Vec<String> = self
-            .pipeline
-            .iter()
-            .map(|(n, t)| format!("{n}:{t}"))
-            .collect();
-        println!(
-            "input        {} ({} {})",
-            self.input,
-            self.dtype,
-            shape.join("x")
-        );
+        let stages: Vec<String> = self.pipeline.iter().map(|(n, t)| format!("{n}:{t}")).collect();
+        println!("input        {} ({} {})", self.input, self.dtype, shape.join("x"));
         println!(
             "pipeline     {} [{}]",
-            if self.preset.is_empty() {
-                "custom"
-            } else {
-                &self.preset
-            },
+            if self.preset.is_empty() { "custom" } else { &self.preset },
             stages.join(" -> ")
         );
         println!(
             "backend      {}{}",
             self.backend,
-            if self.backend_note.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", self.backend_note)
-            }
+            if self.backend_note.is_empty() { String::new() } else { format!(" ({})", self.backend_note) }
         );
         match self.error_bound_abs {
-            Some(abs) => println!(
-                "bound        {} {:e} (absolute {abs:e})",
-                self.error_mode, self.error_bound
-            ),
+            Some(abs) => println!("bound        {} {:e} (absolute {abs:e})", self.error_mode, self.error_bound),
             None => println!("bound        none (lossless pipeline)"),
         }
-        println!(
-            "size         {} -> {} bytes, ratio {:.4}",
-            self.original_bytes,
-            self.compressed_bytes,
-            self.ratio()
-        );
+        println!("size         {} -> {} bytes, ratio {:.4}", self.original_bytes, self.compressed_bytes, self.ratio());
         if let Some(s) = self.compress_seconds {
-            println!(
-                "compress     {:.4} s, {:.3} GB/s",
-                s,
-                gbps(self.original_bytes, Some(s)).unwrap_or(0.0)
-            );
+            println!("compress     {:.4} s, {:.3} GB/s", s, gbps(self.original_bytes, Some(s)).unwrap_or(0.0));
         }
         if let Some(s) = self.decompress_seconds {
-            println!(
-                "decompress   {:.4} s, {:.3} GB/s",
-                s,
-                gbps(self.original_bytes, Some(s)).unwrap_or(0.0)
-            );
+            println!("decompress   {:.4} s, {:.3} GB/s", s, gbps(self.original_bytes, Some(s)).unwrap_or(0.0));
         }
         if let Some(q) = &self.quality {
-            println!(
-                "value range  {:e} .. {:e} (range {:e})",
-                q.value_min,
-                q.value_max,
-                q.value_range()
-            );
+            println!("value range  {:e} .. {:e} (range {:e})", q.value_min, q.value_max, q.value_range());
             let verdict = match self.error_bound_abs {
                 Some(abs) if q.max_abs_error <= abs && q.special_mismatches == 0 => "within bound",
                 Some(_) => "BOUND VIOLATED",
                 None => "",
             };
-            println!(
-                "max error    {:e} at element {} {verdict}",
-                q.max_abs_error, q.max_error_index
-            );
+            println!("max error    {:e} at element {} {verdict}", q.max_abs_error, q.max_error_index);
             println!("PSNR         {:.3} dB, NRMSE {:e}", q.psnr_db, q.nrmse);
             if q.special_mismatches > 0 {
-                println!(
-                    "NaN/Inf      {} values did not come back bit-identical",
-                    q.special_mismatches
-                );
+                println!("NaN/Inf      {} values did not come back bit-identical", q.special_mismatches);
             }
         }
     }
 
     pub fn to_json(&self) -> Value {
         let mut m = Map::new();
-        m.insert(
-            "tool".into(),
-            json!({"name": "fzmod", "version": env!("CARGO_PKG_VERSION")}),
-        );
+        m.insert("tool".into(), json!({"name": "fzmod", "version": env!("CARGO_PKG_VERSION")}));
         m.insert("input".into(), json!(self.input));
         m.insert("dtype".into(), json!(self.dtype));
         m.insert("shape".into(), json!(self.shape));
         m.insert("preset".into(), json!(self.preset));
         m.insert(
             "pipeline".into(),
-            Value::Array(
-                self.pipeline
-                    .iter()
-                    .map(|(n, t)| json!({"name": n, "type": t}))
-                    .collect(),
-            ),
+            Value::Array(self.pipeline.iter().map(|(n, t)| json!({"name": n, "type": t})).collect()),
         );
         m.insert("backend".into(), json!(self.backend));
         m.insert("backend_note".into(), json!(self.backend_note));
@@ -168,18 +114,9 @@ impl Report {
         m.insert("ratio".into(), json!(self.ratio()));
         m.insert("compress_seconds".into(), json!(self.compress_seconds));
         m.insert("decompress_seconds".into(), json!(self.decompress_seconds));
-        m.insert(
-            "seconds".into(),
-            json!(self.compress_seconds.or(self.decompress_seconds)),
-        );
-        m.insert(
-            "compress_gbps".into(),
-            json!(gbps(self.original_bytes, self.compress_seconds)),
-        );
-        m.insert(
-            "decompress_gbps".into(),
-            json!(gbps(self.original_bytes, self.decompress_seconds)),
-        );
+        m.insert("seconds".into(), json!(self.compress_seconds.or(self.decompress_seconds)));
+        m.insert("compress_gbps".into(), json!(gbps(self.original_bytes, self.compress_seconds)));
+        m.insert("decompress_gbps".into(), json!(gbps(self.original_bytes, self.decompress_seconds)));
         if let Some(q) = &self.quality {
             m.insert("value_min".into(), json!(q.value_min));
             m.insert("value_max".into(), json!(q.value_max));
@@ -187,15 +124,10 @@ impl Report {
             m.insert("max_error_index".into(), json!(q.max_error_index));
             m.insert("psnr_db".into(), json!(q.psnr_db));
             m.insert("nrmse".into(), json!(q.nrmse));
-            m.insert(
-                "special_value_mismatches".into(),
-                json!(q.special_mismatches),
-            );
+            m.insert("special_value_mismatches".into(), json!(q.special_mismatches));
             m.insert(
                 "within_bound".into(),
-                json!(self
-                    .error_bound_abs
-                    .map(|b| q.max_abs_error <= b && q.special_mismatches == 0)),
+                json!(self.error_bound_abs.map(|b| q.max_abs_error <= b && q.special_mismatches == 0)),
             );
         }
         Value::Object(m)

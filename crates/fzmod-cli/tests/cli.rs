@@ -31,14 +31,43 @@ fn roundtrip_reports_ratio_error_and_speed() {
     let json = scratch("rt.json");
     let archive = scratch("rt.fzm");
     let o = fzmod(&[
-        "roundtrip", FIELD, "--dtype", "f32", "--shape", "132x73x144", "--preset", "cuszp3-outlier", "-m", "rel", "-e",
-        "1e-3", "--backend", "cpu", "--report", "-o", archive.to_str().unwrap(), "--json", json.to_str().unwrap(),
+        "roundtrip",
+        FIELD,
+        "--dtype",
+        "f32",
+        "--shape",
+        "132x73x144",
+        "--preset",
+        "cuszp3-outlier",
+        "-m",
+        "rel",
+        "-e",
+        "1e-3",
+        "--backend",
+        "cpu",
+        "--report",
+        "-o",
+        archive.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("within bound") && text.contains("GB/s"), "{text}");
     let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    for key in ["original_bytes", "compressed_bytes", "ratio", "error_mode", "error_bound_abs", "max_abs_error", "psnr_db", "nrmse", "seconds", "backend", "preset"] {
+    for key in [
+        "original_bytes",
+        "compressed_bytes",
+        "ratio",
+        "error_mode",
+        "error_bound_abs",
+        "max_abs_error",
+        "psnr_db",
+        "nrmse",
+        "seconds",
+        "backend",
+        "preset",
+    ] {
         assert!(!report[key].is_null(), "JSON report lacks {key}: {report}");
     }
     assert!(report["max_abs_error"].as_f64().unwrap() <= report["error_bound_abs"].as_f64().unwrap());
@@ -46,7 +75,8 @@ fn roundtrip_reports_ratio_error_and_speed() {
 
     // The written archive decompresses and compares through the other subcommands.
     let raw = scratch("rt.f32");
-    let o = fzmod(&["decompress", archive.to_str().unwrap(), "-o", raw.to_str().unwrap(), "--compare", FIELD, "--report"]);
+    let o =
+        fzmod(&["decompress", archive.to_str().unwrap(), "-o", raw.to_str().unwrap(), "--compare", FIELD, "--report"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("within bound"));
     assert_eq!(std::fs::metadata(&raw).unwrap().len(), 5_550_336);
@@ -77,7 +107,11 @@ fn bad_arguments_fail_with_one_line_and_no_output() {
     assert_fails_cleanly(&with(&["--shape", "132x73x144", "--preset", "cuszp", "-e", "NaN"]), &out, "error bound");
     assert_fails_cleanly(&with(&["--shape", "132x0x144", "--preset", "cuszp"]), &out, "bad shape");
     assert_fails_cleanly(&with(&["--shape", "132x73x144", "--preset", "cuszp", "-m", "pw"]), &out, "mode");
-    assert_fails_cleanly(&["compress", "no/such/file.f32", "-o", o, "--dtype", "f32", "--shape", "4", "--preset", "cuszp"], &out, "no/such/file.f32");
+    assert_fails_cleanly(
+        &["compress", "no/such/file.f32", "-o", o, "--dtype", "f32", "--shape", "4", "--preset", "cuszp"],
+        &out,
+        "no/such/file.f32",
+    );
 
     let corrupt = scratch("corrupt.fzm");
     std::fs::write(&corrupt, b"\x89FZM\r\n\x1a\n\x01\x00\x00\x00\xff\xff\x00\x00").unwrap();
@@ -87,7 +121,18 @@ fn bad_arguments_fail_with_one_line_and_no_output() {
 
 #[test]
 fn cuda_backend_is_either_used_or_refused_clearly() {
-    let o = fzmod(&["roundtrip", FIELD, "--dtype", "f32", "--shape", "132x73x144", "--preset", "cuszp", "--backend", "cuda"]);
+    let o = fzmod(&[
+        "roundtrip",
+        FIELD,
+        "--dtype",
+        "f32",
+        "--shape",
+        "132x73x144",
+        "--preset",
+        "cuszp",
+        "--backend",
+        "cuda",
+    ]);
     if !o.status.success() {
         assert!(stderr(&o).contains("backend unavailable"), "{}", stderr(&o));
     }

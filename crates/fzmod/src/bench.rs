@@ -22,13 +22,7 @@ pub struct BenchTiming {
 
 impl Pipeline {
     /// Time compress and decompress on `backend`.
-    pub fn bench_on(
-        &self,
-        backend: &Backend,
-        input: &Buffer,
-        shape: &[usize],
-        runs: usize,
-    ) -> Result<BenchTiming> {
+    pub fn bench_on(&self, backend: &Backend, input: &Buffer, shape: &[usize], runs: usize) -> Result<BenchTiming> {
         let mut p = self.clone();
         p.finalize()?;
         match backend {
@@ -58,12 +52,7 @@ impl Pipeline {
     }
 
     /// Compress on a chosen backend (archive bytes are the same on every backend).
-    pub fn compress_on(
-        &self,
-        backend: &Backend,
-        input: &Buffer,
-        shape: &[usize],
-    ) -> Result<Vec<u8>> {
+    pub fn compress_on(&self, backend: &Backend, input: &Buffer, shape: &[usize]) -> Result<Vec<u8>> {
         match backend {
             Backend::Cpu => self.compress(input, shape),
         }

@@ -171,10 +171,7 @@ impl Buffer {
     /// Rebuild a buffer from little-endian bytes; the length must be a whole number of elements.
     pub fn from_le_bytes(dtype: DType, bytes: &[u8]) -> Result<Buffer> {
         if !bytes.len().is_multiple_of(dtype.size()) {
-            return Err(corrupt!(
-                "{} bytes is not a whole number of {dtype} elements",
-                bytes.len()
-            ));
+            return Err(corrupt!("{} bytes is not a whole number of {dtype} elements", bytes.len()));
         }
         Ok(match dtype {
             DType::U8 => Buffer::U8(bytes.to_vec()),
@@ -182,11 +179,7 @@ impl Buffer {
             DType::I32 => le_codec!(bytes, i32, I32),
             DType::F32 => le_codec!(bytes, f32, F32),
             DType::F64 => le_codec!(bytes, f64, F64),
-            other => {
-                return Err(Error::InvalidArgument(format!(
-                    "element type {other} is not supported as a buffer"
-                )))
-            }
+            other => return Err(Error::InvalidArgument(format!("element type {other} is not supported as a buffer"))),
         })
     }
 }

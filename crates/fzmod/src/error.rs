@@ -13,21 +13,13 @@ pub enum Error {
     BadMagic,
     /// The archive was written by a newer, incompatible format major version.
     #[error("archive format {major}.{minor} is not supported (this build reads {supported}.x)")]
-    UnsupportedVersion {
-        major: u16,
-        minor: u16,
-        supported: u16,
-    },
+    UnsupportedVersion { major: u16, minor: u16, supported: u16 },
     /// The archive ends before a field or segment it announces.
     #[error("archive truncated: {0}")]
     Truncated(String),
     /// A CRC-32C does not match the bytes it covers.
     #[error("checksum mismatch in {what}: stored {stored:#010x}, computed {computed:#010x}")]
-    Checksum {
-        what: String,
-        stored: u32,
-        computed: u32,
-    },
+    Checksum { what: String, stored: u32, computed: u32 },
     /// A field holds an impossible value (size, count, enum code, layout).
     #[error("corrupt archive: {0}")]
     Corrupt(String),
@@ -65,10 +57,9 @@ impl Error {
     pub fn in_stage(self, stage: &str) -> Error {
         match self {
             Error::Stage { .. } => self,
-            Error::InvalidArgument(m) | Error::Corrupt(m) | Error::Pipeline(m) => Error::Stage {
-                stage: stage.to_string(),
-                message: m,
-            },
+            Error::InvalidArgument(m) | Error::Corrupt(m) | Error::Pipeline(m) => {
+                Error::Stage { stage: stage.to_string(), message: m }
+            }
             other => other,
         }
     }

@@ -40,10 +40,7 @@ pub use stage::{ErrorBound, Stage};
 
 /// The absolute bound the archive's first quantizer guarantees, if it has one.
 pub fn archived_abs_bound(header: &Header) -> Option<f64> {
-    let q = header
-        .stages
-        .iter()
-        .find(|s| s.type_id == stages::quantizer::KIND.id)?;
+    let q = header.stages.iter().find(|s| s.type_id == stages::quantizer::KIND.id)?;
     stages::quantizer::recorded_abs_bound(q.param_version, &q.params)
 }
 

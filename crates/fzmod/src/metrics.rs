@@ -71,11 +71,7 @@ fn measure<T: Sample>(a: &[T], b: &[T]) -> Quality {
         }
         q.value_min = q.value_min.min(xv);
         q.value_max = q.value_max.max(xv);
-        let err = if yv.is_finite() {
-            (xv - yv).abs()
-        } else {
-            f64::INFINITY
-        };
+        let err = if yv.is_finite() { (xv - yv).abs() } else { f64::INFINITY };
         if err > q.max_abs_error {
             q.max_abs_error = err;
             q.max_error_index = i;
@@ -83,23 +79,11 @@ fn measure<T: Sample>(a: &[T], b: &[T]) -> Quality {
         sum_sq += err * err;
         finite += 1;
     }
-    q.mse = if finite > 0 {
-        sum_sq / finite as f64
-    } else {
-        0.0
-    };
+    q.mse = if finite > 0 { sum_sq / finite as f64 } else { 0.0 };
     let range = q.value_range();
     if q.mse > 0.0 {
-        q.psnr_db = if range > 0.0 {
-            20.0 * range.log10() - 10.0 * q.mse.log10()
-        } else {
-            0.0
-        };
-        q.nrmse = if range > 0.0 {
-            q.mse.sqrt() / range
-        } else {
-            f64::INFINITY
-        };
+        q.psnr_db = if range > 0.0 { 20.0 * range.log10() - 10.0 * q.mse.log10() } else { 0.0 };
+        q.nrmse = if range > 0.0 { q.mse.sqrt() / range } else { f64::INFINITY };
     }
     q
 }
@@ -125,11 +109,7 @@ mod tests {
 
     #[test]
     fn known_values() {
-        let q = compare(
-            &Buffer::F32(vec![0.0, 10.0, f32::NAN]),
-            &Buffer::F32(vec![1.0, 10.0, f32::NAN]),
-        )
-        .unwrap();
+        let q = compare(&Buffer::F32(vec![0.0, 10.0, f32::NAN]), &Buffer::F32(vec![1.0, 10.0, f32::NAN])).unwrap();
         assert_eq!(q.max_abs_error, 1.0);
         assert_eq!(q.max_error_index, 0);
         assert_eq!(q.mse, 0.5);

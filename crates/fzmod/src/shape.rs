@@ -51,10 +51,8 @@ impl Grid {
 
 /// Parse `2161x4320` (C order, slowest first) into extents.
 pub fn parse_shape(s: &str) -> Result<Vec<usize>> {
-    let dims: Option<Vec<usize>> = s
-        .split(['x', 'X', ',', '*'])
-        .map(|d| d.trim().parse().ok().filter(|&d: &usize| d > 0))
-        .collect();
+    let dims: Option<Vec<usize>> =
+        s.split(['x', 'X', ',', '*']).map(|d| d.trim().parse().ok().filter(|&d: &usize| d > 0)).collect();
     match dims {
         Some(d) if !d.is_empty() && d.len() <= 16 => Ok(d),
         _ => Err(Error::InvalidArgument(format!(
@@ -69,41 +67,11 @@ mod tests {
 
     #[test]
     fn folds_and_drops_unit_dims() {
-        assert_eq!(
-            Grid::from_shape(&[2161, 4320]),
-            Grid {
-                dims: [1, 2161, 4320],
-                ndim: 2
-            }
-        );
-        assert_eq!(
-            Grid::from_shape(&[100]),
-            Grid {
-                dims: [1, 1, 100],
-                ndim: 1
-            }
-        );
-        assert_eq!(
-            Grid::from_shape(&[1, 7, 1, 5]),
-            Grid {
-                dims: [1, 7, 5],
-                ndim: 2
-            }
-        );
-        assert_eq!(
-            Grid::from_shape(&[2, 18, 64, 128]),
-            Grid {
-                dims: [36, 64, 128],
-                ndim: 3
-            }
-        );
-        assert_eq!(
-            Grid::from_shape(&[1]),
-            Grid {
-                dims: [1, 1, 1],
-                ndim: 1
-            }
-        );
+        assert_eq!(Grid::from_shape(&[2161, 4320]), Grid { dims: [1, 2161, 4320], ndim: 2 });
+        assert_eq!(Grid::from_shape(&[100]), Grid { dims: [1, 1, 100], ndim: 1 });
+        assert_eq!(Grid::from_shape(&[1, 7, 1, 5]), Grid { dims: [1, 7, 5], ndim: 2 });
+        assert_eq!(Grid::from_shape(&[2, 18, 64, 128]), Grid { dims: [36, 64, 128], ndim: 3 });
+        assert_eq!(Grid::from_shape(&[1]), Grid { dims: [1, 1, 1], ndim: 1 });
     }
 
     #[test]

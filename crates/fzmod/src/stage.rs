@@ -24,9 +24,7 @@ impl ErrorBound {
     /// A bound must be a finite, strictly positive number.
     pub fn new(mode: ErrorMode, value: f64) -> Result<Self> {
         if !(value.is_finite() && value > 0.0) {
-            return Err(Error::InvalidArgument(format!(
-                "error bound must be a finite number > 0, got {value}"
-            )));
+            return Err(Error::InvalidArgument(format!("error bound must be a finite number > 0, got {value}")));
         }
         Ok(ErrorBound { mode, value })
     }
@@ -74,10 +72,7 @@ pub trait Stage: Send + Sync + std::fmt::Debug {
     fn set_input_dtype(&mut self, dtype: DType) -> Result<()> {
         match self.inputs().first() {
             Some(p) if p.dtype == dtype => Ok(()),
-            _ => Err(Error::Pipeline(format!(
-                "{} cannot take {dtype} input",
-                self.kind().name
-            ))),
+            _ => Err(Error::Pipeline(format!("{} cannot take {dtype} input", self.kind().name))),
         }
     }
     /// Clone behind the trait object.
@@ -124,26 +119,15 @@ pub fn registry() -> &'static [&'static StageKind] {
 
 /// Look a stage type up by on-disk id.
 pub fn kind_by_id(id: u16) -> Result<&'static StageKind> {
-    registry()
-        .iter()
-        .copied()
-        .find(|k| k.id == id)
-        .ok_or(Error::UnknownStage(id))
+    registry().iter().copied().find(|k| k.id == id).ok_or(Error::UnknownStage(id))
 }
 
 /// Look a stage type up by TOML name.
 pub fn kind_by_name(name: &str) -> Result<&'static StageKind> {
-    registry()
-        .iter()
-        .copied()
-        .find(|k| k.name == name)
-        .ok_or_else(|| {
-            let known: Vec<_> = registry().iter().map(|k| k.name).collect();
-            Error::Config(format!(
-                "unknown stage type '{name}' (known: {})",
-                known.join(", ")
-            ))
-        })
+    registry().iter().copied().find(|k| k.name == name).ok_or_else(|| {
+        let known: Vec<_> = registry().iter().map(|k| k.name).collect();
+        Error::Config(format!("unknown stage type '{name}' (known: {})", known.join(", ")))
+    })
 }
 
 /// Refuse a record written with a parameter version this build cannot read.

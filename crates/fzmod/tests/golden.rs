@@ -87,9 +87,7 @@ fn golden_dir() -> PathBuf {
 impl Golden {
     fn input(&self) -> Buffer {
         let all = load(&repo_root().join("data/navy_uwnd_132x73x144.f32"));
-        let Buffer::F32(v) = all.data else {
-            unreachable!()
-        };
+        let Buffer::F32(v) = all.data else { unreachable!() };
         let mut v = v[self.start..self.start + self.shape.iter().product::<usize>()].to_vec();
         if self.specials {
             v[10] = f32::from_bits(0x7fc0_0bad); // NaN with a payload
@@ -108,8 +106,7 @@ impl Golden {
     fn compress(&self) -> Vec<u8> {
         let input = self.input();
         let mut p = fzmod::preset(self.preset, self.shape).unwrap();
-        p.set_error_bound(ErrorBound::new(self.bound.0, self.bound.1).unwrap())
-            .unwrap();
+        p.set_error_bound(ErrorBound::new(self.bound.0, self.bound.1).unwrap()).unwrap();
         p.set_input_dtype(input.dtype()).unwrap();
         p.compress(&input, self.shape).unwrap()
     }
@@ -120,8 +117,7 @@ impl Golden {
             std::fs::create_dir_all(golden_dir()).unwrap();
             std::fs::write(&path, self.compress()).unwrap();
         }
-        std::fs::read(&path)
-            .unwrap_or_else(|_| panic!("{} missing (FZMOD_BLESS=1 writes it once)", path.display()))
+        std::fs::read(&path).unwrap_or_else(|_| panic!("{} missing (FZMOD_BLESS=1 writes it once)", path.display()))
     }
 }
 
@@ -137,9 +133,7 @@ fn bless_manifest(file: &str, crc: u32) {
 /// crc32c of the decoded bytes, from tests/golden/MANIFEST.
 fn manifest_crc(file: &str) -> u32 {
     let text = std::fs::read_to_string(golden_dir().join("MANIFEST")).unwrap();
-    let line = text
-        .lines()
-        .find(|l| l.split_whitespace().next() == Some(file));
+    let line = text.lines().find(|l| l.split_whitespace().next() == Some(file));
     let line = line.unwrap_or_else(|| panic!("{file} not in tests/golden/MANIFEST"));
     u32::from_str_radix(line.split_whitespace().nth(1).unwrap(), 16).unwrap()
 }
@@ -151,12 +145,7 @@ fn golden_archives_decode_to_their_recorded_values() {
         let decoded = fzmod::decompress(&archive).unwrap_or_else(|e| panic!("{}: {e}", g.file));
         let bytes = decoded.data.to_le_bytes();
         bless_manifest(g.file, crc32c::crc32c(&bytes));
-        assert_eq!(
-            crc32c::crc32c(&bytes),
-            manifest_crc(g.file),
-            "{}: decoded values changed",
-            g.file
-        );
+        assert_eq!(crc32c::crc32c(&bytes), manifest_crc(g.file), "{}: decoded values changed", g.file);
         let input = g.input();
         let abs = expected_abs_bound(&input, ErrorBound::new(g.bound.0, g.bound.1).unwrap());
         assert_within(&input, &decoded.data, abs, g.file);
@@ -167,11 +156,7 @@ fn golden_archives_decode_to_their_recorded_values() {
 #[test]
 fn the_current_encoder_still_writes_the_golden_bytes() {
     for g in &GOLDENS {
-        assert!(
-            g.compress() == g.archive(),
-            "{}: encoder output differs from the format-1.0 golden",
-            g.file
-        );
+        assert!(g.compress() == g.archive(), "{}: encoder output differs from the format-1.0 golden", g.file);
     }
 }
 
@@ -180,11 +165,7 @@ fn every_truncation_is_an_error() {
     for g in &GOLDENS {
         let archive = g.archive();
         for len in 0..archive.len() {
-            assert!(
-                fzmod::decompress(&archive[..len]).is_err(),
-                "{}: prefix of {len} bytes decoded",
-                g.file
-            );
+            assert!(fzmod::decompress(&archive[..len]).is_err(), "{}: prefix of {len} bytes decoded", g.file);
         }
     }
 }
@@ -199,11 +180,7 @@ fn every_single_byte_corruption_is_an_error_or_a_correct_decode() {
             for flip in [0x01u8, 0x80, 0xff] {
                 bad[i] ^= flip;
                 if let Ok(d) = fzmod::decompress(&bad) {
-                    assert!(
-                        d.data == expected,
-                        "{}: byte {i} ^ {flip:#x} decoded to different values",
-                        g.file
-                    );
+                    assert!(d.data == expected, "{}: byte {i} ^ {flip:#x} decoded to different values", g.file);
                 }
                 bad[i] = archive[i];
             }
@@ -220,15 +197,7 @@ fn corrupt_fields_with_valid_checksums_never_panic() {
         let body_len = u32::from_le_bytes(archive[12..16].try_into().unwrap()) as usize;
         let crc_at = 16 + body_len;
         for i in 8..crc_at {
-            for value in [
-                0x00u8,
-                0x01,
-                0x7f,
-                0x80,
-                0xff,
-                archive[i].wrapping_add(1),
-                archive[i].wrapping_sub(1),
-            ] {
+            for value in [0x00u8, 0x01, 0x7f, 0x80, 0xff, archive[i].wrapping_add(1), archive[i].wrapping_sub(1)] {
                 let mut bad = archive.clone();
                 bad[i] = value;
                 let crc = crc32c::crc32c(&bad[..crc_at]);

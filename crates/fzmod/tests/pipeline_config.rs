@@ -31,7 +31,9 @@ const QUANT: &str = "[[stage]]\nname = \"q\"\ntype = \"Quantizer\"\nerror_bound 
 
 #[test]
 fn bad_pipelines_name_the_stage_and_port() {
-    let e = config_error(&format!("{QUANT}[[stage]]\nname = \"c\"\ntype = \"AdaptiveBitpack\"\ninputs = [{{from = \"q\", port = \"cods\"}}]\n"));
+    let e = config_error(&format!(
+        "{QUANT}[[stage]]\nname = \"c\"\ntype = \"AdaptiveBitpack\"\ninputs = [{{from = \"q\", port = \"cods\"}}]\n"
+    ));
     assert!(e.contains("'q'") && e.contains("cods") && e.contains("codes"), "{e}");
     let e = config_error(&format!("{QUANT}[[stage]]\nname = \"c\"\ntype = \"AdaptiveBitpack\"\ninput_type = \"int16\"\ninputs = [{{from = \"q\", port = \"codes\"}}]\n"));
     assert!(e.contains("'c'") && e.contains("i16") && e.contains("i32"), "{e}");
@@ -118,7 +120,9 @@ fn absurd_bounds_stay_correct() {
     for eb in [1e30, 1e-30] {
         let mut p = fzmod::preset("cuszp2", &[4096]).unwrap();
         p.set_error_bound(ErrorBound::new(ErrorMode::Abs, eb).unwrap()).unwrap();
-        let Buffer::F32(back) = fzmod::decompress(&p.compress(&input, &[4096]).unwrap()).unwrap().data else { panic!() };
+        let Buffer::F32(back) = fzmod::decompress(&p.compress(&input, &[4096]).unwrap()).unwrap().data else {
+            panic!()
+        };
         let Buffer::F32(orig) = &input else { panic!() };
         assert!(orig.iter().zip(&back).all(|(a, b)| f64::from((a - b).abs()) <= eb), "eb {eb}");
     }

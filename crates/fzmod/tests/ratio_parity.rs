@@ -16,20 +16,8 @@ const NATIVE: [(&str, bool, &str, f64, f64); 11] = [
     ("etopo5_2161x4320.f32", false, "cuszp3-outlier", 1e-4, 4.92),
     ("etopo5_2161x4320.f32", true, "cuszp3-plain", 1e-3, 4.46),
     ("etopo5_2161x4320.f32", true, "cuszp3-outlier", 1e-3, 8.37),
-    (
-        "trinidad_dem_1201x2401.f32",
-        false,
-        "cuszp3-plain",
-        1e-3,
-        3.12,
-    ),
-    (
-        "trinidad_dem_1201x2401.f32",
-        false,
-        "cuszp3-outlier",
-        1e-3,
-        10.08,
-    ),
+    ("trinidad_dem_1201x2401.f32", false, "cuszp3-plain", 1e-3, 3.12),
+    ("trinidad_dem_1201x2401.f32", false, "cuszp3-outlier", 1e-3, 10.08),
 ];
 
 #[test]
@@ -37,14 +25,9 @@ fn ratios_reach_99_percent_of_native_cuszp() {
     let Some(dir) = shared_data() else { return };
     for (name, one_d, preset, rel, native) in NATIVE {
         let field = load(&dir.join(name));
-        let shape = if one_d {
-            vec![field.data.len()]
-        } else {
-            field.shape.clone()
-        };
+        let shape = if one_d { vec![field.data.len()] } else { field.shape.clone() };
         let mut p = fzmod::preset(preset, &shape).unwrap();
-        p.set_error_bound(ErrorBound::new(ErrorMode::Rel, rel).unwrap())
-            .unwrap();
+        p.set_error_bound(ErrorBound::new(ErrorMode::Rel, rel).unwrap()).unwrap();
         let archive = p.compress(&field.data, &shape).unwrap();
         let ratio = field.data.byte_len() as f64 / archive.len() as f64;
         eprintln!(
@@ -52,9 +35,6 @@ fn ratios_reach_99_percent_of_native_cuszp() {
             if one_d { "1-D" } else { "N-D" },
             ratio / native
         );
-        assert!(
-            ratio >= 0.99 * native,
-            "{name} {preset} rel {rel}: ratio {ratio:.4} < 0.99 × {native}"
-        );
+        assert!(ratio >= 0.99 * native, "{name} {preset} rel {rel}: ratio {ratio:.4} < 0.99 × {native}");
     }
 }

@@ -5,22 +5,14 @@ mod common;
 use common::*;
 use fzmod::{ErrorBound, ErrorMode};
 
-const BOUNDS: [(ErrorMode, f64); 4] = [
-    (ErrorMode::Rel, 1e-2),
-    (ErrorMode::Rel, 1e-3),
-    (ErrorMode::Rel, 1e-4),
-    (ErrorMode::Abs, 1e-3),
-];
+const BOUNDS: [(ErrorMode, f64); 4] =
+    [(ErrorMode::Rel, 1e-2), (ErrorMode::Rel, 1e-3), (ErrorMode::Rel, 1e-4), (ErrorMode::Abs, 1e-3)];
 
 #[test]
 fn bound_holds_on_every_element_of_every_shared_field() {
     let Some(dir) = shared_data() else { return };
     let fields = shared_fields(&dir);
-    assert!(
-        fields.len() >= 12,
-        "expected the 12 shared fields, found {}",
-        fields.len()
-    );
+    assert!(fields.len() >= 12, "expected the 12 shared fields, found {}", fields.len());
     let mut runs = 0;
     for path in fields {
         let field = load(&path);
@@ -34,11 +26,7 @@ fn bound_holds_on_every_element_of_every_shared_field() {
                 let archive = p.compress(&field.data, &field.shape).unwrap();
                 let decoded = fzmod::decompress(&archive).unwrap();
                 let abs = expected_abs_bound(&field.data, bound);
-                assert_eq!(
-                    fzmod::archived_abs_bound(&decoded.header),
-                    Some(abs),
-                    "{what}: recorded bound"
-                );
+                assert_eq!(fzmod::archived_abs_bound(&decoded.header), Some(abs), "{what}: recorded bound");
                 let max = assert_within(&field.data, &decoded.data, abs, &what);
                 eprintln!(
                     "{what}: ratio {:.3}, max err {max:e} <= {abs:e}",
@@ -55,25 +43,16 @@ fn bound_holds_on_every_element_of_every_shared_field() {
 fn levitus_fill_value_survives() {
     let Some(dir) = shared_data() else { return };
     let field = load(&dir.join("levitus_temp_20x180x360.f32"));
-    let fzmod::Buffer::F32(orig) = &field.data else {
-        panic!()
-    };
+    let fzmod::Buffer::F32(orig) = &field.data else { panic!() };
     let fills = orig.iter().filter(|&&v| v == -1e10).count();
     assert!(fills > orig.len() / 3, "the field is 44.5 % fill");
     for (mode, value) in BOUNDS {
         let mut p = fzmod::preset("cuszp2", &field.shape).unwrap();
-        p.set_error_bound(ErrorBound::new(mode, value).unwrap())
-            .unwrap();
+        p.set_error_bound(ErrorBound::new(mode, value).unwrap()).unwrap();
         let decoded = fzmod::decompress(&p.compress(&field.data, &field.shape).unwrap()).unwrap();
-        let fzmod::Buffer::F32(back) = decoded.data else {
-            panic!()
-        };
+        let fzmod::Buffer::F32(back) = decoded.data else { panic!() };
         let abs = expected_abs_bound(&field.data, ErrorBound::new(mode, value).unwrap());
-        let kept = orig
-            .iter()
-            .zip(&back)
-            .filter(|(o, b)| **o == -1e10 && (f64::from(**b) + 1e10).abs() <= abs)
-            .count();
+        let kept = orig.iter().zip(&back).filter(|(o, b)| **o == -1e10 && (f64::from(**b) + 1e10).abs() <= abs).count();
         assert_eq!(kept, fills, "{} {value}", mode.name());
     }
 }
@@ -84,22 +63,13 @@ fn archives_do_not_depend_on_the_thread_count() {
     let field = load(&dir.join("navy_vwnd_132x73x144.f32"));
     for preset in fzmod::PRESETS {
         let mut p = fzmod::preset(preset.name, &field.shape).unwrap();
-        p.set_error_bound(ErrorBound::new(ErrorMode::Rel, 1e-4).unwrap())
-            .unwrap();
+        p.set_error_bound(ErrorBound::new(ErrorMode::Rel, 1e-4).unwrap()).unwrap();
         let run = |threads| {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .unwrap();
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
             pool.install(|| p.compress(&field.data, &field.shape).unwrap())
         };
         let one = run(1);
         assert_eq!(one, run(3), "{}", preset.name);
-        assert_eq!(
-            one,
-            p.compress(&field.data, &field.shape).unwrap(),
-            "{}: run to run",
-            preset.name
-        );
+        assert_eq!(one, p.compress(&field.data, &field.shape).unwrap(), "{}: run to run", preset.name);
     }
 }

@@ -49,11 +49,7 @@ pub struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     pub fn new(bytes: &'a [u8], what: &'a str) -> Self {
-        Reader {
-            bytes,
-            pos: 0,
-            what,
-        }
+        Reader { bytes, pos: 0, what }
     }
 
     pub fn remaining(&self) -> usize {
@@ -110,10 +106,7 @@ impl<'a> Reader<'a> {
     pub fn count(&mut self, max: u64, field: &str) -> Result<usize> {
         let v = self.varint()?;
         if v > max {
-            return Err(corrupt!(
-                "{}: {field} = {v} exceeds the limit {max}",
-                self.what
-            ));
+            return Err(corrupt!("{}: {field} = {v} exceeds the limit {max}", self.what));
         }
         usize::try_from(v).map_err(|_| corrupt!("{}: {field} = {v} too large", self.what))
     }
@@ -128,11 +121,7 @@ impl<'a> Reader<'a> {
     /// Fails unless every byte was consumed.
     pub fn finish(self) -> Result<()> {
         if self.remaining() != 0 {
-            return Err(Error::Corrupt(format!(
-                "{}: {} unexpected trailing bytes",
-                self.what,
-                self.remaining()
-            )));
+            return Err(Error::Corrupt(format!("{}: {} unexpected trailing bytes", self.what, self.remaining())));
         }
         Ok(())
     }

@@ -53,9 +53,7 @@ impl ErrorMode {
         match s.to_ascii_lowercase().as_str() {
             "abs" => Ok(ErrorMode::Abs),
             "rel" | "noa" => Ok(ErrorMode::Rel),
-            _ => Err(Error::InvalidArgument(format!(
-                "unknown error-bound mode '{s}' (expected abs, rel or noa)"
-            ))),
+            _ => Err(Error::InvalidArgument(format!("unknown error-bound mode '{s}' (expected abs, rel or noa)"))),
         }
     }
     pub fn name(self) -> &'static str {
@@ -129,11 +127,7 @@ fn align_up(x: usize) -> usize {
 /// Serialise a header and its segments into archive bytes. Segment offsets, lengths and
 /// checksums in `header.segments` are recomputed from `segments` (same order).
 pub fn write(mut header: Header, segments: &[Vec<u8>]) -> Vec<u8> {
-    assert_eq!(
-        header.segments.len(),
-        segments.len(),
-        "one table entry per segment"
-    );
+    assert_eq!(header.segments.len(), segments.len(), "one table entry per segment");
     let mut offset = 0u64;
     for (entry, seg) in header.segments.iter_mut().zip(segments) {
         entry.offset = offset;
@@ -227,29 +221,16 @@ pub fn parse(data: &[u8]) -> Result<ParsedArchive<'_>> {
         _ => return Err(Error::Truncated("preamble cut short".into())),
     };
     if major != FORMAT_MAJOR {
-        return Err(Error::UnsupportedVersion {
-            major,
-            minor,
-            supported: FORMAT_MAJOR,
-        });
+        return Err(Error::UnsupportedVersion { major, minor, supported: FORMAT_MAJOR });
     }
     let crc_end = PREAMBLE_LEN
         .checked_add(body_len)
         .filter(|&e| e.checked_add(4).is_some_and(|x| x <= data.len()))
-        .ok_or_else(|| {
-            Error::Truncated(format!(
-                "header announces {body_len} bytes, archive has {}",
-                data.len()
-            ))
-        })?;
+        .ok_or_else(|| Error::Truncated(format!("header announces {body_len} bytes, archive has {}", data.len())))?;
     let stored = u32::from_le_bytes(data[crc_end..crc_end + 4].try_into().expect("4 bytes"));
     let computed = crc32c::crc32c(&data[..crc_end]);
     if stored != computed {
-        return Err(Error::Checksum {
-            what: "header".into(),
-            stored,
-            computed,
-        });
+        return Err(Error::Checksum { what: "header".into(), stored, computed });
     }
     let (header, data_len) = decode_body(&data[PREAMBLE_LEN..crc_end], (major, minor))?;
     let data_start = align_up(crc_end + 4);
@@ -259,15 +240,10 @@ pub fn parse(data: &[u8]) -> Result<ParsedArchive<'_>> {
         .ok_or_else(|| corrupt!("data length {data_len} overflows"))?;
     let actual = data.len() as u64;
     if actual < expected_len {
-        return Err(Error::Truncated(format!(
-            "archive is {actual} bytes, header announces {expected_len}"
-        )));
+        return Err(Error::Truncated(format!("archive is {actual} bytes, header announces {expected_len}")));
     }
     if actual > expected_len {
-        return Err(corrupt!(
-            "{} trailing bytes after the last segment",
-            actual - expected_len
-        ));
+        return Err(corrupt!("{} trailing bytes after the last segment", actual - expected_len));
     }
     let region = &data[data_start..];
     let mut segments = Vec::with_capacity(header.segments.len());
@@ -275,17 +251,10 @@ pub fn parse(data: &[u8]) -> Result<ParsedArchive<'_>> {
     for (i, e) in header.segments.iter().enumerate() {
         let end = e.offset.checked_add(e.len).filter(|&end| end <= data_len);
         let Some(end) = end else {
-            return Err(corrupt!(
-                "segment {i} [{}, +{}) lies outside the data region",
-                e.offset,
-                e.len
-            ));
+            return Err(corrupt!("segment {i} [{}, +{}) lies outside the data region", e.offset, e.len));
         };
         if e.offset % SEGMENT_ALIGN as u64 != 0 || e.offset < next_free {
-            return Err(corrupt!(
-                "segment {i} at offset {} is misaligned or overlaps",
-                e.offset
-            ));
+            return Err(corrupt!("segment {i} at offset {} is misaligned or overlaps", e.offset));
         }
         let bytes = &region[e.offset as usize..end as usize];
         let computed = crc32c::crc32c(bytes);
@@ -296,10 +265,7 @@ pub fn parse(data: &[u8]) -> Result<ParsedArchive<'_>> {
                 computed,
             });
         }
-        if !region[next_free as usize..e.offset as usize]
-            .iter()
-            .all(|&b| b == 0)
-        {
+        if !region[next_free as usize..e.offset as usize].iter().all(|&b| b == 0) {
             return Err(corrupt!("non-zero padding before segment {i}"));
         }
         next_free = end;
@@ -312,8 +278,7 @@ fn decode_body(body: &[u8], version: (u16, u16)) -> Result<(Header, u64)> {
     let mut r = Reader::new(body, "header");
     let data_len = r.varint()?;
     let dtype_code = r.u8()?;
-    let dtype = DType::from_code(dtype_code)
-        .ok_or_else(|| corrupt!("unknown element type code {dtype_code}"))?;
+    let dtype = DType::from_code(dtype_code).ok_or_else(|| corrupt!("unknown element type code {dtype_code}"))?;
     let ndim = r.count(MAX_DIMS, "number of dimensions")?;
     let shape = (0..ndim).map(|_| r.varint()).collect::<Result<Vec<_>>>()?;
     let error_mode = ErrorMode::from_code(r.u8()?)?;
@@ -322,11 +287,9 @@ fn decode_body(body: &[u8], version: (u16, u16)) -> Result<(Header, u64)> {
     let num_stages = r.count(MAX_STAGES, "number of stages")?;
     let mut stages = Vec::with_capacity(num_stages);
     for index in 0..num_stages {
-        let type_id =
-            u16::try_from(r.varint()?).map_err(|_| corrupt!("stage type id too large"))?;
+        let type_id = u16::try_from(r.varint()?).map_err(|_| corrupt!("stage type id too large"))?;
         let name = r.string()?;
-        let param_version =
-            u32::try_from(r.varint()?).map_err(|_| corrupt!("parameter version too large"))?;
+        let param_version = u32::try_from(r.varint()?).map_err(|_| corrupt!("parameter version too large"))?;
         let params = r.blob()?.to_vec();
         let num_inputs = r.count(MAX_PORTS, "number of stage inputs")?;
         let mut inputs = Vec::with_capacity(num_inputs);
@@ -337,23 +300,12 @@ fn decode_body(body: &[u8], version: (u16, u16)) -> Result<(Header, u64)> {
             } else {
                 let stage = (source - 1) as usize;
                 if stage >= index {
-                    return Err(corrupt!(
-                        "stage {index} ('{name}') reads stage {stage}, which does not precede it"
-                    ));
+                    return Err(corrupt!("stage {index} ('{name}') reads stage {stage}, which does not precede it"));
                 }
-                InputRef::Stage {
-                    stage,
-                    port: r.count(MAX_PORTS, "port index")?,
-                }
+                InputRef::Stage { stage, port: r.count(MAX_PORTS, "port index")? }
             });
         }
-        stages.push(StageRecord {
-            type_id,
-            name,
-            param_version,
-            params,
-            inputs,
-        });
+        stages.push(StageRecord { type_id, name, param_version, params, inputs });
     }
     let num_segments = r.count(MAX_STAGES * MAX_PORTS, "number of segments")?;
     let mut segments = Vec::with_capacity(num_segments.min(1024));
@@ -361,36 +313,16 @@ fn decode_body(body: &[u8], version: (u16, u16)) -> Result<(Header, u64)> {
         let stage = r.count(num_stages as u64, "segment stage")?;
         let port = r.count(MAX_PORTS, "segment port")?;
         let code = r.u8()?;
-        let dtype = DType::from_code(code)
-            .ok_or_else(|| corrupt!("unknown segment element type {code}"))?;
+        let dtype = DType::from_code(code).ok_or_else(|| corrupt!("unknown segment element type {code}"))?;
         let offset = r.varint()?;
         let len = r.varint()?;
         let crc32c = r.u32()?;
-        segments.push(SegmentEntry {
-            stage,
-            port,
-            dtype,
-            offset,
-            len,
-            crc32c,
-        });
+        segments.push(SegmentEntry { stage, port, dtype, offset, len, crc32c });
     }
     // A newer minor version may append fields this build does not know: ignore them.
     let newer_minor = version.1 > FORMAT_MINOR;
     if !newer_minor {
         r.finish()?;
     }
-    Ok((
-        Header {
-            version,
-            dtype,
-            shape,
-            error_mode,
-            error_bound,
-            preset,
-            stages,
-            segments,
-        },
-        data_len,
-    ))
+    Ok((Header { version, dtype, shape, error_mode, error_bound, preset, stages, segments }, data_len))
 }

@@ -26,15 +26,8 @@ pub const EXTERNAL: &str = "__external__";
 
 /// FZGPUModules `[pipeline]` keys that tune its GPU memory planner; accepted and ignored
 /// (fzmod sizes buffers itself, and the shape always comes from the caller, never the file).
-const IGNORED_PIPELINE_KEYS: [&str; 7] = [
-    "input_size",
-    "dims",
-    "memory_strategy",
-    "pool_multiplier",
-    "num_streams",
-    "coloring",
-    "primary_source",
-];
+const IGNORED_PIPELINE_KEYS: [&str; 7] =
+    ["input_size", "dims", "memory_strategy", "pool_multiplier", "num_streams", "coloring", "primary_source"];
 
 /// A built-in preset: name, what it reproduces, and its TOML per dimensionality.
 pub struct Preset {
@@ -85,16 +78,9 @@ pub static PRESETS: &[Preset] = &[
 pub fn preset(name: &str, shape: &[usize]) -> Result<Pipeline> {
     let p = PRESETS.iter().find(|p| p.name == name).ok_or_else(|| {
         let names: Vec<_> = PRESETS.iter().map(|p| p.name).collect();
-        Error::InvalidArgument(format!(
-            "unknown preset '{name}' (known: {})",
-            names.join(", ")
-        ))
+        Error::InvalidArgument(format!("unknown preset '{name}' (known: {})", names.join(", ")))
     })?;
-    let text = if Grid::from_shape(shape).ndim == 1 {
-        p.one_d
-    } else {
-        p.multi_d
-    };
+    let text = if Grid::from_shape(shape).ndim == 1 { p.one_d } else { p.multi_d };
     let mut pipeline = from_toml(text)?;
     pipeline.preset = name.to_string();
     Ok(pipeline)
@@ -106,24 +92,18 @@ fn config_err(msg: String) -> Error {
 
 /// Parse a TOML pipeline.
 pub fn from_toml(text: &str) -> Result<Pipeline> {
-    let doc: toml::Table = text
-        .parse()
-        .map_err(|e: toml::de::Error| config_err(e.to_string()))?;
+    let doc: toml::Table = text.parse().map_err(|e: toml::de::Error| config_err(e.to_string()))?;
     let mut pipeline = Pipeline::new();
     for (key, value) in &doc {
         match key.as_str() {
             "pipeline" => {
-                let t = value
-                    .as_table()
-                    .ok_or_else(|| config_err("[pipeline] must be a table".into()))?;
+                let t = value.as_table().ok_or_else(|| config_err("[pipeline] must be a table".into()))?;
                 for (k, v) in t {
                     match k.as_str() {
                         "name" => {
                             pipeline.preset = v
                                 .as_str()
-                                .ok_or_else(|| {
-                                    config_err("[pipeline] name must be a string".into())
-                                })?
+                                .ok_or_else(|| config_err("[pipeline] name must be a string".into()))?
                                 .to_string()
                         }
                         k if IGNORED_PIPELINE_KEYS.contains(&k) => {}
@@ -137,23 +117,15 @@ pub fn from_toml(text: &str) -> Result<Pipeline> {
     }
     let stages = match doc.get("stage") {
         Some(toml::Value::Array(a)) => a.as_slice(),
-        Some(_) => {
-            return Err(config_err(
-                "'stage' must be an array of tables ([[stage]])".into(),
-            ))
-        }
+        Some(_) => return Err(config_err("'stage' must be an array of tables ([[stage]])".into())),
         None => return Err(config_err("no [[stage]] tables".into())),
     };
     let mut wiring = Vec::new();
     for (i, s) in stages.iter().enumerate() {
-        let t = s
-            .as_table()
-            .ok_or_else(|| config_err(format!("stage #{i} is not a table")))?;
+        let t = s.as_table().ok_or_else(|| config_err(format!("stage #{i} is not a table")))?;
         let field = |k: &str| t.get(k).and_then(|v| v.as_str());
-        let name =
-            field("name").ok_or_else(|| config_err(format!("stage #{i} has no string 'name'")))?;
-        let type_name = field("type")
-            .ok_or_else(|| config_err(format!("stage '{name}' has no string 'type'")))?;
+        let name = field("name").ok_or_else(|| config_err(format!("stage #{i} has no string 'name'")))?;
+        let type_name = field("type").ok_or_else(|| config_err(format!("stage '{name}' has no string 'type'")))?;
         let kind = stage::kind_by_name(type_name)?;
         let built = (kind.from_toml)(t).map_err(|e| config_err(format!("stage '{name}': {e}")))?;
         pipeline.add_stage(name, built)?;
@@ -164,19 +136,13 @@ pub fn from_toml(text: &str) -> Result<Pipeline> {
             pipeline.connect_input(&name)?;
             continue;
         };
-        let list = inputs
-            .as_array()
-            .ok_or_else(|| config_err(format!("stage '{name}': inputs must be an array")))?;
+        let list = inputs.as_array().ok_or_else(|| config_err(format!("stage '{name}': inputs must be an array")))?;
         for input in list {
-            let t = input.as_table().ok_or_else(|| {
-                config_err(format!(
-                    "stage '{name}': each input is a table {{from, port}}"
-                ))
-            })?;
+            let t = input
+                .as_table()
+                .ok_or_else(|| config_err(format!("stage '{name}': each input is a table {{from, port}}")))?;
             if let Some(k) = t.keys().find(|k| *k != "from" && *k != "port") {
-                return Err(config_err(format!(
-                    "stage '{name}': unknown input key '{k}'"
-                )));
+                return Err(config_err(format!("stage '{name}': unknown input key '{k}'")));
             }
             let from = t
                 .get("from")
@@ -184,9 +150,7 @@ pub fn from_toml(text: &str) -> Result<Pipeline> {
                 .ok_or_else(|| config_err(format!("stage '{name}': input without 'from'")))?;
             let port = match t.get("port") {
                 None => "output",
-                Some(v) => v
-                    .as_str()
-                    .ok_or_else(|| config_err(format!("stage '{name}': port must be a string")))?,
+                Some(v) => v.as_str().ok_or_else(|| config_err(format!("stage '{name}': port must be a string")))?,
             };
             if from == EXTERNAL {
                 pipeline.connect_input(&name)?;
@@ -227,10 +191,7 @@ pub fn to_toml(pipeline: &Pipeline) -> String {
                         }
                         crate::archive::InputRef::Stage { stage, port } => {
                             i.insert("from".into(), nodes[stage].name.clone().into());
-                            i.insert(
-                                "port".into(),
-                                nodes[stage].stage.outputs()[port].name.into(),
-                            );
+                            i.insert("port".into(), nodes[stage].stage.outputs()[port].name.into());
                         }
                     }
                     i.into()

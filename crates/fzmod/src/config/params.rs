@@ -16,11 +16,7 @@ pub struct TomlParams<'a> {
 
 impl<'a> TomlParams<'a> {
     pub fn new(table: &'a toml::Table, stage_type: &'a str) -> Self {
-        TomlParams {
-            table,
-            stage_type,
-            used: RefCell::new(Vec::new()),
-        }
+        TomlParams { table, stage_type, used: RefCell::new(Vec::new()) }
     }
 
     fn get(&self, key: &str) -> Option<&'a toml::Value> {
@@ -29,10 +25,7 @@ impl<'a> TomlParams<'a> {
     }
 
     fn wrong(&self, key: &str, expected: &str) -> Error {
-        Error::Config(format!(
-            "{}: key '{key}' must be {expected}",
-            self.stage_type
-        ))
+        Error::Config(format!("{}: key '{key}' must be {expected}", self.stage_type))
     }
 
     pub fn u32(&self, key: &str, default: u32) -> Result<u32> {
@@ -66,10 +59,7 @@ impl<'a> TomlParams<'a> {
     pub fn str(&self, key: &str) -> Result<Option<&'a str>> {
         match self.get(key) {
             None => Ok(None),
-            Some(v) => v
-                .as_str()
-                .map(Some)
-                .ok_or_else(|| self.wrong(key, "a string")),
+            Some(v) => v.as_str().map(Some).ok_or_else(|| self.wrong(key, "a string")),
         }
     }
 
@@ -77,8 +67,7 @@ impl<'a> TomlParams<'a> {
         let Some(name) = self.str(key)? else {
             return Ok(default);
         };
-        let d =
-            DType::parse(name).map_err(|e| Error::Config(format!("{}: {e}", self.stage_type)))?;
+        let d = DType::parse(name).map_err(|e| Error::Config(format!("{}: {e}", self.stage_type)))?;
         if !allowed.contains(&d) {
             let names: Vec<_> = allowed.iter().map(|a| a.toml_name()).collect();
             return Err(Error::Config(format!(
@@ -95,10 +84,7 @@ impl<'a> TomlParams<'a> {
         let used = self.used.borrow();
         for key in self.table.keys() {
             if !STRUCTURAL_KEYS.contains(&key.as_str()) && !used.iter().any(|u| u == key) {
-                return Err(Error::Config(format!(
-                    "{}: unknown key '{key}'",
-                    self.stage_type
-                )));
+                return Err(Error::Config(format!("{}: unknown key '{key}'", self.stage_type)));
             }
         }
         Ok(())

@@ -57,16 +57,10 @@ impl Pipeline {
     /// Add a stage under a unique name; returns its index.
     pub fn add_stage(&mut self, name: &str, stage: Box<dyn Stage>) -> Result<usize> {
         if name.is_empty() || self.nodes.iter().any(|n| n.name == name) {
-            return Err(Error::Pipeline(format!(
-                "stage name '{name}' is empty or already used"
-            )));
+            return Err(Error::Pipeline(format!("stage name '{name}' is empty or already used")));
         }
         let inputs = vec![None; stage.inputs().len()];
-        self.nodes.push(Node {
-            name: name.to_string(),
-            stage,
-            inputs,
-        });
+        self.nodes.push(Node { name: name.to_string(), stage, inputs });
         self.finalized = false;
         Ok(self.nodes.len() - 1)
     }
@@ -77,10 +71,7 @@ impl Pipeline {
         let outputs = self.nodes[s].stage.outputs();
         let p = outputs.iter().position(|o| o.name == port).ok_or_else(|| {
             let names: Vec<_> = outputs.iter().map(|o| o.name).collect();
-            Error::Pipeline(format!(
-                "stage '{src}' has no output port '{port}' (ports: {})",
-                names.join(", ")
-            ))
+            Error::Pipeline(format!("stage '{src}' has no output port '{port}' (ports: {})", names.join(", ")))
         })?;
         self.bind(d, InputRef::Stage { stage: s, port: p })
     }
@@ -97,9 +88,7 @@ impl Pipeline {
             .inputs
             .iter_mut()
             .find(|i| i.is_none())
-            .ok_or_else(|| {
-                Error::Pipeline(format!("stage '{}' has no free input port", node.name))
-            })?;
+            .ok_or_else(|| Error::Pipeline(format!("stage '{}' has no free input port", node.name)))?;
         *slot = Some(source);
         self.finalized = false;
         Ok(())
@@ -112,9 +101,7 @@ impl Pipeline {
             taken |= n.stage.set_error_bound(bound);
         }
         if !taken {
-            return Err(Error::Pipeline(
-                "no stage takes an error bound (the pipeline has no quantizer)".into(),
-            ));
+            return Err(Error::Pipeline("no stage takes an error bound (the pipeline has no quantizer)".into()));
         }
         Ok(())
     }
@@ -128,9 +115,7 @@ impl Pipeline {
     pub fn set_input_dtype(&mut self, dtype: DType) -> Result<()> {
         for n in &mut self.nodes {
             if n.inputs.contains(&Some(InputRef::External)) {
-                n.stage
-                    .set_input_dtype(dtype)
-                    .map_err(|e| e.in_stage(&n.name))?;
+                n.stage.set_input_dtype(dtype).map_err(|e| e.in_stage(&n.name))?;
             }
         }
         self.finalized = false;
@@ -155,12 +140,7 @@ impl Pipeline {
             for (i, input) in n.inputs.iter().enumerate() {
                 let name = ports[i].name;
                 match input {
-                    None => {
-                        return Err(Error::Pipeline(format!(
-                            "stage '{}' input '{name}' is not connected",
-                            n.name
-                        )))
-                    }
+                    None => return Err(Error::Pipeline(format!("stage '{}' input '{name}' is not connected", n.name))),
                     Some(InputRef::External) => externals += 1,
                     Some(InputRef::Stage { stage, port }) => {
                         let src = &self.nodes[*stage];
@@ -208,14 +188,8 @@ impl Pipeline {
         while order.len() < n {
             let next = (0..n).find(|&i| !placed[i] && deps(i).iter().all(|&d| placed[d]));
             let Some(i) = next else {
-                let stuck: Vec<_> = (0..n)
-                    .filter(|&i| !placed[i])
-                    .map(|i| self.nodes[i].name.clone())
-                    .collect();
-                return Err(Error::Pipeline(format!(
-                    "cycle among stages {}",
-                    stuck.join(", ")
-                )));
+                let stuck: Vec<_> = (0..n).filter(|&i| !placed[i]).map(|i| self.nodes[i].name.clone()).collect();
+                return Err(Error::Pipeline(format!("cycle among stages {}", stuck.join(", "))));
             };
             placed[i] = true;
             order.push(i);
@@ -224,10 +198,7 @@ impl Pipeline {
         for (new, &old) in order.iter().enumerate() {
             new_index[old] = new;
         }
-        let mut old_nodes: Vec<Option<Node>> = std::mem::take(&mut self.nodes)
-            .into_iter()
-            .map(Some)
-            .collect();
+        let mut old_nodes: Vec<Option<Node>> = std::mem::take(&mut self.nodes).into_iter().map(Some).collect();
         for &old in &order {
             let mut node = old_nodes[old].take().expect("each node placed once");
             for r in node.inputs.iter_mut().flatten() {
@@ -255,9 +226,7 @@ impl Pipeline {
             )));
         }
         if input.is_empty() {
-            return Err(Error::InvalidArgument(
-                "input is empty: nothing to compress".into(),
-            ));
+            return Err(Error::InvalidArgument("input is empty: nothing to compress".into()));
         }
         let ctx = ForwardContext { shape };
         // produced[stage][port]: outputs waiting for their consumer.
@@ -286,17 +255,10 @@ impl Pipeline {
                 }
                 inputs.push(buffer);
             }
-            let out = node
-                .stage
-                .forward(inputs, &ctx)
-                .map_err(|e| e.in_stage(&node.name))?;
+            let out = node.stage.forward(inputs, &ctx).map_err(|e| e.in_stage(&node.name))?;
             let declared = node.stage.outputs();
             if out.outputs.len() != declared.len()
-                || out
-                    .outputs
-                    .iter()
-                    .zip(&declared)
-                    .any(|(b, p)| b.dtype() != p.dtype)
+                || out.outputs.iter().zip(&declared).any(|(b, p)| b.dtype() != p.dtype)
             {
                 return Err(Error::Stage {
                     stage: node.name.clone(),
@@ -317,14 +279,7 @@ impl Pipeline {
         for (s, ports) in produced.into_iter().enumerate() {
             for (p, buffer) in ports.into_iter().enumerate() {
                 if let Some(b) = buffer {
-                    entries.push(SegmentEntry {
-                        stage: s,
-                        port: p,
-                        dtype: b.dtype(),
-                        offset: 0,
-                        len: 0,
-                        crc32c: 0,
-                    });
+                    entries.push(SegmentEntry { stage: s, port: p, dtype: b.dtype(), offset: 0, len: 0, crc32c: 0 });
                     segments.push(b.to_le_bytes());
                 }
             }
@@ -351,8 +306,7 @@ pub fn decompress(bytes: &[u8]) -> Result<Decompressed> {
     let mut stages: Vec<Box<dyn Stage>> = Vec::with_capacity(header.stages.len());
     for rec in &header.stages {
         let kind = stage::kind_by_id(rec.type_id)?;
-        let s = (kind.from_record)(rec.param_version, &rec.params)
-            .map_err(|e| e.in_stage(&rec.name))?;
+        let s = (kind.from_record)(rec.param_version, &rec.params).map_err(|e| e.in_stage(&rec.name))?;
         if s.inputs().len() != rec.inputs.len() {
             return Err(corrupt!(
                 "stage '{}' records {} inputs, its type has {}",
@@ -364,26 +318,17 @@ pub fn decompress(bytes: &[u8]) -> Result<Decompressed> {
         stages.push(s);
     }
     // Who consumes each output port: the inverse of the consumer produces it.
-    let mut pending: Vec<Vec<Option<Buffer>>> = stages
-        .iter()
-        .map(|s| vec![None; s.outputs().len()])
-        .collect();
-    let mut consumed: Vec<Vec<bool>> = stages
-        .iter()
-        .map(|s| vec![false; s.outputs().len()])
-        .collect();
+    let mut pending: Vec<Vec<Option<Buffer>>> = stages.iter().map(|s| vec![None; s.outputs().len()]).collect();
+    let mut consumed: Vec<Vec<bool>> = stages.iter().map(|s| vec![false; s.outputs().len()]).collect();
     let mut externals = 0;
     for rec in &header.stages {
         for r in &rec.inputs {
             match *r {
                 InputRef::External => externals += 1,
                 InputRef::Stage { stage, port } => {
-                    let slot = consumed[stage].get_mut(port).ok_or_else(|| {
-                        corrupt!(
-                            "stage '{}' reads missing port {port} of stage {stage}",
-                            rec.name
-                        )
-                    })?;
+                    let slot = consumed[stage]
+                        .get_mut(port)
+                        .ok_or_else(|| corrupt!("stage '{}' reads missing port {port} of stage {stage}", rec.name))?;
                     if std::mem::replace(slot, true) {
                         return Err(corrupt!("output {port} of stage {stage} is consumed twice"));
                     }
@@ -392,21 +337,11 @@ pub fn decompress(bytes: &[u8]) -> Result<Decompressed> {
         }
     }
     if externals != 1 {
-        return Err(corrupt!(
-            "{externals} stage inputs read the pipeline input (expected 1)"
-        ));
+        return Err(corrupt!("{externals} stage inputs read the pipeline input (expected 1)"));
     }
     for (entry, bytes) in header.segments.iter().zip(&parsed.segments) {
-        let port = stages
-            .get(entry.stage)
-            .and_then(|s| s.outputs().get(entry.port).cloned());
-        let port = port.ok_or_else(|| {
-            corrupt!(
-                "segment for missing port {} of stage {}",
-                entry.port,
-                entry.stage
-            )
-        })?;
+        let port = stages.get(entry.stage).and_then(|s| s.outputs().get(entry.port).cloned());
+        let port = port.ok_or_else(|| corrupt!("segment for missing port {} of stage {}", entry.port, entry.stage))?;
         if consumed[entry.stage][entry.port] || port.dtype != entry.dtype {
             return Err(corrupt!(
                 "segment for stage {} port {} is not an unconnected {} output",
@@ -417,11 +352,7 @@ pub fn decompress(bytes: &[u8]) -> Result<Decompressed> {
         }
         let slot = &mut pending[entry.stage][entry.port];
         if slot.is_some() {
-            return Err(corrupt!(
-                "two segments for stage {} port {}",
-                entry.stage,
-                entry.port
-            ));
+            return Err(corrupt!("two segments for stage {} port {}", entry.stage, entry.port));
         }
         *slot = Some(Buffer::from_le_bytes(entry.dtype, bytes)?);
     }
@@ -431,17 +362,11 @@ pub fn decompress(bytes: &[u8]) -> Result<Decompressed> {
         let outputs = std::mem::take(&mut pending[i])
             .into_iter()
             .enumerate()
-            .map(|(p, b)| {
-                b.ok_or_else(|| {
-                    corrupt!("stage '{name}' output {p} is neither archived nor reconstructed")
-                })
-            })
+            .map(|(p, b)| b.ok_or_else(|| corrupt!("stage '{name}' output {p} is neither archived nor reconstructed")))
             .collect::<Result<Vec<_>>>()?;
         let inputs = s.inverse(outputs).map_err(|e| e.in_stage(name))?;
         let ports = s.inputs();
-        if inputs.len() != ports.len()
-            || inputs.iter().zip(&ports).any(|(b, p)| b.dtype() != p.dtype)
-        {
+        if inputs.len() != ports.len() || inputs.iter().zip(&ports).any(|(b, p)| b.dtype() != p.dtype) {
             return Err(Error::Stage {
                 stage: name.clone(),
                 message: "inverse produced buffers that do not match its ports".into(),

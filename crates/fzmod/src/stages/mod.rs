@@ -8,9 +8,4 @@ pub mod tiled_lorenzo;
 use crate::stage::StageKind;
 
 /// The registry: every stage type this build can construct or decode.
-pub static ALL: &[&StageKind] = &[
-    &quantizer::KIND,
-    &lorenzo::KIND,
-    &tiled_lorenzo::KIND,
-    &adaptive_bitpack::KIND,
-];
+pub static ALL: &[&StageKind] = &[&quantizer::KIND, &lorenzo::KIND, &tiled_lorenzo::KIND, &adaptive_bitpack::KIND];

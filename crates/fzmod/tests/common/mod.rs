@@ -10,16 +10,11 @@ pub fn repo_root() -> PathBuf {
 
 /// `../shared/data` beside the checkout (or `$FZMOD_DATA`); `None` on a user's fresh clone.
 pub fn shared_data() -> Option<PathBuf> {
-    let dir = std::env::var_os("FZMOD_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("../shared/data"));
+    let dir = std::env::var_os("FZMOD_DATA").map(PathBuf::from).unwrap_or_else(|| repo_root().join("../shared/data"));
     if dir.is_dir() {
         Some(dir)
     } else {
-        eprintln!(
-            "skipping: {} not found (tests on the shared fields run in CI)",
-            dir.display()
-        );
+        eprintln!("skipping: {} not found (tests on the shared fields run in CI)", dir.display());
         None
     }
 }
@@ -37,11 +32,7 @@ pub fn load(path: &Path) -> Field {
     let dtype = DType::parse(ext).unwrap();
     let shape = fzmod::parse_shape(stem.rsplit_once('_').unwrap().1).unwrap();
     let bytes = std::fs::read(path).unwrap();
-    Field {
-        name,
-        shape,
-        data: Buffer::from_le_bytes(dtype, &bytes).unwrap(),
-    }
+    Field { name, shape, data: Buffer::from_le_bytes(dtype, &bytes).unwrap() }
 }
 
 /// Every field in the shared data folder, sorted by name.
@@ -95,18 +86,10 @@ pub fn assert_within(original: &Buffer, decoded: &Buffer, abs_bound: f64, what: 
     for i in 0..a.len() {
         if a[i].is_finite() {
             let err = (a[i] - b[i]).abs();
-            assert!(
-                err <= abs_bound,
-                "{what}: element {i}: |{} - {}| = {err:e} > {abs_bound:e}",
-                a[i],
-                b[i]
-            );
+            assert!(err <= abs_bound, "{what}: element {i}: |{} - {}| = {err:e} > {abs_bound:e}", a[i], b[i]);
             max = max.max(err);
         } else {
-            assert_eq!(
-                ab[i], bb[i],
-                "{what}: special value at {i} not bit-identical"
-            );
+            assert_eq!(ab[i], bb[i], "{what}: special value at {i} not bit-identical");
         }
     }
     max

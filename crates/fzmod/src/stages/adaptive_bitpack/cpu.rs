@@ -129,19 +129,13 @@ impl BlockCode {
 
     fn choose(mags: &[u32], layout: Layout, s: usize) -> BlockCode {
         let fr_all = bitlen(mags.iter().fold(0, |a, &m| a | m));
-        let plain = BlockCode {
-            rate: fr_all,
-            outlier_bytes: 0,
-        };
+        let plain = BlockCode { rate: fr_all, outlier_bytes: 0 };
         if layout == Layout::Plain || mags.is_empty() {
             return plain;
         }
         let fr_rest = bitlen(mags[1..].iter().fold(0, |a, &m| a | m));
         let ob = bitlen(mags[0]).div_ceil(8);
-        let outlier = BlockCode {
-            rate: fr_rest,
-            outlier_bytes: ob,
-        };
+        let outlier = BlockCode { rate: fr_rest, outlier_bytes: ob };
         // Ties go to plain; |v0| = 0 always picks plain, so outlier blocks have ob ≥ 1.
         if ob == 0 || plain.cost(s) <= outlier.cost(s) {
             plain
@@ -155,62 +149,36 @@ impl BlockCode {
         match layout {
             Layout::Plain => out.push(self.rate as u8),
             Layout::Wide => {
-                let sel = if outlier {
-                    1 | ((self.outlier_bytes as u8 - 1) << 1)
-                } else {
-                    0
-                };
+                let sel = if outlier { 1 | ((self.outlier_bytes as u8 - 1) << 1) } else { 0 };
                 out.extend_from_slice(&[self.rate as u8, sel]);
             }
-            Layout::Packed if outlier => {
-                out.push(0x80 | ((self.outlier_bytes as u8 - 1) << 5) | self.rate as u8)
-            }
+            Layout::Packed if outlier => out.push(0x80 | ((self.outlier_bytes as u8 - 1) << 5) | self.rate as u8),
             Layout::Packed => out.push(self.rate as u8),
         }
     }
 
     fn read_meta(meta: &[u8], layout: Layout, max_rate: u32) -> Result<BlockCode> {
         let code = match layout {
-            Layout::Plain => BlockCode {
-                rate: u32::from(meta[0]),
-                outlier_bytes: 0,
-            },
+            Layout::Plain => BlockCode { rate: u32::from(meta[0]), outlier_bytes: 0 },
             Layout::Wide => {
                 let (rate, sel) = (u32::from(meta[0]), meta[1]);
                 if sel & !0b111 != 0 || (sel & 1 == 0 && sel != 0) {
                     return Err(corrupt!("AdaptiveBitpack selection byte {sel:#04x}"));
                 }
-                let ob = if sel & 1 == 1 {
-                    u32::from(sel >> 1) + 1
-                } else {
-                    0
-                };
-                BlockCode {
-                    rate,
-                    outlier_bytes: ob,
-                }
+                let ob = if sel & 1 == 1 { u32::from(sel >> 1) + 1 } else { 0 };
+                BlockCode { rate, outlier_bytes: ob }
             }
             Layout::Packed => {
                 let m = meta[0];
                 if m & 0x80 == 0 {
-                    BlockCode {
-                        rate: u32::from(m),
-                        outlier_bytes: 0,
-                    }
+                    BlockCode { rate: u32::from(m), outlier_bytes: 0 }
                 } else {
-                    BlockCode {
-                        rate: u32::from(m & 0x1f),
-                        outlier_bytes: u32::from((m >> 5) & 3) + 1,
-                    }
+                    BlockCode { rate: u32::from(m & 0x1f), outlier_bytes: u32::from((m >> 5) & 3) + 1 }
                 }
             }
         };
         if code.rate > max_rate || code.outlier_bytes > max_rate / 8 {
-            return Err(corrupt!(
-                "AdaptiveBitpack block rate {} / outlier bytes {}",
-                code.rate,
-                code.outlier_bytes
-            ));
+            return Err(corrupt!("AdaptiveBitpack block rate {} / outlier bytes {}", code.rate, code.outlier_bytes));
         }
         Ok(code)
     }
@@ -222,16 +190,14 @@ fn write_planes(signs: &[bool], mags: &[u32], rate: u32, s: usize, out: &mut Vec
     out.resize(base + s * (rate as usize + 1), 0);
     let (sign_region, planes) = out[base..].split_at_mut(s);
     for (k, group) in signs.chunks(8).enumerate() {
-        sign_region[k] = group
-            .iter()
-            .enumerate()
-            .fold(0u8, |b, (j, &neg)| b | (u8::from(neg) << j));
+        sign_region[k] = group.iter().enumerate().fold(0u8, |b, (j, &neg)| b | (u8::from(neg) << j));
     }
     for (k, group) in mags.chunks(8).enumerate() {
         for byte_of_mag in 0..rate.div_ceil(8) as usize {
-            let rows = group.iter().enumerate().fold(0u64, |x, (j, &m)| {
-                x | (u64::from((m >> (8 * byte_of_mag)) as u8) << (8 * j))
-            });
+            let rows = group
+                .iter()
+                .enumerate()
+                .fold(0u64, |x, (j, &m)| x | (u64::from((m >> (8 * byte_of_mag)) as u8) << (8 * j)));
             let cols = transpose8(rows).to_le_bytes();
             for (i, &plane_byte) in cols.iter().enumerate() {
                 let p = 8 * byte_of_mag + i;
@@ -244,13 +210,7 @@ fn write_planes(signs: &[bool], mags: &[u32], rate: u32, s: usize, out: &mut Vec
 }
 
 /// Encode one block of `count ≤ b` values.
-fn encode_block<T: Code>(
-    vals: &[T],
-    layout: Layout,
-    s: usize,
-    meta: &mut Vec<u8>,
-    payload: &mut Vec<u8>,
-) {
+fn encode_block<T: Code>(vals: &[T], layout: Layout, s: usize, meta: &mut Vec<u8>, payload: &mut Vec<u8>) {
     let (mut sign_buf, mut mag_buf) = ([false; MAX_BLOCK], [0u32; MAX_BLOCK]);
     for (i, v) in vals.iter().enumerate() {
         (sign_buf[i], mag_buf[i]) = v.split();
@@ -310,11 +270,7 @@ fn decode_block<T: Code>(code: BlockCode, payload: &[u8], s: usize, out: &mut [T
         for byte_of_mag in 0..code.rate.div_ceil(8) as usize {
             let rows = (0..8).fold(0u64, |x, i| {
                 let p = 8 * byte_of_mag + i;
-                let b = if p < code.rate as usize {
-                    planes[p * s + k]
-                } else {
-                    0
-                };
+                let b = if p < code.rate as usize { planes[p * s + k] } else { 0 };
                 x | (u64::from(b) << (8 * i))
             });
             for (j, &b) in transpose8(rows).to_le_bytes().iter().enumerate() {
@@ -328,13 +284,8 @@ fn decode_block<T: Code>(code: BlockCode, payload: &[u8], s: usize, out: &mut [T
         mags[0] = u32::from_le_bytes(raw);
     }
     for (i, o) in out.iter_mut().enumerate() {
-        *o = T::join(signs[i], mags[i]).ok_or_else(|| {
-            corrupt!(
-                "AdaptiveBitpack magnitude {} does not fit {}",
-                mags[i],
-                T::DTYPE
-            )
-        })?;
+        *o = T::join(signs[i], mags[i])
+            .ok_or_else(|| corrupt!("AdaptiveBitpack magnitude {} does not fit {}", mags[i], T::DTYPE))?;
     }
     Ok(())
 }
@@ -345,17 +296,11 @@ pub fn decode<T: Code>(bytes: &[u8], n: usize, b: usize, layout: Layout) -> Resu
     let blocks = n.div_ceil(b);
     let mb = layout.meta_bytes();
     let meta_len = blocks.checked_mul(mb).filter(|&m| m <= bytes.len());
-    let meta_len = meta_len.ok_or_else(|| {
-        corrupt!(
-            "AdaptiveBitpack: metadata for {blocks} blocks exceeds {} bytes",
-            bytes.len()
-        )
-    })?;
+    let meta_len = meta_len
+        .ok_or_else(|| corrupt!("AdaptiveBitpack: metadata for {blocks} blocks exceeds {} bytes", bytes.len()))?;
     let (meta, payload) = bytes.split_at(meta_len);
-    let codes = meta
-        .chunks_exact(mb)
-        .map(|m| BlockCode::read_meta(m, layout, T::MAX_RATE))
-        .collect::<Result<Vec<_>>>()?;
+    let codes =
+        meta.chunks_exact(mb).map(|m| BlockCode::read_meta(m, layout, T::MAX_RATE)).collect::<Result<Vec<_>>>()?;
     // Offsets of each task's first payload byte (sequential scan over block costs).
     let mut task_offsets = Vec::with_capacity(blocks / BLOCKS_PER_TASK + 2);
     let mut offset = 0usize;
@@ -366,10 +311,7 @@ pub fn decode<T: Code>(bytes: &[u8], n: usize, b: usize, layout: Layout) -> Resu
         offset += c.cost(s);
     }
     if offset != payload.len() {
-        return Err(corrupt!(
-            "AdaptiveBitpack: blocks need {offset} payload bytes, segment has {}",
-            payload.len()
-        ));
+        return Err(corrupt!("AdaptiveBitpack: blocks need {offset} payload bytes, segment has {}", payload.len()));
     }
     let mut out = vec![T::default(); n];
     out.par_chunks_mut(b * BLOCKS_PER_TASK)

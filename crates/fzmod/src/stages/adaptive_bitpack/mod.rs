@@ -47,16 +47,9 @@ impl AdaptiveBitpack {
             )));
         }
         if !matches!(input, DType::I16 | DType::I32) {
-            return Err(Error::InvalidArgument(format!(
-                "AdaptiveBitpack input must be int16 or int32, not {input}"
-            )));
+            return Err(Error::InvalidArgument(format!("AdaptiveBitpack input must be int16 or int32, not {input}")));
         }
-        Ok(AdaptiveBitpack {
-            input,
-            block_size,
-            layout,
-            num_elements: None,
-        })
+        Ok(AdaptiveBitpack { input, block_size, layout, num_elements: None })
     }
 
     fn from_toml(t: &toml::Table) -> Result<Box<dyn Stage>> {
@@ -77,17 +70,14 @@ impl AdaptiveBitpack {
                 )))
             }
         };
-        Ok(Box::new(
-            AdaptiveBitpack::new(input, block, layout).map_err(|e| Error::Config(e.to_string()))?,
-        ))
+        Ok(Box::new(AdaptiveBitpack::new(input, block, layout).map_err(|e| Error::Config(e.to_string()))?))
     }
 
     fn from_record(version: u32, bytes: &[u8]) -> Result<Box<dyn Stage>> {
         stage::check_param_version(&KIND, version)?;
         let mut r = Reader::new(bytes, "AdaptiveBitpack parameters");
         let code = r.u8()?;
-        let input =
-            DType::from_code(code).ok_or_else(|| corrupt!("AdaptiveBitpack type code {code}"))?;
+        let input = DType::from_code(code).ok_or_else(|| corrupt!("AdaptiveBitpack type code {code}"))?;
         let block = r.count(u64::from(MAX_BLOCK), "block size")? as u32;
         let layout = Layout::from_code(r.u8()?)?;
         let n = r.varint()?;
@@ -103,16 +93,10 @@ impl Stage for AdaptiveBitpack {
         &KIND
     }
     fn inputs(&self) -> Vec<Port> {
-        vec![Port {
-            name: "input",
-            dtype: self.input,
-        }]
+        vec![Port { name: "input", dtype: self.input }]
     }
     fn outputs(&self) -> Vec<Port> {
-        vec![Port {
-            name: "output",
-            dtype: DType::U8,
-        }]
+        vec![Port { name: "output", dtype: DType::U8 }]
     }
 
     fn forward(&self, inputs: Vec<Buffer>, _ctx: &ForwardContext) -> Result<Forwarded> {
@@ -128,27 +112,19 @@ impl Stage for AdaptiveBitpack {
         w.varint(u64::from(self.block_size));
         w.u8(self.layout.code());
         w.varint(n as u64);
-        Ok(Forwarded {
-            outputs: vec![Buffer::U8(out)],
-            record: w.bytes,
-        })
+        Ok(Forwarded { outputs: vec![Buffer::U8(out)], record: w.bytes })
     }
 
     fn inverse(&self, outputs: Vec<Buffer>) -> Result<Vec<Buffer>> {
         stage::expect_buffers(self, &self.outputs(), &outputs)?;
-        let n = self.num_elements.ok_or_else(|| {
-            Error::Pipeline("AdaptiveBitpack inverse needs a decoded record".into())
-        })?;
-        let Buffer::U8(bytes) = &outputs[0] else {
-            unreachable!()
-        };
+        let n = self
+            .num_elements
+            .ok_or_else(|| Error::Pipeline("AdaptiveBitpack inverse needs a decoded record".into()))?;
+        let Buffer::U8(bytes) = &outputs[0] else { unreachable!() };
         // Every block costs at least one metadata byte: n is bounded by the bytes we hold.
         let blocks = n.div_ceil(u64::from(self.block_size));
         if blocks > bytes.len() as u64 {
-            return Err(corrupt!(
-                "AdaptiveBitpack: {n} elements need more than {} bytes",
-                bytes.len()
-            ));
+            return Err(corrupt!("AdaptiveBitpack: {n} elements need more than {} bytes", bytes.len()));
         }
         let (n, b) = (n as usize, self.block_size as usize);
         Ok(vec![match self.input {
@@ -161,10 +137,7 @@ impl Stage for AdaptiveBitpack {
         let mut t = toml::Table::new();
         t.insert("input_type".into(), self.input.toml_name().into());
         t.insert("block_size".into(), i64::from(self.block_size).into());
-        t.insert(
-            "outlier_selection".into(),
-            (self.layout != Layout::Plain).into(),
-        );
+        t.insert("outlier_selection".into(), (self.layout != Layout::Plain).into());
         if self.layout != Layout::Plain {
             t.insert("metadata".into(), self.layout.name().into());
         }

@@ -13,17 +13,15 @@ fn block_chunk(block: usize) -> usize {
 pub fn block_delta(q: &[i32], block: usize) -> Vec<i32> {
     let mut out = vec![0i32; q.len()];
     let chunk = block_chunk(block);
-    out.par_chunks_mut(chunk)
-        .zip(q.par_chunks(chunk))
-        .for_each(|(o, q)| {
-            for (o, q) in o.chunks_mut(block).zip(q.chunks(block)) {
-                let mut prev = 0i32;
-                for (o, &v) in o.iter_mut().zip(q) {
-                    *o = v.wrapping_sub(prev);
-                    prev = v;
-                }
+    out.par_chunks_mut(chunk).zip(q.par_chunks(chunk)).for_each(|(o, q)| {
+        for (o, q) in o.chunks_mut(block).zip(q.chunks(block)) {
+            let mut prev = 0i32;
+            for (o, &v) in o.iter_mut().zip(q) {
+                *o = v.wrapping_sub(prev);
+                prev = v;
             }
-        });
+        }
+    });
     out
 }
 
@@ -57,19 +55,11 @@ pub fn nd_delta(q: &[i32], [_, ny, nx]: [usize; 3]) -> Vec<i32> {
     };
     out.par_chunks_mut(nx).enumerate().for_each(|(r, o)| {
         let (z, y) = (r / ny, r % ny);
-        let (a, b, c, d) = (
-            row(z, y, 0, 0),
-            row(z, y, 0, 1),
-            row(z, y, 1, 0),
-            row(z, y, 1, 1),
-        );
+        let (a, b, c, d) = (row(z, y, 0, 0), row(z, y, 0, 1), row(z, y, 1, 0), row(z, y, 1, 1));
         // Along y and z first (rows), then along x.
         let mut prev = 0i32;
         for x in 0..nx {
-            let col = a[x]
-                .wrapping_sub(b[x])
-                .wrapping_sub(c[x])
-                .wrapping_add(d[x]);
+            let col = a[x].wrapping_sub(b[x]).wrapping_sub(c[x]).wrapping_add(d[x]);
             o[x] = col.wrapping_sub(prev);
             prev = col;
         }
@@ -101,14 +91,11 @@ pub fn nd_prefix(d: &mut [i32], [nz, ny, nx]: [usize; 3]) {
     for z in 1..nz {
         let (prev, cur) = d.split_at_mut(z * nx * ny);
         let prev = &prev[(z - 1) * nx * ny..];
-        cur[..nx * ny]
-            .par_chunks_mut(CHUNK)
-            .zip(prev.par_chunks(CHUNK))
-            .for_each(|(c, p)| {
-                for (c, p) in c.iter_mut().zip(p) {
-                    *c = c.wrapping_add(*p);
-                }
-            });
+        cur[..nx * ny].par_chunks_mut(CHUNK).zip(prev.par_chunks(CHUNK)).for_each(|(c, p)| {
+            for (c, p) in c.iter_mut().zip(p) {
+                *c = c.wrapping_add(*p);
+            }
+        });
     }
 }
 
@@ -139,9 +126,8 @@ mod tests {
     fn nd_delta_of_a_plane_is_sparse() {
         // q = x + 2y + 3z is annihilated everywhere except the faces: inclusion–exclusion works.
         let (nz, ny, nx) = (3, 4, 5);
-        let q: Vec<i32> = (0..nz * ny * nx)
-            .map(|i| ((i % nx) + 2 * ((i / nx) % ny) + 3 * (i / (nx * ny))) as i32)
-            .collect();
+        let q: Vec<i32> =
+            (0..nz * ny * nx).map(|i| ((i % nx) + 2 * ((i / nx) % ny) + 3 * (i / (nx * ny))) as i32).collect();
         let d = nd_delta(&q, [nz, ny, nx]);
         let interior_nonzero = (1..nz)
             .flat_map(|z| (1..ny).flat_map(move |y| (1..nx).map(move |x| (z * ny + y) * nx + x)))

@@ -38,14 +38,9 @@ pub struct Lorenzo {
 impl Lorenzo {
     pub fn new(block_size: u32) -> Result<Self> {
         if block_size > MAX_BLOCK {
-            return Err(Error::InvalidArgument(format!(
-                "Lorenzo block_size {block_size} > {MAX_BLOCK}"
-            )));
+            return Err(Error::InvalidArgument(format!("Lorenzo block_size {block_size} > {MAX_BLOCK}")));
         }
-        Ok(Lorenzo {
-            block_size,
-            grid: None,
-        })
+        Ok(Lorenzo { block_size, grid: None })
     }
 
     fn from_toml(t: &toml::Table) -> Result<Box<dyn Stage>> {
@@ -80,28 +75,17 @@ impl Stage for Lorenzo {
         &KIND
     }
     fn inputs(&self) -> Vec<Port> {
-        vec![Port {
-            name: "input",
-            dtype: DType::I32,
-        }]
+        vec![Port { name: "input", dtype: DType::I32 }]
     }
     fn outputs(&self) -> Vec<Port> {
-        vec![Port {
-            name: "output",
-            dtype: DType::I32,
-        }]
+        vec![Port { name: "output", dtype: DType::I32 }]
     }
 
     fn forward(&self, inputs: Vec<Buffer>, ctx: &ForwardContext) -> Result<Forwarded> {
         stage::expect_buffers(self, &self.inputs(), &inputs)?;
-        let Some(Buffer::I32(q)) = inputs.into_iter().next() else {
-            unreachable!()
-        };
+        let Some(Buffer::I32(q)) = inputs.into_iter().next() else { unreachable!() };
         let (out, grid) = if self.block_size > 0 {
-            let grid = Grid {
-                dims: [1, 1, q.len()],
-                ndim: 1,
-            };
+            let grid = Grid { dims: [1, 1, q.len()], ndim: 1 };
             (cpu::block_delta(&q, self.block_size as usize), grid)
         } else {
             let grid = Grid::for_stage(ctx.shape, q.len(), "Lorenzo")?;
@@ -112,26 +96,15 @@ impl Stage for Lorenzo {
         for d in grid.dims {
             w.varint(d as u64);
         }
-        Ok(Forwarded {
-            outputs: vec![Buffer::I32(out)],
-            record: w.bytes,
-        })
+        Ok(Forwarded { outputs: vec![Buffer::I32(out)], record: w.bytes })
     }
 
     fn inverse(&self, outputs: Vec<Buffer>) -> Result<Vec<Buffer>> {
         stage::expect_buffers(self, &self.outputs(), &outputs)?;
-        let grid = self
-            .grid
-            .ok_or_else(|| Error::Pipeline("Lorenzo inverse needs a decoded record".into()))?;
-        let Some(Buffer::I32(mut d)) = outputs.into_iter().next() else {
-            unreachable!()
-        };
+        let grid = self.grid.ok_or_else(|| Error::Pipeline("Lorenzo inverse needs a decoded record".into()))?;
+        let Some(Buffer::I32(mut d)) = outputs.into_iter().next() else { unreachable!() };
         if d.len() != grid.len() {
-            return Err(corrupt!(
-                "Lorenzo: {} elements for grid {:?}",
-                d.len(),
-                grid.dims
-            ));
+            return Err(corrupt!("Lorenzo: {} elements for grid {:?}", d.len(), grid.dims));
         }
         if self.block_size > 0 {
             cpu::block_prefix(&mut d, self.block_size as usize);

@@ -81,14 +81,9 @@ pub(crate) fn finite_range<T: Float>(x: &[T]) -> f64 {
         .map(|c| {
             c.iter()
                 .filter(|v| v.is_finite())
-                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
-                    (lo.min(v.to_f64()), hi.max(v.to_f64()))
-                })
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v.to_f64()), hi.max(v.to_f64())))
         })
-        .reduce(
-            || (f64::INFINITY, f64::NEG_INFINITY),
-            |a, b| (a.0.min(b.0), a.1.max(b.1)),
-        );
+        .reduce(|| (f64::INFINITY, f64::NEG_INFINITY), |a, b| (a.0.min(b.0), a.1.max(b.1)));
     if lo <= hi {
         hi - lo
     } else {
@@ -138,38 +133,22 @@ pub(crate) fn quantize<T: Float>(x: &[T], abs_bound: f64) -> Quantized<T> {
         next = index + 1;
         num_outliers += 1;
     }
-    Quantized {
-        codes,
-        outliers: w.bytes,
-        num_outliers,
-        step,
-    }
+    Quantized { codes, outliers: w.bytes, num_outliers, step }
 }
 
 /// Inverse: reconstruct every code, then put the outliers back bit for bit.
-pub(crate) fn reconstruct<T: Float>(
-    codes: &[i32],
-    step: T,
-    outliers: &[u8],
-    num_outliers: u64,
-) -> Result<Vec<T>> {
+pub(crate) fn reconstruct<T: Float>(codes: &[i32], step: T, outliers: &[u8], num_outliers: u64) -> Result<Vec<T>> {
     let mut out = vec![T::ZERO; codes.len()];
-    out.par_chunks_mut(CHUNK)
-        .zip(codes.par_chunks(CHUNK))
-        .for_each(|(o, c)| {
-            for (o, &q) in o.iter_mut().zip(c) {
-                *o = T::reconstruct(q, step);
-            }
-        });
+    out.par_chunks_mut(CHUNK).zip(codes.par_chunks(CHUNK)).for_each(|(o, c)| {
+        for (o, &q) in o.iter_mut().zip(c) {
+            *o = T::reconstruct(q, step);
+        }
+    });
     let mut r = Reader::new(outliers, "Quantizer outlier channel");
     let mut next = 0u64;
     for k in 0..num_outliers {
-        let index = r
-            .varint()?
-            .checked_add(next)
-            .filter(|&i| i < codes.len() as u64);
-        let index =
-            index.ok_or_else(|| corrupt!("outlier {k} lies outside {} elements", codes.len()))?;
+        let index = r.varint()?.checked_add(next).filter(|&i| i < codes.len() as u64);
+        let index = index.ok_or_else(|| corrupt!("outlier {k} lies outside {} elements", codes.len()))?;
         out[index as usize] = T::read_le(&mut r)?;
         next = index + 1;
     }

@@ -47,15 +47,9 @@ pub struct Quantizer {
 impl Quantizer {
     pub fn new(input: DType, bound: Option<ErrorBound>) -> Result<Self> {
         if !matches!(input, DType::F32 | DType::F64) {
-            return Err(Error::InvalidArgument(format!(
-                "Quantizer input must be f32 or f64, not {input}"
-            )));
+            return Err(Error::InvalidArgument(format!("Quantizer input must be f32 or f64, not {input}")));
         }
-        Ok(Quantizer {
-            input,
-            bound,
-            resolved: None,
-        })
+        Ok(Quantizer { input, bound, resolved: None })
     }
 
     fn from_toml(t: &toml::Table) -> Result<Box<dyn Stage>> {
@@ -64,22 +58,16 @@ impl Quantizer {
         p.dtype("code_type", DType::I32, &[DType::I32, DType::U32])?;
         if !p.bool("linear_mode", true)? {
             return Err(Error::Config(
-                "Quantizer: only linear_mode = true (cuSZp-style signed codes) is implemented"
-                    .into(),
+                "Quantizer: only linear_mode = true (cuSZp-style signed codes) is implemented".into(),
             ));
         }
-        let mode = p
-            .str("error_bound_mode")?
-            .map(ErrorMode::parse)
-            .transpose()?;
+        let mode = p.str("error_bound_mode")?.map(ErrorMode::parse).transpose()?;
         let value = p.f64("error_bound")?;
         p.finish()?;
         let bound = match (mode, value) {
             (m, Some(v)) => Some(ErrorBound::new(m.unwrap_or(ErrorMode::Abs), v)?),
             (Some(_), None) => {
-                return Err(Error::Config(
-                    "Quantizer: error_bound_mode given without error_bound".into(),
-                ))
+                return Err(Error::Config("Quantizer: error_bound_mode given without error_bound".into()))
             }
             (None, None) => None,
         };
@@ -103,30 +91,15 @@ impl Quantizer {
         let num_elements = r.varint()?;
         let num_outliers = r.varint()?;
         r.finish()?;
-        if !(step >= 0.0 && step.is_finite()) || (input == DType::F32 && step as f32 as f64 != step)
-        {
-            return Err(corrupt!(
-                "Quantizer step {step} is not a valid bin half-width"
-            ));
+        if !(step >= 0.0 && step.is_finite()) || (input == DType::F32 && step as f32 as f64 != step) {
+            return Err(corrupt!("Quantizer step {step} is not a valid bin half-width"));
         }
         if num_outliers > num_elements {
-            return Err(corrupt!(
-                "Quantizer: {num_outliers} outliers among {num_elements} elements"
-            ));
+            return Err(corrupt!("Quantizer: {num_outliers} outliers among {num_elements} elements"));
         }
-        let bound =
-            ErrorBound::new(mode, value).map_err(|_| corrupt!("Quantizer bound {value}"))?;
-        let resolved = Resolved {
-            abs_bound,
-            step,
-            num_elements,
-            num_outliers,
-        };
-        Ok(Quantizer {
-            input,
-            bound: Some(bound),
-            resolved: Some(resolved),
-        })
+        let bound = ErrorBound::new(mode, value).map_err(|_| corrupt!("Quantizer bound {value}"))?;
+        let resolved = Resolved { abs_bound, step, num_elements, num_outliers };
+        Ok(Quantizer { input, bound: Some(bound), resolved: Some(resolved) })
     }
 
     fn record(&self, bound: ErrorBound, r: &Resolved) -> Vec<u8> {
@@ -147,16 +120,9 @@ impl Quantizer {
             ErrorMode::Rel => bound.value * cpu::finite_range(x),
         };
         let q = quantize(x, abs_bound);
-        let resolved = Resolved {
-            abs_bound,
-            step: q.step.to_f64(),
-            num_elements: x.len() as u64,
-            num_outliers: q.num_outliers,
-        };
-        Forwarded {
-            outputs: vec![Buffer::I32(q.codes), Buffer::U8(q.outliers)],
-            record: self.record(bound, &resolved),
-        }
+        let resolved =
+            Resolved { abs_bound, step: q.step.to_f64(), num_elements: x.len() as u64, num_outliers: q.num_outliers };
+        Forwarded { outputs: vec![Buffer::I32(q.codes), Buffer::U8(q.outliers)], record: self.record(bound, &resolved) }
     }
 }
 
@@ -165,30 +131,16 @@ impl Stage for Quantizer {
         &KIND
     }
     fn inputs(&self) -> Vec<Port> {
-        vec![Port {
-            name: "input",
-            dtype: self.input,
-        }]
+        vec![Port { name: "input", dtype: self.input }]
     }
     fn outputs(&self) -> Vec<Port> {
-        vec![
-            Port {
-                name: "codes",
-                dtype: DType::I32,
-            },
-            Port {
-                name: "outliers",
-                dtype: DType::U8,
-            },
-        ]
+        vec![Port { name: "codes", dtype: DType::I32 }, Port { name: "outliers", dtype: DType::U8 }]
     }
 
     fn forward(&self, inputs: Vec<Buffer>, _ctx: &ForwardContext) -> Result<Forwarded> {
         stage::expect_buffers(self, &self.inputs(), &inputs)?;
         let bound = self.bound.ok_or_else(|| {
-            Error::InvalidArgument(
-                "no error bound set (give -e/--error-bound or error_bound)".into(),
-            )
+            Error::InvalidArgument("no error bound set (give -e/--error-bound or error_bound)".into())
         })?;
         Ok(match &inputs[0] {
             Buffer::F32(x) => self.run_forward(x, bound),
@@ -198,19 +150,13 @@ impl Stage for Quantizer {
     }
 
     fn inverse(&self, outputs: Vec<Buffer>) -> Result<Vec<Buffer>> {
-        let r = self
-            .resolved
-            .ok_or_else(|| Error::Pipeline("Quantizer inverse needs a decoded record".into()))?;
+        let r = self.resolved.ok_or_else(|| Error::Pipeline("Quantizer inverse needs a decoded record".into()))?;
         stage::expect_buffers(self, &self.outputs(), &outputs)?;
         let (Buffer::I32(codes), Buffer::U8(outliers)) = (&outputs[0], &outputs[1]) else {
             unreachable!("checked by expect_buffers")
         };
         if codes.len() as u64 != r.num_elements {
-            return Err(corrupt!(
-                "Quantizer: {} codes for {} elements",
-                codes.len(),
-                r.num_elements
-            ));
+            return Err(corrupt!("Quantizer: {} codes for {} elements", codes.len(), r.num_elements));
         }
         Ok(vec![match self.input {
             DType::F32 => Buffer::F32(reconstruct(codes, r.step as f32, outliers, r.num_outliers)?),
@@ -251,8 +197,5 @@ impl Stage for Quantizer {
 
 /// The absolute bound a Quantizer record guarantees (for reports), if the record decodes.
 pub fn recorded_abs_bound(version: u32, params: &[u8]) -> Option<f64> {
-    Quantizer::decode_record(version, params)
-        .ok()?
-        .resolved
-        .map(|r| r.abs_bound)
+    Quantizer::decode_record(version, params).ok()?.resolved.map(|r| r.abs_bound)
 }

@@ -14,29 +14,20 @@ fn tile_counts(grid: Grid, tile: Tile) -> [usize; 3] {
 
 /// Length of the tile-major output, `None` on overflow.
 pub fn padded_len(grid: Grid, tile: Tile) -> Option<usize> {
-    tile_counts(grid, tile)
-        .iter()
-        .try_fold(tile.elems(), |a, &n| a.checked_mul(n))
+    tile_counts(grid, tile).iter().try_fold(tile.elems(), |a, &n| a.checked_mul(n))
 }
 
 /// Visit every tile: `f(tile origin [z, y, x], tile-major slot of the tile)`.
-fn for_each_tile(
-    out: &mut [i32],
-    grid: Grid,
-    tile: Tile,
-    f: impl Fn([usize; 3], &mut [i32]) + Sync,
-) {
+fn for_each_tile(out: &mut [i32], grid: Grid, tile: Tile, f: impl Fn([usize; 3], &mut [i32]) + Sync) {
     let te = tile.elems();
     let [_, nty, ntx] = tile_counts(grid, tile);
-    out.par_chunks_mut(te * TILES_PER_TASK)
-        .enumerate()
-        .for_each(|(task, chunk)| {
-            for (k, slot) in chunk.chunks_mut(te).enumerate() {
-                let t = task * TILES_PER_TASK + k;
-                let (tz, ty, tx) = (t / (nty * ntx), (t / ntx) % nty, t % ntx);
-                f([tz * tile.0[0], ty * tile.0[1], tx * tile.0[2]], slot);
-            }
-        });
+    out.par_chunks_mut(te * TILES_PER_TASK).enumerate().for_each(|(task, chunk)| {
+        for (k, slot) in chunk.chunks_mut(te).enumerate() {
+            let t = task * TILES_PER_TASK + k;
+            let (tz, ty, tx) = (t / (nty * ntx), (t / ntx) % nty, t % ntx);
+            f([tz * tile.0[0], ty * tile.0[1], tx * tile.0[2]], slot);
+        }
+    });
 }
 
 /// Natural order → tile-major deltas (padding positions are 0).
@@ -128,10 +119,7 @@ mod tests {
     #[test]
     fn matches_the_seed_definition_on_one_tile() {
         // 2×3 grid, one 2×4 tile: x>0 from left, x=0 from above, origin vs 0, padding 0.
-        let grid = Grid {
-            dims: [1, 2, 3],
-            ndim: 2,
-        };
+        let grid = Grid { dims: [1, 2, 3], ndim: 2 };
         let q = vec![5, 7, 4, 9, 1, 1];
         let d = forward(&q, grid, Tile([1, 2, 4]), true);
         assert_eq!(d, vec![5, 2, -3, 0, 4, -8, 0, 0]);

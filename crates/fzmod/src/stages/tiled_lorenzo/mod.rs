@@ -63,35 +63,21 @@ pub struct TiledLorenzo {
 impl TiledLorenzo {
     pub fn new(tile: Option<Tile>, delta: bool) -> Result<Self> {
         let tile = tile.map(Tile::validate).transpose()?;
-        Ok(TiledLorenzo {
-            tile,
-            delta,
-            grid: None,
-        })
+        Ok(TiledLorenzo { tile, delta, grid: None })
     }
 
     fn from_toml(t: &toml::Table) -> Result<Box<dyn Stage>> {
         let p = TomlParams::new(t, "TiledLorenzo");
         p.dtype("data_type", DType::I32, &[DType::I32])?;
-        let (x, y, z) = (
-            p.u32("tile_x", 0)?,
-            p.u32("tile_y", 0)?,
-            p.u32("tile_z", 0)?,
-        );
+        let (x, y, z) = (p.u32("tile_x", 0)?, p.u32("tile_y", 0)?, p.u32("tile_z", 0)?);
         let delta = p.bool("delta", true)?;
         p.finish()?;
         let tile = match (x, y, z) {
             (0, 0, 0) => None,
-            (0, _, _) => {
-                return Err(Error::Config(
-                    "TiledLorenzo: tile_y/tile_z need tile_x".into(),
-                ))
-            }
+            (0, _, _) => return Err(Error::Config("TiledLorenzo: tile_y/tile_z need tile_x".into())),
             (x, y, z) => Some(Tile([z.max(1) as usize, y.max(1) as usize, x as usize])),
         };
-        Ok(Box::new(
-            TiledLorenzo::new(tile, delta).map_err(|e| Error::Config(e.to_string()))?,
-        ))
+        Ok(Box::new(TiledLorenzo::new(tile, delta).map_err(|e| Error::Config(e.to_string()))?))
     }
 
     fn from_record(version: u32, bytes: &[u8]) -> Result<Box<dyn Stage>> {
@@ -116,11 +102,7 @@ impl TiledLorenzo {
         if cpu::padded_len(grid, tile).is_none() {
             return Err(corrupt!("TiledLorenzo grid {dims:?} is impossible"));
         }
-        Ok(Box::new(TiledLorenzo {
-            tile: Some(tile),
-            delta,
-            grid: Some(grid),
-        }))
+        Ok(Box::new(TiledLorenzo { tile: Some(tile), delta, grid: Some(grid) }))
     }
 }
 
@@ -129,23 +111,15 @@ impl Stage for TiledLorenzo {
         &KIND
     }
     fn inputs(&self) -> Vec<Port> {
-        vec![Port {
-            name: "input",
-            dtype: DType::I32,
-        }]
+        vec![Port { name: "input", dtype: DType::I32 }]
     }
     fn outputs(&self) -> Vec<Port> {
-        vec![Port {
-            name: "output",
-            dtype: DType::I32,
-        }]
+        vec![Port { name: "output", dtype: DType::I32 }]
     }
 
     fn forward(&self, inputs: Vec<Buffer>, ctx: &ForwardContext) -> Result<Forwarded> {
         stage::expect_buffers(self, &self.inputs(), &inputs)?;
-        let Some(Buffer::I32(q)) = inputs.into_iter().next() else {
-            unreachable!()
-        };
+        let Some(Buffer::I32(q)) = inputs.into_iter().next() else { unreachable!() };
         let grid = Grid::for_stage(ctx.shape, q.len(), "TiledLorenzo")?;
         let tile = self.tile.unwrap_or_else(|| Tile::default_for(grid.ndim));
         let out = cpu::forward(&q, grid, tile, self.delta);
@@ -157,29 +131,17 @@ impl Stage for TiledLorenzo {
         for d in grid.dims {
             w.varint(d as u64);
         }
-        Ok(Forwarded {
-            outputs: vec![Buffer::I32(out)],
-            record: w.bytes,
-        })
+        Ok(Forwarded { outputs: vec![Buffer::I32(out)], record: w.bytes })
     }
 
     fn inverse(&self, outputs: Vec<Buffer>) -> Result<Vec<Buffer>> {
         stage::expect_buffers(self, &self.outputs(), &outputs)?;
         let (Some(grid), Some(tile)) = (self.grid, self.tile) else {
-            return Err(Error::Pipeline(
-                "TiledLorenzo inverse needs a decoded record".into(),
-            ));
+            return Err(Error::Pipeline("TiledLorenzo inverse needs a decoded record".into()));
         };
-        let Some(Buffer::I32(d)) = outputs.into_iter().next() else {
-            unreachable!()
-        };
+        let Some(Buffer::I32(d)) = outputs.into_iter().next() else { unreachable!() };
         if Some(d.len()) != cpu::padded_len(grid, tile) {
-            return Err(corrupt!(
-                "TiledLorenzo: {} elements for grid {:?}, tile {:?}",
-                d.len(),
-                grid.dims,
-                tile.0
-            ));
+            return Err(corrupt!("TiledLorenzo: {} elements for grid {:?}, tile {:?}", d.len(), grid.dims, tile.0));
         }
         Ok(vec![Buffer::I32(cpu::inverse(d, grid, tile, self.delta))])
     }
