@@ -245,6 +245,9 @@ pub fn parse(data: &[u8]) -> Result<ParsedArchive<'_>> {
     if actual > expected_len {
         return Err(corrupt!("{} trailing bytes after the last segment", actual - expected_len));
     }
+    if data[crc_end + 4..data_start].iter().any(|&b| b != 0) {
+        return Err(corrupt!("non-zero padding after the header"));
+    }
     let region = &data[data_start..];
     let mut segments = Vec::with_capacity(header.segments.len());
     let mut next_free = 0u64;
