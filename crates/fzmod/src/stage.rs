@@ -77,6 +77,8 @@ pub trait Stage: Send + Sync + std::fmt::Debug {
     }
     /// Clone behind the trait object.
     fn clone_box(&self) -> Box<dyn Stage>;
+    /// For backends that recognise concrete stage types (fused GPU chains).
+    fn as_any(&self) -> &dyn std::any::Any;
 }
 
 impl Clone for Box<dyn Stage> {

@@ -1,7 +1,11 @@
-//! Where stages run. The CPU backend (rayon) is the reference; the CUDA backend must write
-//! the same archive bytes. `auto` prefers CUDA when a driver, NVRTC and a device are present.
+//! Where stages run. The CPU backend (rayon) is the reference; the CUDA backend writes the
+//! same archive bytes. `auto` prefers CUDA when a driver, NVRTC and a device are present.
 
-use crate::error::{Error, Result};
+#[cfg(feature = "cuda")]
+pub mod cuda;
+
+use crate::error::Result;
+use crate::graph::Pipeline;
 
 /// What the user asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -15,23 +19,38 @@ pub enum BackendChoice {
 #[derive(Clone, Debug)]
 pub enum Backend {
     Cpu,
+    #[cfg(feature = "cuda")]
+    Cuda(std::sync::Arc<cuda::CudaDevice>),
 }
 
 impl Backend {
     /// Resolve a choice. Returns the backend and a note on why it was chosen
     /// (e.g. "no CUDA driver found" when `auto` falls back to the CPU).
     pub fn select(choice: BackendChoice) -> Result<(Backend, String)> {
-        match choice {
-            BackendChoice::Cpu => Ok((Backend::Cpu, String::new())),
-            BackendChoice::Auto => Ok((Backend::Cpu, format!("CUDA not used: {}", cuda_unavailable_reason()))),
-            BackendChoice::Cuda => Err(Error::BackendUnavailable(cuda_unavailable_reason())),
+        match (choice, Backend::cuda()) {
+            (BackendChoice::Cpu, _) => Ok((Backend::Cpu, String::new())),
+            (_, Ok(gpu)) => Ok((gpu, String::new())),
+            (BackendChoice::Auto, Err(e)) => Ok((Backend::Cpu, format!("CUDA not used: {e}"))),
+            (BackendChoice::Cuda, Err(e)) => Err(e),
         }
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda() -> Result<Backend> {
+        cuda::CudaDevice::get().map(Backend::Cuda)
+    }
+
+    #[cfg(not(feature = "cuda"))]
+    fn cuda() -> Result<Backend> {
+        Err(crate::error::Error::BackendUnavailable("this build has no CUDA backend (cargo feature `cuda`)".into()))
     }
 
     /// Short name for reports.
     pub fn name(&self) -> &'static str {
         match self {
             Backend::Cpu => "cpu",
+            #[cfg(feature = "cuda")]
+            Backend::Cuda(_) => "cuda",
         }
     }
 
@@ -39,10 +58,17 @@ impl Backend {
     pub fn device_name(&self) -> String {
         match self {
             Backend::Cpu => format!("{} CPU threads", rayon::current_num_threads()),
+            #[cfg(feature = "cuda")]
+            Backend::Cuda(d) => d.description(),
         }
     }
-}
 
-fn cuda_unavailable_reason() -> String {
-    "this build has no CUDA backend".into()
+    /// Why this backend would hand `pipeline` to the CPU (`None` when it runs it itself).
+    pub fn fallback_reason(&self, pipeline: &Pipeline) -> Option<String> {
+        match self {
+            Backend::Cpu => None,
+            #[cfg(feature = "cuda")]
+            Backend::Cuda(_) => cuda::supports(pipeline).map(|why| format!("pipeline runs on the CPU: {why}")),
+        }
+    }
 }

@@ -30,6 +30,14 @@ pub struct Pipeline {
     finalized: bool,
 }
 
+/// An archived output port of a finished forward run.
+pub(crate) struct Leaf {
+    pub stage: usize,
+    pub port: usize,
+    pub dtype: DType,
+    pub bytes: Vec<u8>,
+}
+
 /// A decoded archive.
 #[derive(Debug)]
 pub struct Decompressed {
@@ -266,36 +274,50 @@ impl Pipeline {
                 });
             }
             produced.push(out.outputs.into_iter().map(Some).collect());
-            records.push(StageRecord {
+            records.push(out.record);
+        }
+        let leaves = produced
+            .into_iter()
+            .enumerate()
+            .flat_map(|(s, ports)| ports.into_iter().enumerate().filter_map(move |(p, b)| b.map(|b| (s, p, b))))
+            .map(|(s, p, b)| Leaf { stage: s, port: p, dtype: b.dtype(), bytes: b.to_le_bytes() })
+            .collect();
+        Ok(self.assemble(input.dtype(), shape, records, leaves))
+    }
+
+    /// Write the archive of a finished forward run: one parameter record per stage (in
+    /// stage order) and the unconnected outputs (in stage, then port order). Every backend
+    /// ends here, so the header bytes cannot differ between them.
+    pub(crate) fn assemble(&self, dtype: DType, shape: &[usize], params: Vec<Vec<u8>>, leaves: Vec<Leaf>) -> Vec<u8> {
+        let stages = self
+            .nodes
+            .iter()
+            .zip(params)
+            .map(|(node, params)| StageRecord {
                 type_id: node.stage.kind().id,
                 name: node.name.clone(),
                 param_version: node.stage.kind().param_version,
-                params: out.record,
+                params,
                 inputs: node.inputs.iter().map(|r| r.expect("finalized")).collect(),
-            });
-        }
-        let mut entries = Vec::new();
-        let mut segments = Vec::new();
-        for (s, ports) in produced.into_iter().enumerate() {
-            for (p, buffer) in ports.into_iter().enumerate() {
-                if let Some(b) = buffer {
-                    entries.push(SegmentEntry { stage: s, port: p, dtype: b.dtype(), offset: 0, len: 0, crc32c: 0 });
-                    segments.push(b.to_le_bytes());
-                }
-            }
-        }
+            })
+            .collect();
+        let segments: Vec<SegmentEntry> = leaves
+            .iter()
+            .map(|l| SegmentEntry { stage: l.stage, port: l.port, dtype: l.dtype, offset: 0, len: 0, crc32c: 0 })
+            .collect();
         let bound = self.error_bound();
         let header = Header {
             version: (archive::FORMAT_MAJOR, archive::FORMAT_MINOR),
-            dtype: input.dtype(),
+            dtype,
             shape: shape.iter().map(|&d| d as u64).collect(),
             error_mode: bound.map_or(ErrorMode::Abs, |b| b.mode),
             error_bound: bound.map_or(0.0, |b| b.value),
             preset: self.preset.clone(),
-            stages: records,
-            segments: entries,
+            stages,
+            segments,
         };
-        Ok(archive::write(header, &segments))
+        let bytes: Vec<Vec<u8>> = leaves.into_iter().map(|l| l.bytes).collect();
+        archive::write(header, &bytes)
     }
 }
 

@@ -4,8 +4,11 @@
 use fzmod::{Buffer, DType, ErrorBound, ErrorMode};
 use std::path::{Path, PathBuf};
 
+/// The checkout (`$FZMOD_REPO` when the test binary runs elsewhere, e.g. on the GPU machine).
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    std::env::var_os("FZMOD_REPO")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
 }
 
 /// `../shared/data` beside the checkout (or `$FZMOD_DATA`); `None` on a user's fresh clone.

@@ -88,6 +88,18 @@ impl AdaptiveBitpack {
     }
 }
 
+impl AdaptiveBitpack {
+    /// The parameter record (docs/FORMAT.md 6.4); shared by every backend.
+    pub(crate) fn record(&self, num_elements: usize) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.u8(self.input.code());
+        w.varint(u64::from(self.block_size));
+        w.u8(self.layout.code());
+        w.varint(num_elements as u64);
+        w.bytes
+    }
+}
+
 impl Stage for AdaptiveBitpack {
     fn kind(&self) -> &'static StageKind {
         &KIND
@@ -107,12 +119,7 @@ impl Stage for AdaptiveBitpack {
             Buffer::I16(v) => (cpu::encode(v, b, self.layout), v.len()),
             _ => unreachable!("checked by expect_buffers"),
         };
-        let mut w = Writer::default();
-        w.u8(self.input.code());
-        w.varint(u64::from(self.block_size));
-        w.u8(self.layout.code());
-        w.varint(n as u64);
-        Ok(Forwarded { outputs: vec![Buffer::U8(out)], record: w.bytes })
+        Ok(Forwarded { outputs: vec![Buffer::U8(out)], record: self.record(n) })
     }
 
     fn inverse(&self, outputs: Vec<Buffer>) -> Result<Vec<Buffer>> {
@@ -146,5 +153,9 @@ impl Stage for AdaptiveBitpack {
 
     fn clone_box(&self) -> Box<dyn Stage> {
         Box::new(self.clone())
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }

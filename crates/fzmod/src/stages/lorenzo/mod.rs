@@ -70,6 +70,27 @@ impl Lorenzo {
     }
 }
 
+impl Lorenzo {
+    /// The grid a forward run over `len` codes records (1-D in block mode).
+    pub(crate) fn grid_for(&self, shape: &[usize], len: usize) -> Result<Grid> {
+        if self.block_size > 0 {
+            Ok(Grid { dims: [1, 1, len], ndim: 1 })
+        } else {
+            Grid::for_stage(shape, len, "Lorenzo")
+        }
+    }
+
+    /// The parameter record (docs/FORMAT.md 6.2); shared by every backend.
+    pub(crate) fn record(&self, grid: Grid) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.varint(u64::from(self.block_size));
+        for d in grid.dims {
+            w.varint(d as u64);
+        }
+        w.bytes
+    }
+}
+
 impl Stage for Lorenzo {
     fn kind(&self) -> &'static StageKind {
         &KIND
@@ -84,19 +105,13 @@ impl Stage for Lorenzo {
     fn forward(&self, inputs: Vec<Buffer>, ctx: &ForwardContext) -> Result<Forwarded> {
         stage::expect_buffers(self, &self.inputs(), &inputs)?;
         let Some(Buffer::I32(q)) = inputs.into_iter().next() else { unreachable!() };
-        let (out, grid) = if self.block_size > 0 {
-            let grid = Grid { dims: [1, 1, q.len()], ndim: 1 };
-            (cpu::block_delta(&q, self.block_size as usize), grid)
+        let grid = self.grid_for(ctx.shape, q.len())?;
+        let out = if self.block_size > 0 {
+            cpu::block_delta(&q, self.block_size as usize)
         } else {
-            let grid = Grid::for_stage(ctx.shape, q.len(), "Lorenzo")?;
-            (cpu::nd_delta(&q, grid.dims), grid)
+            cpu::nd_delta(&q, grid.dims)
         };
-        let mut w = Writer::default();
-        w.varint(u64::from(self.block_size));
-        for d in grid.dims {
-            w.varint(d as u64);
-        }
-        Ok(Forwarded { outputs: vec![Buffer::I32(out)], record: w.bytes })
+        Ok(Forwarded { outputs: vec![Buffer::I32(out)], record: self.record(grid) })
     }
 
     fn inverse(&self, outputs: Vec<Buffer>) -> Result<Vec<Buffer>> {
@@ -123,5 +138,9 @@ impl Stage for Lorenzo {
 
     fn clone_box(&self) -> Box<dyn Stage> {
         Box::new(self.clone())
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }

@@ -144,16 +144,26 @@ pub(crate) fn reconstruct<T: Float>(codes: &[i32], step: T, outliers: &[u8], num
             *o = T::reconstruct(q, step);
         }
     });
-    let mut r = Reader::new(outliers, "Quantizer outlier channel");
+    for (index, value) in parse_outliers(outliers, num_outliers, codes.len())? {
+        out[index] = value;
+    }
+    Ok(out)
+}
+
+/// Decode the outlier channel into (index, value) pairs, every index checked against `n`.
+pub(crate) fn parse_outliers<T: Float>(bytes: &[u8], count: u64, n: usize) -> Result<Vec<(usize, T)>> {
+    let mut r = Reader::new(bytes, "Quantizer outlier channel");
+    // Each entry takes at least one byte: never reserve more than the channel can hold.
+    let mut list = Vec::with_capacity((count as usize).min(bytes.len()));
     let mut next = 0u64;
-    for k in 0..num_outliers {
-        let index = r.varint()?.checked_add(next).filter(|&i| i < codes.len() as u64);
-        let index = index.ok_or_else(|| corrupt!("outlier {k} lies outside {} elements", codes.len()))?;
-        out[index as usize] = T::read_le(&mut r)?;
+    for k in 0..count {
+        let index = r.varint()?.checked_add(next).filter(|&i| i < n as u64);
+        let index = index.ok_or_else(|| corrupt!("outlier {k} lies outside {n} elements"))?;
+        list.push((index as usize, T::read_le(&mut r)?));
         next = index + 1;
     }
     r.finish()?;
-    Ok(out)
+    Ok(list)
 }
 
 #[cfg(test)]

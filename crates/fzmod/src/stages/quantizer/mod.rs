@@ -13,7 +13,8 @@ use crate::element::{Buffer, DType};
 use crate::error::{corrupt, Error, Result};
 use crate::stage::{self, ErrorBound, ForwardContext, Forwarded, Port, Stage, StageKind};
 
-use cpu::{quantize, reconstruct, Float};
+pub(crate) use cpu::{parse_outliers, Float};
+use cpu::{quantize, reconstruct};
 
 /// Registry entry.
 pub static KIND: StageKind = StageKind {
@@ -102,7 +103,8 @@ impl Quantizer {
         Ok(Quantizer { input, bound: Some(bound), resolved: Some(resolved) })
     }
 
-    fn record(&self, bound: ErrorBound, r: &Resolved) -> Vec<u8> {
+    /// The parameter record (docs/FORMAT.md 6.1); shared by every backend.
+    pub(crate) fn record(&self, bound: ErrorBound, r: &Resolved) -> Vec<u8> {
         let mut w = Writer::default();
         w.u8(self.input.code());
         w.u8(bound.mode.code());
@@ -192,6 +194,10 @@ impl Stage for Quantizer {
 
     fn clone_box(&self) -> Box<dyn Stage> {
         Box::new(self.clone())
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }
 

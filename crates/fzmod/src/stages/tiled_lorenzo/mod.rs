@@ -106,6 +106,31 @@ impl TiledLorenzo {
     }
 }
 
+impl TiledLorenzo {
+    /// The configured tile, or cuSZp3's default for the grid's dimensionality.
+    pub fn tile_for(&self, grid: Grid) -> Tile {
+        self.tile.unwrap_or_else(|| Tile::default_for(grid.ndim))
+    }
+
+    /// Elements of the tile-major output for a grid.
+    pub fn padded_len(grid: Grid, tile: Tile) -> Option<usize> {
+        cpu::padded_len(grid, tile)
+    }
+
+    /// The parameter record (docs/FORMAT.md 6.3); shared by every backend.
+    pub(crate) fn record(&self, tile: Tile, grid: Grid) -> Vec<u8> {
+        let mut w = Writer::default();
+        for t in tile.0 {
+            w.varint(t as u64);
+        }
+        w.u8(u8::from(self.delta));
+        for d in grid.dims {
+            w.varint(d as u64);
+        }
+        w.bytes
+    }
+}
+
 impl Stage for TiledLorenzo {
     fn kind(&self) -> &'static StageKind {
         &KIND
@@ -121,17 +146,9 @@ impl Stage for TiledLorenzo {
         stage::expect_buffers(self, &self.inputs(), &inputs)?;
         let Some(Buffer::I32(q)) = inputs.into_iter().next() else { unreachable!() };
         let grid = Grid::for_stage(ctx.shape, q.len(), "TiledLorenzo")?;
-        let tile = self.tile.unwrap_or_else(|| Tile::default_for(grid.ndim));
+        let tile = self.tile_for(grid);
         let out = cpu::forward(&q, grid, tile, self.delta);
-        let mut w = Writer::default();
-        for t in tile.0 {
-            w.varint(t as u64);
-        }
-        w.u8(u8::from(self.delta));
-        for d in grid.dims {
-            w.varint(d as u64);
-        }
-        Ok(Forwarded { outputs: vec![Buffer::I32(out)], record: w.bytes })
+        Ok(Forwarded { outputs: vec![Buffer::I32(out)], record: self.record(tile, grid) })
     }
 
     fn inverse(&self, outputs: Vec<Buffer>) -> Result<Vec<Buffer>> {
@@ -160,5 +177,9 @@ impl Stage for TiledLorenzo {
 
     fn clone_box(&self) -> Box<dyn Stage> {
         Box::new(self.clone())
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }

@@ -1,0 +1,743 @@
+//! The fused cuSZp-family chain on the GPU: Quantizer → [Lorenzo(block) | TiledLorenzo] →
+//! AdaptiveBitpack(i32, block = 32·m) runs as two passes over the input (analyze, encode)
+//! around a device-wide scan, without materialising codes or deltas in device memory.
+//! Decoding is one pass per block after a scan of the metadata costs. The archive bytes are
+//! those of the staged CPU reference: the same records, segments and container code.
+
+use super::{device_error, CudaDevice, Workspace};
+use crate::archive::InputRef;
+use crate::element::{Buffer, DType};
+use crate::error::{corrupt, Error, Result};
+use crate::graph::{Leaf, Pipeline};
+use crate::shape::Grid;
+use crate::stage::Stage;
+use crate::stages::adaptive_bitpack::{AdaptiveBitpack, Layout};
+use crate::stages::lorenzo::Lorenzo;
+use crate::stages::quantizer::{self, Quantizer, Resolved};
+use crate::stages::tiled_lorenzo::{Tile, TiledLorenzo};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
+use std::sync::Arc;
+
+/// Mirrors `struct Geometry` in common.cu.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct Geometry {
+    n: u64,
+    ncodes: u64,
+    nblocks: u64,
+    meta_len: u64,
+    nx: u64,
+    ny: u64,
+    nz: u64,
+}
+
+// SAFETY: plain #[repr(C)] integers, laid out as the CUDA struct.
+unsafe impl DeviceRepr for Geometry {}
+
+const ENCODE_WARPS: u64 = 4;
+const SCAN_TILE: u64 = 4096;
+const MINMAX_BLOCKS: u32 = 528;
+
+/// The predictor between quantizer and coder.
+#[derive(Clone, Copy, Debug)]
+enum Predictor {
+    None,
+    Block(u32),
+    Tiled { tile: Tile, delta: bool },
+}
+
+/// A pipeline (or decoded archive) the fused GPU chain can run.
+#[derive(Clone, Debug)]
+pub(crate) struct Chain {
+    quant: Quantizer,
+    predictor: Predictor,
+    coder: AdaptiveBitpack,
+    /// Stage index of the predictor, when there is one.
+    pred_stage: Option<usize>,
+}
+
+fn downcast<T: 'static>(s: &dyn Stage) -> Option<&T> {
+    s.as_any().downcast_ref::<T>()
+}
+
+impl Chain {
+    /// Recognise the chain in stages and their input references; `Err` says why not.
+    pub(crate) fn recognise(stages: &[&dyn Stage], inputs: &[Vec<InputRef>]) -> Result<Chain, String> {
+        let codes = InputRef::Stage { stage: 0, port: 0 };
+        let quant =
+            stages.first().and_then(|s| downcast::<Quantizer>(*s)).ok_or("the first stage is not a Quantizer")?;
+        if inputs[0] != [InputRef::External] {
+            return Err("the Quantizer does not read the pipeline input".into());
+        }
+        let coder_at = stages.len() - 1;
+        let coder = downcast::<AdaptiveBitpack>(stages[coder_at]).ok_or("the last stage is not an AdaptiveBitpack")?;
+        let (predictor, pred_stage) = match stages.len() {
+            2 => (Predictor::None, None),
+            3 => {
+                if inputs[1] != [codes] {
+                    return Err("the predictor does not read the quantizer codes".into());
+                }
+                let p = if let Some(l) = downcast::<Lorenzo>(stages[1]) {
+                    if l.block_size == 0 {
+                        return Err("N-D Lorenzo (block_size = 0) has no fused GPU kernel".into());
+                    }
+                    Predictor::Block(l.block_size)
+                } else if let Some(t) = downcast::<TiledLorenzo>(stages[1]) {
+                    Predictor::Tiled { tile: t.tile.unwrap_or(Tile([1, 1, 1])), delta: t.delta }
+                } else {
+                    return Err(format!("{} has no fused GPU kernel", stages[1].kind().name));
+                };
+                (p, Some(1))
+            }
+            _ => return Err("only Quantizer → [Lorenzo | TiledLorenzo] → AdaptiveBitpack chains run on the GPU".into()),
+        };
+        let feed = if pred_stage.is_some() { InputRef::Stage { stage: 1, port: 0 } } else { codes };
+        if inputs[coder_at] != [feed] || coder.input != DType::I32 {
+            return Err("the coder must take the i32 output of the stage before it".into());
+        }
+        let b = coder.block_size;
+        if b % 32 != 0 {
+            return Err(format!("coder block size {b} is not a multiple of 32"));
+        }
+        if let Predictor::Block(l) = predictor {
+            if l != b {
+                return Err(format!("Lorenzo block {l} differs from the coder block {b}"));
+            }
+        }
+        Ok(Chain { quant: quant.clone(), predictor, coder: coder.clone(), pred_stage })
+    }
+
+    /// Fix the tiled predictor's tile for a grid (its default depends on the dimensionality).
+    fn resolve_tile(&mut self, tiled: Option<&TiledLorenzo>, grid: Grid) -> Result<(), String> {
+        if let (Predictor::Tiled { tile, .. }, Some(t)) = (&mut self.predictor, tiled) {
+            *tile = t.tile_for(grid);
+            if tile.elems() != self.coder.block_size as usize {
+                return Err(format!(
+                    "tile of {} elements differs from the coder block {}",
+                    tile.elems(),
+                    self.coder.block_size
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn defines(&self, real: DType) -> String {
+        let (pred, lblock, tile, delta) = match self.predictor {
+            Predictor::None => (0, 1, [1, 1, 1], 0),
+            Predictor::Block(l) => (1, l, [1, 1, 1], 0),
+            Predictor::Tiled { tile, delta } => (2, 1, tile.0, u32::from(delta)),
+        };
+        format!(
+            "#define REAL_F64 {}\n#define PRED {pred}\n#define LBLOCK {lblock}u\n#define TZ {}u\n#define TY {}u\n\
+             #define TX {}u\n#define TDELTA {delta}\n#define BLOCK {}u\n#define LAYOUT {}\n",
+            u8::from(real == DType::F64),
+            tile[0],
+            tile[1],
+            tile[2],
+            self.coder.block_size,
+            self.coder.layout.code()
+        )
+    }
+
+    fn geometry(&self, n: usize, grid: Grid) -> Geometry {
+        let ncodes = match self.predictor {
+            Predictor::Tiled { tile, .. } => TiledLorenzo::padded_len(grid, tile).unwrap_or(usize::MAX),
+            _ => n,
+        } as u64;
+        let nblocks = ncodes.div_ceil(u64::from(self.coder.block_size));
+        Geometry {
+            n: n as u64,
+            ncodes,
+            nblocks,
+            meta_len: nblocks * self.coder.layout.meta_bytes() as u64,
+            nx: grid.dims[2] as u64,
+            ny: grid.dims[1] as u64,
+            nz: grid.dims[0] as u64,
+        }
+    }
+
+    /// Worst-case payload bytes of one block: raw first magnitude plus 33 planes.
+    fn max_block_bytes(&self) -> u64 {
+        4 + 33 * u64::from(self.coder.block_size / 8)
+    }
+}
+
+/// Why a pipeline would not run on the GPU (`None` when it would).
+pub(crate) fn supports(pipeline: &Pipeline) -> Option<String> {
+    let nodes = pipeline.nodes();
+    let stages: Vec<&dyn Stage> = nodes.iter().map(|n| n.stage.as_ref()).collect();
+    let inputs: Vec<Vec<InputRef>> = nodes.iter().map(|n| n.inputs.iter().flatten().copied().collect()).collect();
+    Chain::recognise(&stages, &inputs).err()
+}
+
+fn blocks(n: u64, per: u64) -> u32 {
+    n.div_ceil(per).max(1) as u32
+}
+
+fn cfg(grid: u32, block: u32) -> LaunchConfig {
+    LaunchConfig { grid_dim: (grid, 1, 1), block_dim: (block, 1, 1), shared_mem_bytes: 0 }
+}
+
+/// Device buffers of one compress run, taken from the workspace.
+struct CompressBuffers {
+    input: CudaSlice<u8>,
+    pmin: CudaSlice<u8>,
+    pmax: CudaSlice<u8>,
+    params: CudaSlice<u8>,
+    out: CudaSlice<u8>,
+    cost: CudaSlice<u8>,
+    ocount: CudaSlice<u8>,
+    offsets: CudaSlice<u8>,
+    ooffsets: CudaSlice<u8>,
+    partials: CudaSlice<u8>,
+    oindex: CudaSlice<u8>,
+    obits: CudaSlice<u8>,
+}
+
+impl CompressBuffers {
+    fn take(ws: &mut Workspace, s: &Arc<CudaStream>, input_bytes: usize, g: &Geometry, max_out: u64) -> Result<Self> {
+        let nb = g.nblocks as usize;
+        Ok(CompressBuffers {
+            input: ws.take(s, "input", input_bytes)?,
+            pmin: ws.take(s, "pmin", 8 * MINMAX_BLOCKS as usize)?,
+            pmax: ws.take(s, "pmax", 8 * MINMAX_BLOCKS as usize)?,
+            params: ws.take(s, "params", 24)?,
+            out: ws.take(s, "out", max_out as usize)?,
+            cost: ws.take(s, "cost", 4 * nb)?,
+            ocount: ws.take(s, "ocount", 4 * nb)?,
+            offsets: ws.take(s, "offsets", 8 * (nb + 1))?,
+            ooffsets: ws.take(s, "ooffsets", 8 * (nb + 1))?,
+            partials: ws.take(s, "partials", 8 * (nb.div_ceil(SCAN_TILE as usize) + 1))?,
+            oindex: ws.take(s, "oindex", 8 * g.n as usize)?,
+            obits: ws.take(s, "obits", 8 * g.n as usize)?,
+        })
+    }
+
+    fn give_back(self, ws: &mut Workspace) {
+        for (name, b) in [
+            ("input", self.input),
+            ("pmin", self.pmin),
+            ("pmax", self.pmax),
+            ("params", self.params),
+            ("out", self.out),
+            ("cost", self.cost),
+            ("ocount", self.ocount),
+            ("offsets", self.offsets),
+            ("ooffsets", self.ooffsets),
+            ("partials", self.partials),
+            ("oindex", self.oindex),
+            ("obits", self.obits),
+        ] {
+            ws.put(name, b);
+        }
+    }
+}
+
+fn read_u64(s: &Arc<CudaStream>, buf: &CudaSlice<u8>, index: usize) -> Result<u64> {
+    let mut b = [0u8; 8];
+    s.memcpy_dtoh(&buf.slice(8 * index..8 * index + 8), &mut b).map_err(device_error)?;
+    Ok(u64::from_le_bytes(b))
+}
+
+/// Every kernel of one chain configuration, looked up once per run.
+struct Kernels {
+    minmax: CudaFunction,
+    resolve: CudaFunction,
+    analyze: CudaFunction,
+    encode: CudaFunction,
+    scan_reduce: CudaFunction,
+    scan_partials: CudaFunction,
+    scan_apply: CudaFunction,
+    block_cost: CudaFunction,
+    decode: CudaFunction,
+    scatter: CudaFunction,
+}
+
+impl Kernels {
+    fn load(dev: &CudaDevice, defines: &str) -> Result<Kernels> {
+        let f = |name| dev.function(defines, name);
+        Ok(Kernels {
+            minmax: f("fz_minmax")?,
+            resolve: f("fz_resolve")?,
+            analyze: f("fz_analyze")?,
+            encode: f("fz_encode")?,
+            scan_reduce: f("fz_scan_reduce")?,
+            scan_partials: f("fz_scan_partials")?,
+            scan_apply: f("fz_scan_apply")?,
+            block_cost: f("fz_block_cost")?,
+            decode: f("fz_decode")?,
+            scatter: f("fz_scatter_outliers")?,
+        })
+    }
+
+    /// Exclusive scan of `n` u32 counts into `n + 1` u64 offsets.
+    fn scan(
+        &self,
+        s: &Arc<CudaStream>,
+        input: &CudaSlice<u8>,
+        n: u64,
+        partials: &mut CudaSlice<u8>,
+        out: &mut CudaSlice<u8>,
+    ) -> Result<()> {
+        let parts = n.div_ceil(SCAN_TILE).max(1);
+        // SAFETY: argument lists match the kernels in common.cu; buffers are large enough.
+        unsafe {
+            s.launch_builder(&self.scan_reduce)
+                .arg(input)
+                .arg(&n)
+                .arg(&mut *partials)
+                .launch(cfg(parts as u32, 1024))
+                .map_err(device_error)?;
+            s.launch_builder(&self.scan_partials)
+                .arg(&mut *partials)
+                .arg(&parts)
+                .launch(cfg(1, 1024))
+                .map_err(device_error)?;
+            s.launch_builder(&self.scan_apply)
+                .arg(input)
+                .arg(&n)
+                .arg(&*partials)
+                .arg(&mut *out)
+                .launch(cfg(parts as u32, 1024))
+                .map_err(device_error)?;
+        }
+        Ok(())
+    }
+}
+
+/// A compress whose input is already on the device; `kernels` can be re-run for timing.
+pub(crate) struct DeviceCompress<'a> {
+    dev: &'a CudaDevice,
+    pipeline: &'a Pipeline,
+    chain: Chain,
+    shape: Vec<usize>,
+    dtype: DType,
+    geometry: Geometry,
+    kernels: Kernels,
+    buffers: Option<CompressBuffers>,
+}
+
+impl<'a> DeviceCompress<'a> {
+    /// Recognise the chain, take buffers and upload the input.
+    pub(crate) fn new(dev: &'a CudaDevice, pipeline: &'a Pipeline, input: &Buffer, shape: &[usize]) -> Result<Self> {
+        let nodes = pipeline.nodes();
+        let stages: Vec<&dyn Stage> = nodes.iter().map(|n| n.stage.as_ref()).collect();
+        let inputs: Vec<Vec<InputRef>> = nodes.iter().map(|n| n.inputs.iter().flatten().copied().collect()).collect();
+        let mut chain = Chain::recognise(&stages, &inputs).map_err(Error::BackendUnavailable)?;
+        if shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)) != Some(input.len()) || input.is_empty() {
+            return Err(Error::InvalidArgument(format!(
+                "shape {shape:?} does not match the input's {} elements",
+                input.len()
+            )));
+        }
+        if chain.quant.input != input.dtype() {
+            return Err(Error::Stage {
+                stage: nodes[0].name.clone(),
+                message: format!("expects {}, got {}", chain.quant.input, input.dtype()),
+            });
+        }
+        let grid = match chain.predictor {
+            Predictor::Tiled { .. } => Grid::for_stage(shape, input.len(), "TiledLorenzo")?,
+            _ => Grid { dims: [1, 1, input.len()], ndim: 1 },
+        };
+        let tiled = chain.pred_stage.and_then(|i| downcast::<TiledLorenzo>(stages[i]));
+        chain.resolve_tile(tiled, grid).map_err(Error::BackendUnavailable)?;
+        let geometry = chain.geometry(input.len(), grid);
+        let defines = chain.defines(input.dtype());
+        let max_out = geometry.meta_len + geometry.nblocks * chain.max_block_bytes();
+        let mut ws = dev.workspace.lock().map_err(|_| Error::Device("workspace poisoned".into()))?;
+        let mut buffers = CompressBuffers::take(&mut ws, &dev.stream, input.byte_len(), &geometry, max_out)?;
+        drop(ws);
+        let bytes = input.to_le_bytes();
+        dev.stream.memcpy_htod(&bytes, &mut buffers.input.slice_mut(0..bytes.len())).map_err(device_error)?;
+        let kernels = Kernels::load(dev, &defines)?;
+        Ok(DeviceCompress {
+            dev,
+            pipeline,
+            chain,
+            shape: shape.to_vec(),
+            dtype: input.dtype(),
+            geometry,
+            kernels,
+            buffers: Some(buffers),
+        })
+    }
+
+    /// Enqueue every kernel of one compress (no host synchronisation).
+    pub(crate) fn kernels(&mut self) -> Result<()> {
+        let (dev, g, k) = (self.dev, self.geometry, &self.kernels);
+        let b = self.buffers.as_mut().expect("buffers held until drop");
+        let s = &dev.stream;
+        let bound = self.chain.quant.bound.ok_or_else(|| Error::InvalidArgument("no error bound set".into()))?;
+        let relative = u32::from(bound.mode == crate::archive::ErrorMode::Rel);
+        let parts = MINMAX_BLOCKS;
+        let grid = blocks(g.nblocks, ENCODE_WARPS);
+        // SAFETY: argument lists match the kernels; every buffer was sized for this geometry.
+        unsafe {
+            s.launch_builder(&k.minmax)
+                .arg(&b.input)
+                .arg(&g.n)
+                .arg(&mut b.pmin)
+                .arg(&mut b.pmax)
+                .launch(cfg(parts, 256))
+                .map_err(device_error)?;
+            s.launch_builder(&k.resolve)
+                .arg(&b.pmin)
+                .arg(&b.pmax)
+                .arg(&parts)
+                .arg(&relative)
+                .arg(&bound.value)
+                .arg(&mut b.params)
+                .launch(cfg(1, 32))
+                .map_err(device_error)?;
+            s.launch_builder(&k.analyze)
+                .arg(&b.input)
+                .arg(&b.params)
+                .arg(&g)
+                .arg(&mut b.out)
+                .arg(&mut b.cost)
+                .arg(&mut b.ocount)
+                .launch(cfg(grid, 32 * ENCODE_WARPS as u32))
+                .map_err(device_error)?;
+        }
+        k.scan(s, &b.cost, g.nblocks, &mut b.partials, &mut b.offsets)?;
+        k.scan(s, &b.ocount, g.nblocks, &mut b.partials, &mut b.ooffsets)?;
+        // SAFETY: as above.
+        unsafe {
+            s.launch_builder(&k.encode)
+                .arg(&b.input)
+                .arg(&b.params)
+                .arg(&g)
+                .arg(&b.offsets)
+                .arg(&b.ooffsets)
+                .arg(&mut b.out)
+                .arg(&mut b.oindex)
+                .arg(&mut b.obits)
+                .launch(cfg(grid, 32 * ENCODE_WARPS as u32))
+                .map_err(device_error)?;
+        }
+        Ok(())
+    }
+
+    /// Read the sizes back (the only synchronisation), download and write the archive.
+    pub(crate) fn finish(&mut self) -> Result<Vec<u8>> {
+        let (s, g) = (&self.dev.stream, self.geometry);
+        let b = self.buffers.as_ref().expect("buffers held until drop");
+        let payload = read_u64(s, &b.offsets, g.nblocks as usize)?;
+        let num_outliers = read_u64(s, &b.ooffsets, g.nblocks as usize)? as usize;
+        let (abs_bound, step) =
+            (f64::from_bits(read_u64(s, &b.params, 0)?), f64::from_bits(read_u64(s, &b.params, 1)?));
+        let coded = (g.meta_len + payload) as usize;
+        let mut coder_bytes = vec![0u8; coded];
+        s.memcpy_dtoh(&b.out.slice(0..coded), &mut coder_bytes).map_err(device_error)?;
+        let mut index = vec![0u8; 8 * num_outliers];
+        let mut bits = vec![0u8; 8 * num_outliers];
+        if num_outliers > 0 {
+            s.memcpy_dtoh(&b.oindex.slice(0..index.len()), &mut index).map_err(device_error)?;
+            s.memcpy_dtoh(&b.obits.slice(0..bits.len()), &mut bits).map_err(device_error)?;
+        }
+        s.synchronize().map_err(device_error)?;
+        let word = |v: &[u8], k: usize| u64::from_le_bytes(v[8 * k..8 * k + 8].try_into().expect("8 bytes"));
+        // Tiled chains find outliers in tile order; the channel stores them by index.
+        let mut list: Vec<(u64, u64)> = (0..num_outliers).map(|k| (word(&index, k), word(&bits, k))).collect();
+        list.sort_unstable_by_key(|&(i, _)| i);
+        let value_bytes = self.dtype.size();
+        let mut channel = crate::archive::Writer::default();
+        let mut next = 0u64;
+        for (i, raw) in list {
+            channel.varint(i - next);
+            channel.bytes.extend_from_slice(&raw.to_le_bytes()[..value_bytes]);
+            next = i + 1;
+        }
+        let bound = self.chain.quant.bound.expect("checked by kernels");
+        let resolved = Resolved { abs_bound, step, num_elements: g.n, num_outliers: num_outliers as u64 };
+        let nodes = self.pipeline.nodes();
+        let mut params = vec![self.chain.quant.record(bound, &resolved)];
+        if let Some(i) = self.chain.pred_stage {
+            let stage = nodes[i].stage.as_ref();
+            params.push(if let Some(l) = downcast::<Lorenzo>(stage) {
+                l.record(l.grid_for(&self.shape, g.n as usize)?)
+            } else {
+                let t = downcast::<TiledLorenzo>(stage).expect("recognised");
+                let grid = Grid::for_stage(&self.shape, g.n as usize, "TiledLorenzo")?;
+                t.record(t.tile_for(grid), grid)
+            });
+        }
+        params.push(self.chain.coder.record(g.ncodes as usize));
+        let last = nodes.len() - 1;
+        let leaves = vec![
+            Leaf { stage: 0, port: 1, dtype: DType::U8, bytes: channel.bytes },
+            Leaf { stage: last, port: 0, dtype: DType::U8, bytes: coder_bytes },
+        ];
+        Ok(self.pipeline.assemble(self.dtype, &self.shape, params, leaves))
+    }
+}
+
+impl Drop for DeviceCompress<'_> {
+    fn drop(&mut self) {
+        if let (Some(b), Ok(mut ws)) = (self.buffers.take(), self.dev.workspace.lock()) {
+            b.give_back(&mut ws);
+        }
+    }
+}
+
+/// Compress on the GPU.
+pub(crate) fn compress(dev: &CudaDevice, pipeline: &Pipeline, input: &Buffer, shape: &[usize]) -> Result<Vec<u8>> {
+    let mut run = DeviceCompress::new(dev, pipeline, input, shape)?;
+    run.kernels()?;
+    run.finish()
+}
+
+/// A decoded archive ready to be decoded on the device (host-side checks done).
+pub(crate) struct DeviceDecompress<'a> {
+    dev: &'a CudaDevice,
+    header: crate::archive::Header,
+    geometry: Geometry,
+    kernels: Kernels,
+    dtype: DType,
+    payload_len: u64,
+    num_outliers: u64,
+    buffers: Vec<(&'static str, CudaSlice<u8>)>,
+}
+
+impl<'a> DeviceDecompress<'a> {
+    /// Parse the archive on the host, upload the coder segment, step and outliers.
+    pub(crate) fn new(dev: &'a CudaDevice, archive: &[u8]) -> Result<Self> {
+        let parsed = crate::archive::parse(archive)?;
+        let header = parsed.header.clone();
+        let stages = header
+            .stages
+            .iter()
+            .map(|r| {
+                let kind = crate::stage::kind_by_id(r.type_id)?;
+                (kind.from_record)(r.param_version, &r.params).map_err(|e| e.in_stage(&r.name))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let refs: Vec<&dyn Stage> = stages.iter().map(|s| s.as_ref()).collect();
+        let inputs: Vec<Vec<InputRef>> = header.stages.iter().map(|r| r.inputs.clone()).collect();
+        let mut chain = Chain::recognise(&refs, &inputs).map_err(Error::BackendUnavailable)?;
+        let r = chain.quant.resolved.ok_or_else(|| corrupt!("Quantizer record incomplete"))?;
+        let n = usize::try_from(r.num_elements).map_err(|_| corrupt!("element count too large"))?;
+        if Some(r.num_elements) != header.num_elements().ok() || chain.quant.input != header.dtype {
+            return Err(corrupt!("Quantizer record disagrees with the header"));
+        }
+        let grid = match chain.pred_stage.map(|i| refs[i]) {
+            Some(s) => match (downcast::<TiledLorenzo>(s), downcast::<Lorenzo>(s)) {
+                (Some(t), _) => t.grid.ok_or_else(|| corrupt!("TiledLorenzo record incomplete"))?,
+                (_, Some(l)) => l.grid.ok_or_else(|| corrupt!("Lorenzo record incomplete"))?,
+                _ => unreachable!("recognised"),
+            },
+            None => Grid { dims: [1, 1, n], ndim: 1 },
+        };
+        if let Predictor::Tiled { tile, .. } = &mut chain.predictor {
+            *tile =
+                chain.pred_stage.and_then(|i| downcast::<TiledLorenzo>(refs[i])).and_then(|t| t.tile).unwrap_or(*tile);
+            if tile.elems() != chain.coder.block_size as usize {
+                return Err(Error::BackendUnavailable("tile size differs from the coder block".into()));
+            }
+        }
+        if grid.len() != n {
+            return Err(corrupt!("predictor grid {:?} does not hold {n} elements", grid.dims));
+        }
+        let geometry = chain.geometry(n, grid);
+        if Some(geometry.ncodes) != chain.coder.num_elements {
+            return Err(corrupt!("coder element count disagrees with the predictor"));
+        }
+        let segment = |stage: usize, port: usize| {
+            header.segments.iter().position(|e| e.stage == stage && e.port == port).map(|i| parsed.segments[i])
+        };
+        let coded = segment(stages.len() - 1, 0).ok_or_else(|| corrupt!("coder segment missing"))?;
+        let outlier_bytes = segment(0, 1).ok_or_else(|| corrupt!("outlier segment missing"))?;
+        if header.segments.len() != 2 || (coded.len() as u64) < geometry.meta_len {
+            return Err(corrupt!(
+                "coder segment of {} bytes cannot hold {} metadata bytes",
+                coded.len(),
+                geometry.meta_len
+            ));
+        }
+        let outliers: Vec<(u64, u64)> = match header.dtype {
+            DType::F32 => quantizer::parse_outliers::<f32>(outlier_bytes, r.num_outliers, n)?
+                .into_iter()
+                .map(|(i, v)| (i as u64, u64::from(v.to_bits())))
+                .collect(),
+            _ => quantizer::parse_outliers::<f64>(outlier_bytes, r.num_outliers, n)?
+                .into_iter()
+                .map(|(i, v)| (i as u64, v.to_bits()))
+                .collect(),
+        };
+        let s = &dev.stream;
+        let mut ws = dev.workspace.lock().map_err(|_| Error::Device("workspace poisoned".into()))?;
+        let nb = geometry.nblocks as usize;
+        let mut take = |name, bytes| ws.take(s, name, bytes);
+        let mut seg = take("d_segment", coded.len())?;
+        let mut params = take("d_params", 24)?;
+        let mut oindex = take("d_oindex", 8 * outliers.len())?;
+        let mut obits = take("d_obits", 8 * outliers.len())?;
+        let buffers = vec![
+            ("d_cost", take("d_cost", 4 * nb)?),
+            ("d_offsets", take("d_offsets", 8 * (nb + 1))?),
+            ("d_partials", take("d_partials", 8 * (nb.div_ceil(SCAN_TILE as usize) + 1))?),
+            ("d_err", take("d_err", 8)?),
+            ("d_out", take("d_out", n * header.dtype.size())?),
+        ];
+        drop(ws);
+        s.memcpy_htod(coded, &mut seg.slice_mut(0..coded.len())).map_err(device_error)?;
+        let recip = if header.dtype == DType::F32 { f64::from(0.5f32 / r.step as f32) } else { 0.5 / r.step };
+        let p: Vec<u8> = [r.abs_bound, r.step, recip].iter().flat_map(|v| v.to_le_bytes()).collect();
+        s.memcpy_htod(&p, &mut params.slice_mut(0..24)).map_err(device_error)?;
+        if !outliers.is_empty() {
+            let idx: Vec<u8> = outliers.iter().flat_map(|o| o.0.to_le_bytes()).collect();
+            let raw: Vec<u8> = outliers.iter().flat_map(|o| o.1.to_le_bytes()).collect();
+            s.memcpy_htod(&idx, &mut oindex.slice_mut(0..idx.len())).map_err(device_error)?;
+            s.memcpy_htod(&raw, &mut obits.slice_mut(0..raw.len())).map_err(device_error)?;
+        }
+        let mut all = vec![("d_segment", seg), ("d_params", params), ("d_oindex", oindex), ("d_obits", obits)];
+        all.extend(buffers);
+        Ok(DeviceDecompress {
+            dev,
+            kernels: Kernels::load(dev, &chain.defines(header.dtype))?,
+            dtype: header.dtype,
+            header,
+            geometry,
+            payload_len: coded.len() as u64 - geometry.meta_len,
+            num_outliers: outliers.len() as u64,
+            buffers: all,
+        })
+    }
+
+    fn buffer(&mut self, name: &str) -> CudaSlice<u8> {
+        let at = self.buffers.iter().position(|(n, _)| *n == name).expect("named buffer");
+        self.buffers.swap_remove(at).1
+    }
+
+    /// Enqueue the decode kernels (no host synchronisation).
+    pub(crate) fn kernels(&mut self) -> Result<()> {
+        let g = self.geometry;
+        let s = self.dev.stream.clone();
+        let (seg, params, oindex, obits) =
+            (self.buffer("d_segment"), self.buffer("d_params"), self.buffer("d_oindex"), self.buffer("d_obits"));
+        let (mut cost, mut offsets, mut partials, mut err, mut out) = (
+            self.buffer("d_cost"),
+            self.buffer("d_offsets"),
+            self.buffer("d_partials"),
+            self.buffer("d_err"),
+            self.buffer("d_out"),
+        );
+        let result = (|| -> Result<()> {
+            s.memset_zeros(&mut err).map_err(device_error)?;
+            let k = &self.kernels;
+            // SAFETY: argument lists match the kernels; buffers were sized for this archive,
+            // and fz_decode checks every block against the payload length.
+            unsafe {
+                s.launch_builder(&k.block_cost)
+                    .arg(&seg)
+                    .arg(&g.nblocks)
+                    .arg(&mut cost)
+                    .arg(&mut err)
+                    .launch(cfg(blocks(g.nblocks, 256), 256))
+                    .map_err(device_error)?;
+            }
+            k.scan(&s, &cost, g.nblocks, &mut partials, &mut offsets)?;
+            // SAFETY: as above.
+            unsafe {
+                s.launch_builder(&k.decode)
+                    .arg(&seg)
+                    .arg(&self.payload_len)
+                    .arg(&offsets)
+                    .arg(&params)
+                    .arg(&g)
+                    .arg(&mut out)
+                    .arg(&mut err)
+                    .launch(cfg(blocks(g.nblocks, 4), 128))
+                    .map_err(device_error)?;
+                if self.num_outliers > 0 {
+                    s.launch_builder(&k.scatter)
+                        .arg(&oindex)
+                        .arg(&obits)
+                        .arg(&self.num_outliers)
+                        .arg(&mut out)
+                        .launch(cfg(blocks(self.num_outliers, 256), 256))
+                        .map_err(device_error)?;
+                }
+            }
+            Ok(())
+        })();
+        self.buffers.extend([
+            ("d_segment", seg),
+            ("d_params", params),
+            ("d_oindex", oindex),
+            ("d_obits", obits),
+            ("d_cost", cost),
+            ("d_offsets", offsets),
+            ("d_partials", partials),
+            ("d_err", err),
+            ("d_out", out),
+        ]);
+        result
+    }
+
+    /// Check the device's verdict and download the values.
+    pub(crate) fn finish(&mut self) -> Result<crate::graph::Decompressed> {
+        let s = self.dev.stream.clone();
+        let (err, offsets, out) = (self.buffer("d_err"), self.buffer("d_offsets"), self.buffer("d_out"));
+        let checked = (|| -> Result<Buffer> {
+            let total = read_u64(&s, &offsets, self.geometry.nblocks as usize)?;
+            let flag = read_u64(&s, &err, 0)? & 0xffff_ffff;
+            if flag != 0 || total != self.payload_len {
+                return Err(corrupt!(
+                    "AdaptiveBitpack: blocks need {total} payload bytes, segment has {} (or a block is invalid)",
+                    self.payload_len
+                ));
+            }
+            let mut bytes = vec![0u8; self.geometry.n as usize * self.dtype.size()];
+            s.memcpy_dtoh(&out.slice(0..bytes.len()), &mut bytes).map_err(device_error)?;
+            s.synchronize().map_err(device_error)?;
+            Buffer::from_le_bytes(self.dtype, &bytes)
+        })();
+        self.buffers.extend([("d_err", err), ("d_offsets", offsets), ("d_out", out)]);
+        Ok(crate::graph::Decompressed { header: self.header.clone(), data: checked? })
+    }
+}
+
+impl Drop for DeviceDecompress<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut ws) = self.dev.workspace.lock() {
+            for (name, b) in self.buffers.drain(..) {
+                ws.put(name, b);
+            }
+        }
+    }
+}
+
+/// Decompress on the GPU.
+pub(crate) fn decompress(dev: &CudaDevice, archive: &[u8]) -> Result<crate::graph::Decompressed> {
+    let mut run = DeviceDecompress::new(dev, archive)?;
+    run.kernels()?;
+    run.finish()
+}
+
+/// Compile every kernel variant the presets use, without a device (NVRTC only).
+pub fn compile_all_variants(arch: &str) -> Result<usize> {
+    let mut count = 0;
+    for real in [DType::F32, DType::F64] {
+        for (predictor, block) in [
+            (Predictor::None, 32),
+            (Predictor::Block(32), 32),
+            (Predictor::Tiled { tile: Tile([1, 8, 8]), delta: true }, 64),
+            (Predictor::Tiled { tile: Tile([4, 4, 4]), delta: false }, 64),
+        ] {
+            for layout in [Layout::Plain, Layout::Wide, Layout::Packed] {
+                let chain = Chain {
+                    quant: Quantizer::new(real, None)?,
+                    predictor,
+                    coder: AdaptiveBitpack::new(DType::I32, block, layout)?,
+                    pred_stage: None,
+                };
+                super::compile::cubin(&chain.defines(real), arch)?;
+                count += 1;
+            }
+        }
+    }
+    Ok(count)
+}

@@ -1,0 +1,107 @@
+// Shared by every fzmod CUDA program: fixed-width types, the kernel parameter structs (mirrored
+// field for field in backend/cuda/launch.rs) and a deterministic three-phase exclusive scan.
+// Compiled by NVRTC with --fmad=false: results that reach the archive match the CPU bit for bit.
+
+typedef unsigned char u8;
+typedef unsigned int u32;
+typedef int i32;
+typedef unsigned long long u64;
+typedef long long i64;
+
+#define FULL_MASK 0xffffffffu
+#define ENCODE_WARPS 4  // coder blocks (warps) per thread block; chain.rs launches match
+#define DECODE_WARPS 4
+#define NO_INDEX 0xffffffffffffffffull
+
+// Quantizer step resolved on the device (or uploaded for decoding).
+struct Params {
+    double abs_bound;
+    double step;   // half bin width, a value of the element type
+    double recip;  // 0.5 / step in the element type
+};
+
+// Sizes of one fused chain run. Grid extents z, y, x (x fastest).
+struct Geometry {
+    u64 n;         // natural elements (pipeline input)
+    u64 ncodes;    // elements entering the coder
+    u64 nblocks;   // coder blocks
+    u64 meta_len;  // metadata bytes before the payloads
+    u64 nx;
+    u64 ny;
+    u64 nz;
+};
+
+__device__ __forceinline__ u64 warp_inclusive_scan(u64 v, int lane) {
+    for (int d = 1; d < 32; d <<= 1) {
+        u64 t = __shfl_up_sync(FULL_MASK, v, d);
+        if (lane >= d) v += t;
+    }
+    return v;
+}
+
+// Exclusive scan of one value per thread across the thread block; *total gets the sum.
+__device__ u64 block_exclusive_scan(u64 v, u64* total) {
+    __shared__ u64 warp_sums[32];
+    __shared__ u64 block_total;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+    u64 incl = warp_inclusive_scan(v, lane);
+    if (lane == 31) warp_sums[warp] = incl;
+    __syncthreads();
+    if (warp == 0) {
+        u64 w = lane < warps ? warp_sums[lane] : 0;
+        u64 wi = warp_inclusive_scan(w, lane);
+        if (lane < warps) warp_sums[lane] = wi - w;
+        if (lane == 31) block_total = wi;
+    }
+    __syncthreads();
+    u64 result = warp_sums[warp] + incl - v;
+    *total = block_total;
+    __syncthreads();
+    return result;
+}
+
+#define SCAN_THREADS 1024
+#define SCAN_PER_THREAD 4
+#define SCAN_TILE (SCAN_THREADS * SCAN_PER_THREAD)
+
+// Phase 1: the sum of each SCAN_TILE items.
+extern "C" __global__ void __launch_bounds__(SCAN_THREADS) fz_scan_reduce(const u32* in, u64 n, u64* partials) {
+    u64 base = (u64)blockIdx.x * SCAN_TILE + (u64)threadIdx.x * SCAN_PER_THREAD;
+    u64 s = 0;
+    for (int j = 0; j < SCAN_PER_THREAD; j++)
+        if (base + j < n) s += in[base + j];
+    u64 total;
+    block_exclusive_scan(s, &total);
+    if (threadIdx.x == 0) partials[blockIdx.x] = total;
+}
+
+// Phase 2 (one thread block): exclusive scan of the partial sums, in place.
+extern "C" __global__ void __launch_bounds__(SCAN_THREADS) fz_scan_partials(u64* partials, u64 nparts) {
+    u64 carry = 0;
+    for (u64 base = 0; base < nparts; base += SCAN_THREADS) {
+        u64 i = base + threadIdx.x;
+        u64 v = i < nparts ? partials[i] : 0;
+        u64 total;
+        u64 e = block_exclusive_scan(v, &total);
+        if (i < nparts) partials[i] = carry + e;
+        carry += total;
+    }
+}
+
+// Phase 3: out[i] = sum of in[0..i); out[n] = the grand total.
+extern "C" __global__ void __launch_bounds__(SCAN_THREADS) fz_scan_apply(const u32* in, u64 n, const u64* partials, u64* out) {
+    u64 base = (u64)blockIdx.x * SCAN_TILE + (u64)threadIdx.x * SCAN_PER_THREAD;
+    u32 items[SCAN_PER_THREAD];
+    u64 s = 0;
+    for (int j = 0; j < SCAN_PER_THREAD; j++) {
+        items[j] = base + j < n ? in[base + j] : 0;
+        s += items[j];
+    }
+    u64 total;
+    u64 run = partials[blockIdx.x] + block_exclusive_scan(s, &total);
+    for (int j = 0; j < SCAN_PER_THREAD; j++) {
+        if (base + j < n) out[base + j] = run;
+        run += items[j];
+        if (base + j + 1 == n) out[n] = run;
+    }
+}

@@ -1,0 +1,167 @@
+//! The CUDA backend: a device context, run-time compiled kernels (NVRTC → CUBIN for the
+//! device's own `sm_XY`, `--fmad=false`, cached per process), a grow-only device workspace
+//! reused across calls, and the fused cuSZp-family chain (`chain.rs`).
+//!
+//! Built with cudarc's dynamic loading: nothing CUDA is needed to compile, and the driver and
+//! NVRTC libraries are probed before any call (cudarc panics on a missing library).
+
+mod chain;
+mod compile;
+
+pub use chain::compile_all_variants;
+pub(crate) use chain::{compress, decompress, supports, DeviceCompress, DeviceDecompress};
+
+use crate::error::{Error, Result};
+use cudarc::driver::{sys, CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DriverError};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// One CUDA device with its stream, module cache and workspace.
+pub struct CudaDevice {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    arch: String,
+    name: String,
+    modules: Mutex<HashMap<String, Arc<CudaModule>>>,
+    workspace: Mutex<Workspace>,
+}
+
+impl std::fmt::Debug for CudaDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CudaDevice({}, {})", self.name, self.arch)
+    }
+}
+
+/// Map a driver error to ours: out-of-memory is its own kind.
+pub(crate) fn device_error(e: DriverError) -> Error {
+    if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+        Error::OutOfMemory(e.to_string())
+    } else {
+        Error::Device(e.to_string())
+    }
+}
+
+/// Whether NVRTC can be loaded (kernels can be compiled even without a device).
+///
+/// # Safety
+/// Only tries to open the library by name; safe to call anywhere.
+pub unsafe fn nvrtc_present() -> bool {
+    unsafe { cudarc::nvrtc::sys::is_culib_present() }
+}
+
+fn probe() -> Result<Arc<CudaDevice>, String> {
+    // SAFETY: these only try to dlopen the libraries by name.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Err("no CUDA driver library (libcuda.so) found".into());
+    }
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return Err("the CUDA driver is present but NVRTC (libnvrtc.so) is not; install the CUDA toolkit \
+                    or the nvidia-cuda-nvrtc wheel and put it on LD_LIBRARY_PATH"
+            .into());
+    }
+    let opened = std::panic::catch_unwind(|| -> Result<CudaDevice, DriverError> {
+        let ctx = CudaContext::new(0)?;
+        let (major, minor) = ctx.compute_capability()?;
+        let name = ctx.name()?;
+        let stream = ctx.new_stream()?;
+        // One stream orders everything: per-buffer event tracking would only add waits.
+        // SAFETY: no buffer is shared with another stream.
+        unsafe { ctx.disable_event_tracking() };
+        Ok(CudaDevice {
+            ctx,
+            stream,
+            arch: format!("sm_{major}{minor}"),
+            name,
+            modules: Mutex::new(HashMap::new()),
+            workspace: Mutex::new(Workspace::default()),
+        })
+    });
+    let device = match opened {
+        Ok(Ok(d)) => d,
+        Ok(Err(e)) => return Err(format!("no usable CUDA device: {e}")),
+        Err(_) => return Err("the CUDA driver library could not be used (missing symbols)".into()),
+    };
+    let major: u32 = device.arch[3..device.arch.len() - 1].parse().unwrap_or(0);
+    if major < 8 {
+        return Err(format!(
+            "{} ({}) is older than compute capability 8.0, which the kernels need",
+            device.name, device.arch
+        ));
+    }
+    Ok(Arc::new(device))
+}
+
+impl CudaDevice {
+    /// The process-wide device (opened once), or why there is none.
+    pub fn get() -> Result<Arc<CudaDevice>> {
+        static DEVICE: OnceLock<Result<Arc<CudaDevice>, String>> = OnceLock::new();
+        DEVICE.get_or_init(probe).clone().map_err(Error::BackendUnavailable)
+    }
+
+    /// "NVIDIA H100 80GB HBM3 (sm_90)".
+    pub fn description(&self) -> String {
+        format!("{} ({})", self.name, self.arch)
+    }
+
+    /// Peak bytes the workspace has held.
+    pub fn peak_workspace_bytes(&self) -> u64 {
+        self.workspace.lock().map_or(0, |w| w.peak as u64)
+    }
+
+    /// Device time of the work `enqueue` puts on the stream, from CUDA events, in seconds.
+    pub(crate) fn time(&self, enqueue: impl FnOnce() -> Result<()>) -> Result<f64> {
+        let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let start = self.ctx.new_event(flags).map_err(device_error)?;
+        let end = self.ctx.new_event(flags).map_err(device_error)?;
+        start.record(&self.stream).map_err(device_error)?;
+        enqueue()?;
+        end.record(&self.stream).map_err(device_error)?;
+        end.synchronize().map_err(device_error)?;
+        Ok(f64::from(start.elapsed_ms(&end).map_err(device_error)?) / 1e3)
+    }
+
+    /// A kernel of the program built with `defines` (compiled once per process).
+    pub(crate) fn function(&self, defines: &str, name: &str) -> Result<CudaFunction> {
+        let module = {
+            let mut cache = self.modules.lock().map_err(|_| Error::Device("module cache poisoned".into()))?;
+            match cache.get(defines) {
+                Some(m) => m.clone(),
+                None => {
+                    let image = compile::cubin(defines, &self.arch)?;
+                    let m = self.ctx.load_module(cudarc::nvrtc::Ptx::from_binary(image)).map_err(device_error)?;
+                    cache.insert(defines.to_string(), m.clone());
+                    m
+                }
+            }
+        };
+        module.load_function(name).map_err(device_error)
+    }
+}
+
+/// Grow-only device buffers, named by role, reused across calls.
+#[derive(Default)]
+pub(crate) struct Workspace {
+    slots: HashMap<&'static str, CudaSlice<u8>>,
+    peak: usize,
+}
+
+impl Workspace {
+    /// Take the buffer `name` with at least `bytes` bytes (contents undefined); give it back
+    /// with [`Workspace::put`] so the next call reuses it.
+    pub fn take(&mut self, stream: &Arc<CudaStream>, name: &'static str, bytes: usize) -> Result<CudaSlice<u8>> {
+        let need = bytes.max(8);
+        match self.slots.remove(name) {
+            Some(s) if s.len() >= need => Ok(s),
+            _ => {
+                let s = stream.alloc_zeros::<u8>(need).map_err(device_error)?;
+                let held: usize = self.slots.values().map(|s| s.len()).sum::<usize>() + need;
+                self.peak = self.peak.max(held);
+                Ok(s)
+            }
+        }
+    }
+
+    pub fn put(&mut self, name: &'static str, buffer: CudaSlice<u8>) {
+        self.slots.insert(name, buffer);
+    }
+}

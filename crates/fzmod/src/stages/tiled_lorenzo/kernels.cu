@@ -1,0 +1,69 @@
+// TiledLorenzo fused between the quantizer and the coder (PRED == 2). Tile TX x TY x TZ,
+// TDELTA = 0 for the reshape-only (cuSZp3 fixed) variant. Coder element k is element
+// k % TE of tile k / TE, tiles numbered x fastest (docs/FORMAT.md 6.3).
+
+#if PRED == 2
+#define TE (TX * TY * TZ)
+
+// Natural index of coder element k, or NO_INDEX for padding; also its tile-local coordinates.
+__device__ __forceinline__ u64 tile_position(u64 k, const Geometry& g, u32* lx, u32* ly, u32* lz) {
+    u64 t = k / TE;
+    u32 lt = (u32)(k % TE);
+    *lx = lt % TX;
+    *ly = (lt / TX) % TY;
+    *lz = lt / (TX * TY);
+    u64 ntx = (g.nx + TX - 1) / TX, nty = (g.ny + TY - 1) / TY;
+    u64 x = (t % ntx) * TX + *lx, y = ((t / ntx) % nty) * TY + *ly, z = (t / (ntx * nty)) * TZ + *lz;
+    if (x >= g.nx || y >= g.ny || z >= g.nz) return NO_INDEX;
+    return (z * g.ny + y) * g.nx + x;
+}
+
+__device__ __forceinline__ i32 coder_value(const real* data, u64 k, const Geometry& g, real step, real recip,
+                                           double abs_bound, bool* outlier, u64* natural) {
+    u32 lx, ly, lz;
+    u64 e = tile_position(k, g, &lx, &ly, &lz);
+    *natural = e;
+    *outlier = false;
+    if (e == NO_INDEX) return 0;
+    i32 q = quant_code(data[e], step, recip, abs_bound, outlier);
+#if TDELTA
+    u64 pred;
+    if (lx > 0) pred = e - 1;
+    else if (ly > 0) pred = e - g.nx;
+    else if (lz > 0) pred = e - g.nx * g.ny;
+    else return q;
+    bool unused;
+    return (i32)((u32)q - (u32)quant_code(data[pred], step, recip, abs_bound, &unused));
+#else
+    return q;
+#endif
+}
+
+// Decoding needs TE == BLOCK: one coder block is one tile. The separable inverse of each
+// element is a sum of deltas along its z pillar, y column and x row (all inside the grid).
+template <int N>
+__device__ __forceinline__ void decode_store(i32 (&v)[N], int lane, u64 blk, const Geometry& g, real step, real* out) {
+#if TDELTA
+    __shared__ u32 tile[DECODE_WARPS][BLOCK];
+    u32* d = tile[threadIdx.x >> 5];
+    for (int i = 0; i < N; i++) d[lane + 32 * i] = (u32)v[i];
+    __syncwarp();
+#endif
+    for (int i = 0; i < N; i++) {
+        u64 k = blk * BLOCK + lane + 32 * i;
+        if (k >= g.ncodes) continue;
+        u32 lx, ly, lz;
+        u64 e = tile_position(k, g, &lx, &ly, &lz);
+        if (e == NO_INDEX) continue;
+#if TDELTA
+        u32 s = 0;
+        for (u32 z = 0; z <= lz; z++) s += d[z * TX * TY];
+        for (u32 y = 1; y <= ly; y++) s += d[(lz * TY + y) * TX];
+        for (u32 x = 1; x <= lx; x++) s += d[(lz * TY + ly) * TX + x];
+        out[e] = reconstruct((i32)s, step);
+#else
+        out[e] = reconstruct(v[i], step);
+#endif
+    }
+}
+#endif

@@ -1,0 +1,93 @@
+//! GPU tests: skipped (with a message) where NVRTC or a CUDA device is absent, as in CI.
+//! `scripts/gpu-check.sh` runs them on a GPU machine.
+#![cfg(feature = "cuda")]
+
+mod common;
+
+use common::*;
+use fzmod::backend::cuda::{compile_all_variants, CudaDevice};
+use fzmod::backend::Backend;
+use fzmod::{ErrorBound, ErrorMode};
+
+fn device() -> Option<Backend> {
+    match CudaDevice::get() {
+        Ok(d) => Some(Backend::Cuda(d)),
+        Err(e) => {
+            eprintln!("skipping: {e}");
+            None
+        }
+    }
+}
+
+#[test]
+fn nvrtc_compiles_every_kernel_variant() {
+    // SAFETY: only probes for the library by name.
+    if !unsafe { cudarc_probe() } {
+        eprintln!("skipping: NVRTC not found");
+        return;
+    }
+    let arch = match CudaDevice::get() {
+        Ok(d) => d.description().rsplit_once('(').map(|(_, a)| a.trim_end_matches(')').to_string()).unwrap(),
+        Err(_) => "sm_90".to_string(),
+    };
+    let n = compile_all_variants(&arch).unwrap();
+    assert_eq!(n, 24);
+}
+
+unsafe fn cudarc_probe() -> bool {
+    fzmod::backend::cuda::nvrtc_present()
+}
+
+const BOUNDS: [(ErrorMode, f64); 3] = [(ErrorMode::Rel, 1e-2), (ErrorMode::Rel, 1e-3), (ErrorMode::Rel, 1e-4)];
+
+/// Every shared field × preset × bound: GPU bytes = CPU bytes, the bound holds, and each
+/// backend decodes the other's archive.
+#[test]
+fn gpu_archives_are_byte_identical_to_cpu_archives() {
+    let Some(gpu) = device() else { return };
+    let Some(dir) = shared_data() else { return };
+    let mut checked = 0;
+    for path in shared_fields(&dir) {
+        let field = load(&path);
+        for preset in fzmod::PRESETS {
+            for (mode, value) in BOUNDS {
+                let what = format!("{} {} {} {value:e}", field.name, preset.name, mode.name());
+                let bound = ErrorBound::new(mode, value).unwrap();
+                let mut p = fzmod::preset(preset.name, &field.shape).unwrap();
+                p.set_error_bound(bound).unwrap();
+                p.set_input_dtype(field.data.dtype()).unwrap();
+                assert_eq!(gpu.fallback_reason(&p), None, "{what}");
+                let cpu_archive = p.compress(&field.data, &field.shape).unwrap();
+                let gpu_archive = p.compress_on(&gpu, &field.data, &field.shape).unwrap();
+                assert!(gpu_archive == cpu_archive, "{what}: GPU archive differs from the CPU archive");
+                let abs = expected_abs_bound(&field.data, bound);
+                let on_gpu = fzmod::decompress_on(&gpu, &cpu_archive).unwrap();
+                assert_within(&field.data, &on_gpu.data, abs, &format!("{what} (CPU archive, GPU decode)"));
+                let on_cpu = fzmod::decompress(&gpu_archive).unwrap();
+                assert!(on_gpu.data.to_le_bytes() == on_cpu.data.to_le_bytes(), "{what}: decoders disagree");
+                checked += 1;
+            }
+        }
+    }
+    eprintln!("GPU == CPU on {checked} field/preset/bound combinations");
+    assert_eq!(checked, 12 * fzmod::PRESETS.len() * BOUNDS.len());
+}
+
+#[test]
+fn gpu_decoder_rejects_corrupt_archives() {
+    let Some(gpu) = device() else { return };
+    let golden = std::fs::read(repo_root().join("tests/golden/v1.0_cuszp2_2d.fzm")).unwrap();
+    let expected = fzmod::decompress(&golden).unwrap().data.to_le_bytes();
+    assert_eq!(fzmod::decompress_on(&gpu, &golden).unwrap().data.to_le_bytes(), expected);
+    for len in (0..golden.len()).step_by(97) {
+        assert!(fzmod::decompress_on(&gpu, &golden[..len]).is_err());
+    }
+    let mut bad = golden.clone();
+    for i in (0..golden.len()).step_by(13) {
+        bad[i] ^= 0x5a;
+        if let Ok(d) = fzmod::decompress_on(&gpu, &bad) {
+            assert!(d.data.to_le_bytes() == expected, "byte {i}");
+        }
+        bad[i] = golden[i];
+    }
+}
