@@ -38,7 +38,8 @@ unsafe fn cudarc_probe() -> bool {
     fzmod::backend::cuda::nvrtc_present()
 }
 
-const BOUNDS: [(ErrorMode, f64); 3] = [(ErrorMode::Rel, 1e-2), (ErrorMode::Rel, 1e-3), (ErrorMode::Rel, 1e-4)];
+const BOUNDS: [(ErrorMode, f64); 4] =
+    [(ErrorMode::Rel, 1e-2), (ErrorMode::Rel, 1e-3), (ErrorMode::Rel, 1e-4), (ErrorMode::Abs, 1e-3)];
 
 /// Every shared field × preset × bound: GPU bytes = CPU bytes, the bound holds, and each
 /// backend decodes the other's archive.

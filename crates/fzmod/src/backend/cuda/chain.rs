@@ -140,6 +140,17 @@ impl Chain {
         )
     }
 
+    /// The kernels index tiles with 32-bit arithmetic.
+    fn check_tile_count(&self, g: &Geometry) -> Result<()> {
+        if g.nblocks > u64::from(u32::MAX) {
+            return Err(Error::BackendUnavailable(format!(
+                "{} coder blocks exceed the GPU kernels' 32-bit tile index",
+                g.nblocks
+            )));
+        }
+        Ok(())
+    }
+
     fn geometry(&self, n: usize, grid: Grid) -> Geometry {
         let ncodes = match self.predictor {
             Predictor::Tiled { tile, .. } => TiledLorenzo::padded_len(grid, tile).unwrap_or(usize::MAX),
@@ -208,7 +219,7 @@ impl CompressBuffers {
             ocount: ws.take(s, "ocount", 4 * nb)?,
             offsets: ws.take(s, "offsets", 8 * (nb + 1))?,
             ooffsets: ws.take(s, "ooffsets", 8 * (nb + 1))?,
-            partials: ws.take(s, "partials", 8 * (nb.div_ceil(SCAN_TILE as usize) + 1))?,
+            partials: ws.take(s, "partials", 16 * nb.div_ceil(SCAN_TILE as usize))?,
             oindex: ws.take(s, "oindex", 8 * g.n as usize)?,
             obits: ws.take(s, "obits", 8 * g.n as usize)?,
         })
@@ -271,34 +282,42 @@ impl Kernels {
         })
     }
 
-    /// Exclusive scan of `n` u32 counts into `n + 1` u64 offsets.
+    /// Exclusive scans of two arrays of `n` u32 counts into `n + 1` u64 offsets each.
     fn scan(
         &self,
         s: &Arc<CudaStream>,
-        input: &CudaSlice<u8>,
+        input: [&CudaSlice<u8>; 2],
         n: u64,
         partials: &mut CudaSlice<u8>,
-        out: &mut CudaSlice<u8>,
+        out: [&mut CudaSlice<u8>; 2],
     ) -> Result<()> {
         let parts = n.div_ceil(SCAN_TILE).max(1);
+        let (mut pa, mut pb) = partials.split_at_mut(8 * parts as usize);
+        let [oa, ob] = out;
         // SAFETY: argument lists match the kernels in common.cu; buffers are large enough.
         unsafe {
             s.launch_builder(&self.scan_reduce)
-                .arg(input)
+                .arg(input[0])
+                .arg(input[1])
                 .arg(&n)
-                .arg(&mut *partials)
+                .arg(&mut pa)
+                .arg(&mut pb)
                 .launch(cfg(parts as u32, 1024))
                 .map_err(device_error)?;
             s.launch_builder(&self.scan_partials)
-                .arg(&mut *partials)
+                .arg(&mut pa)
+                .arg(&mut pb)
                 .arg(&parts)
                 .launch(cfg(1, 1024))
                 .map_err(device_error)?;
             s.launch_builder(&self.scan_apply)
-                .arg(input)
+                .arg(input[0])
+                .arg(input[1])
                 .arg(&n)
-                .arg(&*partials)
-                .arg(&mut *out)
+                .arg(&mut pa)
+                .arg(&mut pb)
+                .arg(oa)
+                .arg(ob)
                 .launch(cfg(parts as u32, 1024))
                 .map_err(device_error)?;
         }
@@ -344,6 +363,7 @@ impl<'a> DeviceCompress<'a> {
         let tiled = chain.pred_stage.and_then(|i| downcast::<TiledLorenzo>(stages[i]));
         chain.resolve_tile(tiled, grid).map_err(Error::BackendUnavailable)?;
         let geometry = chain.geometry(input.len(), grid);
+        chain.check_tile_count(&geometry)?;
         let defines = chain.defines(input.dtype());
         let max_out = geometry.meta_len + geometry.nblocks * chain.max_block_bytes();
         let mut ws = dev.workspace.lock().map_err(|_| Error::Device("workspace poisoned".into()))?;
@@ -371,17 +391,20 @@ impl<'a> DeviceCompress<'a> {
         let s = &dev.stream;
         let bound = self.chain.quant.bound.ok_or_else(|| Error::InvalidArgument("no error bound set".into()))?;
         let relative = u32::from(bound.mode == crate::archive::ErrorMode::Rel);
-        let parts = MINMAX_BLOCKS;
+        // An absolute bound needs no value range: skip that pass.
+        let parts = if relative == 1 { MINMAX_BLOCKS } else { 0 };
         let grid = blocks(g.nblocks, ENCODE_WARPS);
         // SAFETY: argument lists match the kernels; every buffer was sized for this geometry.
         unsafe {
-            s.launch_builder(&k.minmax)
-                .arg(&b.input)
-                .arg(&g.n)
-                .arg(&mut b.pmin)
-                .arg(&mut b.pmax)
-                .launch(cfg(parts, 256))
-                .map_err(device_error)?;
+            if relative == 1 {
+                s.launch_builder(&k.minmax)
+                    .arg(&b.input)
+                    .arg(&g.n)
+                    .arg(&mut b.pmin)
+                    .arg(&mut b.pmax)
+                    .launch(cfg(parts, 256))
+                    .map_err(device_error)?;
+            }
             s.launch_builder(&k.resolve)
                 .arg(&b.pmin)
                 .arg(&b.pmax)
@@ -401,8 +424,7 @@ impl<'a> DeviceCompress<'a> {
                 .launch(cfg(grid, 32 * ENCODE_WARPS as u32))
                 .map_err(device_error)?;
         }
-        k.scan(s, &b.cost, g.nblocks, &mut b.partials, &mut b.offsets)?;
-        k.scan(s, &b.ocount, g.nblocks, &mut b.partials, &mut b.ooffsets)?;
+        k.scan(s, [&b.cost, &b.ocount], g.nblocks, &mut b.partials, [&mut b.offsets, &mut b.ooffsets])?;
         // SAFETY: as above.
         unsafe {
             s.launch_builder(&k.encode)
@@ -541,6 +563,7 @@ impl<'a> DeviceDecompress<'a> {
             return Err(corrupt!("predictor grid {:?} does not hold {n} elements", grid.dims));
         }
         let geometry = chain.geometry(n, grid);
+        chain.check_tile_count(&geometry)?;
         if Some(geometry.ncodes) != chain.coder.num_elements {
             return Err(corrupt!("coder element count disagrees with the predictor"));
         }
@@ -577,7 +600,8 @@ impl<'a> DeviceDecompress<'a> {
         let buffers = vec![
             ("d_cost", take("d_cost", 4 * nb)?),
             ("d_offsets", take("d_offsets", 8 * (nb + 1))?),
-            ("d_partials", take("d_partials", 8 * (nb.div_ceil(SCAN_TILE as usize) + 1))?),
+            ("d_partials", take("d_partials", 16 * nb.div_ceil(SCAN_TILE as usize))?),
+            ("d_spare", take("d_spare", 8 * (nb + 1))?),
             ("d_err", take("d_err", 8)?),
             ("d_out", take("d_out", n * header.dtype.size())?),
         ];
@@ -617,12 +641,13 @@ impl<'a> DeviceDecompress<'a> {
         let s = self.dev.stream.clone();
         let (seg, params, oindex, obits) =
             (self.buffer("d_segment"), self.buffer("d_params"), self.buffer("d_oindex"), self.buffer("d_obits"));
-        let (mut cost, mut offsets, mut partials, mut err, mut out) = (
+        let (mut cost, mut offsets, mut partials, mut err, mut out, mut spare) = (
             self.buffer("d_cost"),
             self.buffer("d_offsets"),
             self.buffer("d_partials"),
             self.buffer("d_err"),
             self.buffer("d_out"),
+            self.buffer("d_spare"),
         );
         let result = (|| -> Result<()> {
             s.memset_zeros(&mut err).map_err(device_error)?;
@@ -638,7 +663,8 @@ impl<'a> DeviceDecompress<'a> {
                     .launch(cfg(blocks(g.nblocks, 256), 256))
                     .map_err(device_error)?;
             }
-            k.scan(&s, &cost, g.nblocks, &mut partials, &mut offsets)?;
+            // The second scan repeats the first: decoding has only one count array.
+            k.scan(&s, [&cost, &cost], g.nblocks, &mut partials, [&mut offsets, &mut spare])?;
             // SAFETY: as above.
             unsafe {
                 s.launch_builder(&k.decode)
@@ -673,6 +699,7 @@ impl<'a> DeviceDecompress<'a> {
             ("d_partials", partials),
             ("d_err", err),
             ("d_out", out),
+            ("d_spare", spare),
         ]);
         result
     }

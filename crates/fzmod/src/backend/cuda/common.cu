@@ -64,32 +64,46 @@ __device__ u64 block_exclusive_scan(u64 v, u64* total) {
 #define SCAN_PER_THREAD 4
 #define SCAN_TILE (SCAN_THREADS * SCAN_PER_THREAD)
 
-// Phase 1: the sum of each SCAN_TILE items.
-extern "C" __global__ void __launch_bounds__(SCAN_THREADS) fz_scan_reduce(const u32* in, u64 n, u64* partials) {
-    u64 base = (u64)blockIdx.x * SCAN_TILE + (u64)threadIdx.x * SCAN_PER_THREAD;
-    u64 s = 0;
-    for (int j = 0; j < SCAN_PER_THREAD; j++)
-        if (base + j < n) s += in[base + j];
-    u64 total;
-    block_exclusive_scan(s, &total);
-    if (threadIdx.x == 0) partials[blockIdx.x] = total;
-}
+// Exclusive scans of two u32 count arrays of the same length into u64 offsets, in three
+// phases whose partial sums have a fixed shape: the result never depends on scheduling.
 
-// Phase 2 (one thread block): exclusive scan of the partial sums, in place.
-extern "C" __global__ void __launch_bounds__(SCAN_THREADS) fz_scan_partials(u64* partials, u64 nparts) {
-    u64 carry = 0;
-    for (u64 base = 0; base < nparts; base += SCAN_THREADS) {
-        u64 i = base + threadIdx.x;
-        u64 v = i < nparts ? partials[i] : 0;
-        u64 total;
-        u64 e = block_exclusive_scan(v, &total);
-        if (i < nparts) partials[i] = carry + e;
-        carry += total;
+// Phase 1: the sums of each SCAN_TILE items.
+extern "C" __global__ void __launch_bounds__(SCAN_THREADS)
+fz_scan_reduce(const u32* a, const u32* b, u64 n, u64* partials_a, u64* partials_b) {
+    u64 base = (u64)blockIdx.x * SCAN_TILE + (u64)threadIdx.x * SCAN_PER_THREAD;
+    u64 sa = 0, sb = 0;
+    for (int j = 0; j < SCAN_PER_THREAD; j++) {
+        if (base + j < n) {
+            sa += a[base + j];
+            sb += b[base + j];
+        }
+    }
+    u64 ta, tb;
+    block_exclusive_scan(sa, &ta);
+    block_exclusive_scan(sb, &tb);
+    if (threadIdx.x == 0) {
+        partials_a[blockIdx.x] = ta;
+        partials_b[blockIdx.x] = tb;
     }
 }
 
-// Phase 3: out[i] = sum of in[0..i); out[n] = the grand total.
-extern "C" __global__ void __launch_bounds__(SCAN_THREADS) fz_scan_apply(const u32* in, u64 n, const u64* partials, u64* out) {
+// Phase 2 (one thread block): exclusive scans of the partial sums, in place.
+extern "C" __global__ void __launch_bounds__(SCAN_THREADS) fz_scan_partials(u64* partials_a, u64* partials_b, u64 nparts) {
+    for (int which = 0; which < 2; which++) {
+        u64* p = which == 0 ? partials_a : partials_b;
+        u64 carry = 0;
+        for (u64 base = 0; base < nparts; base += SCAN_THREADS) {
+            u64 i = base + threadIdx.x;
+            u64 v = i < nparts ? p[i] : 0;
+            u64 total;
+            u64 e = block_exclusive_scan(v, &total);
+            if (i < nparts) p[i] = carry + e;
+            carry += total;
+        }
+    }
+}
+
+__device__ __forceinline__ void scan_apply_one(const u32* in, u64 n, u64 partial, u64* out) {
     u64 base = (u64)blockIdx.x * SCAN_TILE + (u64)threadIdx.x * SCAN_PER_THREAD;
     u32 items[SCAN_PER_THREAD];
     u64 s = 0;
@@ -98,10 +112,17 @@ extern "C" __global__ void __launch_bounds__(SCAN_THREADS) fz_scan_apply(const u
         s += items[j];
     }
     u64 total;
-    u64 run = partials[blockIdx.x] + block_exclusive_scan(s, &total);
+    u64 run = partial + block_exclusive_scan(s, &total);
     for (int j = 0; j < SCAN_PER_THREAD; j++) {
         if (base + j < n) out[base + j] = run;
         run += items[j];
         if (base + j + 1 == n) out[n] = run;
     }
+}
+
+// Phase 3: out[i] = sum of in[0..i); out[n] = the grand total.
+extern "C" __global__ void __launch_bounds__(SCAN_THREADS)
+fz_scan_apply(const u32* a, const u32* b, u64 n, const u64* partials_a, const u64* partials_b, u64* out_a, u64* out_b) {
+    scan_apply_one(a, n, partials_a[blockIdx.x], out_a);
+    scan_apply_one(b, n, partials_b[blockIdx.x], out_b);
 }

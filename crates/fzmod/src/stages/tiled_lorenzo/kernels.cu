@@ -6,14 +6,16 @@
 #define TE (TX * TY * TZ)
 
 // Natural index of coder element k, or NO_INDEX for padding; also its tile-local coordinates.
+// Tile counts fit in 32 bits (the host checks), so the run-time divisions are 32-bit.
 __device__ __forceinline__ u64 tile_position(u64 k, const Geometry& g, u32* lx, u32* ly, u32* lz) {
-    u64 t = k / TE;
+    u32 t = (u32)(k / TE);
     u32 lt = (u32)(k % TE);
     *lx = lt % TX;
     *ly = (lt / TX) % TY;
     *lz = lt / (TX * TY);
-    u64 ntx = (g.nx + TX - 1) / TX, nty = (g.ny + TY - 1) / TY;
-    u64 x = (t % ntx) * TX + *lx, y = ((t / ntx) % nty) * TY + *ly, z = (t / (ntx * nty)) * TZ + *lz;
+    u32 ntx = (u32)((g.nx + TX - 1) / TX), nty = (u32)((g.ny + TY - 1) / TY);
+    u32 txy = t / ntx;
+    u64 x = (u64)(t - txy * ntx) * TX + *lx, y = (u64)(txy % nty) * TY + *ly, z = (u64)(txy / nty) * TZ + *lz;
     if (x >= g.nx || y >= g.ny || z >= g.nz) return NO_INDEX;
     return (z * g.ny + y) * g.nx + x;
 }
