@@ -36,7 +36,9 @@ unsafe impl DeviceRepr for Geometry {}
 
 const ENCODE_WARPS: u64 = 4;
 const SCAN_TILE: u64 = 4096;
-const MINMAX_BLOCKS: u32 = 528;
+const MINMAX_BLOCKS: u32 = 1056;
+/// Doubles in `struct Params` (common.cu).
+const PARAMS_BYTES: usize = 40;
 
 /// The predictor between quantizer and coder.
 #[derive(Clone, Copy, Debug)]
@@ -213,7 +215,7 @@ impl CompressBuffers {
             input: ws.take(s, "input", input_bytes)?,
             pmin: ws.take(s, "pmin", 8 * MINMAX_BLOCKS as usize)?,
             pmax: ws.take(s, "pmax", 8 * MINMAX_BLOCKS as usize)?,
-            params: ws.take(s, "params", 24)?,
+            params: ws.take(s, "params", PARAMS_BYTES)?,
             out: ws.take(s, "out", max_out as usize)?,
             cost: ws.take(s, "cost", 4 * nb)?,
             ocount: ws.take(s, "ocount", 4 * nb)?,
@@ -594,7 +596,7 @@ impl<'a> DeviceDecompress<'a> {
         let nb = geometry.nblocks as usize;
         let mut take = |name, bytes| ws.take(s, name, bytes);
         let mut seg = take("d_segment", coded.len())?;
-        let mut params = take("d_params", 24)?;
+        let mut params = take("d_params", PARAMS_BYTES)?;
         let mut oindex = take("d_oindex", 8 * outliers.len())?;
         let mut obits = take("d_obits", 8 * outliers.len())?;
         let buffers = vec![
@@ -608,8 +610,9 @@ impl<'a> DeviceDecompress<'a> {
         drop(ws);
         s.memcpy_htod(coded, &mut seg.slice_mut(0..coded.len())).map_err(device_error)?;
         let recip = if header.dtype == DType::F32 { f64::from(0.5f32 / r.step as f32) } else { 0.5 / r.step };
-        let p: Vec<u8> = [r.abs_bound, r.step, recip].iter().flat_map(|v| v.to_le_bytes()).collect();
-        s.memcpy_htod(&p, &mut params.slice_mut(0..24)).map_err(device_error)?;
+        // Decoding reads only the step; the fast-path margins are for encoding.
+        let p: Vec<u8> = [r.abs_bound, r.step, recip, 0.0, 0.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        s.memcpy_htod(&p, &mut params.slice_mut(0..PARAMS_BYTES)).map_err(device_error)?;
         if !outliers.is_empty() {
             let idx: Vec<u8> = outliers.iter().flat_map(|o| o.0.to_le_bytes()).collect();
             let raw: Vec<u8> = outliers.iter().flat_map(|o| o.1.to_le_bytes()).collect();

@@ -16,8 +16,10 @@ typedef long long i64;
 // Quantizer step resolved on the device (or uploaded for decoding).
 struct Params {
     double abs_bound;
-    double step;   // half bin width, a value of the element type
-    double recip;  // 0.5 / step in the element type
+    double step;    // half bin width, a value of the element type
+    double recip;   // 0.5 / step in the element type
+    double accept;  // f32 fast path: |x - x'| computed in f32 <= accept  =>  within the bound
+    double reject;  // f32 fast path: |x - x'| computed in f32 >= reject  =>  outside (NaN: never)
 };
 
 // Sizes of one fused chain run. Grid extents z, y, x (x fastest).

@@ -2,7 +2,7 @@
 // (element lane + 32 i lives in register i of that lane). Sign region and bit-planes are
 // warp ballots: ballot word i of a plane is bytes 4i..4i+3 of that plane, bit j of byte k
 // = element 8k + j, exactly the byte layout of docs/FORMAT.md 6.4. The value each lane
-// codes comes from coder_value(), supplied by the predictor source compiled before this one.
+// codes come from block_values(), supplied by the predictor source compiled before this one.
 // LAYOUT: 0 plain, 1 wide, 2 packed.
 
 #define M (BLOCK / 32)
@@ -94,16 +94,16 @@ fz_analyze(const real* data, const Params* params, Geometry g, u8* meta, u32* co
     int lane = threadIdx.x & 31;
     u64 blk = (u64)blockIdx.x * ENCODE_WARPS + (threadIdx.x >> 5);
     if (blk >= g.nblocks) return;
-    real step = (real)params->step, recip = (real)params->recip;
-    double abs_bound = params->abs_bound;
+    QParams qp = load_params(params);
+    i32 v[M];
+    bool outlier[M];
+    u64 natural[M];
+    block_values(data, blk, lane, g, qp, v, outlier, natural);
     u32 mag[M];
     u32 count = 0;
     for (int i = 0; i < M; i++) {
-        u64 k = blk * BLOCK + lane + 32 * i, natural;
-        bool outlier = false;
-        i32 v = k < g.ncodes ? coder_value(data, k, g, step, recip, abs_bound, &outlier, &natural) : 0;
-        mag[i] = magnitude(v);
-        count += __popc(__ballot_sync(FULL_MASK, outlier));
+        mag[i] = magnitude(v[i]);
+        count += __popc(__ballot_sync(FULL_MASK, outlier[i]));
     }
     BlockCode c = choose_code(mag, lane);
     if (lane == 0) {
@@ -120,21 +120,21 @@ fz_encode(const real* data, const Params* params, Geometry g, const u64* offsets
     int lane = threadIdx.x & 31;
     u64 blk = (u64)blockIdx.x * ENCODE_WARPS + (threadIdx.x >> 5);
     if (blk >= g.nblocks) return;
-    real step = (real)params->step, recip = (real)params->recip;
-    double abs_bound = params->abs_bound;
+    QParams qp = load_params(params);
+    i32 v[M];
+    bool outlier[M];
+    u64 natural[M];
+    block_values(data, blk, lane, g, qp, v, outlier, natural);
     u32 mag[M], neg[M];
     u64 at = outlier_offsets[blk];
     for (int i = 0; i < M; i++) {
-        u64 k = blk * BLOCK + lane + 32 * i, natural = NO_INDEX;
-        bool outlier = false;
-        i32 v = k < g.ncodes ? coder_value(data, k, g, step, recip, abs_bound, &outlier, &natural) : 0;
-        mag[i] = magnitude(v);
-        neg[i] = v < 0;
-        u32 ballot = __ballot_sync(FULL_MASK, outlier);
-        if (outlier) {
+        mag[i] = magnitude(v[i]);
+        neg[i] = v[i] < 0;
+        u32 ballot = __ballot_sync(FULL_MASK, outlier[i]);
+        if (outlier[i]) {
             u64 slot = at + __popc(ballot & ((1u << lane) - 1));
-            outlier_index[slot] = natural;
-            outlier_bits[slot] = real_bits(data[natural]);
+            outlier_index[slot] = natural[i];
+            outlier_bits[slot] = real_bits(data[natural[i]]);
         }
         at += __popc(ballot);
     }

@@ -2,13 +2,20 @@
 // coder element k = q(k) - q(k - 1), restarting every LBLOCK elements.
 
 #if PRED == 1
-__device__ __forceinline__ i32 coder_value(const real* data, u64 k, const Geometry& g, real step, real recip,
-                                           double abs_bound, bool* outlier, u64* natural) {
-    *natural = k;
-    i32 q = quant_code(data[k], step, recip, abs_bound, outlier);
-    if (k % LBLOCK == 0) return q;
-    bool unused;
-    return (i32)((u32)q - (u32)quant_code(data[k - 1], step, recip, abs_bound, &unused));
+// LBLOCK == BLOCK (the host checks), so the delta restarts exactly at lane 0 of register 0 and
+// every predecessor is in this warp: element lane + 32 i - 1 is lane - 1 of register i, or
+// lane 31 of register i - 1.
+template <int N>
+__device__ __forceinline__ void block_values(const real* data, u64 blk, int lane, const Geometry& g, const QParams& p,
+                                             i32 (&v)[N], bool (&outlier)[N], u64 (&natural)[N]) {
+    i32 q[N];
+    quantize_lane(data, blk, lane, g, p, q, outlier, natural);
+    for (int i = 0; i < N; i++) {
+        i32 prev = __shfl_up_sync(FULL_MASK, q[i], 1);
+        i32 wrap = i > 0 ? __shfl_sync(FULL_MASK, q[i > 0 ? i - 1 : 0], 31) : 0;
+        if (lane == 0) prev = wrap;
+        v[i] = natural[i] == NO_INDEX ? 0 : (i32)((u32)q[i] - (u32)prev);
+    }
 }
 
 // Decoding needs LBLOCK == BLOCK: the inverse is an inclusive prefix sum over the coder block,

@@ -25,11 +25,37 @@ __device__ __forceinline__ i32 quantize(real x, real recip) {
 
 __device__ __forceinline__ real reconstruct(i32 q, real step) { return ((real)q * step) * (real)2; }
 
-// The code of x, or 0 with *outlier set when x must go to the outlier channel.
-__device__ __forceinline__ i32 quant_code(real x, real step, real recip, double abs_bound, bool* outlier) {
-    i32 q = quantize(x, recip);
-    double err = fabs((double)x - (double)reconstruct(q, step));
-    bool ok = is_finite_real(x) && err <= abs_bound;
+// The quantizer's parameters in registers.
+struct QParams {
+    real step, recip;
+    double abs_bound;
+    float accept, reject;
+};
+
+__device__ __forceinline__ QParams load_params(const Params* p) {
+    QParams q;
+    q.step = (real)p->step;
+    q.recip = (real)p->recip;
+    q.abs_bound = p->abs_bound;
+    q.accept = (float)p->accept;
+    q.reject = (float)p->reject;
+    return q;
+}
+
+// The code of x, or 0 with *outlier set when x must go to the outlier channel. The bound
+// check is the CPU's f64 test |x - x'| <= b; for f32 a rounded f32 difference decides it when
+// it is clearly inside [accept] or outside [reject] (margins of 2^-20 relative), exactly as
+// the f64 test would, and the f64 test runs only in between.
+__device__ __forceinline__ i32 quant_code(real x, const QParams& p, bool* outlier) {
+    i32 q = quantize(x, p.recip);
+    real r = reconstruct(q, p.step);
+#if REAL_F64
+    bool ok = fabs(x - r) <= p.abs_bound;
+#else
+    float e = fabsf(x - r);
+    bool ok = e <= p.accept || (!(e >= p.reject) && fabs((double)x - (double)r) <= p.abs_bound);
+#endif
+    ok = ok && is_finite_real(x);
     *outlier = !ok;
     return ok ? q : 0;
 }
@@ -39,11 +65,24 @@ __device__ __forceinline__ i32 quant_code(real x, real step, real recip, double 
 // Per-thread-block min and max of the finite values (order-independent, hence exact).
 extern "C" __global__ void __launch_bounds__(MINMAX_THREADS) fz_minmax(const real* x, u64 n, double* pmin, double* pmax) {
     double lo = __longlong_as_double(0x7ff0000000000000ll), hi = -lo;
-    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
-        real v = x[i];
-        if (is_finite_real(v)) {
-            lo = fmin(lo, (double)v);
-            hi = fmax(hi, (double)v);
+    u64 start = (u64)blockIdx.x * blockDim.x + threadIdx.x, stride = (u64)gridDim.x * blockDim.x;
+    // 16-byte loads for the bulk (the buffer is 256-byte aligned), scalar loads for the tail.
+    const u64 per = 16 / sizeof(real);
+    const uint4* vec = (const uint4*)x;
+    for (u64 i = start; i < n / per; i += stride) {
+        uint4 w = vec[i];
+        const real* e = (const real*)&w;
+        for (int j = 0; j < (int)per; j++) {
+            if (is_finite_real(e[j])) {
+                lo = fmin(lo, (double)e[j]);
+                hi = fmax(hi, (double)e[j]);
+            }
+        }
+    }
+    for (u64 i = n / per * per + start; i < n; i += stride) {
+        if (is_finite_real(x[i])) {
+            lo = fmin(lo, (double)x[i]);
+            hi = fmax(hi, (double)x[i]);
         }
     }
     for (int o = 16; o > 0; o >>= 1) {
@@ -89,6 +128,14 @@ extern "C" __global__ void fz_resolve(const double* pmin, const double* pmax, u3
         out->abs_bound = abs_bound;
         out->step = (double)step;
         out->recip = (double)recip;
+        // Margins for the f32 fast path of quant_code (rounded outwards).
+        double lo_margin = abs_bound * (1.0 - 0x1p-20), hi_margin = abs_bound * (1.0 + 0x1p-20);
+        float accept = (float)lo_margin, reject = (float)hi_margin;
+        if ((double)accept > lo_margin) accept = nextafterf(accept, 0.0f);
+        if ((double)reject < hi_margin) reject = nextafterf(reject, __int_as_float(0x7f800000));
+        if (reject > 3.40282347e38f) reject = __int_as_float(0x7fc00000);  // no fast reject
+        out->accept = (double)accept;
+        out->reject = (double)reject;
     }
 }
 
@@ -98,12 +145,25 @@ extern "C" __global__ void fz_scatter_outliers(const u64* index, const u64* bits
     if (k < count) out[index[k]] = bits_real(bits[k]);
 }
 
+// Quantize the natural elements of coder block `blk` held by this lane (element lane + 32 i);
+// elements past the end get code 0 and no outlier.
+template <int N>
+__device__ __forceinline__ void quantize_lane(const real* data, u64 blk, int lane, const Geometry& g, const QParams& p,
+                                              i32 (&q)[N], bool (&outlier)[N], u64 (&natural)[N]) {
+    for (int i = 0; i < N; i++) {
+        u64 k = blk * BLOCK + lane + 32 * i;
+        natural[i] = k < g.ncodes ? k : NO_INDEX;
+        outlier[i] = false;
+        q[i] = k < g.ncodes ? quant_code(data[k], p, &outlier[i]) : 0;
+    }
+}
+
 #if PRED == 0
 // Quantizer straight into the coder: coder element k is natural element k.
-__device__ __forceinline__ i32 coder_value(const real* data, u64 k, const Geometry& g, real step, real recip,
-                                           double abs_bound, bool* outlier, u64* natural) {
-    *natural = k;
-    return quant_code(data[k], step, recip, abs_bound, outlier);
+template <int N>
+__device__ __forceinline__ void block_values(const real* data, u64 blk, int lane, const Geometry& g, const QParams& p,
+                                             i32 (&v)[N], bool (&outlier)[N], u64 (&natural)[N]) {
+    quantize_lane(data, blk, lane, g, p, v, outlier, natural);
 }
 
 template <int N>

@@ -20,25 +20,36 @@ __device__ __forceinline__ u64 tile_position(u64 k, const Geometry& g, u32* lx, 
     return (z * g.ny + y) * g.nx + x;
 }
 
-__device__ __forceinline__ i32 coder_value(const real* data, u64 k, const Geometry& g, real step, real recip,
-                                           double abs_bound, bool* outlier, u64* natural) {
-    u32 lx, ly, lz;
-    u64 e = tile_position(k, g, &lx, &ly, &lz);
-    *natural = e;
-    *outlier = false;
-    if (e == NO_INDEX) return 0;
-    i32 q = quant_code(data[e], step, recip, abs_bound, outlier);
-#if TDELTA
-    u64 pred;
-    if (lx > 0) pred = e - 1;
-    else if (ly > 0) pred = e - g.nx;
-    else if (lz > 0) pred = e - g.nx * g.ny;
-    else return q;
-    bool unused;
-    return (i32)((u32)q - (u32)quant_code(data[pred], step, recip, abs_bound, &unused));
-#else
-    return q;
-#endif
+// TE == BLOCK (the host checks): coder block blk is tile blk, and the element a delta refers
+// to (left, above or in front, all in the same tile) lives in this warp: fetch it by shuffle.
+template <int N>
+__device__ __forceinline__ i32 from_tile(const i32 (&q)[N], int local) {
+    i32 r = 0;
+    for (int j = 0; j < N; j++) {
+        i32 t = __shfl_sync(FULL_MASK, q[j], local & 31);
+        if (j == (local >> 5)) r = t;
+    }
+    return r;
+}
+
+template <int N>
+__device__ __forceinline__ void block_values(const real* data, u64 blk, int lane, const Geometry& g, const QParams& p,
+                                             i32 (&v)[N], bool (&outlier)[N], u64 (&natural)[N]) {
+    i32 q[N];
+    int pred[N];
+    for (int i = 0; i < N; i++) {
+        u32 lx, ly, lz;
+        u64 e = tile_position(blk * BLOCK + lane + 32 * i, g, &lx, &ly, &lz);
+        natural[i] = e;
+        outlier[i] = false;
+        q[i] = e == NO_INDEX ? 0 : quant_code(data[e], p, &outlier[i]);
+        int local = lane + 32 * i;
+        pred[i] = !TDELTA ? -1 : lx > 0 ? local - 1 : ly > 0 ? local - (int)TX : lz > 0 ? local - (int)(TX * TY) : -1;
+    }
+    for (int i = 0; i < N; i++) {
+        i32 before = from_tile(q, pred[i] < 0 ? 0 : pred[i]);
+        v[i] = natural[i] == NO_INDEX ? 0 : (i32)((u32)q[i] - (pred[i] < 0 ? 0u : (u32)before));
+    }
 }
 
 // Decoding needs TE == BLOCK: one coder block is one tile. The separable inverse of each
