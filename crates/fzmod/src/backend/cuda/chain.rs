@@ -34,7 +34,9 @@ struct Geometry {
 // SAFETY: plain #[repr(C)] integers, laid out as the CUDA struct.
 unsafe impl DeviceRepr for Geometry {}
 
-const ENCODE_WARPS: u64 = 4;
+/// Coder blocks per thread block of fz_compress (FUSED_WARPS x BLOCKS_PER_WARP).
+const BLOCKS_PER_TILE: u64 = 32;
+const FUSED_THREADS: u32 = 256;
 const SCAN_TILE: u64 = 4096;
 const MINMAX_BLOCKS: u32 = 1056;
 /// Doubles in `struct Params` (common.cu).
@@ -199,31 +201,30 @@ struct CompressBuffers {
     pmax: CudaSlice<u8>,
     params: CudaSlice<u8>,
     out: CudaSlice<u8>,
-    cost: CudaSlice<u8>,
-    ocount: CudaSlice<u8>,
-    offsets: CudaSlice<u8>,
-    ooffsets: CudaSlice<u8>,
-    partials: CudaSlice<u8>,
     oindex: CudaSlice<u8>,
     obits: CudaSlice<u8>,
+    /// u32 ticket, then one u32 look-back flag per tile (zeroed before every run).
+    state: CudaSlice<u8>,
+    /// Per tile: aggregate bytes, aggregate outliers, inclusive bytes, inclusive outliers.
+    sums: CudaSlice<u8>,
+    /// Payload bytes and outliers of the whole input.
+    totals: CudaSlice<u8>,
 }
 
 impl CompressBuffers {
     fn take(ws: &mut Workspace, s: &Arc<CudaStream>, input_bytes: usize, g: &Geometry, max_out: u64) -> Result<Self> {
-        let nb = g.nblocks as usize;
+        let tiles = g.nblocks.div_ceil(BLOCKS_PER_TILE) as usize;
         Ok(CompressBuffers {
             input: ws.take(s, "input", input_bytes)?,
             pmin: ws.take(s, "pmin", 8 * MINMAX_BLOCKS as usize)?,
             pmax: ws.take(s, "pmax", 8 * MINMAX_BLOCKS as usize)?,
             params: ws.take(s, "params", PARAMS_BYTES)?,
             out: ws.take(s, "out", max_out as usize)?,
-            cost: ws.take(s, "cost", 4 * nb)?,
-            ocount: ws.take(s, "ocount", 4 * nb)?,
-            offsets: ws.take(s, "offsets", 8 * (nb + 1))?,
-            ooffsets: ws.take(s, "ooffsets", 8 * (nb + 1))?,
-            partials: ws.take(s, "partials", 16 * nb.div_ceil(SCAN_TILE as usize))?,
             oindex: ws.take(s, "oindex", 8 * g.n as usize)?,
             obits: ws.take(s, "obits", 8 * g.n as usize)?,
+            state: ws.take(s, "state", 4 * (tiles + 1))?,
+            sums: ws.take(s, "sums", 32 * tiles)?,
+            totals: ws.take(s, "totals", 16)?,
         })
     }
 
@@ -234,13 +235,11 @@ impl CompressBuffers {
             ("pmax", self.pmax),
             ("params", self.params),
             ("out", self.out),
-            ("cost", self.cost),
-            ("ocount", self.ocount),
-            ("offsets", self.offsets),
-            ("ooffsets", self.ooffsets),
-            ("partials", self.partials),
             ("oindex", self.oindex),
             ("obits", self.obits),
+            ("state", self.state),
+            ("sums", self.sums),
+            ("totals", self.totals),
         ] {
             ws.put(name, b);
         }
@@ -257,8 +256,7 @@ fn read_u64(s: &Arc<CudaStream>, buf: &CudaSlice<u8>, index: usize) -> Result<u6
 struct Kernels {
     minmax: CudaFunction,
     resolve: CudaFunction,
-    analyze: CudaFunction,
-    encode: CudaFunction,
+    compress: CudaFunction,
     scan_reduce: CudaFunction,
     scan_partials: CudaFunction,
     scan_apply: CudaFunction,
@@ -273,8 +271,7 @@ impl Kernels {
         Ok(Kernels {
             minmax: f("fz_minmax")?,
             resolve: f("fz_resolve")?,
-            analyze: f("fz_analyze")?,
-            encode: f("fz_encode")?,
+            compress: f("fz_compress")?,
             scan_reduce: f("fz_scan_reduce")?,
             scan_partials: f("fz_scan_partials")?,
             scan_apply: f("fz_scan_apply")?,
@@ -284,42 +281,34 @@ impl Kernels {
         })
     }
 
-    /// Exclusive scans of two arrays of `n` u32 counts into `n + 1` u64 offsets each.
+    /// Exclusive scan of `n` u32 counts into `n + 1` u64 offsets.
     fn scan(
         &self,
         s: &Arc<CudaStream>,
-        input: [&CudaSlice<u8>; 2],
+        input: &CudaSlice<u8>,
         n: u64,
         partials: &mut CudaSlice<u8>,
-        out: [&mut CudaSlice<u8>; 2],
+        out: &mut CudaSlice<u8>,
     ) -> Result<()> {
         let parts = n.div_ceil(SCAN_TILE).max(1);
-        let (mut pa, mut pb) = partials.split_at_mut(8 * parts as usize);
-        let [oa, ob] = out;
         // SAFETY: argument lists match the kernels in common.cu; buffers are large enough.
         unsafe {
             s.launch_builder(&self.scan_reduce)
-                .arg(input[0])
-                .arg(input[1])
+                .arg(input)
                 .arg(&n)
-                .arg(&mut pa)
-                .arg(&mut pb)
+                .arg(&mut *partials)
                 .launch(cfg(parts as u32, 1024))
                 .map_err(device_error)?;
             s.launch_builder(&self.scan_partials)
-                .arg(&mut pa)
-                .arg(&mut pb)
+                .arg(&mut *partials)
                 .arg(&parts)
                 .launch(cfg(1, 1024))
                 .map_err(device_error)?;
             s.launch_builder(&self.scan_apply)
-                .arg(input[0])
-                .arg(input[1])
+                .arg(input)
                 .arg(&n)
-                .arg(&mut pa)
-                .arg(&mut pb)
-                .arg(oa)
-                .arg(ob)
+                .arg(&*partials)
+                .arg(&mut *out)
                 .launch(cfg(parts as u32, 1024))
                 .map_err(device_error)?;
         }
@@ -395,7 +384,8 @@ impl<'a> DeviceCompress<'a> {
         let relative = u32::from(bound.mode == crate::archive::ErrorMode::Rel);
         // An absolute bound needs no value range: skip that pass.
         let parts = if relative == 1 { MINMAX_BLOCKS } else { 0 };
-        let grid = blocks(g.nblocks, ENCODE_WARPS);
+        let tiles = g.nblocks.div_ceil(BLOCKS_PER_TILE);
+        s.memset_zeros(&mut b.state.slice_mut(0..4 * (tiles as usize + 1))).map_err(device_error)?;
         // SAFETY: argument lists match the kernels; every buffer was sized for this geometry.
         unsafe {
             if relative == 1 {
@@ -416,29 +406,17 @@ impl<'a> DeviceCompress<'a> {
                 .arg(&mut b.params)
                 .launch(cfg(1, 32))
                 .map_err(device_error)?;
-            s.launch_builder(&k.analyze)
+            s.launch_builder(&k.compress)
                 .arg(&b.input)
                 .arg(&b.params)
                 .arg(&g)
-                .arg(&mut b.out)
-                .arg(&mut b.cost)
-                .arg(&mut b.ocount)
-                .launch(cfg(grid, 32 * ENCODE_WARPS as u32))
-                .map_err(device_error)?;
-        }
-        k.scan(s, [&b.cost, &b.ocount], g.nblocks, &mut b.partials, [&mut b.offsets, &mut b.ooffsets])?;
-        // SAFETY: as above.
-        unsafe {
-            s.launch_builder(&k.encode)
-                .arg(&b.input)
-                .arg(&b.params)
-                .arg(&g)
-                .arg(&b.offsets)
-                .arg(&b.ooffsets)
                 .arg(&mut b.out)
                 .arg(&mut b.oindex)
                 .arg(&mut b.obits)
-                .launch(cfg(grid, 32 * ENCODE_WARPS as u32))
+                .arg(&mut b.state)
+                .arg(&mut b.sums)
+                .arg(&mut b.totals)
+                .launch(cfg(tiles as u32, FUSED_THREADS))
                 .map_err(device_error)?;
         }
         Ok(())
@@ -448,8 +426,8 @@ impl<'a> DeviceCompress<'a> {
     pub(crate) fn finish(&mut self) -> Result<Vec<u8>> {
         let (s, g) = (&self.dev.stream, self.geometry);
         let b = self.buffers.as_ref().expect("buffers held until drop");
-        let payload = read_u64(s, &b.offsets, g.nblocks as usize)?;
-        let num_outliers = read_u64(s, &b.ooffsets, g.nblocks as usize)? as usize;
+        let payload = read_u64(s, &b.totals, 0)?;
+        let num_outliers = read_u64(s, &b.totals, 1)? as usize;
         let (abs_bound, step) =
             (f64::from_bits(read_u64(s, &b.params, 0)?), f64::from_bits(read_u64(s, &b.params, 1)?));
         let coded = (g.meta_len + payload) as usize;
@@ -602,8 +580,7 @@ impl<'a> DeviceDecompress<'a> {
         let buffers = vec![
             ("d_cost", take("d_cost", 4 * nb)?),
             ("d_offsets", take("d_offsets", 8 * (nb + 1))?),
-            ("d_partials", take("d_partials", 16 * nb.div_ceil(SCAN_TILE as usize))?),
-            ("d_spare", take("d_spare", 8 * (nb + 1))?),
+            ("d_partials", take("d_partials", 8 * nb.div_ceil(SCAN_TILE as usize))?),
             ("d_err", take("d_err", 8)?),
             ("d_out", take("d_out", n * header.dtype.size())?),
         ];
@@ -644,13 +621,12 @@ impl<'a> DeviceDecompress<'a> {
         let s = self.dev.stream.clone();
         let (seg, params, oindex, obits) =
             (self.buffer("d_segment"), self.buffer("d_params"), self.buffer("d_oindex"), self.buffer("d_obits"));
-        let (mut cost, mut offsets, mut partials, mut err, mut out, mut spare) = (
+        let (mut cost, mut offsets, mut partials, mut err, mut out) = (
             self.buffer("d_cost"),
             self.buffer("d_offsets"),
             self.buffer("d_partials"),
             self.buffer("d_err"),
             self.buffer("d_out"),
-            self.buffer("d_spare"),
         );
         let result = (|| -> Result<()> {
             s.memset_zeros(&mut err).map_err(device_error)?;
@@ -666,8 +642,7 @@ impl<'a> DeviceDecompress<'a> {
                     .launch(cfg(blocks(g.nblocks, 256), 256))
                     .map_err(device_error)?;
             }
-            // The second scan repeats the first: decoding has only one count array.
-            k.scan(&s, [&cost, &cost], g.nblocks, &mut partials, [&mut offsets, &mut spare])?;
+            k.scan(&s, &cost, g.nblocks, &mut partials, &mut offsets)?;
             // SAFETY: as above.
             unsafe {
                 s.launch_builder(&k.decode)
@@ -702,7 +677,6 @@ impl<'a> DeviceDecompress<'a> {
             ("d_partials", partials),
             ("d_err", err),
             ("d_out", out),
-            ("d_spare", spare),
         ]);
         result
     }

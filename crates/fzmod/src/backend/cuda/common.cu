@@ -9,8 +9,7 @@ typedef unsigned long long u64;
 typedef long long i64;
 
 #define FULL_MASK 0xffffffffu
-#define ENCODE_WARPS 4  // coder blocks (warps) per thread block; chain.rs launches match
-#define DECODE_WARPS 4
+#define DECODE_WARPS 4  // coder blocks (warps) per thread block; chain.rs launches match
 #define NO_INDEX 0xffffffffffffffffull
 
 // Quantizer step resolved on the device (or uploaded for decoding).
@@ -66,46 +65,35 @@ __device__ u64 block_exclusive_scan(u64 v, u64* total) {
 #define SCAN_PER_THREAD 4
 #define SCAN_TILE (SCAN_THREADS * SCAN_PER_THREAD)
 
-// Exclusive scans of two u32 count arrays of the same length into u64 offsets, in three
-// phases whose partial sums have a fixed shape: the result never depends on scheduling.
+// Exclusive scan of u32 counts into u64 offsets in three phases whose partial sums have a
+// fixed shape (decoding: block payload offsets from the metadata costs).
 
-// Phase 1: the sums of each SCAN_TILE items.
-extern "C" __global__ void __launch_bounds__(SCAN_THREADS)
-fz_scan_reduce(const u32* a, const u32* b, u64 n, u64* partials_a, u64* partials_b) {
+// Phase 1: the sum of each SCAN_TILE items.
+extern "C" __global__ void __launch_bounds__(SCAN_THREADS) fz_scan_reduce(const u32* in, u64 n, u64* partials) {
     u64 base = (u64)blockIdx.x * SCAN_TILE + (u64)threadIdx.x * SCAN_PER_THREAD;
-    u64 sa = 0, sb = 0;
-    for (int j = 0; j < SCAN_PER_THREAD; j++) {
-        if (base + j < n) {
-            sa += a[base + j];
-            sb += b[base + j];
-        }
-    }
-    u64 ta, tb;
-    block_exclusive_scan(sa, &ta);
-    block_exclusive_scan(sb, &tb);
-    if (threadIdx.x == 0) {
-        partials_a[blockIdx.x] = ta;
-        partials_b[blockIdx.x] = tb;
+    u64 s = 0;
+    for (int j = 0; j < SCAN_PER_THREAD; j++)
+        if (base + j < n) s += in[base + j];
+    u64 total;
+    block_exclusive_scan(s, &total);
+    if (threadIdx.x == 0) partials[blockIdx.x] = total;
+}
+
+// Phase 2 (one thread block): exclusive scan of the partial sums, in place.
+extern "C" __global__ void __launch_bounds__(SCAN_THREADS) fz_scan_partials(u64* partials, u64 nparts) {
+    u64 carry = 0;
+    for (u64 base = 0; base < nparts; base += SCAN_THREADS) {
+        u64 i = base + threadIdx.x;
+        u64 v = i < nparts ? partials[i] : 0;
+        u64 total;
+        u64 e = block_exclusive_scan(v, &total);
+        if (i < nparts) partials[i] = carry + e;
+        carry += total;
     }
 }
 
-// Phase 2 (one thread block): exclusive scans of the partial sums, in place.
-extern "C" __global__ void __launch_bounds__(SCAN_THREADS) fz_scan_partials(u64* partials_a, u64* partials_b, u64 nparts) {
-    for (int which = 0; which < 2; which++) {
-        u64* p = which == 0 ? partials_a : partials_b;
-        u64 carry = 0;
-        for (u64 base = 0; base < nparts; base += SCAN_THREADS) {
-            u64 i = base + threadIdx.x;
-            u64 v = i < nparts ? p[i] : 0;
-            u64 total;
-            u64 e = block_exclusive_scan(v, &total);
-            if (i < nparts) p[i] = carry + e;
-            carry += total;
-        }
-    }
-}
-
-__device__ __forceinline__ void scan_apply_one(const u32* in, u64 n, u64 partial, u64* out) {
+// Phase 3: out[i] = sum of in[0..i); out[n] = the grand total.
+extern "C" __global__ void __launch_bounds__(SCAN_THREADS) fz_scan_apply(const u32* in, u64 n, const u64* partials, u64* out) {
     u64 base = (u64)blockIdx.x * SCAN_TILE + (u64)threadIdx.x * SCAN_PER_THREAD;
     u32 items[SCAN_PER_THREAD];
     u64 s = 0;
@@ -114,17 +102,10 @@ __device__ __forceinline__ void scan_apply_one(const u32* in, u64 n, u64 partial
         s += items[j];
     }
     u64 total;
-    u64 run = partial + block_exclusive_scan(s, &total);
+    u64 run = partials[blockIdx.x] + block_exclusive_scan(s, &total);
     for (int j = 0; j < SCAN_PER_THREAD; j++) {
         if (base + j < n) out[base + j] = run;
         run += items[j];
         if (base + j + 1 == n) out[n] = run;
     }
-}
-
-// Phase 3: out[i] = sum of in[0..i); out[n] = the grand total.
-extern "C" __global__ void __launch_bounds__(SCAN_THREADS)
-fz_scan_apply(const u32* a, const u32* b, u64 n, const u64* partials_a, const u64* partials_b, u64* out_a, u64* out_b) {
-    scan_apply_one(a, n, partials_a[blockIdx.x], out_a);
-    scan_apply_one(b, n, partials_b[blockIdx.x], out_b);
 }

@@ -88,74 +88,147 @@ __device__ __forceinline__ u32 load_word(const u8* p) {
     return (u32)p[0] | ((u32)p[1] << 8) | ((u32)p[2] << 16) | ((u32)p[3] << 24);
 }
 
-// Pass 1: metadata, payload cost and outlier count of every block.
-extern "C" __global__ void __launch_bounds__(ENCODE_WARPS * 32)
-fz_analyze(const real* data, const Params* params, Geometry g, u8* meta, u32* cost, u32* outliers) {
-    int lane = threadIdx.x & 31;
-    u64 blk = (u64)blockIdx.x * ENCODE_WARPS + (threadIdx.x >> 5);
-    if (blk >= g.nblocks) return;
-    QParams qp = load_params(params);
-    i32 v[M];
-    bool outlier[M];
-    u64 natural[M];
-    block_values(data, blk, lane, g, qp, v, outlier, natural);
-    u32 mag[M];
-    u32 count = 0;
-    for (int i = 0; i < M; i++) {
-        mag[i] = magnitude(v[i]);
-        count += __popc(__ballot_sync(FULL_MASK, outlier[i]));
+// Transpose the warp's 32x32 bit matrix (row = lane): afterwards lane c holds the word whose
+// bit r is bit c of lane r's input, i.e. plane c of the 32 magnitudes.
+__device__ __forceinline__ u32 warp_transpose(u32 x, int lane) {
+    u32 low = 0x0000ffffu;
+    for (int j = 16; j > 0; j >>= 1, low ^= low << j) {
+        u32 y = __shfl_xor_sync(FULL_MASK, x, j);
+        x = (lane & j) ? (x & ~low) | ((y & ~low) >> j) : (x & low) | ((y & low) << j);
     }
-    BlockCode c = choose_code(mag, lane);
-    if (lane == 0) {
-        write_meta(meta, blk, c);
-        cost[blk] = block_cost(c);
-        outliers[blk] = count;
-    }
+    return x;
 }
 
-// Pass 2: payloads at their scanned offsets, outliers at theirs (block order).
-extern "C" __global__ void __launch_bounds__(ENCODE_WARPS * 32)
-fz_encode(const real* data, const Params* params, Geometry g, const u64* offsets, const u64* outlier_offsets,
-          u8* out, u64* outlier_index, u64* outlier_bits) {
-    int lane = threadIdx.x & 31;
-    u64 blk = (u64)blockIdx.x * ENCODE_WARPS + (threadIdx.x >> 5);
-    if (blk >= g.nblocks) return;
-    QParams qp = load_params(params);
-    i32 v[M];
-    bool outlier[M];
-    u64 natural[M];
-    block_values(data, blk, lane, g, qp, v, outlier, natural);
-    u32 mag[M], neg[M];
-    u64 at = outlier_offsets[blk];
-    for (int i = 0; i < M; i++) {
-        mag[i] = magnitude(v[i]);
-        neg[i] = v[i] < 0;
-        u32 ballot = __ballot_sync(FULL_MASK, outlier[i]);
-        if (outlier[i]) {
-            u64 slot = at + __popc(ballot & ((1u << lane) - 1));
-            outlier_index[slot] = natural[i];
-            outlier_bits[slot] = real_bits(data[natural[i]]);
-        }
-        at += __popc(ballot);
-    }
-    BlockCode c = choose_code(mag, lane);
-    if (c.rate == 0 && c.ob == 0) return;
-    u8* p = out + g.meta_len + offsets[blk];
+// Write one block's payload: [|v0| (ob bytes, outlier blocks)][sign words][plane words].
+__device__ __forceinline__ void write_block(u8* p, BlockCode c, u32 (&mag)[M], const i32 (&v)[M], int lane) {
     if (c.ob) {
-        if (lane == 0) {
-            for (u32 b = 0; b < c.ob; b++) p[b] = (u8)(mag[0] >> (8 * b));
-            mag[0] = 0;
-        }
+        u32 first = __shfl_sync(FULL_MASK, mag[0], 0);
+        if ((u32)lane < c.ob) p[lane] = (u8)(first >> (8 * lane));
+        if (lane == 0) mag[0] = 0;
         p += c.ob;
     }
     bool aligned = (((u64)p) & 3) == 0;
-    for (u32 plane = 0; plane <= c.rate; plane++) {
-        for (int i = 0; i < M; i++) {
-            u32 bit = plane == 0 ? neg[i] : (mag[i] >> (plane - 1)) & 1;
-            u32 word = __ballot_sync(FULL_MASK, bit);
-            u32 w = plane * M + i;
-            if ((u32)lane == (w & 31)) store_word(p + 4 * w, word, aligned);
+    for (int i = 0; i < M; i++) {
+        u32 signs = __ballot_sync(FULL_MASK, v[i] < 0);
+        u32 plane = warp_transpose(mag[i], lane);
+        if (lane == i) store_word(p + 4 * i, signs, aligned);
+        if ((u32)lane < c.rate) store_word(p + 4 * ((lane + 1) * M + i), plane, aligned);
+    }
+}
+
+#define FUSED_WARPS 8
+#define BLOCKS_PER_WARP 4
+#define BLOCKS_PER_TILE (FUSED_WARPS * BLOCKS_PER_WARP)
+
+// One pass: every thread block takes the next tile of BLOCKS_PER_TILE coder blocks (a ticket
+// keeps tiles in launch order, so the look-back below always makes progress), codes them in
+// registers, learns where its payload and outliers start from its predecessors (decoupled
+// look-back: flag 1 = tile totals published, 2 = inclusive prefix published), then writes.
+// Offsets are pure prefix sums by block index: the bytes never depend on scheduling.
+// state: [ticket, flags...] as u32; sums: per tile {aggregate bytes, aggregate outliers,
+// inclusive bytes, inclusive outliers}; totals: [payload bytes, outliers] of the whole input.
+extern "C" __global__ void __launch_bounds__(FUSED_WARPS * 32)
+fz_compress(const real* data, const Params* params, Geometry g, u8* out, u64* outlier_index, u64* outlier_bits,
+            u32* state, u64* sums, u64* totals) {
+    __shared__ u32 s_tile;
+    __shared__ u64 s_bytes[FUSED_WARPS], s_outliers[FUSED_WARPS];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (threadIdx.x == 0) s_tile = atomicAdd(state, 1u);
+    __syncthreads();
+    u32 tile = s_tile;
+    u64 ntiles = (g.nblocks + BLOCKS_PER_TILE - 1) / BLOCKS_PER_TILE;
+    volatile u32* flags = state + 1;
+    QParams qp = load_params(params);
+
+    i32 v[BLOCKS_PER_WARP][M];
+    u32 mag[BLOCKS_PER_WARP][M], outliers[BLOCKS_PER_WARP][M];
+    BlockCode code[BLOCKS_PER_WARP];
+    u64 warp_bytes = 0, warp_outliers = 0;
+#pragma unroll
+    for (int j = 0; j < BLOCKS_PER_WARP; j++) {
+        u64 blk = ((u64)tile * FUSED_WARPS + warp) * BLOCKS_PER_WARP + j;
+        bool outlier[M];
+        u64 natural[M];
+        if (blk < g.nblocks) {
+            block_values(data, blk, lane, g, qp, v[j], outlier, natural);
+        } else {
+            for (int i = 0; i < M; i++) { v[j][i] = 0; outlier[i] = false; }
         }
+        for (int i = 0; i < M; i++) {
+            mag[j][i] = magnitude(v[j][i]);
+            outliers[j][i] = __ballot_sync(FULL_MASK, outlier[i]);
+            warp_outliers += __popc(outliers[j][i]);
+        }
+        code[j] = choose_code(mag[j], lane);
+        if (blk < g.nblocks) {
+            if (lane == 0) write_meta(out, blk, code[j]);
+            warp_bytes += block_cost(code[j]);
+        }
+    }
+    if (lane == 0) { s_bytes[warp] = warp_bytes; s_outliers[warp] = warp_outliers; }
+    __syncthreads();
+    if (warp == 0) {
+        u64 b = lane < FUSED_WARPS ? s_bytes[lane] : 0, o = lane < FUSED_WARPS ? s_outliers[lane] : 0;
+        u64 bi = warp_inclusive_scan(b, lane), oi = warp_inclusive_scan(o, lane);
+        u64 tile_bytes = __shfl_sync(FULL_MASK, bi, 31), tile_outliers = __shfl_sync(FULL_MASK, oi, 31);
+        u64 before_bytes = 0, before_outliers = 0;
+        if (lane == 0) {
+            volatile u64* agg_bytes = sums;
+            volatile u64* agg_outliers = sums + ntiles;
+            volatile u64* inc_bytes = sums + 2 * ntiles;
+            volatile u64* inc_outliers = sums + 3 * ntiles;
+            if (tile > 0) {
+                agg_bytes[tile] = tile_bytes;
+                agg_outliers[tile] = tile_outliers;
+                __threadfence();
+                flags[tile] = 1;
+                for (i64 k = (i64)tile - 1; k >= 0;) {
+                    u32 f = flags[k];
+                    if (f == 0) continue;  // predecessor still coding: spin
+                    __threadfence();
+                    if (f == 2) {
+                        before_bytes += inc_bytes[k];
+                        before_outliers += inc_outliers[k];
+                        break;
+                    }
+                    before_bytes += agg_bytes[k];
+                    before_outliers += agg_outliers[k];
+                    k--;
+                }
+            }
+            inc_bytes[tile] = before_bytes + tile_bytes;
+            inc_outliers[tile] = before_outliers + tile_outliers;
+            __threadfence();
+            flags[tile] = 2;
+            if (tile == ntiles - 1) {
+                totals[0] = before_bytes + tile_bytes;
+                totals[1] = before_outliers + tile_outliers;
+            }
+        }
+        before_bytes = __shfl_sync(FULL_MASK, before_bytes, 0);
+        before_outliers = __shfl_sync(FULL_MASK, before_outliers, 0);
+        if (lane < FUSED_WARPS) {
+            s_bytes[lane] = before_bytes + bi - b;
+            s_outliers[lane] = before_outliers + oi - o;
+        }
+    }
+    __syncthreads();
+    u64 at_bytes = s_bytes[warp], at_outliers = s_outliers[warp];
+#pragma unroll
+    for (int j = 0; j < BLOCKS_PER_WARP; j++) {
+        u64 blk = ((u64)tile * FUSED_WARPS + warp) * BLOCKS_PER_WARP + j;
+        if (blk >= g.nblocks) break;
+        for (int i = 0; i < M; i++) {
+            if (outliers[j][i] >> lane & 1) {
+                u64 slot = at_outliers + __popc(outliers[j][i] & ((1u << lane) - 1));
+                u64 e = natural_index(blk * BLOCK + lane + 32 * i, g);
+                outlier_index[slot] = e;
+                outlier_bits[slot] = real_bits(data[e]);
+            }
+            at_outliers += __popc(outliers[j][i]);
+        }
+        if (code[j].rate || code[j].ob) write_block(out + g.meta_len + at_bytes, code[j], mag[j], v[j], lane);
+        at_bytes += block_cost(code[j]);
     }
 }
 

@@ -158,6 +158,11 @@ __device__ __forceinline__ void quantize_lane(const real* data, u64 blk, int lan
     }
 }
 
+#if PRED != 2
+// Natural element of coder element k (the identity, except past the end).
+__device__ __forceinline__ u64 natural_index(u64 k, const Geometry& g) { return k < g.ncodes ? k : NO_INDEX; }
+#endif
+
 #if PRED == 0
 // Quantizer straight into the coder: coder element k is natural element k.
 template <int N>

@@ -20,6 +20,11 @@ __device__ __forceinline__ u64 tile_position(u64 k, const Geometry& g, u32* lx, 
     return (z * g.ny + y) * g.nx + x;
 }
 
+__device__ __forceinline__ u64 natural_index(u64 k, const Geometry& g) {
+    u32 lx, ly, lz;
+    return tile_position(k, g, &lx, &ly, &lz);
+}
+
 // TE == BLOCK (the host checks): coder block blk is tile blk, and the element a delta refers
 // to (left, above or in front, all in the same tile) lives in this warp: fetch it by shuffle.
 template <int N>
