@@ -34,8 +34,8 @@ struct Geometry {
 // SAFETY: plain #[repr(C)] integers, laid out as the CUDA struct.
 unsafe impl DeviceRepr for Geometry {}
 
-/// Coder blocks per thread block of fz_compress (FUSED_WARPS x BLOCKS_PER_WARP).
-const BLOCKS_PER_TILE: u64 = 32;
+/// Warps per thread block of fz_compress (FUSED_WARPS in the kernel).
+const FUSED_WARPS: u64 = 8;
 const FUSED_THREADS: u32 = 256;
 const SCAN_TILE: u64 = 4096;
 const MINMAX_BLOCKS: u32 = 1056;
@@ -172,6 +172,12 @@ impl Chain {
         }
     }
 
+    /// Thread blocks of fz_compress: FUSED_WARPS warps of BLOCKS_PER_WARP coder blocks.
+    fn tiles(&self, g: &Geometry) -> u64 {
+        let m = u64::from(self.coder.block_size / 32);
+        g.nblocks.div_ceil(FUSED_WARPS * (8 / m).max(1))
+    }
+
     /// Worst-case payload bytes of one block: raw first magnitude plus 33 planes.
     fn max_block_bytes(&self) -> u64 {
         4 + 33 * u64::from(self.coder.block_size / 8)
@@ -212,8 +218,15 @@ struct CompressBuffers {
 }
 
 impl CompressBuffers {
-    fn take(ws: &mut Workspace, s: &Arc<CudaStream>, input_bytes: usize, g: &Geometry, max_out: u64) -> Result<Self> {
-        let tiles = g.nblocks.div_ceil(BLOCKS_PER_TILE) as usize;
+    fn take(
+        ws: &mut Workspace,
+        s: &Arc<CudaStream>,
+        input_bytes: usize,
+        g: &Geometry,
+        max_out: u64,
+        tiles: u64,
+    ) -> Result<Self> {
+        let tiles = tiles as usize;
         Ok(CompressBuffers {
             input: ws.take(s, "input", input_bytes)?,
             pmin: ws.take(s, "pmin", 8 * MINMAX_BLOCKS as usize)?,
@@ -358,7 +371,8 @@ impl<'a> DeviceCompress<'a> {
         let defines = chain.defines(input.dtype());
         let max_out = geometry.meta_len + geometry.nblocks * chain.max_block_bytes();
         let mut ws = dev.workspace.lock().map_err(|_| Error::Device("workspace poisoned".into()))?;
-        let mut buffers = CompressBuffers::take(&mut ws, &dev.stream, input.byte_len(), &geometry, max_out)?;
+        let mut buffers =
+            CompressBuffers::take(&mut ws, &dev.stream, input.byte_len(), &geometry, max_out, chain.tiles(&geometry))?;
         drop(ws);
         let bytes = input.to_le_bytes();
         dev.stream.memcpy_htod(&bytes, &mut buffers.input.slice_mut(0..bytes.len())).map_err(device_error)?;
@@ -384,7 +398,7 @@ impl<'a> DeviceCompress<'a> {
         let relative = u32::from(bound.mode == crate::archive::ErrorMode::Rel);
         // An absolute bound needs no value range: skip that pass.
         let parts = if relative == 1 { MINMAX_BLOCKS } else { 0 };
-        let tiles = g.nblocks.div_ceil(BLOCKS_PER_TILE);
+        let tiles = self.chain.tiles(&g);
         s.memset_zeros(&mut b.state.slice_mut(0..4 * (tiles as usize + 1))).map_err(device_error)?;
         // SAFETY: argument lists match the kernels; every buffer was sized for this geometry.
         unsafe {

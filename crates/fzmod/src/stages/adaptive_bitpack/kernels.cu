@@ -117,8 +117,13 @@ __device__ __forceinline__ void write_block(u8* p, BlockCode c, u32 (&mag)[M], c
 }
 
 #define FUSED_WARPS 8
-#define BLOCKS_PER_WARP 4
+#define BLOCKS_PER_WARP (M >= 8 ? 1 : 8 / M)  // chain.rs Chain::blocks_per_tile matches
 #define BLOCKS_PER_TILE (FUSED_WARPS * BLOCKS_PER_WARP)
+
+__device__ __forceinline__ u64 warp_sum(u64 v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
 
 // One pass: every thread block takes the next tile of BLOCKS_PER_TILE coder blocks (a ticket
 // keeps tiles in launch order, so the look-back below always makes progress), codes them in
@@ -141,7 +146,7 @@ fz_compress(const real* data, const Params* params, Geometry g, u8* out, u64* ou
     QParams qp = load_params(params);
 
     i32 v[BLOCKS_PER_WARP][M];
-    u32 mag[BLOCKS_PER_WARP][M], outliers[BLOCKS_PER_WARP][M];
+    u32 outliers[BLOCKS_PER_WARP][M];
     BlockCode code[BLOCKS_PER_WARP];
     u64 warp_bytes = 0, warp_outliers = 0;
 #pragma unroll
@@ -154,12 +159,13 @@ fz_compress(const real* data, const Params* params, Geometry g, u8* out, u64* ou
         } else {
             for (int i = 0; i < M; i++) { v[j][i] = 0; outlier[i] = false; }
         }
+        u32 mag[M];
         for (int i = 0; i < M; i++) {
-            mag[j][i] = magnitude(v[j][i]);
+            mag[i] = magnitude(v[j][i]);
             outliers[j][i] = __ballot_sync(FULL_MASK, outlier[i]);
             warp_outliers += __popc(outliers[j][i]);
         }
-        code[j] = choose_code(mag[j], lane);
+        code[j] = choose_code(mag, lane);
         if (blk < g.nblocks) {
             if (lane == 0) write_meta(out, blk, code[j]);
             warp_bytes += block_cost(code[j]);
@@ -171,31 +177,43 @@ fz_compress(const real* data, const Params* params, Geometry g, u8* out, u64* ou
         u64 b = lane < FUSED_WARPS ? s_bytes[lane] : 0, o = lane < FUSED_WARPS ? s_outliers[lane] : 0;
         u64 bi = warp_inclusive_scan(b, lane), oi = warp_inclusive_scan(o, lane);
         u64 tile_bytes = __shfl_sync(FULL_MASK, bi, 31), tile_outliers = __shfl_sync(FULL_MASK, oi, 31);
+        volatile u64* agg_bytes = sums;
+        volatile u64* agg_outliers = sums + ntiles;
+        volatile u64* inc_bytes = sums + 2 * ntiles;
+        volatile u64* inc_outliers = sums + 3 * ntiles;
         u64 before_bytes = 0, before_outliers = 0;
-        if (lane == 0) {
-            volatile u64* agg_bytes = sums;
-            volatile u64* agg_outliers = sums + ntiles;
-            volatile u64* inc_bytes = sums + 2 * ntiles;
-            volatile u64* inc_outliers = sums + 3 * ntiles;
-            if (tile > 0) {
+        if (tile > 0) {
+            if (lane == 0) {
                 agg_bytes[tile] = tile_bytes;
                 agg_outliers[tile] = tile_outliers;
                 __threadfence();
                 flags[tile] = 1;
-                for (i64 k = (i64)tile - 1; k >= 0;) {
-                    u32 f = flags[k];
-                    if (f == 0) continue;  // predecessor still coding: spin
-                    __threadfence();
-                    if (f == 2) {
-                        before_bytes += inc_bytes[k];
-                        before_outliers += inc_outliers[k];
-                        break;
-                    }
-                    before_bytes += agg_bytes[k];
-                    before_outliers += agg_outliers[k];
-                    k--;
-                }
             }
+            // Warp-wide look-back: lane l inspects tile (window - l); stop at the nearest tile
+            // with an inclusive prefix, summing the aggregates of the tiles in between.
+            for (i64 window = (i64)tile - 1;;) {
+                i64 k = window - lane;
+                u32 f = k >= 0 ? flags[k] : 2;
+                u32 waiting = __ballot_sync(FULL_MASK, f == 0), inclusive = __ballot_sync(FULL_MASK, f == 2);
+                u32 needed = inclusive ? (2u << (__ffs(inclusive) - 1)) - 1 : FULL_MASK;
+                if (waiting & needed) continue;  // a tile we need is still coding: spin
+                __threadfence();
+                int stop = inclusive ? __ffs(inclusive) - 1 : 32;
+                u64 b = 0, o = 0;
+                if (lane < stop) {
+                    b = agg_bytes[k];
+                    o = agg_outliers[k];
+                } else if (lane == stop && k >= 0) {
+                    b = inc_bytes[k];
+                    o = inc_outliers[k];
+                }
+                before_bytes += warp_sum(b);
+                before_outliers += warp_sum(o);
+                if (inclusive) break;
+                window -= 32;
+            }
+        }
+        if (lane == 0) {
             inc_bytes[tile] = before_bytes + tile_bytes;
             inc_outliers[tile] = before_outliers + tile_outliers;
             __threadfence();
@@ -227,7 +245,11 @@ fz_compress(const real* data, const Params* params, Geometry g, u8* out, u64* ou
             }
             at_outliers += __popc(outliers[j][i]);
         }
-        if (code[j].rate || code[j].ob) write_block(out + g.meta_len + at_bytes, code[j], mag[j], v[j], lane);
+        if (code[j].rate || code[j].ob) {
+            u32 mag[M];
+            for (int i = 0; i < M; i++) mag[i] = magnitude(v[j][i]);
+            write_block(out + g.meta_len + at_bytes, code[j], mag, v[j], lane);
+        }
         at_bytes += block_cost(code[j]);
     }
 }
