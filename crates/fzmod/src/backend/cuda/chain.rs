@@ -34,9 +34,6 @@ struct Geometry {
 // SAFETY: plain #[repr(C)] integers, laid out as the CUDA struct.
 unsafe impl DeviceRepr for Geometry {}
 
-/// Warps per thread block of fz_compress (FUSED_WARPS in the kernel).
-const FUSED_WARPS: u64 = 8;
-const FUSED_THREADS: u32 = 256;
 const SCAN_TILE: u64 = 4096;
 const MINMAX_BLOCKS: u32 = 1056;
 /// Doubles in `struct Params` (common.cu).
@@ -134,13 +131,16 @@ impl Chain {
         };
         format!(
             "#define REAL_F64 {}\n#define PRED {pred}\n#define LBLOCK {lblock}u\n#define TZ {}u\n#define TY {}u\n\
-             #define TX {}u\n#define TDELTA {delta}\n#define BLOCK {}u\n#define LAYOUT {}\n",
+             #define TX {}u\n#define TDELTA {delta}\n#define BLOCK {}u\n#define LAYOUT {}\n#define FUSED_WARPS {}\n\
+             #define BLOCKS_PER_WARP {}\n",
             u8::from(real == DType::F64),
             tile[0],
             tile[1],
             tile[2],
             self.coder.block_size,
-            self.coder.layout.code()
+            self.coder.layout.code(),
+            self.tile_shape().0,
+            self.tile_shape().1,
         )
     }
 
@@ -172,10 +172,17 @@ impl Chain {
         }
     }
 
-    /// Thread blocks of fz_compress: FUSED_WARPS warps of BLOCKS_PER_WARP coder blocks.
+    /// fz_compress's tile: (warps per thread block, coder blocks per warp), at most 8192
+    /// elements so the tile's values fit its 32 KiB of shared memory. Large tiles keep the
+    /// look-back chain short (measured: 2,048-element tiles ran at half the speed).
+    fn tile_shape(&self) -> (u64, u64) {
+        (8, (1024 / u64::from(self.coder.block_size)).max(1))
+    }
+
+    /// Thread blocks of fz_compress.
     fn tiles(&self, g: &Geometry) -> u64 {
-        let m = u64::from(self.coder.block_size / 32);
-        g.nblocks.div_ceil(FUSED_WARPS * (8 / m).max(1))
+        let (warps, blocks) = self.tile_shape();
+        g.nblocks.div_ceil(warps * blocks)
     }
 
     /// Worst-case payload bytes of one block: raw first magnitude plus 33 planes.
@@ -430,7 +437,7 @@ impl<'a> DeviceCompress<'a> {
                 .arg(&mut b.state)
                 .arg(&mut b.sums)
                 .arg(&mut b.totals)
-                .launch(cfg(tiles as u32, FUSED_THREADS))
+                .launch(cfg(tiles as u32, 32 * self.chain.tile_shape().0 as u32))
                 .map_err(device_error)?;
         }
         Ok(())

@@ -116,9 +116,20 @@ __device__ __forceinline__ void write_block(u8* p, BlockCode c, u32 (&mag)[M], c
     }
 }
 
-#define FUSED_WARPS 8
-#define BLOCKS_PER_WARP (M >= 8 ? 1 : 8 / M)  // chain.rs Chain::blocks_per_tile matches
+// FUSED_WARPS and BLOCKS_PER_WARP come from chain.rs (Chain::tile_shape): a tile holds at most
+// 8192 elements, staged in 32 KiB of shared memory.
 #define BLOCKS_PER_TILE (FUSED_WARPS * BLOCKS_PER_WARP)
+#define LOAD_BATCH (BLOCKS_PER_WARP < 8 ? BLOCKS_PER_WARP : 8)
+
+// Load this lane's natural elements of coder block `blk`; padding and the tail are invalid.
+template <int N>
+__device__ __forceinline__ void load_lane(const real* data, u64 blk, int lane, const Geometry& g, real (&x)[N], bool (&valid)[N]) {
+    for (int i = 0; i < N; i++) {
+        u64 e = natural_index(blk * BLOCK + lane + 32 * i, g);
+        valid[i] = e != NO_INDEX;
+        x[i] = valid[i] ? data[e] : (real)0;
+    }
+}
 
 __device__ __forceinline__ u64 warp_sum(u64 v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
@@ -145,30 +156,49 @@ fz_compress(const real* data, const Params* params, Geometry g, u8* out, u64* ou
     volatile u32* flags = state + 1;
     QParams qp = load_params(params);
 
-    i32 v[BLOCKS_PER_WARP][M];
-    u32 outliers[BLOCKS_PER_WARP][M];
-    BlockCode code[BLOCKS_PER_WARP];
+    // Phase 1: code every block of the tile; values, codes and outlier masks wait in shared
+    // memory for phase 2. Loads go out LOAD_BATCH blocks at a time to keep requests in flight.
+    __shared__ i32 s_values[BLOCKS_PER_TILE * BLOCK];
+    __shared__ u32 s_outlier_mask[BLOCKS_PER_TILE * M];
+    __shared__ u8 s_rate[BLOCKS_PER_TILE], s_ob[BLOCKS_PER_TILE];
     u64 warp_bytes = 0, warp_outliers = 0;
+    for (int j0 = 0; j0 < BLOCKS_PER_WARP; j0 += LOAD_BATCH) {
+        real x[LOAD_BATCH][M];
+        bool valid[LOAD_BATCH][M];
 #pragma unroll
-    for (int j = 0; j < BLOCKS_PER_WARP; j++) {
-        u64 blk = ((u64)tile * FUSED_WARPS + warp) * BLOCKS_PER_WARP + j;
-        bool outlier[M];
-        u64 natural[M];
-        if (blk < g.nblocks) {
-            block_values(data, blk, lane, g, qp, v[j], outlier, natural);
-        } else {
-            for (int i = 0; i < M; i++) { v[j][i] = 0; outlier[i] = false; }
+        for (int jj = 0; jj < LOAD_BATCH; jj++) {
+            u64 blk = ((u64)tile * FUSED_WARPS + warp) * BLOCKS_PER_WARP + j0 + jj;
+            if (j0 + jj < BLOCKS_PER_WARP && blk < g.nblocks) {
+                load_lane(data, blk, lane, g, x[jj], valid[jj]);
+            } else {
+                for (int i = 0; i < M; i++) { x[jj][i] = 0; valid[jj][i] = false; }
+            }
         }
-        u32 mag[M];
-        for (int i = 0; i < M; i++) {
-            mag[i] = magnitude(v[j][i]);
-            outliers[j][i] = __ballot_sync(FULL_MASK, outlier[i]);
-            warp_outliers += __popc(outliers[j][i]);
-        }
-        code[j] = choose_code(mag, lane);
-        if (blk < g.nblocks) {
-            if (lane == 0) write_meta(out, blk, code[j]);
-            warp_bytes += block_cost(code[j]);
+#pragma unroll
+        for (int jj = 0; jj < LOAD_BATCH; jj++) {
+            int local = warp * BLOCKS_PER_WARP + j0 + jj;
+            u64 blk = (u64)tile * BLOCKS_PER_TILE + local;
+            if (j0 + jj >= BLOCKS_PER_WARP) break;
+            i32 v[M];
+            bool outlier[M];
+            u32 mag[M];
+            block_values(x[jj], valid[jj], lane, qp, v, outlier);
+            for (int i = 0; i < M; i++) {
+                mag[i] = magnitude(v[i]);
+                u32 mask = __ballot_sync(FULL_MASK, outlier[i]);
+                warp_outliers += __popc(mask);
+                s_values[local * BLOCK + lane + 32 * i] = v[i];
+                if (lane == 0) s_outlier_mask[local * M + i] = mask;
+            }
+            BlockCode code = choose_code(mag, lane);
+            if (lane == 0) {
+                s_rate[local] = (u8)code.rate;
+                s_ob[local] = (u8)code.ob;
+            }
+            if (blk < g.nblocks) {
+                if (lane == 0) write_meta(out, blk, code);
+                warp_bytes += block_cost(code);
+            }
         }
     }
     if (lane == 0) { s_bytes[warp] = warp_bytes; s_outliers[warp] = warp_outliers; }
@@ -231,26 +261,33 @@ fz_compress(const real* data, const Params* params, Geometry g, u8* out, u64* ou
         }
     }
     __syncthreads();
+    // Phase 2: write this warp's blocks at the tile's offsets.
     u64 at_bytes = s_bytes[warp], at_outliers = s_outliers[warp];
-#pragma unroll
     for (int j = 0; j < BLOCKS_PER_WARP; j++) {
-        u64 blk = ((u64)tile * FUSED_WARPS + warp) * BLOCKS_PER_WARP + j;
+        int local = warp * BLOCKS_PER_WARP + j;
+        u64 blk = (u64)tile * BLOCKS_PER_TILE + local;
         if (blk >= g.nblocks) break;
         for (int i = 0; i < M; i++) {
-            if (outliers[j][i] >> lane & 1) {
-                u64 slot = at_outliers + __popc(outliers[j][i] & ((1u << lane) - 1));
+            u32 mask = s_outlier_mask[local * M + i];
+            if (mask >> lane & 1) {
+                u64 slot = at_outliers + __popc(mask & ((1u << lane) - 1));
                 u64 e = natural_index(blk * BLOCK + lane + 32 * i, g);
                 outlier_index[slot] = e;
                 outlier_bits[slot] = real_bits(data[e]);
             }
-            at_outliers += __popc(outliers[j][i]);
+            at_outliers += __popc(mask);
         }
-        if (code[j].rate || code[j].ob) {
+        BlockCode code = {s_rate[local], s_ob[local]};
+        if (code.rate || code.ob) {
+            i32 v[M];
             u32 mag[M];
-            for (int i = 0; i < M; i++) mag[i] = magnitude(v[j][i]);
-            write_block(out + g.meta_len + at_bytes, code[j], mag, v[j], lane);
+            for (int i = 0; i < M; i++) {
+                v[i] = s_values[local * BLOCK + lane + 32 * i];
+                mag[i] = magnitude(v[i]);
+            }
+            write_block(out + g.meta_len + at_bytes, code, mag, v, lane);
         }
-        at_bytes += block_cost(code[j]);
+        at_bytes += block_cost(code);
     }
 }
 

@@ -6,15 +6,15 @@
 // every predecessor is in this warp: element lane + 32 i - 1 is lane - 1 of register i, or
 // lane 31 of register i - 1.
 template <int N>
-__device__ __forceinline__ void block_values(const real* data, u64 blk, int lane, const Geometry& g, const QParams& p,
-                                             i32 (&v)[N], bool (&outlier)[N], u64 (&natural)[N]) {
+__device__ __forceinline__ void block_values(const real (&x)[N], const bool (&valid)[N], int lane, const QParams& p,
+                                             i32 (&v)[N], bool (&outlier)[N]) {
     i32 q[N];
-    quantize_lane(data, blk, lane, g, p, q, outlier, natural);
+    quantize_loaded(x, valid, p, q, outlier);
     for (int i = 0; i < N; i++) {
         i32 prev = __shfl_up_sync(FULL_MASK, q[i], 1);
         i32 wrap = i > 0 ? __shfl_sync(FULL_MASK, q[i > 0 ? i - 1 : 0], 31) : 0;
         if (lane == 0) prev = wrap;
-        v[i] = natural[i] == NO_INDEX ? 0 : (i32)((u32)q[i] - (u32)prev);
+        v[i] = valid[i] ? (i32)((u32)q[i] - (u32)prev) : 0;
     }
 }
 

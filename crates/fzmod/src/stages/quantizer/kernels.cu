@@ -145,16 +145,14 @@ extern "C" __global__ void fz_scatter_outliers(const u64* index, const u64* bits
     if (k < count) out[index[k]] = bits_real(bits[k]);
 }
 
-// Quantize the natural elements of coder block `blk` held by this lane (element lane + 32 i);
-// elements past the end get code 0 and no outlier.
+// Quantize the values a lane loaded (see load_lane in the coder); invalid elements (padding,
+// past the end) get code 0 and are never outliers.
 template <int N>
-__device__ __forceinline__ void quantize_lane(const real* data, u64 blk, int lane, const Geometry& g, const QParams& p,
-                                              i32 (&q)[N], bool (&outlier)[N], u64 (&natural)[N]) {
+__device__ __forceinline__ void quantize_loaded(const real (&x)[N], const bool (&valid)[N], const QParams& p, i32 (&q)[N],
+                                                bool (&outlier)[N]) {
     for (int i = 0; i < N; i++) {
-        u64 k = blk * BLOCK + lane + 32 * i;
-        natural[i] = k < g.ncodes ? k : NO_INDEX;
         outlier[i] = false;
-        q[i] = k < g.ncodes ? quant_code(data[k], p, &outlier[i]) : 0;
+        q[i] = valid[i] ? quant_code(x[i], p, &outlier[i]) : 0;
     }
 }
 
@@ -166,9 +164,9 @@ __device__ __forceinline__ u64 natural_index(u64 k, const Geometry& g) { return 
 #if PRED == 0
 // Quantizer straight into the coder: coder element k is natural element k.
 template <int N>
-__device__ __forceinline__ void block_values(const real* data, u64 blk, int lane, const Geometry& g, const QParams& p,
-                                             i32 (&v)[N], bool (&outlier)[N], u64 (&natural)[N]) {
-    quantize_lane(data, blk, lane, g, p, v, outlier, natural);
+__device__ __forceinline__ void block_values(const real (&x)[N], const bool (&valid)[N], int lane, const QParams& p,
+                                             i32 (&v)[N], bool (&outlier)[N]) {
+    quantize_loaded(x, valid, p, v, outlier);
 }
 
 template <int N>

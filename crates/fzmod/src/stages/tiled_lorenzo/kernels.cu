@@ -38,22 +38,16 @@ __device__ __forceinline__ i32 from_tile(const i32 (&q)[N], int local) {
 }
 
 template <int N>
-__device__ __forceinline__ void block_values(const real* data, u64 blk, int lane, const Geometry& g, const QParams& p,
-                                             i32 (&v)[N], bool (&outlier)[N], u64 (&natural)[N]) {
+__device__ __forceinline__ void block_values(const real (&x)[N], const bool (&valid)[N], int lane, const QParams& p,
+                                             i32 (&v)[N], bool (&outlier)[N]) {
     i32 q[N];
-    int pred[N];
+    quantize_loaded(x, valid, p, q, outlier);
     for (int i = 0; i < N; i++) {
-        u32 lx, ly, lz;
-        u64 e = tile_position(blk * BLOCK + lane + 32 * i, g, &lx, &ly, &lz);
-        natural[i] = e;
-        outlier[i] = false;
-        q[i] = e == NO_INDEX ? 0 : quant_code(data[e], p, &outlier[i]);
         int local = lane + 32 * i;
-        pred[i] = !TDELTA ? -1 : lx > 0 ? local - 1 : ly > 0 ? local - (int)TX : lz > 0 ? local - (int)(TX * TY) : -1;
-    }
-    for (int i = 0; i < N; i++) {
-        i32 before = from_tile(q, pred[i] < 0 ? 0 : pred[i]);
-        v[i] = natural[i] == NO_INDEX ? 0 : (i32)((u32)q[i] - (pred[i] < 0 ? 0u : (u32)before));
+        int lx = local % TX, ly = (local / TX) % TY, lz = local / (TX * TY);
+        int pred = !TDELTA ? -1 : lx > 0 ? local - 1 : ly > 0 ? local - (int)TX : lz > 0 ? local - (int)(TX * TY) : -1;
+        i32 before = from_tile(q, pred < 0 ? 0 : pred);
+        v[i] = valid[i] ? (i32)((u32)q[i] - (pred < 0 ? 0u : (u32)before)) : 0;
     }
 }
 
