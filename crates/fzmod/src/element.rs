@@ -115,12 +115,14 @@ pub enum Buffer {
 macro_rules! le_codec {
     ($bytes:expr, $t:ty, $variant:ident) => {{
         let size = std::mem::size_of::<$t>();
-        Buffer::$variant(
+        Buffer::$variant(if cfg!(target_endian = "little") {
+            bytemuck::pod_collect_to_vec($bytes)
+        } else {
             $bytes
                 .chunks_exact(size)
                 .map(|c| <$t>::from_le_bytes(c.try_into().expect("chunk of element size")))
-                .collect(),
-        )
+                .collect()
+        })
     }};
 }
 
@@ -159,12 +161,26 @@ impl Buffer {
 
     /// Little-endian bytes, as stored in an archive segment.
     pub fn to_le_bytes(&self) -> Vec<u8> {
+        if cfg!(target_endian = "little") {
+            return self.native_bytes().to_vec();
+        }
         match self {
             Buffer::U8(v) => v.clone(),
             Buffer::I16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             Buffer::I32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             Buffer::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             Buffer::F64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        }
+    }
+
+    /// The elements' memory as bytes (little-endian on little-endian hosts).
+    pub fn native_bytes(&self) -> &[u8] {
+        match self {
+            Buffer::U8(v) => v,
+            Buffer::I16(v) => bytemuck::cast_slice(v),
+            Buffer::I32(v) => bytemuck::cast_slice(v),
+            Buffer::F32(v) => bytemuck::cast_slice(v),
+            Buffer::F64(v) => bytemuck::cast_slice(v),
         }
     }
 

@@ -381,8 +381,7 @@ impl<'a> DeviceCompress<'a> {
         let mut buffers =
             CompressBuffers::take(&mut ws, &dev.stream, input.byte_len(), &geometry, max_out, chain.tiles(&geometry))?;
         drop(ws);
-        let bytes = input.to_le_bytes();
-        dev.stream.memcpy_htod(&bytes, &mut buffers.input.slice_mut(0..bytes.len())).map_err(device_error)?;
+        dev.upload(input.native_bytes(), &mut buffers.input)?;
         let kernels = Kernels::load(dev, &defines)?;
         Ok(DeviceCompress {
             dev,
@@ -451,16 +450,9 @@ impl<'a> DeviceCompress<'a> {
         let num_outliers = read_u64(s, &b.totals, 1)? as usize;
         let (abs_bound, step) =
             (f64::from_bits(read_u64(s, &b.params, 0)?), f64::from_bits(read_u64(s, &b.params, 1)?));
-        let coded = (g.meta_len + payload) as usize;
-        let mut coder_bytes = vec![0u8; coded];
-        s.memcpy_dtoh(&b.out.slice(0..coded), &mut coder_bytes).map_err(device_error)?;
-        let mut index = vec![0u8; 8 * num_outliers];
-        let mut bits = vec![0u8; 8 * num_outliers];
-        if num_outliers > 0 {
-            s.memcpy_dtoh(&b.oindex.slice(0..index.len()), &mut index).map_err(device_error)?;
-            s.memcpy_dtoh(&b.obits.slice(0..bits.len()), &mut bits).map_err(device_error)?;
-        }
-        s.synchronize().map_err(device_error)?;
+        let coder_bytes = self.dev.download(&b.out, (g.meta_len + payload) as usize)?;
+        let index = self.dev.download(&b.oindex, 8 * num_outliers)?;
+        let bits = self.dev.download(&b.obits, 8 * num_outliers)?;
         let word = |v: &[u8], k: usize| u64::from_le_bytes(v[8 * k..8 * k + 8].try_into().expect("8 bytes"));
         // Tiled chains find outliers in tile order; the channel stores them by index.
         let mut list: Vec<(u64, u64)> = (0..num_outliers).map(|k| (word(&index, k), word(&bits, k))).collect();
@@ -606,7 +598,7 @@ impl<'a> DeviceDecompress<'a> {
             ("d_out", take("d_out", n * header.dtype.size())?),
         ];
         drop(ws);
-        s.memcpy_htod(coded, &mut seg.slice_mut(0..coded.len())).map_err(device_error)?;
+        dev.upload(coded, &mut seg)?;
         let recip = if header.dtype == DType::F32 { f64::from(0.5f32 / r.step as f32) } else { 0.5 / r.step };
         // Decoding reads only the step; the fast-path margins are for encoding.
         let p: Vec<u8> = [r.abs_bound, r.step, recip, 0.0, 0.0].iter().flat_map(|v| v.to_le_bytes()).collect();
@@ -614,8 +606,8 @@ impl<'a> DeviceDecompress<'a> {
         if !outliers.is_empty() {
             let idx: Vec<u8> = outliers.iter().flat_map(|o| o.0.to_le_bytes()).collect();
             let raw: Vec<u8> = outliers.iter().flat_map(|o| o.1.to_le_bytes()).collect();
-            s.memcpy_htod(&idx, &mut oindex.slice_mut(0..idx.len())).map_err(device_error)?;
-            s.memcpy_htod(&raw, &mut obits.slice_mut(0..raw.len())).map_err(device_error)?;
+            dev.upload(&idx, &mut oindex)?;
+            dev.upload(&raw, &mut obits)?;
         }
         let mut all = vec![("d_segment", seg), ("d_params", params), ("d_oindex", oindex), ("d_obits", obits)];
         all.extend(buffers);
@@ -715,9 +707,7 @@ impl<'a> DeviceDecompress<'a> {
                     self.payload_len
                 ));
             }
-            let mut bytes = vec![0u8; self.geometry.n as usize * self.dtype.size()];
-            s.memcpy_dtoh(&out.slice(0..bytes.len()), &mut bytes).map_err(device_error)?;
-            s.synchronize().map_err(device_error)?;
+            let bytes = self.dev.download(&out, self.geometry.n as usize * self.dtype.size())?;
             Buffer::from_le_bytes(self.dtype, &bytes)
         })();
         self.buffers.extend([("d_err", err), ("d_offsets", offsets), ("d_out", out)]);

@@ -12,7 +12,7 @@ pub use chain::compile_all_variants;
 pub(crate) use chain::{compress, decompress, supports, DeviceCompress, DeviceDecompress};
 
 use crate::error::{Error, Result};
-use cudarc::driver::{sys, CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DriverError};
+use cudarc::driver::{sys, CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DriverError, PinnedHostSlice};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -24,6 +24,8 @@ pub struct CudaDevice {
     name: String,
     modules: Mutex<HashMap<String, Arc<CudaModule>>>,
     workspace: Mutex<Workspace>,
+    /// Page-locked host buffer every transfer goes through (grow-only).
+    staging: Mutex<Option<PinnedHostSlice<u8>>>,
 }
 
 impl std::fmt::Debug for CudaDevice {
@@ -74,6 +76,7 @@ fn probe() -> Result<Arc<CudaDevice>, String> {
             name,
             modules: Mutex::new(HashMap::new()),
             workspace: Mutex::new(Workspace::default()),
+            staging: Mutex::new(None),
         })
     });
     let device = match opened {
@@ -118,6 +121,37 @@ impl CudaDevice {
         end.record(&self.stream).map_err(device_error)?;
         end.synchronize().map_err(device_error)?;
         Ok(f64::from(start.elapsed_ms(&end).map_err(device_error)?) / 1e3)
+    }
+
+    /// Run `f` on the pinned staging buffer, grown to at least `len` bytes.
+    fn with_staging<T>(&self, len: usize, f: impl FnOnce(&mut [u8]) -> Result<T>) -> Result<T> {
+        let mut staging = self.staging.lock().map_err(|_| Error::Device("staging buffer poisoned".into()))?;
+        if staging.as_ref().is_none_or(|p| p.len() < len) {
+            *staging = None;
+            // SAFETY: the contents are written before they are read. Flags 0: cacheable, so the
+            // CPU reads downloads at full speed.
+            *staging = Some(unsafe { self.ctx.alloc_pinned_with_flags::<u8>(len.max(1), 0) }.map_err(device_error)?);
+        }
+        let host = staging.as_mut().expect("allocated above").as_mut_slice().map_err(device_error)?;
+        f(&mut host[..len])
+    }
+
+    /// Host → device through the pinned staging buffer (waits for the copy: the buffer is reused).
+    pub(crate) fn upload(&self, bytes: &[u8], dst: &mut CudaSlice<u8>) -> Result<()> {
+        self.with_staging(bytes.len(), |host| {
+            host.copy_from_slice(bytes);
+            self.stream.memcpy_htod(&*host, &mut dst.slice_mut(0..bytes.len())).map_err(device_error)?;
+            self.stream.synchronize().map_err(device_error)
+        })
+    }
+
+    /// Device → host through the pinned staging buffer.
+    pub(crate) fn download(&self, src: &CudaSlice<u8>, len: usize) -> Result<Vec<u8>> {
+        self.with_staging(len, |host| {
+            self.stream.memcpy_dtoh(&src.slice(0..len), host).map_err(device_error)?;
+            self.stream.synchronize().map_err(device_error)?;
+            Ok(host.to_vec())
+        })
     }
 
     /// A kernel of the program built with `defines` (compiled once per process).
