@@ -64,6 +64,7 @@ impl Backend {
     }
 
     /// Why this backend would hand `pipeline` to the CPU (`None` when it runs it itself).
+    #[cfg_attr(not(feature = "cuda"), allow(unused_variables))]
     pub fn fallback_reason(&self, pipeline: &Pipeline) -> Option<String> {
         match self {
             Backend::Cpu => None,

@@ -13,7 +13,9 @@ use crate::element::{Buffer, DType};
 use crate::error::{corrupt, Error, Result};
 use crate::stage::{self, ErrorBound, ForwardContext, Forwarded, Port, Stage, StageKind};
 
-pub(crate) use cpu::{parse_outliers, Float};
+#[cfg(feature = "cuda")]
+pub(crate) use cpu::parse_outliers;
+use cpu::Float;
 use cpu::{quantize, reconstruct};
 
 /// Registry entry.
