@@ -146,7 +146,7 @@ mod properties {
                                                       preset in 0usize..5, exponent in -30i32..10, rows in 1usize..4) {
             let values: Vec<f32> = bits.iter().map(|&b| f32::from_bits(b)).collect();
             let n = values.len();
-            let shape = if n % rows == 0 { vec![rows, n / rows] } else { vec![n] };
+            let shape = if n.is_multiple_of(rows) { vec![rows, n / rows] } else { vec![n] };
             let bound = 10f64.powi(exponent);
             let mut p = fzmod::preset(fzmod::PRESETS[preset].name, &shape).unwrap();
             p.set_error_bound(ErrorBound::new(ErrorMode::Abs, bound).unwrap()).unwrap();
