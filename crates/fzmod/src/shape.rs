@@ -1,6 +1,7 @@
 //! How stages see the pipeline shape: as at most three dimensions (z, y, x), x fastest.
 
-use crate::error::{Error, Result};
+use crate::archive::{Reader, Writer};
+use crate::error::{corrupt, Error, Result};
 
 /// The shape seen by spatial stages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,6 +47,25 @@ impl Grid {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Append the extents z, y, x as varints (docs/FORMAT.md 6.2 and 6.3).
+    pub(crate) fn write_to(&self, w: &mut Writer) {
+        for d in self.dims {
+            w.varint(d as u64);
+        }
+    }
+
+    /// Read extents written by [`Grid::write_to`]; their product must not overflow.
+    pub(crate) fn read_from(r: &mut Reader) -> Result<Grid> {
+        let mut dims = [0usize; 3];
+        for d in &mut dims {
+            *d = r.count(u64::MAX, "grid extent")?;
+        }
+        if dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).is_none() {
+            return Err(corrupt!("grid {dims:?} overflows"));
+        }
+        Ok(Grid { dims, ndim: 3 })
     }
 }
 

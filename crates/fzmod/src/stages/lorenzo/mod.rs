@@ -55,17 +55,10 @@ impl Lorenzo {
         stage::check_param_version(&KIND, version)?;
         let mut r = Reader::new(bytes, "Lorenzo parameters");
         let block = u32::try_from(r.varint()?).map_err(|_| corrupt!("Lorenzo block size"))?;
-        let mut dims = [0usize; 3];
-        for d in &mut dims {
-            *d = r.count(u64::MAX, "Lorenzo extent")?;
-        }
+        let grid = Grid::read_from(&mut r)?;
         r.finish()?;
         let mut s = Lorenzo::new(block).map_err(|e| corrupt!("{e}"))?;
-        let len = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
-        if len.is_none() || dims.contains(&0) && len != Some(0) {
-            return Err(corrupt!("Lorenzo grid {dims:?} is impossible"));
-        }
-        s.grid = Some(Grid { dims, ndim: 3 });
+        s.grid = Some(grid);
         Ok(Box::new(s))
     }
 }
@@ -84,9 +77,7 @@ impl Lorenzo {
     pub(crate) fn record(&self, grid: Grid) -> Vec<u8> {
         let mut w = Writer::default();
         w.varint(u64::from(self.block_size));
-        for d in grid.dims {
-            w.varint(d as u64);
-        }
+        grid.write_to(&mut w);
         w.bytes
     }
 }

@@ -92,15 +92,11 @@ impl TiledLorenzo {
             1 => true,
             v => return Err(corrupt!("TiledLorenzo delta flag {v}")),
         };
-        let mut dims = [0usize; 3];
-        for d in &mut dims {
-            *d = r.count(u64::MAX, "TiledLorenzo extent")?;
-        }
+        let grid = Grid::read_from(&mut r)?;
         r.finish()?;
         let tile = Tile(tile).validate().map_err(|e| corrupt!("{e}"))?;
-        let grid = Grid { dims, ndim: 3 };
         if cpu::padded_len(grid, tile).is_none() {
-            return Err(corrupt!("TiledLorenzo grid {dims:?} is impossible"));
+            return Err(corrupt!("TiledLorenzo grid {:?} is impossible", grid.dims));
         }
         Ok(Box::new(TiledLorenzo { tile: Some(tile), delta, grid: Some(grid) }))
     }
@@ -124,9 +120,7 @@ impl TiledLorenzo {
             w.varint(t as u64);
         }
         w.u8(u8::from(self.delta));
-        for d in grid.dims {
-            w.varint(d as u64);
-        }
+        grid.write_to(&mut w);
         w.bytes
     }
 }
