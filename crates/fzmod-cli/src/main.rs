@@ -172,7 +172,10 @@ fn prepare(path: &Path, job: &Job) -> Result<Prepared> {
     pipeline.set_input_dtype(dtype)?;
     pipeline.finalize()?;
     let input = io::read_array(path, dtype, &shape)?;
-    let (backend, note) = Backend::select(job.backend.into())?;
+    let (mut backend, mut note) = Backend::select(job.backend.into())?;
+    if let Some(why) = backend.fallback_reason(&pipeline) {
+        (backend, note) = (Backend::Cpu, why);
+    }
     Ok(Prepared { input, shape, pipeline, backend, note })
 }
 

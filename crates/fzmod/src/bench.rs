@@ -30,19 +30,26 @@ impl Pipeline {
         p.finalize()?;
         match backend {
             #[cfg(feature = "cuda")]
-            Backend::Cuda(dev) if cuda::supports(&p).is_none() => bench_cuda(dev, &p, input, shape, runs),
+            Backend::Cuda(dev) if cuda::supports(&p).is_none() => match bench_cuda(dev, &p, input, shape, runs) {
+                Err(crate::error::Error::BackendUnavailable(_)) => bench_cpu(&p, input, shape, runs),
+                other => other,
+            },
             _ => bench_cpu(&p, input, shape, runs),
         }
     }
 
     /// Compress on a chosen backend (archive bytes are the same on every backend). Pipelines
-    /// the backend cannot run go to the CPU (see [`Backend::fallback_reason`]).
+    /// the backend cannot run go to the CPU (see [`Backend::fallback_reason`]; a few limits,
+    /// such as a tile that differs from the coder block, only show with the input's shape).
     pub fn compress_on(&self, backend: &Backend, input: &Buffer, shape: &[usize]) -> Result<Vec<u8>> {
         let mut p = self.clone();
         p.finalize()?;
         match backend {
             #[cfg(feature = "cuda")]
-            Backend::Cuda(dev) if cuda::supports(&p).is_none() => cuda::compress(dev, &p, input, shape),
+            Backend::Cuda(dev) if cuda::supports(&p).is_none() => match cuda::compress(dev, &p, input, shape) {
+                Err(crate::error::Error::BackendUnavailable(_)) => p.compress(input, shape),
+                other => other,
+            },
             _ => p.compress(input, shape),
         }
     }
