@@ -23,8 +23,8 @@ if [ "${1:-}" != "--bench-only" ]; then
   tests_rc=${PIPESTATUS[0]}
 fi
 
-bench() { # name file dtype shape preset bound
-  ./.gpu/fzmod bench "$2" --dtype "$3" --shape "$4" --preset "$5" -m rel -e "$6" --backend cuda --runs 20 \
+bench() { # name file dtype shape preset bound [mode]
+  ./.gpu/fzmod bench "$2" --dtype "$3" --shape "$4" --preset "$5" -m "${7:-rel}" -e "$6" --backend cuda --runs 20 \
     --json "/tmp/bench/$1.json" > "/tmp/bench/$1.txt" 2>&1 || echo "bench $1 failed: $(tail -1 "/tmp/bench/$1.txt")"
 }
 E8=/tmp/etopo5x8_74684160.f32
@@ -38,6 +38,11 @@ bench x8-cuszp2-1e-2 $E8 f32 74684160 cuszp2 1e-2
 bench x8-cuszp2-1e-4 $E8 f32 74684160 cuszp2 1e-4
 bench 2d-cuszp3-fixed $E f32 2161x4320 cuszp3-fixed 1e-3
 bench trinidad-cuszp3-outlier /tmp/fzdata/trinidad_dem_1201x2401.f32 f32 1201x2401 cuszp3-outlier 1e-3
+# The same bound given as an absolute value (rel 1e-3 x range 18209 of etopo5): no range pass,
+# as native cuSZp, which receives its absolute bound from the host.
+bench x8-cuszp-abs $E8 f32 74684160 cuszp 18.209 abs
+bench x8-cuszp2-abs $E8 f32 74684160 cuszp2 18.209 abs
+bench x8-cuszp3-fixed-abs $E8 f32 74684160 cuszp3-fixed 18.209 abs
 bench f64-ncep-cuszp2 /tmp/fzdata/ncep_hgt500_djf_65x29x49.f64 f64 65x29x49 cuszp2 1e-3
 cat /tmp/bench/x8-cuszp2.txt
 
