@@ -1,8 +1,10 @@
-//! The fused cuSZp-family chain on the GPU: Quantizer → [Lorenzo(block) | TiledLorenzo] →
-//! AdaptiveBitpack(i32, block = 32·m) runs as two passes over the input (analyze, encode)
-//! around a device-wide scan, without materialising codes or deltas in device memory.
-//! Decoding is one pass per block after a scan of the metadata costs. The archive bytes are
-//! those of the staged CPU reference: the same records, segments and container code.
+//! The fused cuSZp-family chain on the GPU: Quantizer → [Lorenzo (block or N-D) | TiledLorenzo]
+//! → AdaptiveBitpack(i32, block = 32·m) compresses in one kernel (after a value-range pass for
+//! relative bounds): each thread block codes a tile of blocks in shared memory and finds its
+//! output offsets by a decoupled look-back; codes and deltas never reach device memory.
+//! Decoding is one pass per block after a scan of the metadata costs (N-D Lorenzo adds three
+//! prefix-sum passes). The archive bytes are those of the staged CPU reference: the same
+//! records, segments and container code.
 
 use super::{device_error, CudaDevice, Workspace};
 use crate::archive::InputRef;
@@ -44,7 +46,12 @@ const PARAMS_BYTES: usize = 40;
 enum Predictor {
     None,
     Block(u32),
-    Tiled { tile: Tile, delta: bool },
+    Tiled {
+        tile: Tile,
+        delta: bool,
+    },
+    /// N-D Lorenzo over the grid (block_size = 0).
+    Nd,
 }
 
 /// A pipeline (or decoded archive) the fused GPU chain can run.
@@ -80,9 +87,10 @@ impl Chain {
                 }
                 let p = if let Some(l) = downcast::<Lorenzo>(stages[1]) {
                     if l.block_size == 0 {
-                        return Err("N-D Lorenzo (block_size = 0) has no fused GPU kernel".into());
+                        Predictor::Nd
+                    } else {
+                        Predictor::Block(l.block_size)
                     }
-                    Predictor::Block(l.block_size)
                 } else if let Some(t) = downcast::<TiledLorenzo>(stages[1]) {
                     Predictor::Tiled { tile: t.tile.unwrap_or(Tile([1, 1, 1])), delta: t.delta }
                 } else {
@@ -128,6 +136,7 @@ impl Chain {
             Predictor::None => (0, 1, [1, 1, 1], 0),
             Predictor::Block(l) => (1, l, [1, 1, 1], 0),
             Predictor::Tiled { tile, delta } => (2, 1, tile.0, u32::from(delta)),
+            Predictor::Nd => (3, 1, [1, 1, 1], 0),
         };
         format!(
             "#define REAL_F64 {}\n#define PRED {pred}\n#define LBLOCK {lblock}u\n#define TZ {}u\n#define TY {}u\n\
@@ -283,6 +292,10 @@ struct Kernels {
     block_cost: CudaFunction,
     decode: CudaFunction,
     scatter: CudaFunction,
+    prefix_x: CudaFunction,
+    prefix_y: CudaFunction,
+    prefix_z: CudaFunction,
+    reconstruct: CudaFunction,
 }
 
 impl Kernels {
@@ -298,6 +311,10 @@ impl Kernels {
             block_cost: f("fz_block_cost")?,
             decode: f("fz_decode")?,
             scatter: f("fz_scatter_outliers")?,
+            prefix_x: f("fz_prefix_x")?,
+            prefix_y: f("fz_prefix_y")?,
+            prefix_z: f("fz_prefix_z")?,
+            reconstruct: f("fz_reconstruct")?,
         })
     }
 
@@ -368,7 +385,7 @@ impl<'a> DeviceCompress<'a> {
             });
         }
         let grid = match chain.predictor {
-            Predictor::Tiled { .. } => Grid::for_stage(shape, input.len(), "TiledLorenzo")?,
+            Predictor::Tiled { .. } | Predictor::Nd => Grid::for_stage(shape, input.len(), nodes[1].name.as_str())?,
             _ => Grid { dims: [1, 1, input.len()], ndim: 1 },
         };
         let tiled = chain.pred_stage.and_then(|i| downcast::<TiledLorenzo>(stages[i]));
@@ -513,6 +530,8 @@ pub(crate) struct DeviceDecompress<'a> {
     dtype: DType,
     payload_len: u64,
     num_outliers: u64,
+    /// N-D Lorenzo: decode to deltas, then prefix sums and reconstruction.
+    nd: bool,
     buffers: Vec<(&'static str, CudaSlice<u8>)>,
 }
 
@@ -596,6 +615,7 @@ impl<'a> DeviceDecompress<'a> {
             ("d_partials", take("d_partials", 8 * nb.div_ceil(SCAN_TILE as usize))?),
             ("d_err", take("d_err", 8)?),
             ("d_out", take("d_out", n * header.dtype.size())?),
+            ("d_deltas", take("d_deltas", if matches!(chain.predictor, Predictor::Nd) { 4 * n } else { 8 })?),
         ];
         drop(ws);
         dev.upload(coded, &mut seg)?;
@@ -619,6 +639,7 @@ impl<'a> DeviceDecompress<'a> {
             geometry,
             payload_len: coded.len() as u64 - geometry.meta_len,
             num_outliers: outliers.len() as u64,
+            nd: matches!(chain.predictor, Predictor::Nd),
             buffers: all,
         })
     }
@@ -634,12 +655,13 @@ impl<'a> DeviceDecompress<'a> {
         let s = self.dev.stream.clone();
         let (seg, params, oindex, obits) =
             (self.buffer("d_segment"), self.buffer("d_params"), self.buffer("d_oindex"), self.buffer("d_obits"));
-        let (mut cost, mut offsets, mut partials, mut err, mut out) = (
+        let (mut cost, mut offsets, mut partials, mut err, mut out, mut deltas) = (
             self.buffer("d_cost"),
             self.buffer("d_offsets"),
             self.buffer("d_partials"),
             self.buffer("d_err"),
             self.buffer("d_out"),
+            self.buffer("d_deltas"),
         );
         let result = (|| -> Result<()> {
             s.memset_zeros(&mut err).map_err(device_error)?;
@@ -665,9 +687,34 @@ impl<'a> DeviceDecompress<'a> {
                     .arg(&params)
                     .arg(&g)
                     .arg(&mut out)
+                    .arg(&mut deltas)
                     .arg(&mut err)
                     .launch(cfg(blocks(g.nblocks, 4), 128))
                     .map_err(device_error)?;
+                if self.nd {
+                    s.launch_builder(&k.prefix_x)
+                        .arg(&mut deltas)
+                        .arg(&g)
+                        .launch(cfg(blocks(g.nz * g.ny, 4), 128))
+                        .map_err(device_error)?;
+                    s.launch_builder(&k.prefix_y)
+                        .arg(&mut deltas)
+                        .arg(&g)
+                        .launch(cfg(blocks(g.nz * g.nx, 128), 128))
+                        .map_err(device_error)?;
+                    s.launch_builder(&k.prefix_z)
+                        .arg(&mut deltas)
+                        .arg(&g)
+                        .launch(cfg(blocks(g.ny * g.nx, 128), 128))
+                        .map_err(device_error)?;
+                    s.launch_builder(&k.reconstruct)
+                        .arg(&deltas)
+                        .arg(&params)
+                        .arg(&g.n)
+                        .arg(&mut out)
+                        .launch(cfg(blocks(g.n, 256), 256))
+                        .map_err(device_error)?;
+                }
                 if self.num_outliers > 0 {
                     s.launch_builder(&k.scatter)
                         .arg(&oindex)
@@ -690,6 +737,7 @@ impl<'a> DeviceDecompress<'a> {
             ("d_partials", partials),
             ("d_err", err),
             ("d_out", out),
+            ("d_deltas", deltas),
         ]);
         result
     }
@@ -741,6 +789,7 @@ pub fn compile_all_variants(arch: &str) -> Result<usize> {
             (Predictor::Block(32), 32),
             (Predictor::Tiled { tile: Tile([1, 8, 8]), delta: true }, 64),
             (Predictor::Tiled { tile: Tile([4, 4, 4]), delta: false }, 64),
+            (Predictor::Nd, 32),
         ] {
             for layout in [Layout::Plain, Layout::Wide, Layout::Packed] {
                 let chain = Chain {

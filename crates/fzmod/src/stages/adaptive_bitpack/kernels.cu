@@ -182,7 +182,7 @@ fz_compress(const real* data, const Params* params, Geometry g, u8* out, u64* ou
             i32 v[M];
             bool outlier[M];
             u32 mag[M];
-            block_values(x[jj], valid[jj], lane, qp, v, outlier);
+            block_values(data, blk, g, x[jj], valid[jj], lane, qp, v, outlier);
             for (int i = 0; i < M; i++) {
                 mag[i] = magnitude(v[i]);
                 u32 mask = __ballot_sync(FULL_MASK, outlier[i]);
@@ -297,10 +297,11 @@ extern "C" __global__ void fz_block_cost(const u8* meta, u64 nblocks, u32* cost,
     if (blk < nblocks) cost[blk] = block_cost(read_meta(meta, blk, err));
 }
 
-// Decoding, pass 2: one warp per block; the predictor's decode_store inverts and writes.
+// Decoding, pass 2: one warp per block; the predictor's decode_store inverts and writes (or,
+// for N-D Lorenzo, stores the deltas for the prefix-sum kernels).
 extern "C" __global__ void __launch_bounds__(DECODE_WARPS * 32)
 fz_decode(const u8* segment, u64 payload_len, const u64* offsets, const Params* params, Geometry g, real* out,
-          u32* err) {
+          i32* deltas, u32* err) {
     int lane = threadIdx.x & 31;
     u64 blk = (u64)blockIdx.x * DECODE_WARPS + (threadIdx.x >> 5);
     if (blk >= g.nblocks) return;
@@ -336,5 +337,5 @@ fz_decode(const u8* segment, u64 payload_len, const u64* offsets, const Params* 
         v[i] = neg[i] ? (i32)(0u - mag[i]) : (i32)mag[i];
     }
     if (bad) *err = 1;
-    decode_store(v, lane, blk, g, (real)params->step, out);
+    decode_store(v, lane, blk, g, (real)params->step, out, deltas);
 }

@@ -164,13 +164,15 @@ __device__ __forceinline__ u64 natural_index(u64 k, const Geometry& g) { return 
 #if PRED == 0
 // Quantizer straight into the coder: coder element k is natural element k.
 template <int N>
-__device__ __forceinline__ void block_values(const real (&x)[N], const bool (&valid)[N], int lane, const QParams& p,
-                                             i32 (&v)[N], bool (&outlier)[N]) {
+__device__ __forceinline__ void block_values(const real* data, u64 blk, const Geometry& g, const real (&x)[N],
+                                             const bool (&valid)[N], int lane, const QParams& p, i32 (&v)[N],
+                                             bool (&outlier)[N]) {
     quantize_loaded(x, valid, p, v, outlier);
 }
 
 template <int N>
-__device__ __forceinline__ void decode_store(i32 (&v)[N], int lane, u64 blk, const Geometry& g, real step, real* out) {
+__device__ __forceinline__ void decode_store(i32 (&v)[N], int lane, u64 blk, const Geometry& g, real step, real* out,
+                                             i32* deltas) {
     for (int i = 0; i < N; i++) {
         u64 k = blk * BLOCK + lane + 32 * i;
         if (k < g.ncodes) out[k] = reconstruct(v[i], step);

@@ -38,8 +38,9 @@ __device__ __forceinline__ i32 from_tile(const i32 (&q)[N], int local) {
 }
 
 template <int N>
-__device__ __forceinline__ void block_values(const real (&x)[N], const bool (&valid)[N], int lane, const QParams& p,
-                                             i32 (&v)[N], bool (&outlier)[N]) {
+__device__ __forceinline__ void block_values(const real* data, u64 blk, const Geometry& g, const real (&x)[N],
+                                             const bool (&valid)[N], int lane, const QParams& p, i32 (&v)[N],
+                                             bool (&outlier)[N]) {
     i32 q[N];
     quantize_loaded(x, valid, p, q, outlier);
     for (int i = 0; i < N; i++) {
@@ -54,7 +55,8 @@ __device__ __forceinline__ void block_values(const real (&x)[N], const bool (&va
 // Decoding needs TE == BLOCK: one coder block is one tile. The separable inverse of each
 // element is a sum of deltas along its z pillar, y column and x row (all inside the grid).
 template <int N>
-__device__ __forceinline__ void decode_store(i32 (&v)[N], int lane, u64 blk, const Geometry& g, real step, real* out) {
+__device__ __forceinline__ void decode_store(i32 (&v)[N], int lane, u64 blk, const Geometry& g, real step, real* out,
+                                             i32* deltas) {
 #if TDELTA
     __shared__ u32 tile[DECODE_WARPS][BLOCK];
     u32* d = tile[threadIdx.x >> 5];
