@@ -216,6 +216,12 @@ fn cfg(grid: u32, block: u32) -> LaunchConfig {
     LaunchConfig { grid_dim: (grid, 1, 1), block_dim: (block, 1, 1), shared_mem_bytes: 0 }
 }
 
+/// Room for outliers before the first run: a sixteenth of the elements (real fields have far
+/// fewer); a run that finds more grows the list to the exact count and runs again.
+fn initial_outlier_capacity(n: u64) -> u64 {
+    (n / 16).max(1024)
+}
+
 /// Device buffers of one compress run, taken from the workspace.
 struct CompressBuffers {
     input: CudaSlice<u8>,
@@ -234,6 +240,13 @@ struct CompressBuffers {
 }
 
 impl CompressBuffers {
+    /// Outlier entries the lists can hold (they may be larger than asked for: reused).
+    fn outlier_capacity(&self) -> u64 {
+        (self.oindex.len().min(self.obits.len()) / 8) as u64
+    }
+}
+
+impl CompressBuffers {
     fn take(
         ws: &mut Workspace,
         s: &Arc<CudaStream>,
@@ -249,8 +262,8 @@ impl CompressBuffers {
             pmax: ws.take(s, "pmax", 8 * MINMAX_BLOCKS as usize)?,
             params: ws.take(s, "params", PARAMS_BYTES)?,
             out: ws.take(s, "out", max_out as usize)?,
-            oindex: ws.take(s, "oindex", 8 * g.n as usize)?,
-            obits: ws.take(s, "obits", 8 * g.n as usize)?,
+            oindex: ws.take(s, "oindex", 8 * initial_outlier_capacity(g.n) as usize)?,
+            obits: ws.take(s, "obits", 8 * initial_outlier_capacity(g.n) as usize)?,
             state: ws.take(s, "state", 4 * (tiles + 1))?,
             sums: ws.take(s, "sums", 32 * tiles)?,
             totals: ws.take(s, "totals", 16)?,
@@ -422,6 +435,7 @@ impl<'a> DeviceCompress<'a> {
         // An absolute bound needs no value range: skip that pass.
         let parts = if relative == 1 { MINMAX_BLOCKS } else { 0 };
         let tiles = self.chain.tiles(&g);
+        let outlier_capacity = b.outlier_capacity();
         s.memset_zeros(&mut b.state.slice_mut(0..4 * (tiles as usize + 1))).map_err(device_error)?;
         // SAFETY: argument lists match the kernels; every buffer was sized for this geometry.
         unsafe {
@@ -450,6 +464,7 @@ impl<'a> DeviceCompress<'a> {
                 .arg(&mut b.out)
                 .arg(&mut b.oindex)
                 .arg(&mut b.obits)
+                .arg(&outlier_capacity)
                 .arg(&mut b.state)
                 .arg(&mut b.sums)
                 .arg(&mut b.totals)
@@ -462,9 +477,23 @@ impl<'a> DeviceCompress<'a> {
     /// Read the sizes back (the only synchronisation), download and write the archive.
     pub(crate) fn finish(&mut self) -> Result<Vec<u8>> {
         let (s, g) = (&self.dev.stream, self.geometry);
+        let mut num_outliers = read_u64(s, &self.buffers.as_ref().expect("held").totals, 1)?;
+        if num_outliers > self.buffers.as_ref().expect("held").outlier_capacity() {
+            // More outliers than the first guess: grow the lists to the exact count, run again.
+            let b = self.buffers.as_mut().expect("held");
+            let mut ws = self.dev.workspace.lock().map_err(|_| Error::Device("workspace poisoned".into()))?;
+            for (name, slot) in [("oindex", &mut b.oindex), ("obits", &mut b.obits)] {
+                let placeholder = s.alloc_zeros::<u8>(8).map_err(device_error)?;
+                ws.put(name, std::mem::replace(slot, placeholder));
+                *slot = ws.take(s, name, 8 * num_outliers as usize)?;
+            }
+            drop(ws);
+            self.kernels()?;
+            num_outliers = read_u64(s, &self.buffers.as_ref().expect("held").totals, 1)?;
+        }
+        let num_outliers = num_outliers as usize;
         let b = self.buffers.as_ref().expect("buffers held until drop");
         let payload = read_u64(s, &b.totals, 0)?;
-        let num_outliers = read_u64(s, &b.totals, 1)? as usize;
         let (abs_bound, step) =
             (f64::from_bits(read_u64(s, &b.params, 0)?), f64::from_bits(read_u64(s, &b.params, 1)?));
         let coder_bytes = self.dev.download(&b.out, (g.meta_len + payload) as usize)?;

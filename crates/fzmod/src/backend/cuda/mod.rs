@@ -176,6 +176,8 @@ impl CudaDevice {
 #[derive(Default)]
 pub(crate) struct Workspace {
     slots: HashMap<&'static str, CudaSlice<u8>>,
+    /// Bytes of every buffer allocated and not yet freed, whether lent out or not.
+    allocated: usize,
     peak: usize,
 }
 
@@ -186,10 +188,13 @@ impl Workspace {
         let need = bytes.max(8);
         match self.slots.remove(name) {
             Some(s) if s.len() >= need => Ok(s),
-            _ => {
+            too_small => {
+                if let Some(old) = too_small {
+                    self.allocated -= old.len();
+                }
                 let s = stream.alloc_zeros::<u8>(need).map_err(device_error)?;
-                let held: usize = self.slots.values().map(|s| s.len()).sum::<usize>() + need;
-                self.peak = self.peak.max(held);
+                self.allocated += need;
+                self.peak = self.peak.max(self.allocated);
                 Ok(s)
             }
         }

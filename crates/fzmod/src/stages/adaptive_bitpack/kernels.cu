@@ -143,9 +143,11 @@ __device__ __forceinline__ u64 warp_sum(u64 v) {
 // Offsets are pure prefix sums by block index: the bytes never depend on scheduling.
 // state: [ticket, flags...] as u32; sums: per tile {aggregate bytes, aggregate outliers,
 // inclusive bytes, inclusive outliers}; totals: [payload bytes, outliers] of the whole input.
+// Outliers beyond outlier_capacity are counted but not stored; the host then grows the list
+// and runs the call again.
 extern "C" __global__ void __launch_bounds__(FUSED_WARPS * 32)
 fz_compress(const real* data, const Params* params, Geometry g, u8* out, u64* outlier_index, u64* outlier_bits,
-            u32* state, u64* sums, u64* totals) {
+            u64 outlier_capacity, u32* state, u64* sums, u64* totals) {
     __shared__ u32 s_tile;
     __shared__ u64 s_bytes[FUSED_WARPS], s_outliers[FUSED_WARPS];
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -269,8 +271,8 @@ fz_compress(const real* data, const Params* params, Geometry g, u8* out, u64* ou
         if (blk >= g.nblocks) break;
         for (int i = 0; i < M; i++) {
             u32 mask = s_outlier_mask[local * M + i];
-            if (mask >> lane & 1) {
-                u64 slot = at_outliers + __popc(mask & ((1u << lane) - 1));
+            u64 slot = at_outliers + __popc(mask & ((1u << lane) - 1));
+            if ((mask >> lane & 1) && slot < outlier_capacity) {  // the host re-runs with more room
                 u64 e = natural_index(blk * BLOCK + lane + 32 * i, g);
                 outlier_index[slot] = e;
                 outlier_bits[slot] = real_bits(data[e]);
