@@ -54,3 +54,105 @@ pub(crate) fn cubin(defines: &str, arch: &str) -> Result<Vec<u8>> {
     let _ = unsafe { result::destroy_program(prog) };
     out
 }
+
+/// NVRTC's version, part of the disk-cache key.
+fn nvrtc_version() -> (i32, i32) {
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: NVRTC is loaded (the device probe checked it); the call only writes two ints.
+    let _ = unsafe { sys::nvrtcVersion(&mut major, &mut minor) }.result();
+    (major, minor)
+}
+
+/// Where compiled images are kept between runs: `$FZMOD_CACHE_DIR` (`off` disables), else
+/// `$XDG_CACHE_HOME/fzmod`, else `~/.cache/fzmod`. `None` when none can be created.
+fn cache_dir() -> Option<std::path::PathBuf> {
+    use std::path::PathBuf;
+    let dir = match std::env::var_os("FZMOD_CACHE_DIR") {
+        Some(d) if d == "off" || d.is_empty() => return None,
+        Some(d) => PathBuf::from(d),
+        None => std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?
+            .join("fzmod"),
+    };
+    std::fs::create_dir_all(&dir).ok()?;
+    Some(dir)
+}
+
+const CACHE_MAGIC: &[u8; 8] = b"FZMCUBIN";
+
+/// Everything the image depends on; stored in the entry and compared on every load.
+fn cache_key(defines: &str, arch: &str) -> String {
+    let sources: String = SOURCES.concat();
+    let (major, minor) = nvrtc_version();
+    format!(
+        "arch {arch}\nnvrtc {major}.{minor}\noptions {:?}\nsources {:08x}:{}\n{defines}",
+        options(arch),
+        crc32c::crc32c(sources.as_bytes()),
+        sources.len()
+    )
+}
+
+fn cache_path(dir: &std::path::Path, key: &str) -> std::path::PathBuf {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    key.hash(&mut h);
+    dir.join(format!("{:016x}.cubin", h.finish()))
+}
+
+fn read_entry(path: &std::path::Path, key: &str) -> Option<Vec<u8>> {
+    let bytes = std::fs::read(path).ok()?;
+    let rest = bytes.strip_prefix(CACHE_MAGIC)?;
+    let len = u32::from_le_bytes(rest.get(..4)?.try_into().ok()?) as usize;
+    let stored = rest.get(4..4 + len)?;
+    (stored == key.as_bytes()).then(|| rest[4 + len..].to_vec())
+}
+
+/// Best effort: a cache that cannot be written only costs the next run a compile.
+fn write_entry(path: &std::path::Path, key: &str, image: &[u8]) {
+    let mut bytes = CACHE_MAGIC.to_vec();
+    bytes.extend_from_slice(&(key.len() as u32).to_le_bytes());
+    bytes.extend_from_slice(key.as_bytes());
+    bytes.extend_from_slice(image);
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    if std::fs::write(&tmp, &bytes).and_then(|_| std::fs::rename(&tmp, path)).is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
+
+/// A compiled image from the disk cache, if one with exactly this key is there.
+pub(crate) fn cached(defines: &str, arch: &str) -> Option<Vec<u8>> {
+    let key = cache_key(defines, arch);
+    read_entry(&cache_path(&cache_dir()?, &key), &key)
+}
+
+/// Compile and store the image in the disk cache (when there is one).
+pub(crate) fn compile_and_cache(defines: &str, arch: &str) -> Result<Vec<u8>> {
+    let image = cubin(defines, arch)?;
+    if let Some(dir) = cache_dir() {
+        let key = cache_key(defines, arch);
+        write_entry(&cache_path(&dir, &key), &key, &image);
+    }
+    Ok(image)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_entries_are_returned_only_for_their_exact_key() {
+        let dir = std::env::temp_dir().join(format!("fzmod-cache-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = cache_path(&dir, "key a");
+        write_entry(&path, "key a", b"image bytes");
+        assert_eq!(read_entry(&path, "key a").as_deref(), Some(&b"image bytes"[..]));
+        assert_eq!(read_entry(&path, "key b"), None);
+        let full = std::fs::read(&path).unwrap();
+        for cut in 0..8 + 4 + 5 {
+            std::fs::write(&path, &full[..cut]).unwrap();
+            assert_eq!(read_entry(&path, "key a"), None, "cut {cut}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,6 +1,7 @@
 //! The CUDA backend: a device context, run-time compiled kernels (NVRTC → CUBIN for the
-//! device's own `sm_XY`, `--fmad=false`, cached per process), a grow-only device workspace
-//! reused across calls, and the fused cuSZp-family chain (`chain.rs`).
+//! device's own `sm_XY`, `--fmad=false`, cached per process and on disk, keyed by sources,
+//! options, arch and NVRTC version), a grow-only device workspace reused across calls, and the
+//! fused cuSZp-family chain (`chain.rs`).
 //!
 //! Built with cudarc's dynamic loading: nothing CUDA is needed to compile, and the driver and
 //! NVRTC libraries are probed before any call (cudarc panics on a missing library).
@@ -161,8 +162,12 @@ impl CudaDevice {
             match cache.get(defines) {
                 Some(m) => m.clone(),
                 None => {
-                    let image = compile::cubin(defines, &self.arch)?;
-                    let m = self.ctx.load_module(cudarc::nvrtc::Ptx::from_binary(image)).map_err(device_error)?;
+                    let load = |image| self.ctx.load_module(cudarc::nvrtc::Ptx::from_binary(image));
+                    // A disk-cache entry that the driver refuses is replaced by a fresh compile.
+                    let m = match compile::cached(defines, &self.arch).map(load) {
+                        Some(Ok(m)) => m,
+                        _ => load(compile::compile_and_cache(defines, &self.arch)?).map_err(device_error)?,
+                    };
                     cache.insert(defines.to_string(), m.clone());
                     m
                 }
