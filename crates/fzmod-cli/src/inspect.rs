@@ -8,10 +8,34 @@ fn stage_type(id: u16) -> String {
     fzmod::stage::kind_by_id(id).map_or_else(|_| format!("unknown#{id}"), |k| k.name.to_string())
 }
 
+/// The stage's parameters as recorded (decoded through the registry), or why they cannot be.
+fn parameters(st: &fzmod::archive::StageRecord) -> Result<toml::Table, String> {
+    let kind = fzmod::stage::kind_by_id(st.type_id).map_err(|e| e.to_string())?;
+    let stage = (kind.from_record)(st.param_version, &st.params).map_err(|e| e.to_string())?;
+    Ok(stage.to_toml())
+}
+
+fn parameters_text(st: &fzmod::archive::StageRecord) -> String {
+    match parameters(st) {
+        Ok(t) => t.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" "),
+        Err(e) => format!("(unreadable: {e})"),
+    }
+}
+
+/// Name of output `port` of stage `stage` (its index when the record cannot be decoded).
+fn port_name(h: &Header, stage: usize, port: usize) -> String {
+    let st = &h.stages[stage];
+    let named = fzmod::stage::kind_by_id(st.type_id)
+        .ok()
+        .and_then(|k| (k.from_record)(st.param_version, &st.params).ok())
+        .and_then(|s| s.outputs().get(port).map(|p| p.name.to_string()));
+    format!("{}:{}", st.name, named.unwrap_or_else(|| port.to_string()))
+}
+
 fn source(h: &Header, r: &InputRef) -> String {
     match *r {
         InputRef::External => "input".into(),
-        InputRef::Stage { stage, port } => format!("{}:{port}", h.stages[stage].name),
+        InputRef::Stage { stage, port } => port_name(h, stage, port),
     }
 }
 
@@ -35,19 +59,22 @@ pub fn to_text(h: &Header, archive_len: usize) -> String {
     for (i, st) in h.stages.iter().enumerate() {
         let inputs: Vec<String> = st.inputs.iter().map(|r| source(h, r)).collect();
         s += &format!(
-            "  {i}  {:<12} {:<16} <- {:<20} params v{} ({} bytes)\n",
+            "  {i}  {:<12} {:<16} <- {:<20} {}\n",
             st.name,
             stage_type(st.type_id),
             inputs.join(", "),
-            st.param_version,
-            st.params.len()
+            parameters_text(st)
         );
     }
     s += "segments\n";
     for e in &h.segments {
         s += &format!(
-            "  {}:{}  {:<4} {:>12} bytes at +{:<10} crc32c {:08x}\n",
-            h.stages[e.stage].name, e.port, e.dtype, e.len, e.offset, e.crc32c
+            "  {:<16} {:<4} {:>12} bytes at +{:<10} crc32c {:08x}\n",
+            port_name(h, e.stage, e.port),
+            e.dtype,
+            e.len,
+            e.offset,
+            e.crc32c
         );
     }
     s
@@ -66,10 +93,11 @@ pub fn to_json(h: &Header, archive_len: usize) -> Value {
         "stages": h.stages.iter().map(|st| json!({
             "name": st.name, "type": stage_type(st.type_id), "type_id": st.type_id,
             "param_version": st.param_version, "param_bytes": st.params.len(),
+            "parameters": parameters(st).map_or(serde_json::Value::Null, |t| serde_json::to_value(t).unwrap_or_default()),
             "inputs": st.inputs.iter().map(|r| source(h, r)).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
         "segments": h.segments.iter().map(|e| json!({
-            "stage": h.stages[e.stage].name, "port": e.port, "dtype": e.dtype.short_name(),
+            "stage": h.stages[e.stage].name, "port": port_name(h, e.stage, e.port), "dtype": e.dtype.short_name(),
             "offset": e.offset, "bytes": e.len, "crc32c": format!("{:08x}", e.crc32c),
         })).collect::<Vec<_>>(),
     })
