@@ -7,8 +7,10 @@ use std::path::Path;
 /// Read a raw little-endian array and check it against the shape.
 pub fn read_array(path: &Path, dtype: DType, shape: &[usize]) -> Result<Buffer> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let elements: usize = shape.iter().product();
-    let expected = elements.checked_mul(dtype.size()).context("shape too large")?;
+    let expected = shape
+        .iter()
+        .try_fold(dtype.size(), |acc, &d| acc.checked_mul(d))
+        .with_context(|| format!("shape {} is too large", shape_string(shape)))?;
     if bytes.len() != expected {
         bail!(
             "{}: file has {} bytes, but shape {} of {dtype} needs {expected}",

@@ -106,6 +106,7 @@ fn bad_arguments_fail_with_one_line_and_no_output() {
     assert_fails_cleanly(&with(&["--shape", "132x73x144", "--preset", "cuszp", "-e", "-1e-3"]), &out, "error bound");
     assert_fails_cleanly(&with(&["--shape", "132x73x144", "--preset", "cuszp", "-e", "NaN"]), &out, "error bound");
     assert_fails_cleanly(&with(&["--shape", "132x0x144", "--preset", "cuszp"]), &out, "bad shape");
+    assert_fails_cleanly(&with(&["--shape", "99999999999x99999999999", "--preset", "cuszp"]), &out, "too large");
     assert_fails_cleanly(&with(&["--shape", "132x73x144", "--preset", "cuszp", "-m", "pw"]), &out, "mode");
     assert_fails_cleanly(
         &["compress", "no/such/file.f32", "-o", o, "--dtype", "f32", "--shape", "4", "--preset", "cuszp"],
