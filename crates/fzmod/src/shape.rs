@@ -20,7 +20,7 @@ impl Grid {
         let mut dims = [1usize; 3];
         let n = real.len();
         if n > 3 {
-            dims = [real[..n - 2].iter().product(), real[n - 2], real[n - 1]];
+            dims = [real[..n - 2].iter().fold(1usize, |a, &d| a.saturating_mul(d)), real[n - 2], real[n - 1]];
         } else {
             for (slot, &d) in dims.iter_mut().rev().zip(real.iter().rev()) {
                 *slot = d;
@@ -41,8 +41,9 @@ impl Grid {
         Ok(g)
     }
 
+    /// Number of elements (saturating: an impossible grid never matches a real buffer).
     pub fn len(&self) -> usize {
-        self.dims.iter().product()
+        self.dims.iter().fold(1usize, |a, &d| a.saturating_mul(d))
     }
 
     pub fn is_empty(&self) -> bool {
