@@ -107,33 +107,25 @@ __device__ __forceinline__ void write_block(u8* p, BlockCode c, u32 (&mag)[M], c
         if (lane == 0) mag[0] = 0;
         p += c.ob;
     }
-    u32 misalign = (u32)((u64)p & 3);
+    bool aligned = (((u64)p) & 3) == 0;
 #if M == 1
-    // Words W_0 = signs, W_k = plane k - 1 (held by lane k - 1). Unaligned payloads (after an
-    // outlier block) are written as aligned words spliced from two neighbours, with byte
-    // stores only for the partial words at both ends (they share bytes with other blocks).
+    // One word per plane: lane p stores plane p. Measured faster than the general loop for
+    // aligned (plain) payloads; unaligned ones (after an outlier block) go byte by byte.
     u32 signs = __ballot_sync(FULL_MASK, v[0] < 0);
     u32 plane = warp_transpose(mag[0], lane);
-    if (misalign == 0) {
+    if (aligned) {
         if (lane == 0) *(u32*)p = signs;
         if ((u32)lane < c.rate) *(u32*)(p + 4 * (lane + 1)) = plane;
-        return;
+    } else {
+        if (lane == 0) store_word(p, signs, false);
+        if ((u32)lane < c.rate) store_word(p + 4 * (lane + 1), plane, false);
     }
-    u32 before = __shfl_up_sync(FULL_MASK, plane, 1);
-    if (lane == 0) before = signs;
-    u8* base = p - misalign;
-    if ((u32)lane < c.rate) *(u32*)(base + 4 * (lane + 1)) = (before >> (8 * (4 - misalign))) | (plane << (8 * misalign));
-    if (lane == 0)
-        for (u32 b = 0; b < 4 - misalign; b++) p[b] = (u8)(signs >> (8 * b));
-    u32 last = c.rate == 0 ? signs : plane;
-    if ((u32)lane == (c.rate == 0 ? 0 : c.rate - 1))
-        for (u32 b = 4 - misalign; b < 4; b++) p[4 * c.rate + b] = (u8)(last >> (8 * b));
 #else
     for (int i = 0; i < M; i++) {
         u32 signs = __ballot_sync(FULL_MASK, v[i] < 0);
         u32 plane = warp_transpose(mag[i], lane);
-        if (lane == i) store_word(p + 4 * i, signs, misalign == 0);
-        if ((u32)lane < c.rate) store_word(p + 4 * ((lane + 1) * M + i), plane, misalign == 0);
+        if (lane == i) store_word(p + 4 * i, signs, aligned);
+        if ((u32)lane < c.rate) store_word(p + 4 * ((lane + 1) * M + i), plane, aligned);
     }
 #endif
 }
