@@ -228,7 +228,12 @@ fn run(cli: Cli) -> Result<()> {
             io::write_atomically(&output, &decoded.data.to_le_bytes())?;
             let mut r = Report::from_header(&decoded.header);
             r.input = input.display().to_string();
-            (r.backend, r.backend_note) = (backend.name().into(), note);
+            r.backend = decoded.backend.into();
+            r.backend_note = if decoded.backend == backend.name() {
+                note
+            } else {
+                "this archive's pipeline decodes on the CPU".into()
+            };
             r.compressed_bytes = bytes.len() as u64;
             r.decompress_seconds = Some(secs);
             if let Some(orig) = compare {

@@ -43,6 +43,8 @@ pub(crate) struct Leaf {
 pub struct Decompressed {
     pub header: Header,
     pub data: Buffer,
+    /// Backend that decoded it ("cpu" or "cuda").
+    pub backend: &'static str,
 }
 
 impl Pipeline {
@@ -411,5 +413,5 @@ pub fn decompress(bytes: &[u8]) -> Result<Decompressed> {
             header.shape
         ));
     }
-    Ok(Decompressed { header, data })
+    Ok(Decompressed { header, data, backend: "cpu" })
 }

@@ -788,7 +788,7 @@ impl<'a> DeviceDecompress<'a> {
             Buffer::from_le_bytes(self.dtype, &bytes)
         })();
         self.buffers.extend([("d_err", err), ("d_offsets", offsets), ("d_out", out)]);
-        Ok(crate::graph::Decompressed { header: self.header.clone(), data: checked? })
+        Ok(crate::graph::Decompressed { header: self.header.clone(), data: checked?, backend: "cuda" })
     }
 }
 
