@@ -22,20 +22,16 @@ fn device() -> Option<Backend> {
 #[test]
 fn nvrtc_compiles_every_kernel_variant() {
     // SAFETY: only probes for the library by name.
-    if !unsafe { cudarc_probe() } {
+    if !unsafe { fzmod::backend::cuda::nvrtc_present() } {
         eprintln!("skipping: NVRTC not found");
         return;
     }
     let arch = match CudaDevice::get() {
-        Ok(d) => d.description().rsplit_once('(').map(|(_, a)| a.trim_end_matches(')').to_string()).unwrap(),
+        Ok(d) => d.arch().to_string(),
         Err(_) => "sm_90".to_string(),
     };
     let n = compile_all_variants(&arch).unwrap();
     assert_eq!(n, 30);
-}
-
-unsafe fn cudarc_probe() -> bool {
-    fzmod::backend::cuda::nvrtc_present()
 }
 
 const BOUNDS: [(ErrorMode, f64); 4] =

@@ -107,6 +107,11 @@ impl CudaDevice {
         format!("{} ({})", self.name, self.arch)
     }
 
+    /// The device's architecture, e.g. `sm_90` (what kernels are compiled for).
+    pub fn arch(&self) -> &str {
+        &self.arch
+    }
+
     /// Peak bytes the workspace has held.
     pub fn peak_workspace_bytes(&self) -> u64 {
         self.workspace.lock().map_or(0, |w| w.peak as u64)
