@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU, in one run (prepared by scripts/prepare-gpu.sh):
-#   1. the GPU tests: every preset x every shared field x rel 1e-2/1e-3/1e-4, GPU archive
-#      bytes == CPU archive bytes, bound on every element, cross decoding, corrupt archives;
-#   2. the benchmark table of docs/PERFORMANCE.md (fzmod bench, CUDA events, medians);
+#   1. the GPU tests (#[ignore]d elsewhere, run here with --include-ignored): random pipelines
+#      and each stage alone, fused == unfused == CPU bytes; every preset x shared field x bound
+#      with the bound on every element; cross decoding; corrupt archives; NVRTC compiles all;
+#   2. the benchmark table of docs/PERFORMANCE.md (fzmod bench, CUDA events, medians), fused
+#      and unfused (--fusion off);
 # and prints a short summary last. Full logs and JSON go to $OUT when set.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -19,12 +21,13 @@ PY
 export FZMOD_DATA=/tmp/fzdata FZMOD_REPO=$PWD
 tests_rc=0
 if [ "${1:-}" != "--bench-only" ]; then
-  ./.gpu/gpu-tests --test-threads 1 --nocapture 2>&1 | tee /tmp/gpu-tests.log | grep -E "^test |GPU ==|panicked|skipping|result"
+  ./.gpu/gpu-tests --include-ignored --test-threads 1 --nocapture 2>&1 | tee /tmp/gpu-tests.log | grep -E "^test |GPU ==|panicked|skipping|result"
   tests_rc=${PIPESTATUS[0]}
 fi
 
-bench() { # name file dtype shape preset bound [mode]
+bench() { # name file dtype shape preset bound [mode [fusion]]
   ./.gpu/fzmod bench "$2" --dtype "$3" --shape "$4" --preset "$5" -m "${7:-rel}" -e "$6" --backend cuda --runs 20 \
+    --fusion "${8:-on}" \
     --json "/tmp/bench/$1.json" > "/tmp/bench/$1.txt" 2>&1 || echo "bench $1 failed: $(tail -1 "/tmp/bench/$1.txt")"
 }
 E8=/tmp/etopo5x8_74684160.f32
@@ -44,6 +47,9 @@ bench x8-cuszp-abs $E8 f32 74684160 cuszp 18.209 abs
 bench x8-cuszp2-abs $E8 f32 74684160 cuszp2 18.209 abs
 bench x8-cuszp3-fixed-abs $E8 f32 74684160 cuszp3-fixed 18.209 abs
 bench f64-ncep-cuszp2 /tmp/fzdata/ncep_hgt500_djf_65x29x49.f64 f64 65x29x49 cuszp2 1e-3
+# The unfused device path: every stage's own kernels, same bytes.
+for preset in cuszp cuszp2 cuszp3-fixed; do bench "x8-$preset-unfused" $E8 f32 74684160 $preset 1e-3 rel off; done
+for preset in cuszp3-plain cuszp3-outlier; do bench "2d-$preset-unfused" $E f32 2161x4320 $preset 1e-3 rel off; done
 cat /tmp/bench/x8-cuszp2.txt
 
 echo
@@ -51,16 +57,17 @@ echo "== summary ($(cat "$out/gpu.txt"))"
 grep -sE "GPU == CPU|test result" /tmp/gpu-tests.log
 python3 - "$out" <<'PY'
 import json, pathlib, sys
-print(f"{'benchmark':<26}{'ratio':>8}{'comp GB/s':>11}{'decomp GB/s':>12}{'e2e comp':>10}{'max err':>11}")
+print(f"{'benchmark':<30}{'ratio':>8}{'comp GB/s':>11}{'decomp GB/s':>12}{'e2e c/d GB/s':>15}{'max err':>11}")
 rows = {}
 for f in sorted(pathlib.Path("/tmp/bench").glob("*.json")):
     j = rows[f.stem] = json.loads(f.read_text())
-    e2e = j["end_to_end_compress_seconds"]
+    e2e = j.get("end_to_end_seconds") or {"compress": 0, "decompress": 0}
     size = {"f32": 4, "f64": 8}[j["dtype"]]
     n = 1
     for d in j["shape"].split("x"): n *= int(d)
-    e2e_gbps = n * size / e2e / 1e9 if e2e else 0
-    print(f"{f.stem:<26}{j['ratio']:>8.3f}{j['compress_gbps']['median']:>11.1f}{j['decompress_gbps']['median']:>12.1f}{e2e_gbps:>10.2f}{j['max_abs_error']:>11.3g}")
+    gbps = lambda s: n * size / s / 1e9 if s else 0
+    e2e_txt = f"{gbps(e2e['compress']):.1f}/{gbps(e2e['decompress']):.1f}"
+    print(f"{f.stem:<30}{j['ratio']:>8.3f}{j['compress_gbps']['median']:>11.1f}{j['decompress_gbps']['median']:>12.1f}{e2e_txt:>15}{j['max_abs_error']:>11.3g}")
 pathlib.Path(sys.argv[1], "bench.json").write_text(json.dumps(rows, indent=1))
 PY
 cp /tmp/gpu-tests.log "$out/" 2>/dev/null

@@ -7,7 +7,7 @@ mod report;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use fzmod::backend::{Backend, BackendChoice};
-use fzmod::{Buffer, DType, ErrorBound, ErrorMode, Pipeline};
+use fzmod::{Buffer, DType, ErrorBound, ErrorMode, Pipeline, RunOptions};
 use report::Report;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -41,6 +41,9 @@ enum Command {
         compare: Option<PathBuf>,
         #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
         backend: BackendArg,
+        /// GPU fusion rules (same output either way).
+        #[arg(long, value_enum, default_value_t = Fusion::On)]
+        fusion: Fusion,
         #[command(flatten)]
         out: Output,
     },
@@ -99,6 +102,21 @@ struct Job {
     error_bound: Option<f64>,
     #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
     backend: BackendArg,
+    /// GPU fusion rules (same bytes either way): `off` runs every stage's own kernels.
+    #[arg(long, value_enum, default_value_t = Fusion::On)]
+    fusion: Fusion,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Fusion {
+    On,
+    Off,
+}
+
+impl From<Fusion> for RunOptions {
+    fn from(f: Fusion) -> Self {
+        RunOptions { fusion: matches!(f, Fusion::On) }
+    }
 }
 
 #[derive(Args)]
@@ -142,6 +160,7 @@ struct Prepared {
     pipeline: Pipeline,
     backend: Backend,
     note: String,
+    opts: RunOptions,
 }
 
 fn prepare(path: &Path, job: &Job) -> Result<Prepared> {
@@ -172,11 +191,8 @@ fn prepare(path: &Path, job: &Job) -> Result<Prepared> {
     pipeline.set_input_dtype(dtype)?;
     pipeline.finalize()?;
     let input = io::read_array(path, dtype, &shape)?;
-    let (mut backend, mut note) = Backend::select(job.backend.into())?;
-    if let Some(why) = backend.fallback_reason(&pipeline) {
-        (backend, note) = (Backend::Cpu, why);
-    }
-    Ok(Prepared { input, shape, pipeline, backend, note })
+    let (backend, note) = Backend::select(job.backend.into())?;
+    Ok(Prepared { input, shape, pipeline, backend, note, opts: job.fusion.into() })
 }
 
 fn emit(report: &Report, out: &Output) -> Result<()> {
@@ -208,7 +224,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Compress { input, output, job, out } => {
             let p = prepare(&input, &job)?;
             progress(&format!("compressing {} on {}", input.display(), p.backend.name()));
-            let (archive, secs) = timed(|| p.pipeline.compress_on(&p.backend, &p.input, &p.shape));
+            let (archive, secs) = timed(|| p.pipeline.compress_with(&p.backend, &p.input, &p.shape, p.opts));
             let archive = archive.with_context(|| format!("compressing {}", input.display()))?;
             io::write_atomically(&output, &archive)?;
             let header = fzmod::inspect(&archive)?;
@@ -219,21 +235,17 @@ fn run(cli: Cli) -> Result<()> {
             r.compress_seconds = Some(secs);
             emit(&r, &out)
         }
-        Command::Decompress { input, output, compare, backend, out } => {
+        Command::Decompress { input, output, compare, backend, fusion, out } => {
             let bytes = std::fs::read(&input).with_context(|| format!("cannot read {}", input.display()))?;
             let (backend, note) = Backend::select(backend.into())?;
             progress(&format!("decompressing {} on {}", input.display(), backend.name()));
-            let (decoded, secs) = timed(|| fzmod::decompress_on(&backend, &bytes));
+            let (decoded, secs) = timed(|| fzmod::decompress_with(&backend, &bytes, fusion.into()));
             let decoded = decoded.with_context(|| format!("decompressing {}", input.display()))?;
             io::write_atomically(&output, &decoded.data.to_le_bytes())?;
             let mut r = Report::from_header(&decoded.header);
             r.input = input.display().to_string();
             r.backend = decoded.backend.into();
-            r.backend_note = if decoded.backend == backend.name() {
-                note
-            } else {
-                "this archive's pipeline decodes on the CPU".into()
-            };
+            r.backend_note = note;
             r.compressed_bytes = bytes.len() as u64;
             r.decompress_seconds = Some(secs);
             if let Some(orig) = compare {
@@ -246,13 +258,13 @@ fn run(cli: Cli) -> Result<()> {
         Command::Roundtrip { input, output, job, out } => {
             let p = prepare(&input, &job)?;
             progress(&format!("compressing {} on {}", input.display(), p.backend.name()));
-            let (archive, c_secs) = timed(|| p.pipeline.compress_on(&p.backend, &p.input, &p.shape));
+            let (archive, c_secs) = timed(|| p.pipeline.compress_with(&p.backend, &p.input, &p.shape, p.opts));
             let archive = archive?;
             if let Some(path) = &output {
                 io::write_atomically(path, &archive)?;
             }
             progress("decompressing");
-            let (decoded, d_secs) = timed(|| fzmod::decompress_on(&p.backend, &archive));
+            let (decoded, d_secs) = timed(|| fzmod::decompress_with(&p.backend, &archive, p.opts));
             let decoded = decoded?;
             let mut r = Report::from_header(&decoded.header);
             r.input = input.display().to_string();
@@ -304,7 +316,7 @@ fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
 fn bench(input: &Path, job: &Job, runs: usize, json: Option<&Path>) -> Result<()> {
     let p = prepare(input, job)?;
     let bytes = p.input.byte_len() as f64;
-    let timing = p.pipeline.bench_on(&p.backend, &p.input, &p.shape, runs)?;
+    let timing = p.pipeline.bench_on(&p.backend, &p.input, &p.shape, runs, p.opts)?;
     let quality = fzmod::compare(&p.input, &timing.decoded)?;
     let gb = |secs: &[f64]| stats(secs.iter().map(|s| bytes / s / 1e9).collect());
     let (c_med, c_min, c_max) = gb(&timing.compress_seconds);
@@ -318,8 +330,15 @@ fn bench(input: &Path, job: &Job, runs: usize, json: Option<&Path>) -> Result<()
     println!("runs         {runs} (after 1 warm-up)");
     println!("compress     median {c_med:.3} GB/s  (min {c_min:.3}, max {c_max:.3})");
     println!("decompress   median {d_med:.3} GB/s  (min {d_min:.3}, max {d_max:.3})");
-    if let Some(e2e) = timing.end_to_end_seconds {
-        println!("end-to-end   compress {:.3} GB/s including transfers", bytes / e2e / 1e9);
+    for note in &timing.notes {
+        println!("device path  {note}");
+    }
+    if let Some((c, d)) = timing.end_to_end_seconds {
+        println!(
+            "end-to-end   compress {:.3} / decompress {:.3} GB/s including transfers",
+            bytes / c / 1e9,
+            bytes / d / 1e9
+        );
     }
     if let Some(peak) = timing.peak_device_bytes {
         println!("peak device  {:.1} MiB", peak as f64 / (1 << 20) as f64);
@@ -331,7 +350,8 @@ fn bench(input: &Path, job: &Job, runs: usize, json: Option<&Path>) -> Result<()
             "timing_method": timing.method, "runs": runs, "ratio": ratio, "max_abs_error": quality.max_abs_error,
             "compress_gbps": {"median": c_med, "min": c_min, "max": c_max},
             "decompress_gbps": {"median": d_med, "min": d_min, "max": d_max},
-            "end_to_end_compress_seconds": timing.end_to_end_seconds, "peak_device_bytes": timing.peak_device_bytes,
+            "end_to_end_seconds": timing.end_to_end_seconds.map(|(c, d)| serde_json::json!({"compress": c, "decompress": d})),
+            "peak_device_bytes": timing.peak_device_bytes, "device_path": timing.notes,
         });
         io::write_atomically(path, serde_json::to_string_pretty(&v)?.as_bytes())?;
     }

@@ -1,13 +1,27 @@
-//! Repeated, timed runs of a pipeline for `fzmod bench` (a benchmark, never a test), and
-//! the backend dispatch of compress/decompress.
+//! Backend dispatch of compress and decompress, and repeated, timed runs for `fzmod bench`
+//! (a benchmark, never a test).
 
 #[cfg(feature = "cuda")]
-use crate::backend::cuda;
+use crate::backend::cuda::{executor, CudaDevice};
 use crate::backend::Backend;
 use crate::element::Buffer;
 use crate::error::Result;
-use crate::graph::{self, Pipeline};
+use crate::graph::{self, DecodePlan, Pipeline};
 use std::time::Instant;
+
+/// How a pipeline runs on a device backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Let fusion rules replace matching sub-graphs (same bytes, fewer passes). Off runs
+    /// every stage's own kernels.
+    pub fusion: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions { fusion: true }
+    }
+}
 
 /// Timings of `runs` compress and decompress calls after one warm-up of each.
 pub struct BenchTiming {
@@ -18,52 +32,81 @@ pub struct BenchTiming {
     pub decoded: Buffer,
     /// How the times were taken.
     pub method: &'static str,
-    /// One compress including host↔device transfers (device backends only).
-    pub end_to_end_seconds: Option<f64>,
+    /// One compress and one decompress including host↔device transfers (device backends).
+    pub end_to_end_seconds: Option<(f64, f64)>,
     pub peak_device_bytes: Option<u64>,
+    /// How the device ran the pipeline (fusion rule, stages on the CPU).
+    pub notes: Vec<String>,
 }
 
 impl Pipeline {
-    /// Time compress and decompress on `backend` (the CPU for pipelines it cannot run).
-    pub fn bench_on(&self, backend: &Backend, input: &Buffer, shape: &[usize], runs: usize) -> Result<BenchTiming> {
+    /// Compress on a chosen backend with the default options (fusion on).
+    pub fn compress_on(&self, backend: &Backend, input: &Buffer, shape: &[usize]) -> Result<Vec<u8>> {
+        self.compress_with(backend, input, shape, RunOptions::default())
+    }
+
+    /// Compress on a chosen backend. The archive bytes are the same on every backend and with
+    /// fusion on or off.
+    #[cfg_attr(not(feature = "cuda"), allow(unused_variables))]
+    pub fn compress_with(
+        &self,
+        backend: &Backend,
+        input: &Buffer,
+        shape: &[usize],
+        opts: RunOptions,
+    ) -> Result<Vec<u8>> {
         let mut p = self.clone();
         p.finalize()?;
         match backend {
             #[cfg(feature = "cuda")]
-            Backend::Cuda(dev) if cuda::supports(&p).is_none() => match bench_cuda(dev, &p, input, shape, runs) {
-                Err(crate::error::Error::BackendUnavailable(_)) => bench_cpu(&p, input, shape, runs),
-                other => other,
-            },
-            _ => bench_cpu(&p, input, shape, runs),
+            Backend::Cuda(dev) => {
+                p.check_input(input, shape)?;
+                let mut job = executor::compress_job(dev, &p, input, shape, opts.fusion)?;
+                job.kernels()?;
+                job.finish()
+            }
+            Backend::Cpu => p.compress(input, shape),
         }
     }
 
-    /// Compress on a chosen backend (archive bytes are the same on every backend). Pipelines
-    /// the backend cannot run go to the CPU (see [`Backend::fallback_reason`]; a few limits,
-    /// such as a tile that differs from the coder block, only show with the input's shape).
-    pub fn compress_on(&self, backend: &Backend, input: &Buffer, shape: &[usize]) -> Result<Vec<u8>> {
+    /// Time compress and decompress on `backend`.
+    pub fn bench_on(
+        &self,
+        backend: &Backend,
+        input: &Buffer,
+        shape: &[usize],
+        runs: usize,
+        opts: RunOptions,
+    ) -> Result<BenchTiming> {
         let mut p = self.clone();
         p.finalize()?;
+        p.check_input(input, shape)?;
         match backend {
             #[cfg(feature = "cuda")]
-            Backend::Cuda(dev) if cuda::supports(&p).is_none() => match cuda::compress(dev, &p, input, shape) {
-                Err(crate::error::Error::BackendUnavailable(_)) => p.compress(input, shape),
-                other => other,
-            },
-            _ => p.compress(input, shape),
+            Backend::Cuda(dev) => bench_cuda(dev, &p, input, shape, runs, opts),
+            Backend::Cpu => bench_cpu(&p, input, shape, runs),
         }
     }
 }
 
-/// Decompress on a chosen backend; archives of pipelines it cannot run decode on the CPU.
+/// Decompress on a chosen backend with the default options.
 pub fn decompress_on(backend: &Backend, archive: &[u8]) -> Result<graph::Decompressed> {
+    decompress_with(backend, archive, RunOptions::default())
+}
+
+/// Decompress on a chosen backend. The archive is validated once, by the same front end
+/// ([`DecodePlan`]) whichever backend then runs it.
+#[cfg_attr(not(feature = "cuda"), allow(unused_variables))]
+pub fn decompress_with(backend: &Backend, archive: &[u8], opts: RunOptions) -> Result<graph::Decompressed> {
+    let plan = DecodePlan::new(archive)?;
     match backend {
         #[cfg(feature = "cuda")]
-        Backend::Cuda(dev) => match cuda::decompress(dev, archive) {
-            Err(crate::error::Error::BackendUnavailable(_)) => graph::decompress(archive),
-            other => other,
-        },
-        _ => graph::decompress(archive),
+        Backend::Cuda(dev) => {
+            let mut job = executor::decompress_job(dev, plan, opts.fusion)?;
+            job.kernels()?;
+            job.finish()
+        }
+        Backend::Cpu => plan.run_cpu(),
     }
 }
 
@@ -87,42 +130,60 @@ fn bench_cpu(p: &Pipeline, input: &Buffer, shape: &[usize], runs: usize) -> Resu
         method: "wall clock, whole call, data in host memory",
         end_to_end_seconds: None,
         peak_device_bytes: None,
+        notes: Vec::new(),
     })
 }
 
 #[cfg(feature = "cuda")]
 fn bench_cuda(
-    dev: &cuda::CudaDevice,
+    dev: &CudaDevice,
     p: &Pipeline,
     input: &Buffer,
     shape: &[usize],
     runs: usize,
+    opts: RunOptions,
 ) -> Result<BenchTiming> {
     use crate::error::Error;
     // Warm-up: compiles the kernels and sizes the workspace.
-    let archive = cuda::compress(dev, p, input, shape)?;
+    let whole = |input: &Buffer| -> Result<Vec<u8>> {
+        let mut job = executor::compress_job(dev, p, input, shape, opts.fusion)?;
+        job.kernels()?;
+        job.finish()
+    };
+    let archive = whole(input)?;
     let start = Instant::now();
-    let again = cuda::compress(dev, p, input, shape)?;
-    let end_to_end = start.elapsed().as_secs_f64();
+    let again = whole(input)?;
+    let compress_e2e = start.elapsed().as_secs_f64();
     if again != archive {
         return Err(Error::Device("two GPU compressions of the same input differ".into()));
     }
-    let mut run = cuda::DeviceCompress::new(dev, p, input, shape)?;
-    let comp = (0..runs).map(|_| dev.time(|| run.kernels())).collect::<Result<Vec<_>>>()?;
-    if run.finish()? != archive {
+    let mut job = executor::compress_job(dev, p, input, shape, opts.fusion)?;
+    let notes = job.notes();
+    let comp = (0..runs).map(|_| dev.time(|| job.kernels())).collect::<Result<Vec<_>>>()?;
+    if job.finish()? != archive {
         return Err(Error::Device("a timed GPU compression differs".into()));
     }
-    drop(run);
-    let mut dec = cuda::DeviceDecompress::new(dev, &archive)?;
-    let decomp = (0..runs).map(|_| dev.time(|| dec.kernels())).collect::<Result<Vec<_>>>()?;
-    let decoded = dec.finish()?.data;
+    drop(job);
+    let decode = || -> Result<graph::Decompressed> {
+        let mut job = executor::decompress_job(dev, DecodePlan::new(&archive)?, opts.fusion)?;
+        job.kernels()?;
+        job.finish()
+    };
+    decode()?;
+    let start = Instant::now();
+    decode()?;
+    let decompress_e2e = start.elapsed().as_secs_f64();
+    let mut job = executor::decompress_job(dev, DecodePlan::new(&archive)?, opts.fusion)?;
+    let decomp = (0..runs).map(|_| dev.time(|| job.kernels())).collect::<Result<Vec<_>>>()?;
+    let decoded = job.finish()?.data;
     Ok(BenchTiming {
         compress_seconds: comp,
         decompress_seconds: decomp,
         archive_bytes: archive.len(),
         decoded,
         method: "CUDA events around all kernels of one call, input already on the device",
-        end_to_end_seconds: Some(end_to_end),
+        end_to_end_seconds: Some((compress_e2e, decompress_e2e)),
         peak_device_bytes: Some(dev.peak_workspace_bytes()),
+        notes,
     })
 }

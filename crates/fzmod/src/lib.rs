@@ -29,7 +29,7 @@ pub mod stage;
 pub mod stages;
 
 pub use archive::{ErrorMode, Header};
-pub use bench::{decompress_on, BenchTiming};
+pub use bench::{decompress_on, decompress_with, BenchTiming, RunOptions};
 pub use config::{from_toml, preset, to_toml, PRESETS};
 pub use element::{Buffer, DType};
 pub use error::{Error, Result};

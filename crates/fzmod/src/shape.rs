@@ -41,6 +41,15 @@ impl Grid {
         Ok(g)
     }
 
+    /// A recorded grid must be the one the archive header's shape gives.
+    pub(crate) fn check_header(&self, header: &crate::archive::Header, stage: &str) -> Result<()> {
+        let shape: Vec<usize> = header.shape.iter().map(|&d| usize::try_from(d).unwrap_or(usize::MAX)).collect();
+        if Grid::from_shape(&shape).dims != self.dims {
+            return Err(corrupt!("{stage} grid {:?} does not match the header shape {:?}", self.dims, header.shape));
+        }
+        Ok(())
+    }
+
     /// Number of elements (saturating: an impossible grid never matches a real buffer).
     pub fn len(&self) -> usize {
         self.dims.iter().fold(1usize, |a, &d| a.saturating_mul(d))

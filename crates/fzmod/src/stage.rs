@@ -1,7 +1,7 @@
 //! The stage abstraction: typed ports, versioned parameters, forward and inverse runs,
 //! and the registry that rebuilds stages from archive records and TOML tables.
 
-use crate::archive::ErrorMode;
+use crate::archive::{ErrorMode, Header};
 use crate::element::{Buffer, DType};
 use crate::error::{Error, Result};
 use crate::stages;
@@ -75,9 +75,19 @@ pub trait Stage: Send + Sync + std::fmt::Debug {
             _ => Err(Error::Pipeline(format!("{} cannot take {dtype} input", self.kind().name))),
         }
     }
+    /// Check a stage decoded from its record against the archive header (element type,
+    /// shape, bound), so that the header a report shows is the one the data obeys.
+    fn check_header(&self, _header: &Header) -> Result<()> {
+        Ok(())
+    }
+    /// The device implementation of the same contract, if this stage has one.
+    #[cfg(feature = "cuda")]
+    fn device(&self) -> Option<&dyn crate::backend::cuda::device::DeviceStage> {
+        None
+    }
     /// Clone behind the trait object.
     fn clone_box(&self) -> Box<dyn Stage>;
-    /// For backends that recognise concrete stage types (fused GPU chains).
+    /// For fusion rules, which recognise the concrete stages they fuse.
     fn as_any(&self) -> &dyn std::any::Any;
 }
 

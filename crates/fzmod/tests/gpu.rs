@@ -1,48 +1,168 @@
-//! GPU tests: skipped (with a message) where NVRTC or a CUDA device is absent, as in CI.
-//! `scripts/gpu-check.sh` runs them on a GPU machine.
+//! GPU tests. They need a CUDA device (and NVRTC), so they are `#[ignore]`d: `cargo test`
+//! counts them as ignored, and `scripts/gpu-check.sh` runs them with `--include-ignored`,
+//! where a missing device is a failure, not a skip.
 #![cfg(feature = "cuda")]
 
 mod common;
 
 use common::*;
-use fzmod::backend::cuda::{compile_all_variants, CudaDevice};
+use fzmod::backend::cuda::{compile_all, CudaDevice};
 use fzmod::backend::Backend;
-use fzmod::{ErrorBound, ErrorMode};
+use fzmod::{Buffer, ErrorBound, ErrorMode, Pipeline, RunOptions};
 
-fn device() -> Option<Backend> {
-    match CudaDevice::get() {
-        Ok(d) => Some(Backend::Cuda(d)),
-        Err(e) => {
-            eprintln!("skipping: {e}");
-            None
-        }
-    }
+const FUSED: RunOptions = RunOptions { fusion: true };
+const UNFUSED: RunOptions = RunOptions { fusion: false };
+
+fn gpu() -> Backend {
+    Backend::Cuda(CudaDevice::get().expect("these tests need a CUDA device"))
 }
 
 #[test]
-fn nvrtc_compiles_every_kernel_variant() {
-    // SAFETY: only probes for the library by name.
-    if !unsafe { fzmod::backend::cuda::nvrtc_present() } {
-        eprintln!("skipping: NVRTC not found");
-        return;
+#[ignore = "needs NVRTC and a CUDA device (scripts/gpu-check.sh)"]
+fn nvrtc_compiles_every_device_program() {
+    let arch = CudaDevice::get().expect("a CUDA device").arch().to_string();
+    let n = compile_all(&arch).unwrap();
+    assert!(n >= 40, "{n} programs");
+}
+
+/// A small deterministic generator (xorshift), so every seed names one exact case.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
     }
-    let arch = match CudaDevice::get() {
-        Ok(d) => d.arch().to_string(),
-        Err(_) => "sm_90".to_string(),
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// A smooth field with noise, a few specials (NaN, ±Inf, huge values) and a random shape.
+fn random_field(rng: &mut Rng, f64_values: bool) -> (Buffer, Vec<usize>) {
+    let ndim = 1 + rng.below(4) as usize;
+    let shape: Vec<usize> = (0..ndim).map(|_| 1 + rng.below([50_000, 300, 40, 12][ndim - 1]) as usize).collect();
+    let n: usize = shape.iter().product();
+    let noise = rng.unit() * 0.5;
+    let mut v: Vec<f64> =
+        (0..n).map(|i| (i as f64 * 0.01).sin() * 100.0 + (rng.unit() - 0.5) * noise * 100.0).collect();
+    for _ in 0..rng.below(20) {
+        let at = rng.below(n as u64) as usize;
+        v[at] = [f64::NAN, f64::INFINITY, -f64::INFINITY, 3.0e38, -1.0e30][rng.below(5) as usize];
+    }
+    let data = if f64_values { Buffer::F64(v) } else { Buffer::F32(v.iter().map(|&x| x as f32).collect()) };
+    (data, shape)
+}
+
+/// One random pipeline of the four stages, as TOML: Quantizer → [Lorenzo | TiledLorenzo]? →
+/// AdaptiveBitpack, with random block sizes, tiles, layouts and bounds.
+fn random_pipeline(rng: &mut Rng) -> String {
+    let mode = ["abs", "rel"][rng.below(2) as usize];
+    let bound = [1e-1, 1e-2, 1e-3, 1e-5][rng.below(4) as usize];
+    let mut t = format!(
+        "[[stage]]\nname = \"q\"\ntype = \"Quantizer\"\nerror_bound_mode = \"{mode}\"\nerror_bound = {bound:e}\n"
+    );
+    let feed = match rng.below(3) {
+        0 => "{from = \"q\", port = \"codes\"}".to_string(),
+        1 => {
+            let block = [0, 1, 7, 32, 100, 1024, 5000][rng.below(7) as usize];
+            t += &format!("[[stage]]\nname = \"p\"\ntype = \"Lorenzo\"\nblock_size = {block}\ninputs = [{{from = \"q\", port = \"codes\"}}]\n");
+            "{from = \"p\"}".to_string()
+        }
+        _ => {
+            let tile = [1 + rng.below(4), 1 + rng.below(8), 1 + rng.below(16)];
+            let delta = rng.below(2) == 1;
+            t += &format!(
+                "[[stage]]\nname = \"p\"\ntype = \"TiledLorenzo\"\ntile_z = {}\ntile_y = {}\ntile_x = {}\ndelta = {delta}\ninputs = [{{from = \"q\", port = \"codes\"}}]\n",
+                tile[0], tile[1], tile[2]
+            );
+            "{from = \"p\"}".to_string()
+        }
     };
-    let n = compile_all_variants(&arch).unwrap();
-    assert_eq!(n, 30);
+    let block = [1, 5, 32, 48, 64, 200, 1024][rng.below(7) as usize];
+    let (selection, metadata) = [("false", "plain"), ("true", "wide"), ("true", "packed")][rng.below(3) as usize];
+    let meta = if selection == "true" { format!("metadata = \"{metadata}\"\n") } else { String::new() };
+    t + &format!(
+        "[[stage]]\nname = \"c\"\ntype = \"AdaptiveBitpack\"\nblock_size = {block}\noutlier_selection = {selection}\n{meta}inputs = [{feed}]\n"
+    )
+}
+
+/// CPU, fused and unfused GPU archives are the same bytes; each decoder decodes the others'.
+fn assert_backends_agree(p: &Pipeline, data: &Buffer, shape: &[usize], what: &str) {
+    let gpu = gpu();
+    let cpu = p.compress(data, shape).unwrap_or_else(|e| panic!("{what}: CPU compress: {e}"));
+    for opts in [FUSED, UNFUSED] {
+        let on_gpu = p.compress_with(&gpu, data, shape, opts).unwrap_or_else(|e| panic!("{what} {opts:?}: {e}"));
+        assert!(on_gpu == cpu, "{what} {opts:?}: GPU archive differs from the CPU archive");
+        let back = fzmod::decompress_with(&gpu, &cpu, opts).unwrap_or_else(|e| panic!("{what} {opts:?}: decode {e}"));
+        let reference = fzmod::decompress(&cpu).unwrap();
+        assert!(back.data.to_le_bytes() == reference.data.to_le_bytes(), "{what} {opts:?}: decoders disagree");
+    }
+}
+
+/// Property test with a fixed seed list: random pipelines of every stage (block sizes 1..5000,
+/// N-D and block Lorenzo, any tile, every layout, abs and rel) on random shapes and values.
+#[test]
+#[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
+fn random_pipelines_give_cpu_bytes_fused_and_unfused() {
+    for seed in 1..=60u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let toml = random_pipeline(&mut rng);
+        let f64_values = rng.below(3) == 0;
+        let (data, shape) = random_field(&mut rng, f64_values);
+        let mut p = fzmod::from_toml(&toml).unwrap();
+        p.set_input_dtype(data.dtype()).unwrap();
+        assert_backends_agree(&p, &data, &shape, &format!("seed {seed} shape {shape:?}\n{toml}"));
+    }
+}
+
+/// Each stage alone, forward and inverse, on integer inputs it accepts directly.
+#[test]
+#[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
+fn integer_stages_alone_give_cpu_bytes() {
+    let stages = [
+        "type = \"Lorenzo\"\nblock_size = 33\n",
+        "type = \"Lorenzo\"\nblock_size = 0\n",
+        "type = \"TiledLorenzo\"\ntile_z = 2\ntile_y = 3\ntile_x = 5\ndelta = true\n",
+        "type = \"AdaptiveBitpack\"\nblock_size = 77\noutlier_selection = true\nmetadata = \"wide\"\n",
+        "type = \"AdaptiveBitpack\"\ninput_type = \"int16\"\nblock_size = 1000\noutlier_selection = true\nmetadata = \"packed\"\n",
+    ];
+    for seed in 1..=10u64 {
+        let mut rng = Rng(seed * 7919);
+        for stage in stages {
+            let shape = vec![1 + rng.below(20) as usize, 1 + rng.below(30) as usize, 1 + rng.below(50) as usize];
+            let n: usize = shape.iter().product();
+            let spread = 1u64 << rng.below(20);
+            let data = if stage.contains("int16") {
+                Buffer::I16(
+                    (0..n)
+                        .map(|_| (rng.below(2 * spread) as i64 - spread as i64).clamp(-32768, 32767) as i16)
+                        .collect(),
+                )
+            } else {
+                Buffer::I32((0..n).map(|_| (rng.below(2 * spread) as i64 - spread as i64) as i32).collect())
+            };
+            let mut p = fzmod::from_toml(&format!("[[stage]]\nname = \"s\"\n{stage}")).unwrap();
+            p.set_input_dtype(data.dtype()).unwrap();
+            assert_backends_agree(&p, &data, &shape, &format!("seed {seed}: {stage}"));
+        }
+    }
 }
 
 const BOUNDS: [(ErrorMode, f64); 4] =
     [(ErrorMode::Rel, 1e-2), (ErrorMode::Rel, 1e-3), (ErrorMode::Rel, 1e-4), (ErrorMode::Abs, 1e-3)];
 
-/// Every shared field × preset × bound: GPU bytes = CPU bytes, the bound holds, and each
-/// backend decodes the other's archive.
+/// Every shared field × preset × bound: fused == unfused == CPU bytes, the bound holds on every
+/// element, and each backend decodes the other's archive.
 #[test]
-fn gpu_archives_are_byte_identical_to_cpu_archives() {
-    let Some(gpu) = device() else { return };
-    let Some(dir) = shared_data() else { return };
+#[ignore = "needs a CUDA device and ../shared/data (scripts/gpu-check.sh)"]
+fn presets_on_shared_fields_fused_unfused_and_cpu_agree() {
+    let dir = shared_data().expect("the shared fields (FZMOD_DATA)");
     let mut checked = 0;
     for path in shared_fields(&dir) {
         let field = load(&path);
@@ -53,91 +173,43 @@ fn gpu_archives_are_byte_identical_to_cpu_archives() {
                 let mut p = fzmod::preset(preset.name, &field.shape).unwrap();
                 p.set_error_bound(bound).unwrap();
                 p.set_input_dtype(field.data.dtype()).unwrap();
-                assert_eq!(gpu.fallback_reason(&p), None, "{what}");
-                let cpu_archive = p.compress(&field.data, &field.shape).unwrap();
-                let gpu_archive = p.compress_on(&gpu, &field.data, &field.shape).unwrap();
-                assert!(gpu_archive == cpu_archive, "{what}: GPU archive differs from the CPU archive");
-                let abs = expected_abs_bound(&field.data, bound);
-                let on_gpu = fzmod::decompress_on(&gpu, &cpu_archive).unwrap();
-                assert_within(&field.data, &on_gpu.data, abs, &format!("{what} (CPU archive, GPU decode)"));
-                let on_cpu = fzmod::decompress(&gpu_archive).unwrap();
-                assert!(on_gpu.data.to_le_bytes() == on_cpu.data.to_le_bytes(), "{what}: decoders disagree");
+                assert_backends_agree(&p, &field.data, &field.shape, &what);
+                let archive = p.compress_on(&gpu(), &field.data, &field.shape).unwrap();
+                let back = fzmod::decompress_on(&gpu(), &archive).unwrap();
+                assert_within(&field.data, &back.data, expected_abs_bound(&field.data, bound), &what);
                 checked += 1;
             }
         }
     }
-    eprintln!("GPU == CPU on {checked} field/preset/bound combinations");
-    assert_eq!(checked, 12 * fzmod::PRESETS.len() * BOUNDS.len());
+    eprintln!("GPU == CPU (fused and unfused) on {checked} field/preset/bound combinations");
+    assert_eq!(checked, shared_fields(&dir).len() * fzmod::PRESETS.len() * BOUNDS.len());
 }
 
+/// Truncated and corrupted archives: both backends refuse them alike, or decode them to the
+/// same values (the validation front end is shared).
 #[test]
-fn gpu_decoder_rejects_corrupt_archives() {
-    let Some(gpu) = device() else { return };
-    let golden = std::fs::read(repo_root().join("tests/golden/v1.0_cuszp2_2d.fzm")).unwrap();
-    let expected = fzmod::decompress(&golden).unwrap().data.to_le_bytes();
-    assert_eq!(fzmod::decompress_on(&gpu, &golden).unwrap().data.to_le_bytes(), expected);
-    for len in (0..golden.len()).step_by(97) {
-        assert!(fzmod::decompress_on(&gpu, &golden[..len]).is_err());
-    }
-    let mut bad = golden.clone();
-    for i in (0..golden.len()).step_by(13) {
-        bad[i] ^= 0x5a;
-        if let Ok(d) = fzmod::decompress_on(&gpu, &bad) {
-            assert!(d.data.to_le_bytes() == expected, "byte {i}");
-        }
-        bad[i] = golden[i];
-    }
-}
-
-/// Block sizes other than the presets' (32·m up to 1024), every metadata layout, f32 and f64.
-#[test]
-fn other_block_sizes_and_layouts_match_the_cpu() {
-    let Some(gpu) = device() else { return };
-    let field = load(&repo_root().join("data/navy_uwnd_132x73x144.f32"));
-    let fzmod::Buffer::F32(values) = &field.data else { unreachable!() };
-    let f64_data = fzmod::Buffer::F64(values.iter().map(|&v| f64::from(v) * 1.1).collect());
-    for block in [96u32, 256, 1024] {
-        for (selection, metadata) in [("false", "plain"), ("true", "wide"), ("true", "packed")] {
-            let toml = format!(
-                "[[stage]]\nname = \"q\"\ntype = \"Quantizer\"\nerror_bound_mode = \"rel\"\nerror_bound = 1e-4\n\
-                 [[stage]]\nname = \"l\"\ntype = \"Lorenzo\"\nblock_size = {block}\ninputs = [{{from = \"q\", port = \"codes\"}}]\n\
-                 [[stage]]\nname = \"c\"\ntype = \"AdaptiveBitpack\"\nblock_size = {block}\noutlier_selection = {selection}\n\
-                 metadata = \"{metadata}\"\ninputs = [{{from = \"l\"}}]\n"
-            );
-            for data in [&field.data, &f64_data] {
-                let mut p = fzmod::from_toml(&toml).unwrap();
-                p.set_input_dtype(data.dtype()).unwrap();
-                assert_eq!(gpu.fallback_reason(&p), None);
-                let cpu = p.compress(data, &field.shape).unwrap();
-                let on_gpu = p.compress_on(&gpu, data, &field.shape).unwrap();
-                assert!(cpu == on_gpu, "block {block} {metadata} {}", data.dtype());
-                let back = fzmod::decompress_on(&gpu, &cpu).unwrap().data;
-                assert!(back.to_le_bytes() == fzmod::decompress(&cpu).unwrap().data.to_le_bytes());
+#[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
+fn corrupt_archives_are_rejected_identically() {
+    let gpu = gpu();
+    for name in ["v1.0_cuszp2_2d.fzm"] {
+        let golden = std::fs::read(repo_root().join("tests/golden").join(name)).unwrap();
+        let expected = fzmod::decompress(&golden).unwrap().data.to_le_bytes();
+        for opts in [FUSED, UNFUSED] {
+            assert_eq!(fzmod::decompress_with(&gpu, &golden, opts).unwrap().data.to_le_bytes(), expected);
+            for len in (0..golden.len()).step_by(97) {
+                assert!(fzmod::decompress_with(&gpu, &golden[..len], opts).is_err());
             }
-        }
-    }
-}
-
-/// N-D Lorenzo (block_size = 0) on 1-D, 2-D, 3-D and 4-D shapes, f32 and f64.
-#[test]
-fn nd_lorenzo_matches_the_cpu() {
-    let Some(gpu) = device() else { return };
-    let field = load(&repo_root().join("data/navy_uwnd_132x73x144.f32"));
-    let fzmod::Buffer::F32(values) = &field.data else { unreachable!() };
-    let toml = "[[stage]]\nname = \"q\"\ntype = \"Quantizer\"\nerror_bound_mode = \"rel\"\nerror_bound = 1e-4\n\
-                [[stage]]\nname = \"l\"\ntype = \"Lorenzo\"\nblock_size = 0\ninputs = [{from = \"q\", port = \"codes\"}]\n\
-                [[stage]]\nname = \"c\"\ntype = \"AdaptiveBitpack\"\nblock_size = 32\noutlier_selection = true\n\
-                metadata = \"packed\"\ninputs = [{from = \"l\"}]\n";
-    for shape in [vec![132 * 73 * 144], vec![132 * 73, 144], vec![132, 73, 144], vec![12, 11, 73, 144]] {
-        for data in [field.data.clone(), fzmod::Buffer::F64(values.iter().map(|&v| f64::from(v) * 0.7).collect())] {
-            let mut p = fzmod::from_toml(toml).unwrap();
-            p.set_input_dtype(data.dtype()).unwrap();
-            assert_eq!(gpu.fallback_reason(&p), None);
-            let cpu = p.compress(&data, &shape).unwrap();
-            let on_gpu = p.compress_on(&gpu, &data, &shape).unwrap();
-            assert!(cpu == on_gpu, "shape {shape:?} {}", data.dtype());
-            let back = fzmod::decompress_on(&gpu, &cpu).unwrap().data;
-            assert!(back.to_le_bytes() == fzmod::decompress(&cpu).unwrap().data.to_le_bytes(), "{shape:?}");
+            let mut bad = golden.clone();
+            for i in (0..golden.len()).step_by(13) {
+                bad[i] ^= 0x5a;
+                let cpu = fzmod::decompress(&bad).map(|d| d.data.to_le_bytes());
+                let dev = fzmod::decompress_with(&gpu, &bad, opts).map(|d| d.data.to_le_bytes());
+                assert_eq!(cpu.is_ok(), dev.is_ok(), "byte {i} {opts:?}: {:?} vs {:?}", cpu.err(), dev.err());
+                if let (Ok(c), Ok(d)) = (cpu, dev) {
+                    assert!(c == d, "byte {i}");
+                }
+                bad[i] = golden[i];
+            }
         }
     }
 }

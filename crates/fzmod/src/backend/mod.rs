@@ -5,7 +5,6 @@
 pub mod cuda;
 
 use crate::error::Result;
-use crate::graph::Pipeline;
 
 /// What the user asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,16 +59,6 @@ impl Backend {
             Backend::Cpu => format!("{} CPU threads", rayon::current_num_threads()),
             #[cfg(feature = "cuda")]
             Backend::Cuda(d) => d.description(),
-        }
-    }
-
-    /// Why this backend would hand `pipeline` to the CPU (`None` when it runs it itself).
-    #[cfg_attr(not(feature = "cuda"), allow(unused_variables))]
-    pub fn fallback_reason(&self, pipeline: &Pipeline) -> Option<String> {
-        match self {
-            Backend::Cpu => None,
-            #[cfg(feature = "cuda")]
-            Backend::Cuda(_) => cuda::supports(pipeline).map(|why| format!("pipeline runs on the CPU: {why}")),
         }
     }
 }

@@ -9,8 +9,12 @@
 
 use crate::archive::{self, ErrorMode, Header, InputRef, SegmentEntry, StageRecord};
 use crate::element::{Buffer, DType};
-use crate::error::{corrupt, Error, Result};
-use crate::stage::{self, ErrorBound, ForwardContext, Stage};
+use crate::error::{Error, Result};
+use crate::stage::{ErrorBound, ForwardContext, Stage};
+
+mod decode;
+pub(crate) use decode::check_inverse;
+pub use decode::DecodePlan;
 
 /// One stage of a pipeline and where its inputs come from.
 #[derive(Clone, Debug)]
@@ -221,13 +225,8 @@ impl Pipeline {
         Ok(())
     }
 
-    /// Compress `input` (C-order `shape`) into archive bytes.
-    pub fn compress(&self, input: &Buffer, shape: &[usize]) -> Result<Vec<u8>> {
-        if !self.finalized {
-            let mut p = self.clone();
-            p.finalize()?;
-            return p.compress(input, shape);
-        }
+    /// The input must be non-empty and hold exactly the elements of `shape`.
+    pub(crate) fn check_input(&self, input: &Buffer, shape: &[usize]) -> Result<()> {
         let n = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
         if n != Some(input.len()) {
             return Err(Error::InvalidArgument(format!(
@@ -238,6 +237,17 @@ impl Pipeline {
         if input.is_empty() {
             return Err(Error::InvalidArgument("input is empty: nothing to compress".into()));
         }
+        Ok(())
+    }
+
+    /// Compress `input` (C-order `shape`) into archive bytes.
+    pub fn compress(&self, input: &Buffer, shape: &[usize]) -> Result<Vec<u8>> {
+        if !self.finalized {
+            let mut p = self.clone();
+            p.finalize()?;
+            return p.compress(input, shape);
+        }
+        self.check_input(input, shape)?;
         let ctx = ForwardContext { shape };
         // produced[stage][port]: outputs waiting for their consumer.
         let mut produced: Vec<Vec<Option<Buffer>>> = Vec::with_capacity(self.nodes.len());
@@ -323,95 +333,7 @@ impl Pipeline {
     }
 }
 
-/// Decode archive bytes: a pure function of the bytes and the stage registry.
+/// Decode archive bytes on the CPU: a pure function of the bytes and the stage registry.
 pub fn decompress(bytes: &[u8]) -> Result<Decompressed> {
-    let parsed = archive::parse(bytes)?;
-    let header = parsed.header;
-    let mut stages: Vec<Box<dyn Stage>> = Vec::with_capacity(header.stages.len());
-    for rec in &header.stages {
-        let kind = stage::kind_by_id(rec.type_id)?;
-        let s = (kind.from_record)(rec.param_version, &rec.params).map_err(|e| e.in_stage(&rec.name))?;
-        if s.inputs().len() != rec.inputs.len() {
-            return Err(corrupt!(
-                "stage '{}' records {} inputs, its type has {}",
-                rec.name,
-                rec.inputs.len(),
-                s.inputs().len()
-            ));
-        }
-        stages.push(s);
-    }
-    // Who consumes each output port: the inverse of the consumer produces it.
-    let mut pending: Vec<Vec<Option<Buffer>>> = stages.iter().map(|s| vec![None; s.outputs().len()]).collect();
-    let mut consumed: Vec<Vec<bool>> = stages.iter().map(|s| vec![false; s.outputs().len()]).collect();
-    let mut externals = 0;
-    for rec in &header.stages {
-        for r in &rec.inputs {
-            match *r {
-                InputRef::External => externals += 1,
-                InputRef::Stage { stage, port } => {
-                    let slot = consumed[stage]
-                        .get_mut(port)
-                        .ok_or_else(|| corrupt!("stage '{}' reads missing port {port} of stage {stage}", rec.name))?;
-                    if std::mem::replace(slot, true) {
-                        return Err(corrupt!("output {port} of stage {stage} is consumed twice"));
-                    }
-                }
-            }
-        }
-    }
-    if externals != 1 {
-        return Err(corrupt!("{externals} stage inputs read the pipeline input (expected 1)"));
-    }
-    for (entry, bytes) in header.segments.iter().zip(&parsed.segments) {
-        let port = stages.get(entry.stage).and_then(|s| s.outputs().get(entry.port).cloned());
-        let port = port.ok_or_else(|| corrupt!("segment for missing port {} of stage {}", entry.port, entry.stage))?;
-        if consumed[entry.stage][entry.port] || port.dtype != entry.dtype {
-            return Err(corrupt!(
-                "segment for stage {} port {} is not an unconnected {} output",
-                entry.stage,
-                entry.port,
-                port.dtype
-            ));
-        }
-        let slot = &mut pending[entry.stage][entry.port];
-        if slot.is_some() {
-            return Err(corrupt!("two segments for stage {} port {}", entry.stage, entry.port));
-        }
-        *slot = Some(Buffer::from_le_bytes(entry.dtype, bytes)?);
-    }
-    let mut result = None;
-    for (i, s) in stages.iter().enumerate().rev() {
-        let name = &header.stages[i].name;
-        let outputs = std::mem::take(&mut pending[i])
-            .into_iter()
-            .enumerate()
-            .map(|(p, b)| b.ok_or_else(|| corrupt!("stage '{name}' output {p} is neither archived nor reconstructed")))
-            .collect::<Result<Vec<_>>>()?;
-        let inputs = s.inverse(outputs).map_err(|e| e.in_stage(name))?;
-        let ports = s.inputs();
-        if inputs.len() != ports.len() || inputs.iter().zip(&ports).any(|(b, p)| b.dtype() != p.dtype) {
-            return Err(Error::Stage {
-                stage: name.clone(),
-                message: "inverse produced buffers that do not match its ports".into(),
-            });
-        }
-        for (buffer, r) in inputs.into_iter().zip(&header.stages[i].inputs) {
-            match *r {
-                InputRef::External => result = Some(buffer),
-                InputRef::Stage { stage, port } => pending[stage][port] = Some(buffer),
-            }
-        }
-    }
-    let data = result.ok_or_else(|| corrupt!("no stage reconstructs the pipeline input"))?;
-    if data.dtype() != header.dtype || Some(data.len() as u64) != header.num_elements().ok() {
-        return Err(corrupt!(
-            "decoded {} {} elements, header says {} of shape {:?}",
-            data.len(),
-            data.dtype(),
-            header.dtype,
-            header.shape
-        ));
-    }
-    Ok(Decompressed { header, data, backend: "cpu" })
+    DecodePlan::new(bytes)?.run_cpu()
 }

@@ -1,6 +1,7 @@
-// Shared by every fzmod CUDA program: fixed-width types, the kernel parameter structs (mirrored
-// field for field in backend/cuda/launch.rs) and a deterministic three-phase exclusive scan.
-// Compiled by NVRTC with --fmad=false: results that reach the archive match the CPU bit for bit.
+// The shared header of every fzmod NVRTC program (prepended to each stage's device.cu and to
+// each fusion rule's sources): fixed-width types, warp and block scans, and a deterministic
+// three-phase exclusive scan. Compiled with --fmad=false: results that reach the archive match
+// the CPU bit for bit.
 
 typedef unsigned char u8;
 typedef unsigned int u32;
@@ -9,29 +10,6 @@ typedef unsigned long long u64;
 typedef long long i64;
 
 #define FULL_MASK 0xffffffffu
-#define DECODE_WARPS 4  // coder blocks (warps) per thread block; chain.rs launches match
-#define NO_INDEX 0xffffffffffffffffull
-
-// Quantizer step resolved on the device (or uploaded for decoding).
-struct Params {
-    double abs_bound;
-    double step;    // half bin width, a value of the element type
-    double recip;   // 0.5 / step in the element type
-    double accept;  // f32 fast path: |x - x'| computed in f32 <= accept  =>  within the bound
-    double reject;  // f32 fast path: |x - x'| computed in f32 >= reject  =>  outside (NaN: never)
-};
-
-// Sizes of one fused chain run. Grid extents z, y, x (x fastest).
-struct Geometry {
-    u64 n;         // natural elements (pipeline input)
-    u64 ncodes;    // elements entering the coder
-    u64 nblocks;   // coder blocks
-    u64 meta_len;  // metadata bytes before the payloads
-    u64 nx;
-    u64 ny;
-    u64 nz;
-};
-
 __device__ __forceinline__ u64 warp_inclusive_scan(u64 v, int lane) {
     for (int d = 1; d < 32; d <<= 1) {
         u64 t = __shfl_up_sync(FULL_MASK, v, d);
@@ -109,3 +87,6 @@ extern "C" __global__ void __launch_bounds__(SCAN_THREADS) fz_scan_apply(const u
         if (base + j + 1 == n) out[n] = run;
     }
 }
+
+// *out = *a + b (a stage's archived length: a scanned total plus a fixed header).
+extern "C" __global__ void fz_add_u64(const u64* a, u64 b, u64* out) { *out = *a + b; }

@@ -7,14 +7,27 @@ use crate::error::{Error, Result};
 use cudarc::nvrtc::{result, sys};
 use std::ffi::{c_char, CString};
 
-/// Every kernel source, in the order they are concatenated (later ones use earlier ones).
-pub(crate) const SOURCES: [&str; 5] = [
-    include_str!("common.cu"),
-    include_str!("../../stages/quantizer/kernels.cu"),
-    include_str!("../../stages/lorenzo/kernels.cu"),
-    include_str!("../../stages/tiled_lorenzo/kernels.cu"),
-    include_str!("../../stages/adaptive_bitpack/kernels.cu"),
-];
+/// The header every program starts with (types and scans shared by all kernels).
+pub(crate) const COMMON: &str = include_str!("common.cu");
+
+/// One NVRTC compilation unit: `#define` lines, the shared header, then the unit's source
+/// (a stage's `device.cu`, or a fusion rule's sources).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Program {
+    pub defines: String,
+    pub unit: &'static str,
+}
+
+impl Program {
+    pub fn new(unit: &'static str, defines: String) -> Program {
+        Program { defines, unit }
+    }
+
+    /// The complete source text NVRTC compiles.
+    pub(crate) fn source(&self) -> String {
+        format!("{}\n{COMMON}\n{}", self.defines, self.unit)
+    }
+}
 
 /// Options that keep device arithmetic identical to the CPU's.
 pub(crate) fn options(arch: &str) -> Vec<String> {
@@ -29,10 +42,9 @@ fn nvrtc(what: &str, e: result::NvrtcError) -> Error {
     Error::Device(format!("NVRTC {what}: {e}"))
 }
 
-/// Compile the sources with `defines` (`#define` lines) for `arch` (e.g. `sm_90`).
-pub(crate) fn cubin(defines: &str, arch: &str) -> Result<Vec<u8>> {
-    let source = std::iter::once(defines).chain(SOURCES).collect::<Vec<_>>().join("\n");
-    let source = CString::new(source).map_err(|_| Error::Device("kernel source contains NUL".into()))?;
+/// Compile `program` for `arch` (e.g. `sm_90`).
+pub(crate) fn cubin(program: &Program, arch: &str) -> Result<Vec<u8>> {
+    let source = CString::new(program.source()).map_err(|_| Error::Device("kernel source contains NUL".into()))?;
     let prog = result::create_program(&source, None).map_err(|e| nvrtc("create", e))?;
     let out = (|| {
         // SAFETY: `prog` was created above and is destroyed below, once.
@@ -40,7 +52,7 @@ pub(crate) fn cubin(defines: &str, arch: &str) -> Result<Vec<u8>> {
             let log = unsafe { result::get_program_log(prog) }.unwrap_or_default();
             let log: Vec<u8> = log.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
             let log = String::from_utf8_lossy(&log);
-            return Err(Error::Device(format!("NVRTC compile ({e}) for {arch}:\n{defines}\n{log}")));
+            return Err(Error::Device(format!("NVRTC compile ({e}) for {arch}:\n{}\n{log}", program.defines)));
         }
         let mut size = 0usize;
         unsafe { sys::nvrtcGetCUBINSize(prog, &mut size) }.result().map_err(|e| nvrtc("CUBIN size", e))?;
@@ -82,14 +94,15 @@ fn cache_dir() -> Option<std::path::PathBuf> {
 const CACHE_MAGIC: &[u8; 8] = b"FZMCUBIN";
 
 /// Everything the image depends on; stored in the entry and compared on every load.
-fn cache_key(defines: &str, arch: &str) -> String {
-    let sources: String = SOURCES.concat();
+fn cache_key(program: &Program, arch: &str) -> String {
+    let source = program.source();
     let (major, minor) = nvrtc_version();
     format!(
-        "arch {arch}\nnvrtc {major}.{minor}\noptions {:?}\nsources {:08x}:{}\n{defines}",
+        "arch {arch}\nnvrtc {major}.{minor}\noptions {:?}\nsource {:08x}:{}\n{}",
         options(arch),
-        crc32c::crc32c(sources.as_bytes()),
-        sources.len()
+        crc32c::crc32c(source.as_bytes()),
+        source.len(),
+        program.defines
     )
 }
 
@@ -121,16 +134,16 @@ fn write_entry(path: &std::path::Path, key: &str, image: &[u8]) {
 }
 
 /// A compiled image from the disk cache, if one with exactly this key is there.
-pub(crate) fn cached(defines: &str, arch: &str) -> Option<Vec<u8>> {
-    let key = cache_key(defines, arch);
+pub(crate) fn cached(program: &Program, arch: &str) -> Option<Vec<u8>> {
+    let key = cache_key(program, arch);
     read_entry(&cache_path(&cache_dir()?, &key), &key)
 }
 
 /// Compile and store the image in the disk cache (when there is one).
-pub(crate) fn compile_and_cache(defines: &str, arch: &str) -> Result<Vec<u8>> {
-    let image = cubin(defines, arch)?;
+pub(crate) fn compile_and_cache(program: &Program, arch: &str) -> Result<Vec<u8>> {
+    let image = cubin(program, arch)?;
     if let Some(dir) = cache_dir() {
-        let key = cache_key(defines, arch);
+        let key = cache_key(program, arch);
         write_entry(&cache_path(&dir, &key), &key, &image);
     }
     Ok(image)
@@ -154,5 +167,18 @@ mod tests {
             assert_eq!(read_entry(&path, "key a"), None, "cut {cut}");
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod nvrtc_tests {
+    /// Compiles without a device: run where NVRTC is on the library path (gpu-check.sh, or a
+    /// development machine with the `nvidia-cuda-nvrtc` wheel).
+    #[test]
+    #[ignore = "needs NVRTC (libnvrtc.so) on the library path"]
+    fn every_device_program_compiles_for_sm_90() {
+        // SAFETY: only probes for the library by name.
+        assert!(unsafe { super::super::nvrtc_present() }, "NVRTC not found");
+        assert!(super::super::compile_all("sm_90").unwrap() >= 40);
     }
 }

@@ -1,16 +1,17 @@
 //! The CUDA backend: a device context, run-time compiled kernels (NVRTC → CUBIN for the
-//! device's own `sm_XY`, `--fmad=false`, cached per process and on disk, keyed by sources,
-//! options, arch and NVRTC version), a grow-only device workspace reused across calls, and the
-//! fused cuSZp-family chain (`chain.rs`).
+//! device's own `sm_XY`, `--fmad=false`, cached per process and on disk, keyed by source,
+//! options, arch and NVRTC version), a grow-only device workspace reused across calls, the
+//! device half of the stage contract (`device.rs`) and the executor (`executor.rs`). Nothing
+//! here names a concrete stage.
 //!
 //! Built with cudarc's dynamic loading: nothing CUDA is needed to compile, and the driver and
 //! NVRTC libraries are probed before any call (cudarc panics on a missing library).
 
-mod chain;
 mod compile;
+pub mod device;
+pub mod executor;
 
-pub use chain::compile_all_variants;
-pub(crate) use chain::{compress, decompress, supports, DeviceCompress, DeviceDecompress};
+pub use compile::Program;
 
 use crate::error::{Error, Result};
 use cudarc::driver::{sys, CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DriverError, PinnedHostSlice};
@@ -23,7 +24,7 @@ pub struct CudaDevice {
     stream: Arc<CudaStream>,
     arch: String,
     name: String,
-    modules: Mutex<HashMap<String, Arc<CudaModule>>>,
+    modules: Mutex<HashMap<Program, Arc<CudaModule>>>,
     workspace: Mutex<Workspace>,
     /// Page-locked host buffer every transfer goes through (grow-only).
     staging: Mutex<Option<PinnedHostSlice<u8>>>,
@@ -160,20 +161,30 @@ impl CudaDevice {
         })
     }
 
-    /// A kernel of the program built with `defines` (compiled once per process).
-    pub(crate) fn function(&self, defines: &str, name: &str) -> Result<CudaFunction> {
+    /// The stream every launch and copy goes to.
+    pub(crate) fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// The grow-only workspace (fusion rules keep their buffers there between calls).
+    pub(crate) fn workspace(&self) -> Result<std::sync::MutexGuard<'_, Workspace>> {
+        self.workspace.lock().map_err(|_| Error::Device("workspace poisoned".into()))
+    }
+
+    /// A kernel of `program` (compiled once per process, cached on disk).
+    pub(crate) fn function(&self, program: &Program, name: &str) -> Result<CudaFunction> {
         let module = {
             let mut cache = self.modules.lock().map_err(|_| Error::Device("module cache poisoned".into()))?;
-            match cache.get(defines) {
+            match cache.get(program) {
                 Some(m) => m.clone(),
                 None => {
                     let load = |image| self.ctx.load_module(cudarc::nvrtc::Ptx::from_binary(image));
                     // A disk-cache entry that the driver refuses is replaced by a fresh compile.
-                    let m = match compile::cached(defines, &self.arch).map(load) {
+                    let m = match compile::cached(program, &self.arch).map(load) {
                         Some(Ok(m)) => m,
-                        _ => load(compile::compile_and_cache(defines, &self.arch)?).map_err(device_error)?,
+                        _ => load(compile::compile_and_cache(program, &self.arch)?).map_err(device_error)?,
                     };
-                    cache.insert(defines.to_string(), m.clone());
+                    cache.insert(program.clone(), m.clone());
                     m
                 }
             }
@@ -213,4 +224,14 @@ impl Workspace {
     pub fn put(&mut self, name: &'static str, buffer: CudaSlice<u8>) {
         self.slots.insert(name, buffer);
     }
+}
+
+/// Compile every device program this build has (each stage's, each fusion rule's variants)
+/// for `arch` without a device (NVRTC only); returns how many.
+pub fn compile_all(arch: &str) -> Result<usize> {
+    let programs = crate::stages::device_programs();
+    for p in &programs {
+        compile::cubin(p, arch)?;
+    }
+    Ok(programs.len())
 }

@@ -7,6 +7,8 @@
 //! Byte layout: docs/FORMAT.md, "AdaptiveBitpack".
 
 mod cpu;
+#[cfg(feature = "cuda")]
+pub(crate) mod device;
 
 use crate::archive::{Reader, Writer};
 use crate::config::params::TomlParams;
@@ -149,6 +151,11 @@ impl Stage for AdaptiveBitpack {
             t.insert("metadata".into(), self.layout.name().into());
         }
         t
+    }
+
+    #[cfg(feature = "cuda")]
+    fn device(&self) -> Option<&dyn crate::backend::cuda::device::DeviceStage> {
+        Some(self)
     }
 
     fn clone_box(&self) -> Box<dyn Stage> {

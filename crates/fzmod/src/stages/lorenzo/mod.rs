@@ -5,6 +5,8 @@
 //! decodes on its own. Layout: docs/FORMAT.md, "Lorenzo".
 
 mod cpu;
+#[cfg(feature = "cuda")]
+pub(crate) mod device;
 
 use crate::archive::{Reader, Writer};
 use crate::config::params::TomlParams;
@@ -125,6 +127,18 @@ impl Stage for Lorenzo {
         t.insert("data_type".into(), "int32".into());
         t.insert("block_size".into(), i64::from(self.block_size).into());
         t
+    }
+
+    fn check_header(&self, header: &crate::archive::Header) -> Result<()> {
+        match self.grid {
+            Some(grid) if self.block_size == 0 => grid.check_header(header, "Lorenzo"),
+            _ => Ok(()),
+        }
+    }
+
+    #[cfg(feature = "cuda")]
+    fn device(&self) -> Option<&dyn crate::backend::cuda::device::DeviceStage> {
+        Some(self)
     }
 
     fn clone_box(&self) -> Box<dyn Stage> {

@@ -22,7 +22,8 @@ pub(crate) trait Float: Copy + Send + Sync + PartialOrd + 'static {
     fn quantize(self, recip: Self) -> i32;
     /// `(q · step) · 2`, evaluated in this type without contraction.
     fn reconstruct(q: i32, step: Self) -> Self;
-    fn write_le(self, w: &mut Writer);
+    /// The raw bits, zero-extended.
+    fn bits(self) -> u64;
     fn read_le(r: &mut Reader) -> Result<Self>;
 }
 
@@ -61,8 +62,8 @@ macro_rules! impl_float {
             fn reconstruct(q: i32, step: Self) -> Self {
                 (q as $t * step) * 2.0
             }
-            fn write_le(self, w: &mut Writer) {
-                w.bytes.extend_from_slice(&self.to_le_bytes());
+            fn bits(self) -> u64 {
+                self.to_bits() as u64
             }
             fn read_le(r: &mut Reader) -> Result<Self> {
                 let b = r.take($bytes)?;
@@ -124,16 +125,26 @@ pub(crate) fn quantize<T: Float>(x: &[T], abs_bound: f64) -> Quantized<T> {
             outliers
         })
         .collect();
-    let mut w = Writer::default();
-    let mut next = 0usize;
-    let mut num_outliers = 0u64;
-    for (index, value) in per_chunk.into_iter().flatten() {
-        w.varint((index - next) as u64);
-        value.write_le(&mut w);
-        next = index + 1;
-        num_outliers += 1;
+    let list: Vec<(u64, u64)> = per_chunk.into_iter().flatten().map(|(i, v)| (i as u64, v.bits())).collect();
+    Quantized {
+        codes,
+        outliers: encode_outliers(&list, std::mem::size_of::<T>()),
+        num_outliers: list.len() as u64,
+        step,
     }
-    Quantized { codes, outliers: w.bytes, num_outliers, step }
+}
+
+/// The outlier channel: per outlier, in index order, the varint gap from the previous
+/// outlier's index + 1, then the raw value's `value_bytes` little-endian bytes.
+pub(crate) fn encode_outliers(sorted: &[(u64, u64)], value_bytes: usize) -> Vec<u8> {
+    let mut w = Writer::default();
+    let mut next = 0u64;
+    for &(index, bits) in sorted {
+        w.varint(index - next);
+        w.bytes.extend_from_slice(&bits.to_le_bytes()[..value_bytes]);
+        next = index + 1;
+    }
+    w.bytes
 }
 
 /// Inverse: reconstruct every code, then put the outliers back bit for bit.

@@ -6,16 +6,18 @@
 //! whose reconstruction misses the bound. Layouts: docs/FORMAT.md, "Quantizer".
 
 mod cpu;
+#[cfg(feature = "cuda")]
+pub(crate) mod device;
 
-use crate::archive::{ErrorMode, Reader, Writer};
+use crate::archive::{ErrorMode, Header, Reader, Writer};
 use crate::config::params::TomlParams;
 use crate::element::{Buffer, DType};
 use crate::error::{corrupt, Error, Result};
 use crate::stage::{self, ErrorBound, ForwardContext, Forwarded, Port, Stage, StageKind};
 
-#[cfg(feature = "cuda")]
-pub(crate) use cpu::parse_outliers;
 use cpu::Float;
+#[cfg(feature = "cuda")]
+pub(crate) use cpu::{encode_outliers, parse_outliers};
 use cpu::{quantize, reconstruct};
 
 /// Registry entry.
@@ -183,6 +185,35 @@ impl Stage for Quantizer {
     fn set_error_bound(&mut self, bound: ErrorBound) -> bool {
         self.bound = Some(bound);
         true
+    }
+
+    fn check_header(&self, header: &Header) -> Result<()> {
+        let r = self.resolved.ok_or_else(|| corrupt!("Quantizer record incomplete"))?;
+        let bound = self.bound.ok_or_else(|| corrupt!("Quantizer record has no bound"))?;
+        if header.dtype != self.input || header.num_elements().ok() != Some(r.num_elements) {
+            return Err(corrupt!(
+                "Quantizer quantized {} {} elements, the header says {} of shape {:?}",
+                r.num_elements,
+                self.input,
+                header.dtype,
+                header.shape
+            ));
+        }
+        if header.error_mode != bound.mode || header.error_bound.to_bits() != bound.value.to_bits() {
+            return Err(corrupt!(
+                "Quantizer bound {} {} differs from the header's {} {}",
+                bound.mode.name(),
+                bound.value,
+                header.error_mode.name(),
+                header.error_bound
+            ));
+        }
+        Ok(())
+    }
+
+    #[cfg(feature = "cuda")]
+    fn device(&self) -> Option<&dyn crate::backend::cuda::device::DeviceStage> {
+        Some(self)
     }
 
     fn error_bound(&self) -> Option<ErrorBound> {

@@ -4,6 +4,8 @@
 //! Layout: docs/FORMAT.md, "TiledLorenzo".
 
 mod cpu;
+#[cfg(feature = "cuda")]
+pub(crate) mod device;
 
 use crate::archive::{Reader, Writer};
 use crate::config::params::TomlParams;
@@ -167,6 +169,15 @@ impl Stage for TiledLorenzo {
         }
         t.insert("delta".into(), self.delta.into());
         t
+    }
+
+    fn check_header(&self, header: &crate::archive::Header) -> Result<()> {
+        self.grid.map_or(Ok(()), |grid| grid.check_header(header, "TiledLorenzo"))
+    }
+
+    #[cfg(feature = "cuda")]
+    fn device(&self) -> Option<&dyn crate::backend::cuda::device::DeviceStage> {
+        Some(self)
     }
 
     fn clone_box(&self) -> Box<dyn Stage> {

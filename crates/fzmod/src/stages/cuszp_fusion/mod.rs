@@ -1,15 +1,17 @@
-//! The fused cuSZp-family chain on the GPU: Quantizer → [Lorenzo (block or N-D) | TiledLorenzo]
+//! Fusion rule `cuszp`: the cuSZp-family chain on the GPU as one fused program: Quantizer → [Lorenzo (block or N-D) | TiledLorenzo]
 //! → AdaptiveBitpack(i32, block = 32·m) compresses in one kernel (after a value-range pass for
 //! relative bounds): each thread block codes a tile of blocks in shared memory and finds its
 //! output offsets by a decoupled look-back; codes and deltas never reach device memory.
 //! Decoding is one pass per block after a scan of the metadata costs (N-D Lorenzo adds three
-//! prefix-sum passes). The archive bytes are those of the staged CPU reference: the same
-//! records, segments and container code.
+//! prefix-sum passes). The archive bytes are those of the unfused stages: the same record
+//! writers, the Quantizer's own outlier-channel encoder, and the shared archive assembly.
 
-use super::{device_error, CudaDevice, Workspace};
 use crate::archive::InputRef;
+use crate::backend::cuda::executor::{CompressJob, DecompressJob, FusionRule};
+use crate::backend::cuda::{device_error, CudaDevice, Program, Workspace};
 use crate::element::{Buffer, DType};
 use crate::error::{corrupt, Error, Result};
+use crate::graph::DecodePlan;
 use crate::graph::{Leaf, Pipeline};
 use crate::shape::Grid;
 use crate::stage::Stage;
@@ -20,7 +22,7 @@ use crate::stages::tiled_lorenzo::{Tile, TiledLorenzo};
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
 
-/// Mirrors `struct Geometry` in common.cu.
+/// `struct Geometry` of launch.cuh, passed by value (its size is asserted on both sides).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 struct Geometry {
@@ -33,13 +35,24 @@ struct Geometry {
     nz: u64,
 }
 
+const _: () = assert!(std::mem::size_of::<Geometry>() == 56);
 // SAFETY: plain #[repr(C)] integers, laid out as the CUDA struct.
 unsafe impl DeviceRepr for Geometry {}
 
+/// The fused program's sources: the launch structs, the Quantizer's arithmetic, then each
+/// fused stage's fragment.
+const SOURCE: &str = concat!(
+    include_str!("launch.cuh"),
+    include_str!("../quantizer/device.cu"),
+    include_str!("quantizer.cu"),
+    include_str!("lorenzo.cu"),
+    include_str!("tiled_lorenzo.cu"),
+    include_str!("adaptive_bitpack.cu"),
+);
+
 const SCAN_TILE: u64 = 4096;
 const MINMAX_BLOCKS: u32 = 1056;
-/// Doubles in `struct Params` (common.cu).
-const PARAMS_BYTES: usize = 40;
+use crate::stages::quantizer::device::PARAMS_BYTES;
 
 /// The predictor between quantizer and coder.
 #[derive(Clone, Copy, Debug)]
@@ -131,6 +144,10 @@ impl Chain {
         Ok(())
     }
 
+    fn program(&self, real: DType) -> Program {
+        Program::new(SOURCE, self.defines(real))
+    }
+
     fn defines(&self, real: DType) -> String {
         let (pred, lblock, tile, delta) = match self.predictor {
             Predictor::None => (0, 1, [1, 1, 1], 0),
@@ -200,12 +217,75 @@ impl Chain {
     }
 }
 
-/// Why a pipeline would not run on the GPU (`None` when it would).
-pub(crate) fn supports(pipeline: &Pipeline) -> Option<String> {
+/// Why the rule does not apply to a pipeline (`None` when it does).
+fn mismatch(pipeline: &Pipeline) -> Option<String> {
     let nodes = pipeline.nodes();
     let stages: Vec<&dyn Stage> = nodes.iter().map(|n| n.stage.as_ref()).collect();
     let inputs: Vec<Vec<InputRef>> = nodes.iter().map(|n| n.inputs.iter().flatten().copied().collect()).collect();
     Chain::recognise(&stages, &inputs).err()
+}
+
+/// The rule, registered in `stages::FUSION_RULES`.
+pub struct CuszpFusion;
+
+impl FusionRule for CuszpFusion {
+    fn name(&self) -> &'static str {
+        "cuszp"
+    }
+
+    fn compress<'a>(
+        &self,
+        dev: &'a CudaDevice,
+        pipeline: &'a Pipeline,
+        input: &Buffer,
+        shape: &[usize],
+    ) -> Result<Option<Box<dyn CompressJob + 'a>>> {
+        if mismatch(pipeline).is_some() {
+            return Ok(None);
+        }
+        match DeviceCompress::new(dev, pipeline, input, shape) {
+            Ok(job) => Ok(Some(Box::new(job))),
+            // Limits that only show with the input (tile vs block, 32-bit tile index).
+            Err(Error::BackendUnavailable(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn decompress<'a>(
+        &self,
+        dev: &'a CudaDevice,
+        plan: DecodePlan<'a>,
+    ) -> Result<std::result::Result<Box<dyn DecompressJob + 'a>, DecodePlan<'a>>> {
+        match DeviceDecompress::new(dev, &plan) {
+            Ok(job) => Ok(Ok(Box::new(job))),
+            Err(Error::BackendUnavailable(_)) => Ok(Err(plan)),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl CompressJob for DeviceCompress<'_> {
+    fn kernels(&mut self) -> Result<()> {
+        DeviceCompress::kernels(self)
+    }
+    fn finish(&mut self) -> Result<Vec<u8>> {
+        DeviceCompress::finish(self)
+    }
+    fn notes(&self) -> Vec<String> {
+        vec!["fusion rule cuszp".into()]
+    }
+}
+
+impl DecompressJob for DeviceDecompress<'_> {
+    fn kernels(&mut self) -> Result<()> {
+        DeviceDecompress::kernels(self)
+    }
+    fn finish(&mut self) -> Result<crate::graph::Decompressed> {
+        DeviceDecompress::finish(self)
+    }
+    fn notes(&self) -> Vec<String> {
+        vec!["fusion rule cuszp".into()]
+    }
 }
 
 fn blocks(n: u64, per: u64) -> u32 {
@@ -312,8 +392,8 @@ struct Kernels {
 }
 
 impl Kernels {
-    fn load(dev: &CudaDevice, defines: &str) -> Result<Kernels> {
-        let f = |name| dev.function(defines, name);
+    fn load(dev: &CudaDevice, program: &Program) -> Result<Kernels> {
+        let f = |name| dev.function(program, name);
         Ok(Kernels {
             minmax: f("fz_minmax")?,
             resolve: f("fz_resolve")?,
@@ -405,14 +485,14 @@ impl<'a> DeviceCompress<'a> {
         chain.resolve_tile(tiled, grid).map_err(Error::BackendUnavailable)?;
         let geometry = chain.geometry(input.len(), grid);
         chain.check_tile_count(&geometry)?;
-        let defines = chain.defines(input.dtype());
+        let program = chain.program(input.dtype());
         let max_out = geometry.meta_len + geometry.nblocks * chain.max_block_bytes();
-        let mut ws = dev.workspace.lock().map_err(|_| Error::Device("workspace poisoned".into()))?;
+        let mut ws = dev.workspace()?;
         let mut buffers =
-            CompressBuffers::take(&mut ws, &dev.stream, input.byte_len(), &geometry, max_out, chain.tiles(&geometry))?;
+            CompressBuffers::take(&mut ws, dev.stream(), input.byte_len(), &geometry, max_out, chain.tiles(&geometry))?;
         drop(ws);
         dev.upload(input.native_bytes(), &mut buffers.input)?;
-        let kernels = Kernels::load(dev, &defines)?;
+        let kernels = Kernels::load(dev, &program)?;
         Ok(DeviceCompress {
             dev,
             pipeline,
@@ -429,7 +509,7 @@ impl<'a> DeviceCompress<'a> {
     pub(crate) fn kernels(&mut self) -> Result<()> {
         let (dev, g, k) = (self.dev, self.geometry, &self.kernels);
         let b = self.buffers.as_mut().expect("buffers held until drop");
-        let s = &dev.stream;
+        let s = dev.stream();
         let bound = self.chain.quant.bound.ok_or_else(|| Error::InvalidArgument("no error bound set".into()))?;
         let relative = u32::from(bound.mode == crate::archive::ErrorMode::Rel);
         // An absolute bound needs no value range: skip that pass.
@@ -476,12 +556,12 @@ impl<'a> DeviceCompress<'a> {
 
     /// Read the sizes back (the only synchronisation), download and write the archive.
     pub(crate) fn finish(&mut self) -> Result<Vec<u8>> {
-        let (s, g) = (&self.dev.stream, self.geometry);
+        let (s, g) = (self.dev.stream(), self.geometry);
         let mut num_outliers = read_u64(s, &self.buffers.as_ref().expect("held").totals, 1)?;
         if num_outliers > self.buffers.as_ref().expect("held").outlier_capacity() {
             // More outliers than the first guess: grow the lists to the exact count, run again.
             let b = self.buffers.as_mut().expect("held");
-            let mut ws = self.dev.workspace.lock().map_err(|_| Error::Device("workspace poisoned".into()))?;
+            let mut ws = self.dev.workspace()?;
             for (name, slot) in [("oindex", &mut b.oindex), ("obits", &mut b.obits)] {
                 let placeholder = s.alloc_zeros::<u8>(8).map_err(device_error)?;
                 ws.put(name, std::mem::replace(slot, placeholder));
@@ -503,14 +583,7 @@ impl<'a> DeviceCompress<'a> {
         // Tiled chains find outliers in tile order; the channel stores them by index.
         let mut list: Vec<(u64, u64)> = (0..num_outliers).map(|k| (word(&index, k), word(&bits, k))).collect();
         list.sort_unstable_by_key(|&(i, _)| i);
-        let value_bytes = self.dtype.size();
-        let mut channel = crate::archive::Writer::default();
-        let mut next = 0u64;
-        for (i, raw) in list {
-            channel.varint(i - next);
-            channel.bytes.extend_from_slice(&raw.to_le_bytes()[..value_bytes]);
-            next = i + 1;
-        }
+        let channel = quantizer::encode_outliers(&list, self.dtype.size());
         let bound = self.chain.quant.bound.expect("checked by kernels");
         let resolved = Resolved { abs_bound, step, num_elements: g.n, num_outliers: num_outliers as u64 };
         let nodes = self.pipeline.nodes();
@@ -528,7 +601,7 @@ impl<'a> DeviceCompress<'a> {
         params.push(self.chain.coder.record(g.ncodes as usize));
         let last = nodes.len() - 1;
         let leaves = vec![
-            Leaf { stage: 0, port: 1, dtype: DType::U8, bytes: channel.bytes },
+            Leaf { stage: 0, port: 1, dtype: DType::U8, bytes: channel },
             Leaf { stage: last, port: 0, dtype: DType::U8, bytes: coder_bytes },
         ];
         Ok(self.pipeline.assemble(self.dtype, &self.shape, params, leaves))
@@ -537,17 +610,10 @@ impl<'a> DeviceCompress<'a> {
 
 impl Drop for DeviceCompress<'_> {
     fn drop(&mut self) {
-        if let (Some(b), Ok(mut ws)) = (self.buffers.take(), self.dev.workspace.lock()) {
+        if let (Some(b), Ok(mut ws)) = (self.buffers.take(), self.dev.workspace()) {
             b.give_back(&mut ws);
         }
     }
-}
-
-/// Compress on the GPU.
-pub(crate) fn compress(dev: &CudaDevice, pipeline: &Pipeline, input: &Buffer, shape: &[usize]) -> Result<Vec<u8>> {
-    let mut run = DeviceCompress::new(dev, pipeline, input, shape)?;
-    run.kernels()?;
-    run.finish()
 }
 
 /// A decoded archive ready to be decoded on the device (host-side checks done).
@@ -566,17 +632,10 @@ pub(crate) struct DeviceDecompress<'a> {
 
 impl<'a> DeviceDecompress<'a> {
     /// Parse the archive on the host, upload the coder segment, step and outliers.
-    pub(crate) fn new(dev: &'a CudaDevice, archive: &[u8]) -> Result<Self> {
-        let parsed = crate::archive::parse(archive)?;
-        let header = parsed.header.clone();
-        let stages = header
-            .stages
-            .iter()
-            .map(|r| {
-                let kind = crate::stage::kind_by_id(r.type_id)?;
-                (kind.from_record)(r.param_version, &r.params).map_err(|e| e.in_stage(&r.name))
-            })
-            .collect::<Result<Vec<_>>>()?;
+    /// `Err(BackendUnavailable)` when the rule does not apply to the plan.
+    pub(crate) fn new(dev: &'a CudaDevice, plan: &DecodePlan) -> Result<Self> {
+        let header = plan.header.clone();
+        let stages = &plan.stages;
         let refs: Vec<&dyn Stage> = stages.iter().map(|s| s.as_ref()).collect();
         let inputs: Vec<Vec<InputRef>> = header.stages.iter().map(|r| r.inputs.clone()).collect();
         let mut chain = Chain::recognise(&refs, &inputs).map_err(Error::BackendUnavailable)?;
@@ -608,9 +667,7 @@ impl<'a> DeviceDecompress<'a> {
         if Some(geometry.ncodes) != chain.coder.num_elements {
             return Err(corrupt!("coder element count disagrees with the predictor"));
         }
-        let segment = |stage: usize, port: usize| {
-            header.segments.iter().position(|e| e.stage == stage && e.port == port).map(|i| parsed.segments[i])
-        };
+        let segment = |stage: usize, port: usize| plan.archived[stage][port];
         let coded = segment(stages.len() - 1, 0).ok_or_else(|| corrupt!("coder segment missing"))?;
         let outlier_bytes = segment(0, 1).ok_or_else(|| corrupt!("outlier segment missing"))?;
         if header.segments.len() != 2 || (coded.len() as u64) < geometry.meta_len {
@@ -630,8 +687,8 @@ impl<'a> DeviceDecompress<'a> {
                 .map(|(i, v)| (i as u64, v.to_bits()))
                 .collect(),
         };
-        let s = &dev.stream;
-        let mut ws = dev.workspace.lock().map_err(|_| Error::Device("workspace poisoned".into()))?;
+        let s = dev.stream();
+        let mut ws = dev.workspace()?;
         let nb = geometry.nblocks as usize;
         let mut take = |name, bytes| ws.take(s, name, bytes);
         let mut seg = take("d_segment", coded.len())?;
@@ -662,7 +719,7 @@ impl<'a> DeviceDecompress<'a> {
         all.extend(buffers);
         Ok(DeviceDecompress {
             dev,
-            kernels: Kernels::load(dev, &chain.defines(header.dtype))?,
+            kernels: Kernels::load(dev, &chain.program(header.dtype))?,
             dtype: header.dtype,
             header,
             geometry,
@@ -681,7 +738,7 @@ impl<'a> DeviceDecompress<'a> {
     /// Enqueue the decode kernels (no host synchronisation).
     pub(crate) fn kernels(&mut self) -> Result<()> {
         let g = self.geometry;
-        let s = self.dev.stream.clone();
+        let s = self.dev.stream().clone();
         let (seg, params, oindex, obits) =
             (self.buffer("d_segment"), self.buffer("d_params"), self.buffer("d_oindex"), self.buffer("d_obits"));
         let (mut cost, mut offsets, mut partials, mut err, mut out, mut deltas) = (
@@ -773,7 +830,7 @@ impl<'a> DeviceDecompress<'a> {
 
     /// Check the device's verdict and download the values.
     pub(crate) fn finish(&mut self) -> Result<crate::graph::Decompressed> {
-        let s = self.dev.stream.clone();
+        let s = self.dev.stream().clone();
         let (err, offsets, out) = (self.buffer("d_err"), self.buffer("d_offsets"), self.buffer("d_out"));
         let checked = (|| -> Result<Buffer> {
             let total = read_u64(&s, &offsets, self.geometry.nblocks as usize)?;
@@ -794,7 +851,7 @@ impl<'a> DeviceDecompress<'a> {
 
 impl Drop for DeviceDecompress<'_> {
     fn drop(&mut self) {
-        if let Ok(mut ws) = self.dev.workspace.lock() {
+        if let Ok(mut ws) = self.dev.workspace() {
             for (name, b) in self.buffers.drain(..) {
                 ws.put(name, b);
             }
@@ -802,16 +859,9 @@ impl Drop for DeviceDecompress<'_> {
     }
 }
 
-/// Decompress on the GPU.
-pub(crate) fn decompress(dev: &CudaDevice, archive: &[u8]) -> Result<crate::graph::Decompressed> {
-    let mut run = DeviceDecompress::new(dev, archive)?;
-    run.kernels()?;
-    run.finish()
-}
-
-/// Compile every kernel variant the presets use, without a device (NVRTC only).
-pub fn compile_all_variants(arch: &str) -> Result<usize> {
-    let mut count = 0;
+/// Every fused program variant the presets use (compiled ahead by `compile_all`).
+pub(crate) fn programs() -> Vec<Program> {
+    let mut programs = Vec::new();
     for real in [DType::F32, DType::F64] {
         for (predictor, block) in [
             (Predictor::None, 32),
@@ -821,16 +871,11 @@ pub fn compile_all_variants(arch: &str) -> Result<usize> {
             (Predictor::Nd, 32),
         ] {
             for layout in [Layout::Plain, Layout::Wide, Layout::Packed] {
-                let chain = Chain {
-                    quant: Quantizer::new(real, None)?,
-                    predictor,
-                    coder: AdaptiveBitpack::new(DType::I32, block, layout)?,
-                    pred_stage: None,
-                };
-                super::compile::cubin(&chain.defines(real), arch)?;
-                count += 1;
+                let quant = Quantizer::new(real, None).expect("a float type");
+                let coder = AdaptiveBitpack::new(DType::I32, block, layout).expect("a legal block");
+                programs.push(Chain { quant, predictor, coder, pred_stage: None }.program(real));
             }
         }
     }
-    Ok(count)
+    programs
 }

@@ -1,0 +1,261 @@
+//! The device half of the stage contract (docs/ARCHITECTURE.md, "The stage contract").
+//!
+//! A stage with a device implementation runs forward and inverse on [`DeviceBuffer`]s inside a
+//! [`DeviceRun`]. It declares every output's capacity before it launches; sizes that depend on
+//! the data (payload bytes, outlier counts) and values decode needs (a resolved bound) are
+//! written by its kernels into *scalar slots*, which the executor reads back once, after the
+//! last stage. The stage's parameter record is then produced from those values by the
+//! [`PendingRecord`] it returned, with the same record writer the CPU path uses.
+
+use super::{device_error, CudaDevice};
+use crate::element::DType;
+use crate::error::{Error, Result};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr};
+use std::sync::Arc;
+
+/// A scalar slot: one u64 on the device, read back after the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slot(usize);
+
+/// How many elements a device buffer holds.
+#[derive(Clone, Copy, Debug)]
+pub enum Len {
+    /// Known on the host before launch.
+    Known(usize),
+    /// Written by a kernel into `slot`; at most `capacity` elements were stored. A count above
+    /// the capacity means the buffer overflowed and the run is repeated with that capacity.
+    Device { slot: Slot, capacity: usize },
+}
+
+impl Len {
+    /// Elements the buffer has room for.
+    pub fn capacity(&self) -> usize {
+        match *self {
+            Len::Known(n) => n,
+            Len::Device { capacity, .. } => capacity,
+        }
+    }
+}
+
+/// A typed buffer in device memory.
+pub struct DeviceBuffer {
+    pub dtype: DType,
+    pub mem: CudaSlice<u8>,
+    pub len: Len,
+}
+
+impl DeviceBuffer {
+    /// The raw device address, for kernel arguments.
+    pub fn ptr(&self, stream: &Arc<CudaStream>) -> u64 {
+        address(&self.mem, stream)
+    }
+
+    /// The element count when it is known on the host.
+    pub fn known_len(&self) -> Result<usize> {
+        match self.len {
+            Len::Known(n) => Ok(n),
+            Len::Device { .. } => Err(Error::Device("a stage needs a host-known length it was not given".into())),
+        }
+    }
+}
+
+/// The device address of a buffer. Event tracking is off (one stream orders everything), so
+/// taking the address records nothing.
+pub fn address(mem: &CudaSlice<u8>, stream: &Arc<CudaStream>) -> u64 {
+    let (ptr, _sync) = mem.device_ptr(stream);
+    ptr
+}
+
+/// Scalar slot values after a run.
+pub struct Scalars(Vec<u64>);
+
+impl Scalars {
+    pub fn u64(&self, slot: Slot) -> u64 {
+        self.0[slot.0]
+    }
+    pub fn f64(&self, slot: Slot) -> f64 {
+        f64::from_bits(self.0[slot.0])
+    }
+}
+
+/// Builds a stage's record once the scalar slots are known.
+pub type PendingRecord = Box<dyn FnOnce(&Scalars) -> Result<Vec<u8>> + Send>;
+
+/// A device forward run: one buffer per output port, and the record to come.
+pub struct DeviceForwarded {
+    pub outputs: Vec<DeviceBuffer>,
+    pub record: PendingRecord,
+}
+
+/// The device implementation of a stage: the same forward and inverse contract as the CPU
+/// reference, on device buffers, producing the same bytes.
+pub trait DeviceStage: Sync {
+    /// Forward: one buffer per input port in, one per output port out. No host
+    /// synchronisation: data-dependent sizes stay in scalar slots.
+    fn forward(&self, run: &mut DeviceRun, inputs: &[&DeviceBuffer]) -> Result<DeviceForwarded>;
+    /// Inverse on a stage decoded from its record. May synchronise (to check a payload).
+    fn inverse(&self, run: &mut DeviceRun, outputs: &[&DeviceBuffer]) -> Result<Vec<DeviceBuffer>>;
+}
+
+/// Room for scalar slots in one run; stages take a handful each.
+const MAX_SLOTS: usize = 256;
+
+/// The context stages launch into: the device, its stream, the pipeline's shape, scalar
+/// slots, and the capacities learnt from an earlier run that overflowed.
+pub struct DeviceRun<'a> {
+    pub dev: &'a CudaDevice,
+    /// Shape of the pipeline input, C order.
+    pub shape: Vec<usize>,
+    scalars: CudaSlice<u8>,
+    used_slots: usize,
+    /// Capacity of every dynamic allocation, in allocation order (checked after the run).
+    dynamic: Vec<(Slot, usize)>,
+    /// Exact capacities measured by an overflowing earlier run, in allocation order.
+    learnt: Vec<usize>,
+}
+
+impl<'a> DeviceRun<'a> {
+    pub(crate) fn new(dev: &'a CudaDevice, shape: Vec<usize>, learnt: Vec<usize>) -> Result<Self> {
+        let scalars = dev.stream.alloc_zeros::<u8>(8 * MAX_SLOTS).map_err(device_error)?;
+        Ok(DeviceRun { dev, shape, scalars, used_slots: 0, dynamic: Vec::new(), learnt })
+    }
+
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.dev.stream
+    }
+
+    /// A kernel of `program` (compiled once per process, cached on disk).
+    pub fn kernel(&self, program: &super::Program, name: &str) -> Result<CudaFunction> {
+        self.dev.function(program, name)
+    }
+
+    /// A fresh scalar slot (zeroed) and its device address.
+    pub fn slot(&mut self) -> Result<(Slot, u64)> {
+        if self.used_slots == MAX_SLOTS {
+            return Err(Error::Device(format!("a pipeline needs more than {MAX_SLOTS} device scalars")));
+        }
+        let slot = Slot(self.used_slots);
+        self.used_slots += 1;
+        Ok((slot, address(&self.scalars, &self.dev.stream) + 8 * slot.0 as u64))
+    }
+
+    /// A buffer of `len` elements (contents undefined).
+    pub fn alloc(&self, dtype: DType, len: usize) -> Result<DeviceBuffer> {
+        let bytes = len.checked_mul(dtype.size()).ok_or_else(|| Error::OutOfMemory(format!("{len} × {dtype}")))?;
+        // SAFETY: every kernel writes the elements it later reads; buffers are never read
+        // before a kernel or a copy fills them.
+        let mem = unsafe { self.dev.stream.alloc::<u8>(bytes.max(1)) }.map_err(device_error)?;
+        Ok(DeviceBuffer { dtype, mem, len: Len::Known(len) })
+    }
+
+    /// A buffer whose length a kernel writes into a slot. `guess` elements are allocated, or
+    /// the exact count an earlier overflowing run measured.
+    pub fn alloc_dynamic(&mut self, dtype: DType, guess: usize) -> Result<(DeviceBuffer, u64)> {
+        let capacity = self.learnt.get(self.dynamic.len()).copied().unwrap_or(guess).max(guess);
+        let mut buffer = self.alloc(dtype, capacity)?;
+        let (slot, addr) = self.slot()?;
+        buffer.len = Len::Device { slot, capacity };
+        self.dynamic.push((slot, capacity));
+        Ok((buffer, addr))
+    }
+
+    /// Wait for the stream and read every slot (the one synchronisation of a compress).
+    /// `Err(capacities)` when a dynamic buffer overflowed: the exact capacities to rerun with.
+    pub(crate) fn read_scalars(&self) -> Result<std::result::Result<Scalars, Vec<usize>>> {
+        let mut host = vec![0u8; 8 * self.used_slots];
+        if !host.is_empty() {
+            self.dev.stream.memcpy_dtoh(&self.scalars.slice(0..host.len()), &mut host).map_err(device_error)?;
+        }
+        self.dev.stream.synchronize().map_err(device_error)?;
+        let scalars =
+            Scalars(host.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect());
+        let needed: Vec<usize> = self.dynamic.iter().map(|&(slot, _)| scalars.u64(slot) as usize).collect();
+        if self.dynamic.iter().zip(&needed).any(|(&(_, cap), &need)| need > cap) {
+            return Ok(Err(self.dynamic.iter().zip(needed).map(|(&(_, cap), need)| cap.max(need)).collect()));
+        }
+        Ok(Ok(scalars))
+    }
+
+    /// Copy host bytes into a new device buffer.
+    pub fn upload(&self, dtype: DType, bytes: &[u8]) -> Result<DeviceBuffer> {
+        let mut b = self.alloc(dtype, bytes.len() / dtype.size())?;
+        if !bytes.is_empty() {
+            self.dev.upload(bytes, &mut b.mem)?;
+        }
+        Ok(b)
+    }
+
+    /// Read one u64 element of a buffer (synchronises).
+    pub fn read_u64(&self, b: &DeviceBuffer, index: usize) -> Result<u64> {
+        let mut word = [0u8; 8];
+        self.dev.stream.memcpy_dtoh(&b.mem.slice(8 * index..8 * index + 8), &mut word).map_err(device_error)?;
+        self.dev.stream.synchronize().map_err(device_error)?;
+        Ok(u64::from_le_bytes(word))
+    }
+
+    /// Copy the first `len` elements of a buffer to the host.
+    pub fn download(&self, b: &DeviceBuffer, len: usize) -> Result<Vec<u8>> {
+        self.dev.download(&b.mem, len * b.dtype.size())
+    }
+}
+
+/// Threads per block of the simple element-wise kernels.
+pub const THREADS: u32 = 256;
+
+/// A one-dimensional launch of `items` work items, `per_block` per thread block.
+pub fn grid(items: u64, per_block: u64) -> cudarc::driver::LaunchConfig {
+    let blocks = items.div_ceil(per_block).clamp(1, u64::from(u32::MAX)) as u32;
+    cudarc::driver::LaunchConfig {
+        grid_dim: (blocks, 1, 1),
+        block_dim: (per_block.min(1024) as u32, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// Items per thread block of the three-phase scan (`SCAN_TILE` in common.cu).
+const SCAN_TILE: u64 = 4096;
+
+/// u64 partial sums [`exclusive_scan`] needs for `n` items.
+pub fn scan_partials_len(n: u64) -> usize {
+    n.div_ceil(SCAN_TILE).max(1) as usize
+}
+
+/// Exclusive scan of `n` u32 counts at `input` into `n + 1` u64 offsets at `out` (the last is
+/// the total), with the scan kernels every program carries (common.cu). Deterministic: the
+/// partial sums have a fixed shape.
+pub fn exclusive_scan(
+    run: &DeviceRun,
+    program: &super::Program,
+    input: u64,
+    n: u64,
+    partials: u64,
+    out: u64,
+) -> Result<()> {
+    use cudarc::driver::PushKernelArg;
+    let parts = scan_partials_len(n) as u64;
+    let s = run.stream();
+    let (reduce, spread, apply) = (
+        run.kernel(program, "fz_scan_reduce")?,
+        run.kernel(program, "fz_scan_partials")?,
+        run.kernel(program, "fz_scan_apply")?,
+    );
+    // SAFETY: argument lists match common.cu; the caller sized `partials` with
+    // scan_partials_len(n) and `out` with n + 1 entries.
+    unsafe {
+        s.launch_builder(&reduce)
+            .arg(&input)
+            .arg(&n)
+            .arg(&partials)
+            .launch(grid(parts * 1024, 1024))
+            .map_err(device_error)?;
+        s.launch_builder(&spread).arg(&partials).arg(&parts).launch(grid(1024, 1024)).map_err(device_error)?;
+        s.launch_builder(&apply)
+            .arg(&input)
+            .arg(&n)
+            .arg(&partials)
+            .arg(&out)
+            .launch(grid(parts * 1024, 1024))
+            .map_err(device_error)?;
+    }
+    Ok(())
+}

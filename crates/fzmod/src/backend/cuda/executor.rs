@@ -1,0 +1,311 @@
+//! One executor for every pipeline on the GPU. Compress walks the validated graph in stage
+//! order on device buffers: a stage with a device implementation runs there; one without gets
+//! transfers inserted around its CPU reference (and the report says so). Decompress runs a
+//! [`DecodePlan`] inverse the same way. Before either, the fusion pass offers the pipeline to
+//! the fusion rules (`stages::FUSION_RULES`); a rule that matches runs instead, producing the
+//! same bytes. Archive assembly is [`Pipeline::assemble`], shared with the CPU path.
+
+use super::device::{DeviceBuffer, DeviceRun, Len, PendingRecord};
+use super::{device_error, CudaDevice};
+use crate::archive::InputRef;
+use crate::element::{Buffer, DType};
+use crate::error::{corrupt, Error, Result};
+use crate::graph::{check_inverse, DecodePlan, Decompressed, Leaf, Pipeline};
+use crate::stage::{ForwardContext, Stage};
+
+/// A compress prepared on the device: `kernels` enqueues the work (repeatable, for timing),
+/// `finish` synchronises once and returns the archive.
+pub trait CompressJob {
+    fn kernels(&mut self) -> Result<()>;
+    fn finish(&mut self) -> Result<Vec<u8>>;
+    /// How the pipeline ran (fusion rule, stages that ran on the CPU).
+    fn notes(&self) -> Vec<String>;
+}
+
+/// A decompress prepared on the device, like [`CompressJob`].
+pub trait DecompressJob {
+    fn kernels(&mut self) -> Result<()>;
+    fn finish(&mut self) -> Result<Decompressed>;
+    fn notes(&self) -> Vec<String>;
+}
+
+/// A fusion rule: recognises a pipeline (by its concrete stages, which the rule lives beside)
+/// and runs it as fused kernels whose archive bytes equal the unfused path's.
+pub trait FusionRule: Sync {
+    fn name(&self) -> &'static str;
+    /// `Ok(None)` when the rule does not apply to this pipeline and input.
+    fn compress<'a>(
+        &self,
+        dev: &'a CudaDevice,
+        pipeline: &'a Pipeline,
+        input: &Buffer,
+        shape: &[usize],
+    ) -> Result<Option<Box<dyn CompressJob + 'a>>>;
+    /// `Ok(None)` when the rule does not apply to this archive.
+    fn decompress<'a>(
+        &self,
+        dev: &'a CudaDevice,
+        plan: DecodePlan<'a>,
+    ) -> Result<std::result::Result<Box<dyn DecompressJob + 'a>, DecodePlan<'a>>>;
+}
+
+/// Prepare a compress: a matching fusion rule when `fusion` is on, else the unfused walk.
+pub fn compress_job<'a>(
+    dev: &'a CudaDevice,
+    pipeline: &'a Pipeline,
+    input: &Buffer,
+    shape: &[usize],
+    fusion: bool,
+) -> Result<Box<dyn CompressJob + 'a>> {
+    if fusion {
+        for rule in crate::stages::FUSION_RULES {
+            if let Some(job) = rule.compress(dev, pipeline, input, shape)? {
+                return Ok(job);
+            }
+        }
+    }
+    Ok(Box::new(UnfusedCompress::new(dev, pipeline, input, shape)?))
+}
+
+/// Prepare a decompress of a validated plan.
+pub fn decompress_job<'a>(
+    dev: &'a CudaDevice,
+    mut plan: DecodePlan<'a>,
+    fusion: bool,
+) -> Result<Box<dyn DecompressJob + 'a>> {
+    if fusion {
+        for rule in crate::stages::FUSION_RULES {
+            match rule.decompress(dev, plan)? {
+                Ok(job) => return Ok(job),
+                Err(unused) => plan = unused,
+            }
+        }
+    }
+    Ok(Box::new(UnfusedDecompress::new(dev, plan)?))
+}
+
+/// Download a buffer into a host [`Buffer`] (its length must be known or in `scalars`).
+fn to_host(run: &DeviceRun, b: &DeviceBuffer, len: usize) -> Result<Buffer> {
+    Buffer::from_le_bytes(b.dtype, &run.download(b, len)?)
+}
+
+/// The unfused compress: every stage in order, on the device where it can.
+struct UnfusedCompress<'a> {
+    dev: &'a CudaDevice,
+    pipeline: &'a Pipeline,
+    shape: Vec<usize>,
+    input: DeviceBuffer,
+    /// Capacities learnt from a run whose dynamic outputs overflowed.
+    learnt: Vec<usize>,
+    done: Option<Forward<'a>>,
+}
+
+/// The state of one forward walk, until `finish`.
+struct Forward<'a> {
+    run: DeviceRun<'a>,
+    records: Vec<PendingRecord>,
+    leaves: Vec<(usize, usize, DeviceBuffer)>,
+}
+
+impl<'a> UnfusedCompress<'a> {
+    fn new(dev: &'a CudaDevice, pipeline: &'a Pipeline, input: &Buffer, shape: &[usize]) -> Result<Self> {
+        let run = DeviceRun::new(dev, shape.to_vec(), Vec::new())?;
+        let input = run.upload(input.dtype(), input.native_bytes())?;
+        Ok(UnfusedCompress { dev, pipeline, shape: shape.to_vec(), input, learnt: Vec::new(), done: None })
+    }
+
+    fn walk(&self) -> Result<Forward<'a>> {
+        let mut run = DeviceRun::new(self.dev, self.shape.clone(), self.learnt.clone())?;
+        let nodes = self.pipeline.nodes();
+        let mut produced: Vec<Vec<Option<DeviceBuffer>>> = Vec::with_capacity(nodes.len());
+        let mut records = Vec::with_capacity(nodes.len());
+        for node in nodes {
+            let mut owned = Vec::new();
+            for r in &node.inputs {
+                owned.push(match r.expect("finalized") {
+                    InputRef::External => None,
+                    InputRef::Stage { stage, port } => {
+                        Some(produced[stage][port].take().expect("finalize guarantees one producer per input"))
+                    }
+                });
+            }
+            let inputs: Vec<&DeviceBuffer> = owned.iter().map(|b| b.as_ref().unwrap_or(&self.input)).collect();
+            let ports = node.stage.inputs();
+            if inputs.iter().zip(&ports).any(|(b, p)| b.dtype != p.dtype) {
+                return Err(Error::Stage {
+                    stage: node.name.clone(),
+                    message: "input of the wrong element type".into(),
+                });
+            }
+            let (outputs, record) = match node.stage.device() {
+                Some(d) => {
+                    let f = d.forward(&mut run, &inputs).map_err(|e| e.in_stage(&node.name))?;
+                    (f.outputs, f.record)
+                }
+                None => on_cpu_forward(&run, node.stage.as_ref(), &inputs).map_err(|e| e.in_stage(&node.name))?,
+            };
+            let declared = node.stage.outputs();
+            if outputs.len() != declared.len() || outputs.iter().zip(&declared).any(|(b, p)| b.dtype != p.dtype) {
+                return Err(Error::Stage {
+                    stage: node.name.clone(),
+                    message: "produced buffers that do not match its ports".into(),
+                });
+            }
+            produced.push(outputs.into_iter().map(Some).collect());
+            records.push(record);
+        }
+        let leaves = produced
+            .into_iter()
+            .enumerate()
+            .flat_map(|(s, ports)| ports.into_iter().enumerate().filter_map(move |(p, b)| b.map(|b| (s, p, b))))
+            .collect();
+        Ok(Forward { run, records, leaves })
+    }
+}
+
+/// A stage without a device implementation: its inputs come to the host, its CPU reference
+/// runs, its outputs go back.
+fn on_cpu_forward(
+    run: &DeviceRun,
+    stage: &dyn Stage,
+    inputs: &[&DeviceBuffer],
+) -> Result<(Vec<DeviceBuffer>, PendingRecord)> {
+    let host = inputs.iter().map(|b| to_host(run, b, host_len(b)?)).collect::<Result<Vec<_>>>()?;
+    let f = stage.forward(host, &ForwardContext { shape: &run.shape })?;
+    let outputs = f.outputs.iter().map(|b| run.upload(b.dtype(), &b.to_le_bytes())).collect::<Result<Vec<_>>>()?;
+    let record = f.record;
+    Ok((outputs, Box::new(move |_| Ok(record))))
+}
+
+/// A buffer's length for a transfer to the host, when it is known there.
+fn host_len(b: &DeviceBuffer) -> Result<usize> {
+    match b.len {
+        Len::Known(n) => Ok(n),
+        Len::Device { .. } => Err(Error::BackendUnavailable(
+            "a CPU-only stage reads a buffer whose length is only known on the device".into(),
+        )),
+    }
+}
+
+impl CompressJob for UnfusedCompress<'_> {
+    fn kernels(&mut self) -> Result<()> {
+        self.done = Some(self.walk()?);
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<Vec<u8>> {
+        let mut forward = self.done.take().ok_or_else(|| Error::Device("finish before kernels".into()))?;
+        let scalars = match forward.run.read_scalars()? {
+            Ok(s) => s,
+            Err(capacities) => {
+                // An output outgrew its first guess: run again with the exact sizes.
+                self.learnt = capacities;
+                forward = self.walk()?;
+                forward.run.read_scalars()?.map_err(|_| Error::Device("device outputs overflowed twice".into()))?
+            }
+        };
+        let records = forward.records.into_iter().map(|r| r(&scalars)).collect::<Result<Vec<_>>>()?;
+        let mut leaves = Vec::with_capacity(forward.leaves.len());
+        for (stage, port, b) in &forward.leaves {
+            let len = match b.len {
+                Len::Known(n) => n,
+                Len::Device { slot, .. } => scalars.u64(slot) as usize,
+            };
+            leaves.push(Leaf { stage: *stage, port: *port, dtype: b.dtype, bytes: forward.run.download(b, len)? });
+        }
+        Ok(self.pipeline.assemble(self.input.dtype, &self.shape, records, leaves))
+    }
+
+    fn notes(&self) -> Vec<String> {
+        cpu_stage_notes(self.pipeline.nodes().iter().map(|n| (n.name.as_str(), n.stage.as_ref())))
+    }
+}
+
+fn cpu_stage_notes<'s>(stages: impl Iterator<Item = (&'s str, &'s dyn Stage)>) -> Vec<String> {
+    let on_cpu: Vec<&str> = stages.filter(|(_, s)| s.device().is_none()).map(|(n, _)| n).collect();
+    let mut notes = vec!["unfused device path".to_string()];
+    if !on_cpu.is_empty() {
+        notes.push(format!("stages without a device implementation ran on the CPU: {}", on_cpu.join(", ")));
+    }
+    notes
+}
+
+/// The unfused decompress: every stage inverse, in reverse order.
+struct UnfusedDecompress<'a> {
+    dev: &'a CudaDevice,
+    plan: DecodePlan<'a>,
+    /// The archived segments on the device, by stage and port.
+    segments: Vec<Vec<Option<DeviceBuffer>>>,
+    result: Option<(DeviceRun<'a>, DeviceBuffer)>,
+}
+
+impl<'a> UnfusedDecompress<'a> {
+    fn new(dev: &'a CudaDevice, plan: DecodePlan<'a>) -> Result<Self> {
+        let run = DeviceRun::new(dev, Vec::new(), Vec::new())?;
+        let mut segments = Vec::with_capacity(plan.stages.len());
+        for (s, ports) in plan.archived.iter().enumerate() {
+            let outputs = plan.stages[s].outputs();
+            segments.push(
+                ports
+                    .iter()
+                    .zip(&outputs)
+                    .map(|(bytes, port)| bytes.map(|b| run.upload(port.dtype, b)).transpose())
+                    .collect::<Result<Vec<_>>>()?,
+            );
+        }
+        Ok(UnfusedDecompress { dev, plan, segments, result: None })
+    }
+}
+
+/// A stage without a device implementation, inverse, through the host.
+fn on_cpu_inverse(run: &DeviceRun, stage: &dyn Stage, outputs: &[&DeviceBuffer]) -> Result<Vec<DeviceBuffer>> {
+    let host = outputs.iter().map(|b| to_host(run, b, host_len(b)?)).collect::<Result<Vec<_>>>()?;
+    stage.inverse(host)?.iter().map(|b| run.upload(b.dtype(), &b.to_le_bytes())).collect()
+}
+
+impl DecompressJob for UnfusedDecompress<'_> {
+    fn kernels(&mut self) -> Result<()> {
+        let mut run = DeviceRun::new(self.dev, Vec::new(), Vec::new())?;
+        let plan = &self.plan;
+        let mut pending: Vec<Vec<Option<DeviceBuffer>>> =
+            plan.stages.iter().map(|s| (0..s.outputs().len()).map(|_| None).collect()).collect();
+        let mut result = None;
+        for (i, stage) in plan.stages.iter().enumerate().rev() {
+            let name = plan.name(i);
+            let reconstructed = std::mem::take(&mut pending[i]);
+            let mut outputs = Vec::with_capacity(reconstructed.len());
+            for (p, b) in reconstructed.iter().enumerate() {
+                let b = b.as_ref().or(self.segments[i][p].as_ref());
+                outputs.push(b.ok_or_else(|| corrupt!("stage '{name}' output {p} was not reconstructed"))?);
+            }
+            let inputs = match stage.device() {
+                Some(d) => d.inverse(&mut run, &outputs),
+                None => on_cpu_inverse(&run, stage.as_ref(), &outputs),
+            }
+            .map_err(|e| e.in_stage(name))?;
+            check_inverse(stage.as_ref(), name, &inputs.iter().map(|b| b.dtype).collect::<Vec<DType>>())?;
+            for (buffer, r) in inputs.into_iter().zip(plan.inputs_of(i)) {
+                match *r {
+                    InputRef::External => result = Some(buffer),
+                    InputRef::Stage { stage, port } => pending[stage][port] = Some(buffer),
+                }
+            }
+        }
+        let data = result.ok_or_else(|| corrupt!("no stage reconstructs the pipeline input"))?;
+        self.result = Some((run, data));
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<Decompressed> {
+        let (run, data) = self.result.take().ok_or_else(|| Error::Device("finish before kernels".into()))?;
+        let len = host_len(&data)?;
+        let host = to_host(&run, &data, len)?;
+        run.stream().synchronize().map_err(device_error)?;
+        self.plan.check_result(&host)?;
+        Ok(Decompressed { header: self.plan.header.clone(), data: host, backend: "cuda" })
+    }
+
+    fn notes(&self) -> Vec<String> {
+        cpu_stage_notes(self.plan.stages.iter().enumerate().map(|(i, s)| (self.plan.name(i), s.as_ref())))
+    }
+}

@@ -1,0 +1,312 @@
+// Quantizer on the device: the exact arithmetic of cpu.rs. REAL_F64 selects double input.
+// The first part (arithmetic, value range, bound resolution, outlier scatter) is shared with
+// the fused cuSZp program (stages/cuszp_fusion), which includes this file; the standalone
+// stage kernels follow.
+
+// Quantizer step resolved on the device (or uploaded for decoding).
+struct Params {
+    double abs_bound;
+    double step;    // half bin width, a value of the element type
+    double recip;   // 0.5 / step in the element type
+    double accept;  // f32 fast path: |x - x'| computed in f32 <= accept  =>  within the bound
+    double reject;  // f32 fast path: |x - x'| computed in f32 >= reject  =>  outside (NaN: never)
+};
+
+static_assert(sizeof(Params) == 40, "Params: PARAMS_BYTES in quantizer/device.rs and cuszp_fusion/mod.rs");
+
+#if REAL_F64
+typedef double real;
+__device__ __forceinline__ bool is_finite_real(real x) { return ((__double_as_longlong(x) >> 52) & 0x7ff) != 0x7ff; }
+__device__ __forceinline__ i32 trunc_to_i32(real d) { return __double2int_rz(d); }
+__device__ __forceinline__ u64 real_bits(real x) { return (u64)__double_as_longlong(x); }
+__device__ __forceinline__ real bits_real(u64 b) { return __longlong_as_double((i64)b); }
+#else
+typedef float real;
+__device__ __forceinline__ bool is_finite_real(real x) { return ((__float_as_uint(x) >> 23) & 0xff) != 0xff; }
+__device__ __forceinline__ i32 trunc_to_i32(real d) { return __float2int_rz(d); }
+__device__ __forceinline__ u64 real_bits(real x) { return (u64)__float_as_uint(x); }
+__device__ __forceinline__ real bits_real(u64 b) { return __uint_as_float((u32)b); }
+#endif
+
+// cuSZp rounding: trunc(d + 0.5) (saturating, NaN -> 0), one lower when !(d >= -0.5).
+__device__ __forceinline__ i32 quantize(real x, real recip) {
+    real d = x * recip;
+    i32 t = trunc_to_i32(d + (real)0.5);
+    if (!(d >= (real)-0.5)) t = (i32)((u32)t - 1u);
+    return t;
+}
+
+__device__ __forceinline__ real reconstruct(i32 q, real step) { return ((real)q * step) * (real)2; }
+
+// The quantizer's parameters in registers.
+struct QParams {
+    real step, recip;
+    double abs_bound;
+    float accept, reject;
+};
+
+__device__ __forceinline__ QParams load_params(const Params* p) {
+    QParams q;
+    q.step = (real)p->step;
+    q.recip = (real)p->recip;
+    q.abs_bound = p->abs_bound;
+    q.accept = (float)p->accept;
+    q.reject = (float)p->reject;
+    return q;
+}
+
+// The code of x, or 0 with *outlier set when x must go to the outlier channel. The bound
+// check is the CPU's f64 test |x - x'| <= b; for f32 a rounded f32 difference decides it when
+// it is clearly inside [accept] or outside [reject] (margins of 2^-20 relative), exactly as
+// the f64 test would, and the f64 test runs only in between.
+__device__ __forceinline__ i32 quant_code(real x, const QParams& p, bool* outlier) {
+    i32 q = quantize(x, p.recip);
+    real r = reconstruct(q, p.step);
+#if REAL_F64
+    bool ok = fabs(x - r) <= p.abs_bound;
+#else
+    float e = fabsf(x - r);
+    bool ok = e <= p.accept || (!(e >= p.reject) && fabs((double)x - (double)r) <= p.abs_bound);
+#endif
+    ok = ok && is_finite_real(x);
+    *outlier = !ok;
+    return ok ? q : 0;
+}
+
+#define MINMAX_THREADS 256
+
+// Per-thread-block min and max of the finite values (order-independent, hence exact).
+extern "C" __global__ void __launch_bounds__(MINMAX_THREADS) fz_minmax(const real* x, u64 n, double* pmin, double* pmax) {
+    double lo = __longlong_as_double(0x7ff0000000000000ll), hi = -lo;
+    u64 start = (u64)blockIdx.x * blockDim.x + threadIdx.x, stride = (u64)gridDim.x * blockDim.x;
+    // 16-byte loads for the bulk (the buffer is 256-byte aligned), scalar loads for the tail.
+    const u64 per = 16 / sizeof(real);
+    const uint4* vec = (const uint4*)x;
+    for (u64 i = start; i < n / per; i += stride) {
+        uint4 w = vec[i];
+        const real* e = (const real*)&w;
+        for (int j = 0; j < (int)per; j++) {
+            if (is_finite_real(e[j])) {
+                lo = fmin(lo, (double)e[j]);
+                hi = fmax(hi, (double)e[j]);
+            }
+        }
+    }
+    for (u64 i = n / per * per + start; i < n; i += stride) {
+        if (is_finite_real(x[i])) {
+            lo = fmin(lo, (double)x[i]);
+            hi = fmax(hi, (double)x[i]);
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        lo = fmin(lo, __shfl_xor_sync(FULL_MASK, lo, o));
+        hi = fmax(hi, __shfl_xor_sync(FULL_MASK, hi, o));
+    }
+    __shared__ double slo[MINMAX_THREADS / 32], shi[MINMAX_THREADS / 32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) { slo[warp] = lo; shi[warp] = hi; }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < MINMAX_THREADS / 32; w++) { lo = fmin(lo, slo[w]); hi = fmax(hi, shi[w]); }
+        pmin[blockIdx.x] = lo;
+        pmax[blockIdx.x] = hi;
+    }
+}
+
+// Largest element-type value <= v (v >= 0), saturating at the type's maximum.
+__device__ real at_most(double v) {
+#if REAL_F64
+    return v > 1.7976931348623157e308 ? 1.7976931348623157e308 : v;
+#else
+    float c = (float)v;
+    if (c > 3.40282347e38f) c = 3.40282347e38f;
+    if ((double)c > v) c = nextafterf(c, 0.0f);
+    return c;
+#endif
+}
+
+// One warp: combine the partial ranges and resolve the bound (rel: value x range).
+extern "C" __global__ void fz_resolve(const double* pmin, const double* pmax, u32 nparts, u32 relative, double value, Params* out) {
+    double lo = __longlong_as_double(0x7ff0000000000000ll), hi = -lo;
+    for (u32 i = threadIdx.x; i < nparts; i += 32) { lo = fmin(lo, pmin[i]); hi = fmax(hi, pmax[i]); }
+    for (int o = 16; o > 0; o >>= 1) {
+        lo = fmin(lo, __shfl_xor_sync(FULL_MASK, lo, o));
+        hi = fmax(hi, __shfl_xor_sync(FULL_MASK, hi, o));
+    }
+    if (threadIdx.x == 0) {
+        double range = lo <= hi ? hi - lo : 0.0;
+        double abs_bound = relative ? value * range : value;
+        real step = at_most(abs_bound);
+        real recip = (real)0.5 / step;
+        out->abs_bound = abs_bound;
+        out->step = (double)step;
+        out->recip = (double)recip;
+        // Margins for the f32 fast path of quant_code (rounded outwards).
+        double lo_margin = abs_bound * (1.0 - 0x1p-20), hi_margin = abs_bound * (1.0 + 0x1p-20);
+        float accept = (float)lo_margin, reject = (float)hi_margin;
+        if ((double)accept > lo_margin) accept = nextafterf(accept, 0.0f);
+        if ((double)reject < hi_margin) reject = nextafterf(reject, __int_as_float(0x7f800000));
+        if (reject > 3.40282347e38f) reject = __int_as_float(0x7fc00000);  // no fast reject
+        out->accept = (double)accept;
+        out->reject = (double)reject;
+    }
+}
+
+// Decoding: put the outliers back, bit for bit.
+extern "C" __global__ void fz_scatter_outliers(const u64* index, const u64* bits, u64 count, real* out) {
+    u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k < count) out[index[k]] = bits_real(bits[k]);
+}
+
+
+// ---- Standalone stage kernels (quantizer/device.rs) ----
+// Forward: q_encode writes the codes and counts each tile's outliers; a max-scan of the tiles'
+// last outlier gives every tile the index its first varint gap is measured from; q_entry_sizes
+// and a scan give each tile's byte offset; q_write_channel writes the varint gaps and raw
+// values in index order. Tiles without outliers are skipped after q_encode, so a field with
+// few outliers is read once.
+
+#define Q_TILE 2048
+#define Q_THREADS 256
+
+// Codes and per-tile outlier counts; tile_next[t] = (last outlier index in tile t) + 1, or 0.
+extern "C" __global__ void __launch_bounds__(Q_THREADS)
+q_encode(const real* x, u64 n, const Params* params, i32* codes, u32* tile_count, u64* tile_next) {
+    QParams p = load_params(params);
+    u64 base = (u64)blockIdx.x * Q_TILE;
+    u32 count = 0;
+    u64 next = 0;
+    for (int j = 0; j < Q_TILE / Q_THREADS; j++) {
+        u64 i = base + (u64)j * Q_THREADS + threadIdx.x;
+        if (i >= n) break;
+        bool outlier;
+        codes[i] = quant_code(x[i], p, &outlier);
+        if (outlier) {
+            count++;
+            next = i + 1;
+        }
+    }
+    u64 total;
+    block_exclusive_scan(count, &total);
+    __shared__ u64 block_next[Q_THREADS / 32];
+    for (int o = 16; o > 0; o >>= 1) next = max(next, __shfl_xor_sync(FULL_MASK, next, o));
+    if ((threadIdx.x & 31) == 0) block_next[threadIdx.x >> 5] = next;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < Q_THREADS / 32; w++) next = max(next, block_next[w]);
+        tile_count[blockIdx.x] = (u32)total;
+        tile_next[blockIdx.x] = next;
+    }
+}
+
+// One thread block: tile_next becomes an exclusive max-scan (the `next` each tile starts from);
+// *num_outliers gets the total count.
+extern "C" __global__ void __launch_bounds__(1024) q_tile_starts(u64* tile_next, const u32* tile_count, u64 ntiles, u64* num_outliers) {
+    __shared__ u64 carry_next, carry_count;
+    if (threadIdx.x == 0) carry_next = carry_count = 0;
+    __syncthreads();
+    for (u64 base = 0; base < ntiles; base += 1024) {
+        u64 t = base + threadIdx.x;
+        u64 v = t < ntiles ? tile_next[t] : 0;
+        u64 c = t < ntiles ? tile_count[t] : 0;
+        // Inclusive max-scan within the block, then shift to exclusive.
+        __shared__ u64 scan[1024];
+        scan[threadIdx.x] = v;
+        __syncthreads();
+        for (u32 d = 1; d < 1024; d <<= 1) {
+            u64 other = threadIdx.x >= d ? scan[threadIdx.x - d] : 0;
+            __syncthreads();
+            scan[threadIdx.x] = max(scan[threadIdx.x], other);
+            __syncthreads();
+        }
+        u64 exclusive = max(carry_next, threadIdx.x > 0 ? scan[threadIdx.x - 1] : 0);
+        u64 total;
+        block_exclusive_scan(c, &total);
+        if (t < ntiles) tile_next[t] = exclusive;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            carry_next = max(carry_next, scan[1023]);
+            carry_count += total;
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) *num_outliers = carry_count;
+}
+
+__device__ __forceinline__ u32 varint_len(u64 v) {
+    u32 len = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        len++;
+    }
+    return len;
+}
+
+// Walk one tile's outliers with a warp, in index order: for each, its varint gap from the
+// previous outlier and its byte position relative to the tile's first entry. `emit` is called
+// on the lane of each outlier; returns the tile's byte count.
+template <typename Emit>
+__device__ __forceinline__ u64 walk_tile(const real* x, u64 n, const QParams& p, u64 tile, u64 next, Emit emit) {
+    int lane = threadIdx.x & 31;
+    u64 bytes = 0;
+    for (u64 i0 = tile * Q_TILE; i0 < min(n, (tile + 1) * Q_TILE); i0 += 32) {
+        u64 i = i0 + lane;
+        bool outlier = false;
+        if (i < n) quant_code(x[i], p, &outlier);
+        u32 mask = __ballot_sync(FULL_MASK, outlier);
+        if (mask == 0) continue;
+        u32 before = mask & ((1u << lane) - 1u);
+        // The previous outlier: the nearest lower lane of this step, else the carried one.
+        u64 prev_next = before ? i0 + (31 - __clz(before)) + 1 : next;
+        u64 gap = i - prev_next;
+        u32 size = outlier ? varint_len(gap) + (u32)sizeof(real) : 0;
+        u64 incl = warp_inclusive_scan(size, lane);
+        if (outlier) emit(i, gap, bytes + incl - size);
+        bytes += __shfl_sync(FULL_MASK, incl, 31);
+        next = i0 + (31 - __clz(mask)) + 1;
+    }
+    return bytes;
+}
+
+#define Q_WALK_WARPS 4
+
+extern "C" __global__ void __launch_bounds__(Q_WALK_WARPS * 32)
+q_entry_sizes(const real* x, u64 n, const Params* params, const u32* tile_count, const u64* tile_next, u64 ntiles, u32* tile_bytes) {
+    u64 tile = (u64)blockIdx.x * Q_WALK_WARPS + (threadIdx.x >> 5);
+    if (tile >= ntiles) return;
+    u64 bytes = 0;
+    if (tile_count[tile] > 0) bytes = walk_tile(x, n, load_params(params), tile, tile_next[tile], [](u64, u64, u64) {});
+    if ((threadIdx.x & 31) == 0) tile_bytes[tile] = (u32)bytes;
+}
+
+// Writes entries that fit in `capacity` bytes; the total (offsets[ntiles]) is the true size.
+extern "C" __global__ void __launch_bounds__(Q_WALK_WARPS * 32)
+q_write_channel(const real* x, u64 n, const Params* params, const u32* tile_count, const u64* tile_next, u64 ntiles,
+                const u64* offsets, u8* out, u64 capacity) {
+    u64 tile = (u64)blockIdx.x * Q_WALK_WARPS + (threadIdx.x >> 5);
+    if (tile >= ntiles || tile_count[tile] == 0 || offsets[tile + 1] > capacity) return;
+    u8* dst = out + offsets[tile];
+    walk_tile(x, n, load_params(params), tile, tile_next[tile], [&](u64 i, u64 gap, u64 at) {
+        u8* o = dst + at;
+        while (gap >= 0x80) {
+            *o++ = (u8)(gap | 0x80);
+            gap >>= 7;
+        }
+        *o++ = (u8)gap;
+        u64 bits = real_bits(x[i]);
+        for (int b = 0; b < (int)sizeof(real); b++) o[b] = (u8)(bits >> (8 * b));
+    });
+}
+
+// Copy the resolved bound and step into scalar slots for the record.
+extern "C" __global__ void q_export(const Params* params, const u64* total_bytes_at, u64* abs_bound, u64* step, u64* channel_len) {
+    *abs_bound = (u64)__double_as_longlong(params->abs_bound);
+    *step = (u64)__double_as_longlong(params->step);
+    *channel_len = *total_bytes_at;
+}
+
+// Inverse: every code reconstructed; the outliers are scattered afterwards.
+extern "C" __global__ void q_decode(const i32* codes, u64 n, double step, real* out) {
+    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = reconstruct(codes[i], (real)step);
+}

@@ -1,0 +1,103 @@
+//! TiledLorenzo on the device (kernels in device.cu).
+
+use super::{cpu, TiledLorenzo};
+use crate::backend::cuda::device::{grid, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage, THREADS};
+use crate::backend::cuda::{device_error, Program};
+use crate::element::DType;
+use crate::error::{corrupt, Error, Result};
+use crate::shape::Grid;
+use cudarc::driver::{DeviceRepr, PushKernelArg};
+
+use super::Tile;
+
+/// `struct TileGeometry` of device.cu, passed by value (size checked on both sides).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct TileGeometry {
+    grid: [u64; 3],
+    tile: [u64; 3],
+    nty: u64,
+    ntx: u64,
+}
+const _: () = assert!(std::mem::size_of::<TileGeometry>() == 64);
+// SAFETY: plain #[repr(C)] integers, laid out as the CUDA struct.
+unsafe impl DeviceRepr for TileGeometry {}
+
+impl TileGeometry {
+    fn new(g: Grid, t: Tile) -> TileGeometry {
+        let [_, ny, nx] = g.dims;
+        TileGeometry {
+            grid: g.dims.map(|d| d as u64),
+            tile: t.0.map(|d| d as u64),
+            nty: ny.div_ceil(t.0[1]) as u64,
+            ntx: nx.div_ceil(t.0[2]) as u64,
+        }
+    }
+}
+
+pub(crate) fn program() -> Program {
+    Program::new(include_str!("device.cu"), String::new())
+}
+
+impl DeviceStage for TiledLorenzo {
+    fn forward(&self, run: &mut DeviceRun, inputs: &[&DeviceBuffer]) -> Result<DeviceForwarded> {
+        let [q] = inputs else { return Err(Error::Pipeline("TiledLorenzo takes one input".into())) };
+        let g = Grid::for_stage(&run.shape, q.known_len()?, "TiledLorenzo")?;
+        let tile = self.tile_for(g);
+        let padded =
+            cpu::padded_len(g, tile).ok_or_else(|| Error::InvalidArgument("TiledLorenzo grid too large".into()))?;
+        let out = run.alloc(DType::I32, padded)?;
+        let s = run.stream().clone();
+        let f = run.kernel(&program(), "tl_forward")?;
+        let (geometry, delta, padded64) = (TileGeometry::new(g, tile), u32::from(self.delta), padded as u64);
+        // SAFETY: argument list matches device.cu; `out` holds the padded length.
+        unsafe {
+            s.launch_builder(&f)
+                .arg(&q.ptr(&s))
+                .arg(&geometry)
+                .arg(&delta)
+                .arg(&padded64)
+                .arg(&out.ptr(&s))
+                .launch(grid(padded64, u64::from(THREADS)))
+                .map_err(device_error)?;
+        }
+        let record = self.record(tile, g);
+        Ok(DeviceForwarded { outputs: vec![out], record: Box::new(move |_| Ok(record)) })
+    }
+
+    fn inverse(&self, run: &mut DeviceRun, outputs: &[&DeviceBuffer]) -> Result<Vec<DeviceBuffer>> {
+        let (Some(g), Some(tile)) = (self.grid, self.tile) else {
+            return Err(Error::Pipeline("TiledLorenzo inverse needs a decoded record".into()));
+        };
+        let [d] = outputs else { return Err(Error::Pipeline("TiledLorenzo inverse takes one buffer".into())) };
+        let padded = d.known_len()?;
+        if Some(padded) != cpu::padded_len(g, tile) {
+            return Err(corrupt!("TiledLorenzo: {padded} elements for grid {:?}, tile {:?}", g.dims, tile.0));
+        }
+        let geometry = TileGeometry::new(g, tile);
+        let s = run.stream().clone();
+        let mut scratch = run.alloc(DType::I32, padded)?;
+        s.memcpy_dtod(&d.mem.slice(0..4 * padded), &mut scratch.mem.slice_mut(0..4 * padded)).map_err(device_error)?;
+        let out = run.alloc(DType::I32, g.len())?;
+        let (undelta, gather) = (run.kernel(&program(), "tl_undelta")?, run.kernel(&program(), "tl_gather")?);
+        let ntiles = (padded / tile.elems()) as u64;
+        // SAFETY: argument lists match device.cu; sizes checked above.
+        unsafe {
+            if self.delta {
+                s.launch_builder(&undelta)
+                    .arg(&scratch.ptr(&s))
+                    .arg(&geometry)
+                    .arg(&ntiles)
+                    .launch(grid(ntiles, 128))
+                    .map_err(device_error)?;
+            }
+            s.launch_builder(&gather)
+                .arg(&scratch.ptr(&s))
+                .arg(&geometry)
+                .arg(&out.ptr(&s))
+                .launch(grid(g.len() as u64, u64::from(THREADS)))
+                .map_err(device_error)?;
+        }
+        Ok(vec![out])
+    }
+}
