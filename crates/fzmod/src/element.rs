@@ -184,6 +184,29 @@ impl Buffer {
         }
     }
 
+    /// `len` zero elements of `dtype` (a destination for device downloads).
+    pub fn zeroed(dtype: DType, len: usize) -> Result<Buffer> {
+        Ok(match dtype {
+            DType::U8 => Buffer::U8(vec![0; len]),
+            DType::I16 => Buffer::I16(vec![0; len]),
+            DType::I32 => Buffer::I32(vec![0; len]),
+            DType::F32 => Buffer::F32(vec![0.0; len]),
+            DType::F64 => Buffer::F64(vec![0.0; len]),
+            other => return Err(Error::InvalidArgument(format!("element type {other} is not supported as a buffer"))),
+        })
+    }
+
+    /// The elements' memory as writable bytes (native byte order).
+    pub fn native_bytes_mut(&mut self) -> &mut [u8] {
+        match self {
+            Buffer::U8(v) => v,
+            Buffer::I16(v) => bytemuck::cast_slice_mut(v),
+            Buffer::I32(v) => bytemuck::cast_slice_mut(v),
+            Buffer::F32(v) => bytemuck::cast_slice_mut(v),
+            Buffer::F64(v) => bytemuck::cast_slice_mut(v),
+        }
+    }
+
     /// Rebuild a buffer from little-endian bytes; the length must be a whole number of elements.
     pub fn from_le_bytes(dtype: DType, bytes: &[u8]) -> Result<Buffer> {
         if !bytes.len().is_multiple_of(dtype.size()) {

@@ -193,6 +193,13 @@ impl<'a> DeviceRun<'a> {
         Ok(u64::from_le_bytes(word))
     }
 
+    /// Copy the first `len` elements of a buffer into a new host [`Buffer`].
+    pub fn download_buffer(&self, b: &DeviceBuffer, len: usize) -> Result<crate::element::Buffer> {
+        let mut host = crate::element::Buffer::zeroed(b.dtype, len)?;
+        self.dev.download_into(&b.mem, host.native_bytes_mut())?;
+        Ok(host)
+    }
+
     /// Copy the first `len` elements of a buffer to the host.
     pub fn download(&self, b: &DeviceBuffer, len: usize) -> Result<Vec<u8>> {
         self.dev.download(&b.mem, len * b.dtype.size())

@@ -86,7 +86,7 @@ pub fn decompress_job<'a>(
 
 /// Download a buffer into a host [`Buffer`] (its length must be known or in `scalars`).
 fn to_host(run: &DeviceRun, b: &DeviceBuffer, len: usize) -> Result<Buffer> {
-    Buffer::from_le_bytes(b.dtype, &run.download(b, len)?)
+    run.download_buffer(b, len)
 }
 
 /// The unfused compress: every stage in order, on the device where it can.

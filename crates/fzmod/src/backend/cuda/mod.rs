@@ -146,7 +146,7 @@ impl CudaDevice {
     /// Host → device through the pinned staging buffer (waits for the copy: the buffer is reused).
     pub(crate) fn upload(&self, bytes: &[u8], dst: &mut CudaSlice<u8>) -> Result<()> {
         self.with_staging(bytes.len(), |host| {
-            host.copy_from_slice(bytes);
+            parallel_copy(host, bytes);
             self.stream.memcpy_htod(&*host, &mut dst.slice_mut(0..bytes.len())).map_err(device_error)?;
             self.stream.synchronize().map_err(device_error)
         })
@@ -154,10 +154,18 @@ impl CudaDevice {
 
     /// Device → host through the pinned staging buffer.
     pub(crate) fn download(&self, src: &CudaSlice<u8>, len: usize) -> Result<Vec<u8>> {
-        self.with_staging(len, |host| {
-            self.stream.memcpy_dtoh(&src.slice(0..len), host).map_err(device_error)?;
+        let mut out = vec![0u8; len];
+        self.download_into(src, &mut out)?;
+        Ok(out)
+    }
+
+    /// Device → `dst` (its whole length) through the pinned staging buffer.
+    pub(crate) fn download_into(&self, src: &CudaSlice<u8>, dst: &mut [u8]) -> Result<()> {
+        self.with_staging(dst.len(), |host| {
+            self.stream.memcpy_dtoh(&src.slice(0..dst.len()), host).map_err(device_error)?;
             self.stream.synchronize().map_err(device_error)?;
-            Ok(host.to_vec())
+            parallel_copy(dst, host);
+            Ok(())
         })
     }
 
@@ -191,6 +199,14 @@ impl CudaDevice {
         };
         module.load_function(name).map_err(device_error)
     }
+}
+
+/// Copy between host buffers on every core: one thread cannot keep up with the PCIe link, and
+/// a fresh destination's page faults are spread out too.
+fn parallel_copy(dst: &mut [u8], src: &[u8]) {
+    use rayon::prelude::*;
+    const PIECE: usize = 4 << 20;
+    dst.par_chunks_mut(PIECE).zip(src.par_chunks(PIECE)).for_each(|(d, s)| d.copy_from_slice(s));
 }
 
 /// Grow-only device buffers, named by role, reused across calls.

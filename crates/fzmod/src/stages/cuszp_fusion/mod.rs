@@ -841,8 +841,9 @@ impl<'a> DeviceDecompress<'a> {
                     self.payload_len
                 ));
             }
-            let bytes = self.dev.download(&out, self.geometry.n as usize * self.dtype.size())?;
-            Buffer::from_le_bytes(self.dtype, &bytes)
+            let mut values = Buffer::zeroed(self.dtype, self.geometry.n as usize)?;
+            self.dev.download_into(&out, values.native_bytes_mut())?;
+            Ok(values)
         })();
         self.buffers.extend([("d_err", err), ("d_offsets", offsets), ("d_out", out)]);
         Ok(crate::graph::Decompressed { header: self.header.clone(), data: checked?, backend: "cuda" })
