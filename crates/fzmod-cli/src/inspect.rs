@@ -22,9 +22,11 @@ fn parameters_text(st: &fzmod::archive::StageRecord) -> String {
     }
 }
 
-/// Name of output `port` of stage `stage` (its index when the record cannot be decoded).
+/// Name of output `port` of stage `stage` (indices when the record cannot be decoded).
+/// The parser guarantees the stage exists; inspect stays total anyway, since it exists to
+/// look at suspicious archives.
 fn port_name(h: &Header, stage: usize, port: usize) -> String {
-    let st = &h.stages[stage];
+    let Some(st) = h.stages.get(stage) else { return format!("stage#{stage}:{port}") };
     let named = fzmod::stage::kind_by_id(st.type_id)
         .ok()
         .and_then(|k| (k.from_record)(st.param_version, &st.params).ok())
@@ -97,7 +99,7 @@ pub fn to_json(h: &Header, archive_len: usize) -> Value {
             "inputs": st.inputs.iter().map(|r| source(h, r)).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
         "segments": h.segments.iter().map(|e| json!({
-            "stage": h.stages[e.stage].name, "port": port_name(h, e.stage, e.port), "dtype": e.dtype.short_name(),
+            "stage": h.stages.get(e.stage).map_or("?", |st| st.name.as_str()), "port": port_name(h, e.stage, e.port), "dtype": e.dtype.short_name(),
             "offset": e.offset, "bytes": e.len, "crc32c": format!("{:08x}", e.crc32c),
         })).collect::<Vec<_>>(),
     })

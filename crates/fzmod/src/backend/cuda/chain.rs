@@ -547,7 +547,7 @@ impl Drop for DeviceCompress<'_> {
 pub(crate) fn compress(dev: &CudaDevice, pipeline: &Pipeline, input: &Buffer, shape: &[usize]) -> Result<Vec<u8>> {
     let mut run = DeviceCompress::new(dev, pipeline, input, shape)?;
     run.kernels()?;
-    run.finish()
+    crate::fallback::smaller_of(run.finish()?, input)
 }
 
 /// A decoded archive ready to be decoded on the device (host-side checks done).
