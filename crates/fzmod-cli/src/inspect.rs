@@ -57,6 +57,9 @@ pub fn to_text(h: &Header, archive_len: usize) -> String {
     if let Some(abs) = fzmod::archived_abs_bound(h) {
         s += &format!(" (absolute {abs:e})");
     }
+    if fzmod::is_stored_raw(h) {
+        s += "\nstored       as is (lossless fallback: the pipeline's archive was larger than the input)";
+    }
     s += "\nstages\n";
     for (i, st) in h.stages.iter().enumerate() {
         let inputs: Vec<String> = st.inputs.iter().map(|r| source(h, r)).collect();
@@ -92,6 +95,7 @@ pub fn to_json(h: &Header, archive_len: usize) -> Value {
         "error_mode": h.error_mode.name(),
         "error_bound": h.error_bound,
         "error_bound_abs": fzmod::archived_abs_bound(h),
+        "stored_raw": fzmod::is_stored_raw(h),
         "stages": h.stages.iter().map(|st| json!({
             "name": st.name, "type": stage_type(st.type_id), "type_id": st.type_id,
             "param_version": st.param_version, "param_bytes": st.params.len(),

@@ -165,8 +165,10 @@ pub fn destination(path: &Path, force: bool, inputs: &[&Path]) -> Result<Destina
         Ok(meta) if meta.is_dir() => bail!("{} is a directory", path.display()),
         Ok(_) => Target::WriteThrough(path.to_path_buf()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            if std::fs::symlink_metadata(path).is_ok() {
-                bail!("{} is a symbolic link to a missing file", path.display());
+            if let Ok(link) = std::fs::read_link(path) {
+                // A dangling symlink: follow it and create the file it names.
+                let dir = path.parent().unwrap_or(Path::new(""));
+                return destination(&dir.join(link), force, inputs);
             }
             let name = path.file_name().with_context(|| format!("{} has no file name", path.display()))?;
             let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
