@@ -22,9 +22,11 @@ fn parameters_text(st: &fzmod::archive::StageRecord) -> String {
     }
 }
 
-/// Name of output `port` of stage `stage` (its index when the record cannot be decoded).
+/// Name of output `port` of stage `stage` (indices when the record cannot be decoded).
+/// The parser guarantees the stage exists; inspect stays total anyway, since it exists to
+/// look at suspicious archives.
 fn port_name(h: &Header, stage: usize, port: usize) -> String {
-    let st = &h.stages[stage];
+    let Some(st) = h.stages.get(stage) else { return format!("stage#{stage}:{port}") };
     let named = fzmod::stage::kind_by_id(st.type_id)
         .ok()
         .and_then(|k| (k.from_record)(st.param_version, &st.params).ok())
@@ -54,6 +56,9 @@ pub fn to_text(h: &Header, archive_len: usize) -> String {
     s += &format!("bound        {} {:e}", h.error_mode.name(), h.error_bound);
     if let Some(abs) = fzmod::archived_abs_bound(h) {
         s += &format!(" (absolute {abs:e})");
+    }
+    if fzmod::is_stored_raw(h) {
+        s += "\nstored       as is (lossless fallback: the pipeline's archive was larger than the input)";
     }
     s += "\nstages\n";
     for (i, st) in h.stages.iter().enumerate() {
@@ -90,6 +95,7 @@ pub fn to_json(h: &Header, archive_len: usize) -> Value {
         "error_mode": h.error_mode.name(),
         "error_bound": h.error_bound,
         "error_bound_abs": fzmod::archived_abs_bound(h),
+        "stored_raw": fzmod::is_stored_raw(h),
         "stages": h.stages.iter().map(|st| json!({
             "name": st.name, "type": stage_type(st.type_id), "type_id": st.type_id,
             "param_version": st.param_version, "param_bytes": st.params.len(),
@@ -97,7 +103,7 @@ pub fn to_json(h: &Header, archive_len: usize) -> Value {
             "inputs": st.inputs.iter().map(|r| source(h, r)).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
         "segments": h.segments.iter().map(|e| json!({
-            "stage": h.stages[e.stage].name, "port": port_name(h, e.stage, e.port), "dtype": e.dtype.short_name(),
+            "stage": h.stages.get(e.stage).map_or("?", |st| st.name.as_str()), "port": port_name(h, e.stage, e.port), "dtype": e.dtype.short_name(),
             "offset": e.offset, "bytes": e.len, "crc32c": format!("{:08x}", e.crc32c),
         })).collect::<Vec<_>>(),
     })

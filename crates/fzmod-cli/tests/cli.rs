@@ -22,6 +22,29 @@ fn fzmod(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_fzmod")).current_dir(repo()).args(args).output().unwrap()
 }
 
+/// Run with `stdin` piped in.
+fn fzmod_with_stdin(args: &[&str], stdin: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fzmod"))
+        .current_dir(repo())
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The child may stop reading early (that is the point of a bound): ignore a broken pipe.
+    let _ = child.stdin.take().unwrap().write_all(stdin);
+    child.wait_with_output().unwrap()
+}
+
+/// A compress command line for the shipped field, writing to `out`, plus `extra` arguments.
+fn compress_args<'a>(out: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["compress", FIELD, "--dtype", "f32", "--shape", "132x73x144", "--preset", "cuszp", "-o", out];
+    args.extend_from_slice(extra);
+    args
+}
+
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).to_string()
 }
@@ -64,7 +87,9 @@ fn roundtrip_reports_ratio_error_and_speed() {
         "max_abs_error",
         "psnr_db",
         "nrmse",
-        "seconds",
+        "compress_plus_decompress_seconds",
+        "bits_per_value",
+        "max_error_position",
         "backend",
         "preset",
     ] {
@@ -137,4 +162,232 @@ fn cuda_backend_is_either_used_or_refused_clearly() {
     if !o.status.success() {
         assert!(stderr(&o).contains("backend unavailable"), "{}", stderr(&o));
     }
+}
+
+#[test]
+fn outputs_never_replace_devices_inputs_or_existing_files() {
+    use std::os::unix::fs::FileTypeExt;
+    // A device is written through, not replaced by a regular file.
+    let o = fzmod(&compress_args("/dev/null", &[]));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(std::fs::metadata("/dev/null").unwrap().file_type().is_char_device(), "/dev/null was replaced");
+
+    // `-o -` writes the archive to standard output, byte for byte what a file gets.
+    let file = scratch("stdout-check.fzm");
+    assert!(fzmod(&compress_args(file.to_str().unwrap(), &[])).status.success());
+    let o = fzmod(&compress_args("-", &["--report"]));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(o.stdout, std::fs::read(&file).unwrap(), "stdout archive differs from the file archive");
+    assert!(stderr(&o).contains("ratio"), "the report goes to stderr when the data is on stdout");
+
+    // An existing regular file is refused, untouched, unless --force.
+    let existing = scratch("existing.fzm");
+    std::fs::write(&existing, b"keep me").unwrap();
+    assert_fails_cleanly(&compress_args(existing.to_str().unwrap(), &[]), Path::new("/nonexistent"), "--force");
+    assert_eq!(std::fs::read(&existing).unwrap(), b"keep me");
+    let o = fzmod(&compress_args(existing.to_str().unwrap(), &["-f"]));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&existing).unwrap(), std::fs::read(&file).unwrap());
+
+    // The input is refused as output, by its own name or through a symlink, and survives.
+    let input = scratch("input-copy.f32");
+    std::fs::copy(repo().join(FIELD), &input).unwrap();
+    let link = scratch("link-to-input");
+    std::os::unix::fs::symlink(&input, &link).unwrap();
+    for out in [&input, &link] {
+        let mut args = compress_args(out.to_str().unwrap(), &["--force"]);
+        args[1] = input.to_str().unwrap();
+        assert_fails_cleanly(&args, Path::new("/nonexistent"), "is the input");
+        assert_eq!(std::fs::metadata(&input).unwrap().len(), 5_550_336, "the input was damaged");
+    }
+
+    // A symlink to another file is followed: the link stays, its target gets the archive.
+    let target = scratch("link-target.fzm");
+    let other_link = scratch("link-to-target");
+    std::os::unix::fs::symlink(&target, &other_link).unwrap();
+    let o = fzmod(&compress_args(other_link.to_str().unwrap(), &[]));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(std::fs::symlink_metadata(&other_link).unwrap().file_type().is_symlink(), "symlink replaced");
+    assert_eq!(std::fs::read(&target).unwrap(), std::fs::read(&file).unwrap());
+
+    // A FIFO is written through (a reader drains it), not replaced.
+    let fifo = scratch("archive.fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read(fifo).unwrap())
+    };
+    let o = fzmod(&compress_args(fifo.to_str().unwrap(), &[]));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(reader.join().unwrap(), std::fs::read(&file).unwrap());
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo(), "FIFO replaced");
+}
+
+#[test]
+fn a_failing_later_step_leaves_no_output_behind() {
+    let archive = scratch("later-failure.fzm");
+    let a = archive.to_str().unwrap();
+    assert_fails_cleanly(&compress_args(a, &["--json", "no/such/dir/report.json"]), &archive, "no/such/dir");
+
+    // decompress --compare against an original of the wrong size: refused before writing.
+    assert!(fzmod(&compress_args(a, &[])).status.success());
+    let raw = scratch("later-failure.f32");
+    let short = scratch("short-original.f32");
+    std::fs::write(&short, vec![0u8; 4000]).unwrap();
+    assert_fails_cleanly(
+        &["decompress", a, "-o", raw.to_str().unwrap(), "--compare", short.to_str().unwrap()],
+        &raw,
+        "needs 5550336",
+    );
+    // Archive and JSON report naming the same file: refused up front.
+    let both = scratch("both.fzm");
+    let b = both.to_str().unwrap();
+    assert_fails_cleanly(&compress_args(b, &["--json", b]), &both, "same file");
+}
+
+#[test]
+fn decompress_compare_exits_nonzero_when_the_bound_is_violated() {
+    let archive = scratch("violated.fzm");
+    let a = archive.to_str().unwrap();
+    assert!(fzmod(&compress_args(a, &[])).status.success());
+    // The "original" differs from the compressed field by far more than the bound at one element.
+    let mut other = std::fs::read(repo().join(FIELD)).unwrap();
+    other[4 * 1234..4 * 1235].copy_from_slice(&1000.0f32.to_le_bytes());
+    let original = scratch("violated-original.f32");
+    std::fs::write(&original, other).unwrap();
+    let raw = scratch("violated.f32");
+    let o = fzmod(&["decompress", a, "-o", raw.to_str().unwrap(), "--compare", original.to_str().unwrap(), "--report"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("BOUND VIOLATED"));
+    assert!(stderr(&o).contains("BOUND VIOLATED") && stderr(&o).contains("[0, 8, 82]"), "{}", stderr(&o));
+    assert!(!raw.exists(), "output written despite the violation");
+}
+
+#[test]
+fn inputs_are_read_with_the_shapes_bound() {
+    let out = scratch("bounded.fzm");
+    let o = out.to_str().unwrap();
+    let args = |input: &'static str, shape: &'static str| {
+        vec!["compress", input, "--dtype", "f32", "--shape", shape, "--preset", "cuszp", "-o", o, "-f"]
+    };
+    // An endless device: exactly 1000 values are read.
+    let run = fzmod(&args("/dev/zero", "1000"));
+    assert!(run.status.success(), "{}", stderr(&run));
+    assert_eq!(fzmod::inspect(&std::fs::read(&out).unwrap()).unwrap().shape, vec![1000]);
+    std::fs::remove_file(&out).unwrap();
+    // A regular file of the wrong size is refused with its name, the expected and actual size.
+    assert_fails_cleanly(&args(FIELD, "1000"), &out, "navy_uwnd_132x73x144.f32: file has 5550336 bytes");
+    assert_fails_cleanly(&args(FIELD, "1000"), &out, "needs 4000");
+    // Standard input: exactly the shape's bytes; fewer is an error naming what was missing.
+    let values: Vec<u8> = (0..1000u32).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    let run = fzmod_with_stdin(&args("-", "1000"), &values);
+    assert!(run.status.success(), "{}", stderr(&run));
+    std::fs::remove_file(&out).unwrap();
+    let run = fzmod_with_stdin(&args("-", "1000"), &values[..3000]);
+    assert!(!run.status.success() && !out.exists());
+    assert!(stderr(&run).contains("ended after 3000 bytes") && stderr(&run).contains("needs 4000"), "{}", stderr(&run));
+}
+
+#[test]
+fn inspect_reports_a_segment_of_a_missing_stage_without_panicking() {
+    use fzmod::archive::{self, ErrorMode, Header, InputRef, SegmentEntry, StageRecord};
+    let store = fzmod::stage::kind_by_name("Store").unwrap();
+    let header = Header {
+        version: (archive::FORMAT_MAJOR, archive::FORMAT_MINOR),
+        dtype: fzmod::DType::F32,
+        shape: vec![1],
+        error_mode: ErrorMode::Abs,
+        error_bound: 0.0,
+        preset: String::new(),
+        stages: vec![StageRecord {
+            type_id: store.id,
+            name: "store".into(),
+            param_version: 1,
+            params: vec![8, 1],
+            inputs: vec![InputRef::External],
+        }],
+        // Stage 1 is one past the last stage (index 0).
+        segments: vec![SegmentEntry { stage: 1, port: 0, dtype: fzmod::DType::F32, offset: 0, len: 0, crc32c: 0 }],
+    };
+    let path = scratch("stage-past-the-end.fzm");
+    std::fs::write(&path, archive::write(header, &[vec![0; 4]])).unwrap();
+    for extra in [None, Some("--json")] {
+        let mut args = vec!["inspect", path.to_str().unwrap()];
+        args.extend(extra);
+        let o = fzmod(&args);
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        assert!(stderr(&o).contains("names stage 1"), "{}", stderr(&o));
+    }
+}
+
+#[test]
+fn the_report_says_when_the_input_was_stored_as_is() {
+    // Uniform noise at a bound far below its spacing: no pipeline can beat the raw bytes.
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let noise: Vec<u8> = (0..20_000)
+        .flat_map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            ((state >> 40) as f32 / 16_777_216.0).to_le_bytes()
+        })
+        .collect();
+    let input = scratch("noise.f32");
+    std::fs::write(&input, &noise).unwrap();
+    let archive = scratch("noise.fzm");
+    let json = scratch("noise.json");
+    let o = fzmod(&[
+        "roundtrip",
+        input.to_str().unwrap(),
+        "--dtype",
+        "f32",
+        "--shape",
+        "20000",
+        "--preset",
+        "cuszp2",
+        "-m",
+        "abs",
+        "-e",
+        "1e-9",
+        "-o",
+        archive.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+        "--report",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("stored       as is"), "{text}");
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["stored_raw"], true);
+    assert!(report["compressed_bytes"].as_u64().unwrap() <= 80_000 + 256, "{report}");
+    assert_eq!(report["max_abs_error"], 0.0);
+    let o = fzmod(&["inspect", archive.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("lossless fallback"));
+}
+
+#[test]
+fn degenerate_fields_read_sensibly_and_runs_zero_is_refused() {
+    let constant = scratch("constant.f32");
+    std::fs::write(&constant, 7.5f32.to_le_bytes().repeat(4096)).unwrap();
+    let nan = scratch("nan.f32");
+    std::fs::write(&nan, f32::NAN.to_le_bytes().repeat(4096)).unwrap();
+    for (file, expect) in [(&constant, "PSNR         inf"), (&nan, "value range  none")] {
+        let o = fzmod(&[
+            "roundtrip",
+            file.to_str().unwrap(),
+            "--dtype",
+            "f32",
+            "--shape",
+            "64,64",
+            "--preset",
+            "cuszp2",
+            "--report",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(text.contains(expect) && !text.contains("inf .. -inf") && !text.contains("PSNR         0"), "{text}");
+    }
+    let o = fzmod(&["bench", FIELD, "--dtype", "f32", "--shape", "132x73x144", "--preset", "cuszp", "--runs", "0"]);
+    assert!(!o.status.success());
 }

@@ -23,7 +23,7 @@ struct Golden {
     specials: bool,
 }
 
-const GOLDENS: [Golden; 6] = [
+const GOLDENS: [Golden; 7] = [
     Golden {
         file: "v1.0_cuszp_1d.fzm",
         preset: "cuszp",
@@ -77,6 +77,17 @@ const GOLDENS: [Golden; 6] = [
         bound: (ErrorMode::Abs, 1e-3),
         f64: true,
         specials: false,
+    },
+    // A bound far below the data's precision: the pipeline's archive would exceed the input,
+    // so the writer falls back to a one-stage Store archive (docs/FORMAT.md 6.5).
+    Golden {
+        file: "v1.0_store_fallback.fzm",
+        preset: "cuszp2",
+        shape: &[73, 144],
+        start: 4 * PLANE,
+        bound: (ErrorMode::Abs, 1e-9),
+        f64: false,
+        specials: true,
     },
 ];
 
@@ -213,4 +224,13 @@ fn corrupt_fields_with_valid_checksums_never_panic() {
             }
         }
     }
+}
+
+#[test]
+fn the_store_fallback_golden_keeps_every_bit_and_the_requested_bound() {
+    let g = GOLDENS.iter().find(|g| g.file == "v1.0_store_fallback.fzm").unwrap();
+    let decoded = fzmod::decompress(&g.archive()).unwrap();
+    assert!(fzmod::is_stored_raw(&decoded.header));
+    assert_eq!((decoded.header.error_mode, decoded.header.error_bound), g.bound);
+    assert_eq!(decoded.data.to_le_bytes(), g.input().to_le_bytes(), "NaN payload, -0.0 and all values bit for bit");
 }

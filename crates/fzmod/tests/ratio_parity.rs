@@ -22,7 +22,8 @@ const NATIVE: [(&str, bool, &str, f64, f64); 11] = [
 
 #[test]
 fn ratios_reach_99_percent_of_native_cuszp() {
-    let Some(dir) = shared_data() else { return };
+    let needed = ["etopo5_2161x4320.f32", "trinidad_dem_1201x2401.f32"];
+    let Some(dir) = shared_data_for("ratios_reach_99_percent_of_native_cuszp", &needed) else { return };
     for (name, one_d, preset, rel, native) in NATIVE {
         let field = load(&dir.join(name));
         let shape = if one_d { vec![field.data.len()] } else { field.shape.clone() };

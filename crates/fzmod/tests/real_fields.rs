@@ -10,7 +10,9 @@ const BOUNDS: [(ErrorMode, f64); 4] =
 
 #[test]
 fn bound_holds_on_every_element_of_every_shared_field() {
-    let Some(dir) = shared_data() else { return };
+    let Some(dir) = shared_data_for("bound_holds_on_every_element_of_every_shared_field", &SHARED_FIELDS) else {
+        return;
+    };
     let fields = shared_fields(&dir);
     assert!(fields.len() >= 12, "expected the 12 shared fields, found {}", fields.len());
     let mut runs = 0;
@@ -41,7 +43,7 @@ fn bound_holds_on_every_element_of_every_shared_field() {
 
 #[test]
 fn levitus_fill_value_survives() {
-    let Some(dir) = shared_data() else { return };
+    let Some(dir) = shared_data_for("levitus_fill_value_survives", &["levitus_temp_20x180x360.f32"]) else { return };
     let field = load(&dir.join("levitus_temp_20x180x360.f32"));
     let fzmod::Buffer::F32(orig) = &field.data else { panic!() };
     let fills = orig.iter().filter(|&&v| v == -1e10).count();
@@ -59,7 +61,9 @@ fn levitus_fill_value_survives() {
 
 #[test]
 fn archives_do_not_depend_on_the_thread_count() {
-    let Some(dir) = shared_data() else { return };
+    let Some(dir) = shared_data_for("archives_do_not_depend_on_the_thread_count", &["navy_vwnd_132x73x144.f32"]) else {
+        return;
+    };
     let field = load(&dir.join("navy_vwnd_132x73x144.f32"));
     for preset in fzmod::PRESETS {
         let mut p = fzmod::preset(preset.name, &field.shape).unwrap();
@@ -72,4 +76,29 @@ fn archives_do_not_depend_on_the_thread_count() {
         assert_eq!(one, run(3), "{}", preset.name);
         assert_eq!(one, p.compress(&field.data, &field.shape).unwrap(), "{}: run to run", preset.name);
     }
+}
+
+#[test]
+fn broken_shared_data_fails_under_ci_and_is_skipped_elsewhere() {
+    let dir = std::env::temp_dir().join(format!("fzmod-broken-shared-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let field = "navy_vwnd_132x73x144.f32";
+    std::fs::write(dir.join(field), [0u8; 10]).unwrap();
+    let check = |needed: &[&str], ci: bool| {
+        let dir = dir.clone();
+        let needed: Vec<String> = needed.iter().map(|s| s.to_string()).collect();
+        std::panic::catch_unwind(move || {
+            let needed: Vec<&str> = needed.iter().map(String::as_str).collect();
+            shared_data_in(dir, "check", &needed, ci).is_some()
+        })
+    };
+    // Wrong size, then missing: a failure under CI, a (noted) skip elsewhere.
+    assert!(check(&[field], true).is_err(), "a wrong-size field passed under CI");
+    assert!(!check(&[field], false).unwrap());
+    assert!(check(&["levitus_temp_20x180x360.f32"], true).is_err(), "a missing field passed under CI");
+    // The right size is accepted; an absent folder is a skip even under CI (a fresh clone).
+    std::fs::write(dir.join(field), vec![0u8; 132 * 73 * 144 * 4]).unwrap();
+    assert!(check(&[field], true).unwrap());
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(!check(&[field], true).unwrap());
 }

@@ -312,8 +312,11 @@ fn decode_body(body: &[u8], version: (u16, u16)) -> Result<(Header, u64)> {
     }
     let num_segments = r.count(MAX_STAGES * MAX_PORTS, "number of segments")?;
     let mut segments = Vec::with_capacity(num_segments.min(1024));
-    for _ in 0..num_segments {
-        let stage = r.count(num_stages as u64, "segment stage")?;
+    for index in 0..num_segments {
+        let stage = r.count(MAX_STAGES, "segment stage")?;
+        if stage >= num_stages {
+            return Err(corrupt!("segment {index} names stage {stage}, but the archive has {num_stages} stages"));
+        }
         let port = r.count(MAX_PORTS, "segment port")?;
         let code = r.u8()?;
         let dtype = DType::from_code(code).ok_or_else(|| corrupt!("unknown segment element type {code}"))?;
@@ -328,4 +331,45 @@ fn decode_body(body: &[u8], version: (u16, u16)) -> Result<(Header, u64)> {
         r.finish()?;
     }
     Ok((Header { version, dtype, shape, error_mode, error_bound, preset, stages, segments }, data_len))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A one-stage header whose single segment claims to come from stage `segment_stage`.
+    fn header_with_segment_of(segment_stage: usize) -> Header {
+        Header {
+            version: (FORMAT_MAJOR, FORMAT_MINOR),
+            dtype: DType::F32,
+            shape: vec![4],
+            error_mode: ErrorMode::Abs,
+            error_bound: 0.0,
+            preset: String::new(),
+            stages: vec![StageRecord {
+                type_id: 1,
+                name: "only".into(),
+                param_version: 1,
+                params: vec![],
+                inputs: vec![InputRef::External],
+            }],
+            segments: vec![SegmentEntry {
+                stage: segment_stage,
+                port: 0,
+                dtype: DType::U8,
+                offset: 0,
+                len: 0,
+                crc32c: 0,
+            }],
+        }
+    }
+
+    #[test]
+    fn a_segment_of_a_stage_past_the_last_is_corrupt() {
+        let good = write(header_with_segment_of(0), &[vec![1, 2, 3]]);
+        assert_eq!(parse(&good).unwrap().header.segments[0].stage, 0);
+        let bad = write(header_with_segment_of(1), &[vec![1, 2, 3]]);
+        let err = parse(&bad).unwrap_err();
+        assert!(matches!(&err, Error::Corrupt(m) if m.contains("names stage 1")), "{err}");
+    }
 }

@@ -7,12 +7,14 @@ pub mod adaptive_bitpack;
 pub mod cuszp_fusion;
 pub mod lorenzo;
 pub mod quantizer;
+pub mod store;
 pub mod tiled_lorenzo;
 
 use crate::stage::StageKind;
 
 /// The registry: every stage type this build can construct or decode.
-pub static ALL: &[&StageKind] = &[&quantizer::KIND, &lorenzo::KIND, &tiled_lorenzo::KIND, &adaptive_bitpack::KIND];
+pub static ALL: &[&StageKind] =
+    &[&quantizer::KIND, &lorenzo::KIND, &tiled_lorenzo::KIND, &adaptive_bitpack::KIND, &store::KIND];
 
 /// The fusion rules the GPU executor tries, in order, before running stages one by one.
 #[cfg(feature = "cuda")]

@@ -11,15 +11,80 @@ pub fn repo_root() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
 }
 
-/// `../shared/data` beside the checkout (or `$FZMOD_DATA`); `None` on a user's fresh clone.
-pub fn shared_data() -> Option<PathBuf> {
+/// The twelve real fields of `../shared/data` (README there).
+pub const SHARED_FIELDS: [&str; 12] = [
+    "echam5_rhumidity_17x96x192.f32",
+    "echam5_t_17x96x192.f32",
+    "etopo5_2161x4320.f32",
+    "hst_acs_47tuc_sci_1024x1024.f32",
+    "iris_a1b_tas_240x37x49.f32",
+    "levitus_temp_20x180x360.f32",
+    "navy_uwnd_132x73x144.f32",
+    "navy_vwnd_132x73x144.f32",
+    "ncep_hgt500_djf_65x29x49.f64",
+    "ncl_vinth2p_T_2x18x64x128.f32",
+    "trinidad_dem_1201x2401.f32",
+    "um_theta_15x100x100.f32",
+];
+
+/// Say that a test did not run, where a plain `cargo test` shows it: libtest captures
+/// `eprintln!`, but not writes to the stderr handle itself.
+fn skip_note(test: &str, why: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
+}
+
+/// Bytes a field file must have, from the `_<shape>.<f32|f64>` end of its name.
+fn expected_size(name: &str) -> Option<u64> {
+    let (stem, ext) = name.rsplit_once('.')?;
+    let dtype = DType::parse(ext).ok()?;
+    let shape = fzmod::parse_shape(stem.rsplit_once('_')?.1).ok()?;
+    shape.iter().try_fold(dtype.size() as u64, |acc, &d| acc.checked_mul(d as u64))
+}
+
+/// `../shared/data` beside the checkout (or `$FZMOD_DATA`) holding the `needed` fields, or
+/// `None` (with a visible skip note) where it is absent, as on a user's fresh clone. A folder
+/// that is there but unreadable, or lacks a needed field, or has one of the wrong size, fails
+/// the test under `CI=true` (CI must not pass by skipping) and is skipped elsewhere.
+pub fn shared_data_for(test: &str, needed: &[&str]) -> Option<PathBuf> {
     let dir = std::env::var_os("FZMOD_DATA").map(PathBuf::from).unwrap_or_else(|| repo_root().join("../shared/data"));
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!("skipping: {} not found (tests on the shared fields run in CI)", dir.display());
-        None
+    shared_data_in(dir, test, needed, std::env::var("CI").is_ok_and(|v| v == "true"))
+}
+
+/// [`shared_data_for`] with the folder and the CI flag given.
+pub fn shared_data_in(dir: PathBuf, test: &str, needed: &[&str], ci: bool) -> Option<PathBuf> {
+    if std::fs::symlink_metadata(&dir).is_err() {
+        skip_note(test, &format!("{} not found (the tests on the shared fields run in CI)", dir.display()));
+        return None;
     }
+    let problem = match check_fields(&dir, needed) {
+        Ok(()) => return Some(dir),
+        Err(problem) => problem,
+    };
+    if ci {
+        panic!("{test}: CI=true and the shared data is broken: {problem}");
+    }
+    skip_note(test, &problem);
+    None
+}
+
+/// [`shared_data_for`] for a test that checks its fields itself.
+pub fn shared_data() -> Option<PathBuf> {
+    shared_data_for("test on the shared fields", &[])
+}
+
+fn check_fields(dir: &Path, needed: &[&str]) -> Result<(), String> {
+    std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+    for name in needed {
+        let path = dir.join(name);
+        let size = std::fs::metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?.len();
+        let expected = expected_size(name).ok_or_else(|| format!("{name}: no shape in the name"))?;
+        if size != expected {
+            return Err(format!("{} has {size} bytes, its shape needs {expected}", path.display()));
+        }
+        std::fs::File::open(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// A raw field whose name ends in `_<shape>.<f32|f64>`.

@@ -7,7 +7,7 @@ use crate::element::DType;
 use crate::error::{corrupt, Result};
 use rayon::prelude::*;
 
-/// Largest block (the seed's limit); per-block scratch lives on the stack.
+/// Largest block (the seed's limit); sizes the per-thread block scratch.
 const MAX_BLOCK: usize = super::MAX_BLOCK as usize;
 
 /// Blocks per parallel work item.
@@ -209,13 +209,32 @@ fn write_planes(signs: &[bool], mags: &[u32], rate: u32, s: usize, out: &mut Vec
     }
 }
 
-/// Encode one block of `count ≤ b` values.
-fn encode_block<T: Code>(vals: &[T], layout: Layout, s: usize, meta: &mut Vec<u8>, payload: &mut Vec<u8>) {
-    let (mut sign_buf, mut mag_buf) = ([false; MAX_BLOCK], [0u32; MAX_BLOCK]);
-    for (i, v) in vals.iter().enumerate() {
-        (sign_buf[i], mag_buf[i]) = v.split();
+/// Per-thread scratch for one block, reused across blocks: clearing a whole
+/// `MAX_BLOCK`-sized stack array per block costs more than coding a small block.
+struct Scratch {
+    signs: Vec<bool>,
+    mags: Vec<u32>,
+}
+
+impl Scratch {
+    fn new() -> Scratch {
+        Scratch { signs: vec![false; MAX_BLOCK], mags: vec![0; MAX_BLOCK] }
     }
-    let (signs, mags) = (&sign_buf[..vals.len()], &mut mag_buf[..vals.len()]);
+}
+
+/// Encode one block of `count ≤ b` values.
+fn encode_block<T: Code>(
+    vals: &[T],
+    layout: Layout,
+    s: usize,
+    scratch: &mut Scratch,
+    meta: &mut Vec<u8>,
+    payload: &mut Vec<u8>,
+) {
+    for (i, v) in vals.iter().enumerate() {
+        (scratch.signs[i], scratch.mags[i]) = v.split();
+    }
+    let (signs, mags) = (&scratch.signs[..vals.len()], &mut scratch.mags[..vals.len()]);
     let code = BlockCode::choose(mags, layout, s);
     code.write_meta(layout, meta);
     if code.outlier_bytes > 0 {
@@ -233,9 +252,9 @@ pub fn encode<T: Code>(v: &[T], b: usize, layout: Layout) -> Vec<u8> {
     let parts: Vec<(Vec<u8>, Vec<u8>)> = v
         .par_chunks(b * BLOCKS_PER_TASK)
         .map(|task| {
-            let (mut meta, mut payload) = (Vec::new(), Vec::new());
+            let (mut meta, mut payload, mut scratch) = (Vec::new(), Vec::new(), Scratch::new());
             for block in task.chunks(b) {
-                encode_block(block, layout, s, &mut meta, &mut payload);
+                encode_block(block, layout, s, &mut scratch, &mut meta, &mut payload);
             }
             (meta, payload)
         })
@@ -252,12 +271,20 @@ pub fn encode<T: Code>(v: &[T], b: usize, layout: Layout) -> Vec<u8> {
 }
 
 /// Decode one block into `out` (its real elements only).
-fn decode_block<T: Code>(code: BlockCode, payload: &[u8], s: usize, out: &mut [T]) -> Result<()> {
-    let (mut mags, mut signs) = ([0u32; MAX_BLOCK], [false; MAX_BLOCK]);
+fn decode_block<T: Code>(
+    code: BlockCode,
+    payload: &[u8],
+    s: usize,
+    scratch: &mut Scratch,
+    out: &mut [T],
+) -> Result<()> {
     if code.outlier_bytes == 0 && code.rate == 0 {
         out.fill(T::default());
         return Ok(());
     }
+    // Planes OR into the magnitudes; signs are overwritten byte by byte below.
+    let (mags, signs) = (&mut scratch.mags[..8 * s], &mut scratch.signs[..8 * s]);
+    mags.fill(0);
     let ob = code.outlier_bytes as usize;
     let (first, rest) = payload.split_at(ob);
     let (sign_region, planes) = rest.split_at(s);
@@ -318,10 +345,10 @@ pub fn decode<T: Code>(bytes: &[u8], n: usize, b: usize, layout: Layout) -> Resu
         .zip(codes.par_chunks(BLOCKS_PER_TASK))
         .zip(task_offsets.par_iter())
         .try_for_each(|((out, codes), &start)| {
-            let mut at = start;
+            let (mut at, mut scratch) = (start, Scratch::new());
             for (block, code) in out.chunks_mut(b).zip(codes) {
                 let cost = code.cost(s);
-                decode_block(*code, &payload[at..at + cost], s, block)?;
+                decode_block(*code, &payload[at..at + cost], s, &mut scratch, block)?;
                 at += cost;
             }
             Ok::<(), crate::error::Error>(())
