@@ -25,6 +25,26 @@ if [ "${1:-}" != "--bench-only" ]; then
   tests_rc=${PIPESTATUS[0]}
 fi
 
+# compute-sanitizer: memcheck, racecheck and initcheck over the small GPU tests and a CLI round
+# trip of every preset, fused and unfused (the big property tests ran above, unsanitized).
+sanitize_rc=0
+if [ "${1:-}" != "--bench-only" ]; then
+  N=data/navy_uwnd_132x73x144.f32
+  for tool in memcheck racecheck initcheck; do
+    san="compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 5"
+    timeout 300 $san ./.gpu/gpu-tests --include-ignored --test-threads 1 integer_stages_alone embedding_api \
+      > "/tmp/san-$tool-tests.log" 2>&1 || { echo "sanitizer $tool: GPU tests FAILED"; sanitize_rc=1; }
+    for preset in cuszp cuszp2 cuszp3-fixed cuszp3-plain cuszp3-outlier; do
+      for fusion in on off; do
+        timeout 120 $san ./.gpu/fzmod roundtrip $N --dtype f32 --shape 132x73x144 --preset $preset -m rel -e 1e-3 \
+          --backend cuda --fusion $fusion --quiet > "/tmp/san-$tool-$preset-$fusion.log" 2>&1 \
+          || { echo "sanitizer $tool: $preset fusion $fusion FAILED"; tail -5 "/tmp/san-$tool-$preset-$fusion.log"; sanitize_rc=1; }
+      done
+    done
+    echo "sanitizer $tool: $(grep -h "ERROR SUMMARY" /tmp/san-$tool-*.log | sort | uniq -c | tr -s ' ' | paste -sd';')"
+  done
+fi
+
 bench() { # name file dtype shape preset bound [mode [fusion]]
   ./.gpu/fzmod bench "$2" --dtype "$3" --shape "$4" --preset "$5" -m "${7:-rel}" -e "$6" --backend cuda --runs 20 \
     --fusion "${8:-on}" \
@@ -71,4 +91,5 @@ for f in sorted(pathlib.Path("/tmp/bench").glob("*.json")):
 pathlib.Path(sys.argv[1], "bench.json").write_text(json.dumps(rows, indent=1))
 PY
 cp /tmp/gpu-tests.log "$out/" 2>/dev/null
+[ $tests_rc -eq 0 ] && tests_rc=$sanitize_rc
 exit $tests_rc

@@ -4,7 +4,7 @@
 #[cfg(feature = "cuda")]
 use crate::backend::cuda::{executor, CudaDevice};
 use crate::backend::Backend;
-use crate::element::Buffer;
+use crate::element::{Buffer, View};
 use crate::error::Result;
 use crate::graph::{self, DecodePlan, Pipeline};
 use std::time::Instant;
@@ -55,17 +55,34 @@ impl Pipeline {
         shape: &[usize],
         opts: RunOptions,
     ) -> Result<Vec<u8>> {
-        let mut p = self.clone();
-        p.finalize()?;
         match backend {
+            Backend::Cpu => self.compress(input, shape),
+            #[cfg(feature = "cuda")]
+            Backend::Cuda(_) => self.compress_view(backend, input.view(), shape, opts),
+        }
+    }
+
+    /// Compress borrowed memory. The device path uploads straight from it; the CPU reference
+    /// path takes one owned copy (its stages consume their inputs).
+    #[cfg_attr(not(feature = "cuda"), allow(unused_variables))]
+    pub(crate) fn compress_view(
+        &self,
+        backend: &Backend,
+        input: View,
+        shape: &[usize],
+        opts: RunOptions,
+    ) -> Result<Vec<u8>> {
+        match backend {
+            Backend::Cpu => self.compress(&input.to_buffer()?, shape),
             #[cfg(feature = "cuda")]
             Backend::Cuda(dev) => {
+                let mut p = self.clone();
+                p.finalize()?;
                 p.check_input(input, shape)?;
                 let mut job = executor::compress_job(dev, &p, input, shape, opts.fusion)?;
                 job.kernels()?;
                 crate::fallback::smaller_of(job.finish()?, input)
             }
-            Backend::Cpu => p.compress(input, shape),
         }
     }
 
@@ -80,10 +97,10 @@ impl Pipeline {
     ) -> Result<BenchTiming> {
         let mut p = self.clone();
         p.finalize()?;
-        p.check_input(input, shape)?;
+        p.check_input(input.view(), shape)?;
         match backend {
             #[cfg(feature = "cuda")]
-            Backend::Cuda(dev) => bench_cuda(dev, &p, input, shape, runs, opts),
+            Backend::Cuda(dev) => bench_cuda(dev, &p, input.view(), shape, runs, opts),
             Backend::Cpu => bench_cpu(&p, input, shape, runs),
         }
     }
@@ -138,14 +155,14 @@ fn bench_cpu(p: &Pipeline, input: &Buffer, shape: &[usize], runs: usize) -> Resu
 fn bench_cuda(
     dev: &CudaDevice,
     p: &Pipeline,
-    input: &Buffer,
+    input: View,
     shape: &[usize],
     runs: usize,
     opts: RunOptions,
 ) -> Result<BenchTiming> {
     use crate::error::Error;
     // Warm-up: compiles the kernels and sizes the workspace.
-    let whole = |input: &Buffer| -> Result<Vec<u8>> {
+    let whole = |input: View| -> Result<Vec<u8>> {
         let mut job = executor::compress_job(dev, p, input, shape, opts.fusion)?;
         job.kernels()?;
         job.finish()

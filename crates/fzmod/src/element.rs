@@ -126,7 +126,72 @@ macro_rules! le_codec {
     }};
 }
 
+/// A borrowed array: its element type and its elements' memory (native byte order). The
+/// device path uploads straight from it, so callers' slices are never copied on the host.
+#[derive(Clone, Copy, Debug)]
+pub struct View<'a> {
+    dtype: DType,
+    bytes: &'a [u8],
+}
+
+impl<'a> View<'a> {
+    /// A view of a typed slice.
+    pub fn of<T: Element>(values: &'a [T]) -> View<'a> {
+        View { dtype: T::DTYPE, bytes: bytemuck::cast_slice(values) }
+    }
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+    pub fn len(&self) -> usize {
+        self.bytes.len() / self.dtype.size()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+    pub fn byte_len(&self) -> usize {
+        self.bytes.len()
+    }
+    pub fn native_bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+    /// An owned copy (for stages that run on the CPU).
+    pub fn to_buffer(&self) -> Result<Buffer> {
+        Buffer::from_le_bytes(self.dtype, self.bytes)
+    }
+}
+
+/// Rust element types that map to a [`DType`] and a [`Buffer`] variant.
+pub trait Element: bytemuck::Pod + Send + Sync {
+    const DTYPE: DType;
+    /// The values, if `b` holds this type.
+    fn slice(b: &Buffer) -> Option<&[Self]>;
+}
+
+macro_rules! element {
+    ($t:ty, $variant:ident) => {
+        impl Element for $t {
+            const DTYPE: DType = DType::$variant;
+            fn slice(b: &Buffer) -> Option<&[Self]> {
+                match b {
+                    Buffer::$variant(v) => Some(v),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+element!(f32, F32);
+element!(f64, F64);
+element!(i16, I16);
+element!(i32, I32);
+element!(u8, U8);
+
 impl Buffer {
+    /// A borrowed view of the elements.
+    pub fn view(&self) -> View<'_> {
+        View { dtype: self.dtype(), bytes: self.native_bytes() }
+    }
+
     /// Element type of the buffer.
     pub fn dtype(&self) -> DType {
         match self {

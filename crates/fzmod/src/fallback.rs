@@ -4,13 +4,13 @@
 //! and preset, so `inspect` and reports show what was asked for and that it was stored.
 
 use crate::archive::{self, Header, InputRef, SegmentEntry, StageRecord};
-use crate::element::Buffer;
+use crate::element::View;
 use crate::error::Result;
 use crate::stage::{ForwardContext, Stage};
 use crate::stages::store::{self, Store};
 
 /// The smaller of `archive` and the archive that stores `input` as it is (ties keep `archive`).
-pub(crate) fn smaller_of(archive: Vec<u8>, input: &Buffer) -> Result<Vec<u8>> {
+pub(crate) fn smaller_of(archive: Vec<u8>, input: View) -> Result<Vec<u8>> {
     if archive.len() <= input.byte_len() {
         return Ok(archive);
     }
@@ -20,10 +20,10 @@ pub(crate) fn smaller_of(archive: Vec<u8>, input: &Buffer) -> Result<Vec<u8>> {
 }
 
 /// An archive with the header fields of `requested` whose only stage stores `input`.
-fn store_raw(requested: Header, input: &Buffer) -> Result<Vec<u8>> {
+fn store_raw(requested: Header, input: View) -> Result<Vec<u8>> {
     let stage = Store::new(input.dtype())?;
     let shape: Vec<usize> = requested.shape.iter().map(|&d| d as usize).collect();
-    let forwarded = stage.forward(vec![input.clone()], &ForwardContext { shape: &shape })?;
+    let forwarded = stage.forward(vec![input.to_buffer()?], &ForwardContext { shape: &shape })?;
     let values = forwarded.outputs.into_iter().next().expect("Store has one output");
     let header = Header {
         stages: vec![StageRecord {
@@ -47,7 +47,7 @@ pub fn is_stored_raw(header: &Header) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{ErrorBound, ErrorMode};
+    use crate::{Buffer, ErrorBound, ErrorMode};
 
     /// Uniform noise in [-1, 1): nothing a predictor can exploit.
     fn noise(n: usize) -> Vec<f32> {

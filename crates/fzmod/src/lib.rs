@@ -5,6 +5,21 @@
 //! self-describing `.fzm` archive (docs/FORMAT.md) in which every value is within the
 //! requested bound; decoding is a pure function of the archive bytes.
 //!
+//! Borrowed slices in, caller memory out (CPU here; [`Compressor`] picks the GPU when asked
+//! and keeps its kernels and buffers warm across calls):
+//!
+//! ```
+//! use fzmod::{ErrorBound, ErrorMode};
+//! let data: Vec<f64> = (0..10_000).map(|i| (i as f64 * 1e-3).cos()).collect();
+//! let bound = ErrorBound::new(ErrorMode::Rel, 1e-4).unwrap();
+//! let archive = fzmod::compress(&data, &[100, 100], "cuszp3-outlier", bound).unwrap();
+//! let mut back = vec![0.0f64; data.len()];
+//! fzmod::decompress_into(&archive, &mut back).unwrap();
+//! assert!(data.iter().zip(&back).all(|(a, b)| (a - b).abs() <= 1e-4 * 2.0));
+//! ```
+//!
+//! The pipeline API underneath:
+//!
 //! ```
 //! use fzmod::{Buffer, ErrorBound, ErrorMode};
 //! let data: Vec<f32> = (0..4096).map(|i| (i as f32 * 0.01).sin()).collect();
@@ -16,6 +31,7 @@
 //! assert!(data.iter().zip(&values).all(|(a, b)| (a - b).abs() as f64 <= 1e-3));
 //! ```
 
+mod api;
 pub mod archive;
 pub mod backend;
 mod bench;
@@ -29,10 +45,11 @@ pub mod shape;
 pub mod stage;
 pub mod stages;
 
+pub use api::{compress, decompress_into, Compressor};
 pub use archive::{ErrorMode, Header};
 pub use bench::{decompress_on, decompress_with, BenchTiming, RunOptions};
 pub use config::{from_toml, preset, to_toml, PRESETS};
-pub use element::{Buffer, DType};
+pub use element::{Buffer, DType, Element, View};
 pub use error::{Error, Result};
 pub use fallback::is_stored_raw;
 pub use graph::{decompress, Decompressed, Pipeline};

@@ -213,3 +213,39 @@ fn corrupt_archives_are_rejected_identically() {
         }
     }
 }
+
+/// The embedding API: borrowed slices, caller memory, a reused compressor, and device-resident
+/// input and output (owned and borrowed device memory) give the CPU's bytes and values.
+#[test]
+#[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
+fn embedding_api_and_device_resident_entry_points() {
+    use fzmod::backend::cuda::device::DeviceBuffer;
+    use fzmod::backend::BackendChoice;
+    let dev = CudaDevice::get().unwrap();
+    let shape = [64usize, 1000];
+    let data: Vec<f32> = (0..64_000).map(|i| ((i as f32) * 0.003).sin() * 50.0).collect();
+    let bound = ErrorBound::new(ErrorMode::Rel, 1e-3).unwrap();
+    let cpu = fzmod::compress(&data, &shape, "cuszp3-outlier", bound).unwrap();
+    for fusion in [true, false] {
+        let gpu = fzmod::Compressor::preset::<f32>("cuszp3-outlier", &shape, bound, BackendChoice::Cuda)
+            .unwrap()
+            .with_options(RunOptions { fusion });
+        for _ in 0..3 {
+            assert!(gpu.compress(&data, &shape).unwrap() == cpu, "fusion {fusion}: reused compressor");
+        }
+        let mut back = vec![0f32; data.len()];
+        gpu.decompress_into(&cpu, &mut back).unwrap();
+        let mut reference = vec![0f32; data.len()];
+        fzmod::decompress_into(&cpu, &mut reference).unwrap();
+        assert!(back.iter().map(|v| v.to_bits()).eq(reference.iter().map(|v| v.to_bits())));
+        assert!(gpu.decompress_into(&cpu, &mut back[1..]).is_err(), "wrong destination size");
+        let owned = dev.to_device(&data).unwrap();
+        assert!(gpu.compress_device(&owned, &shape).unwrap() == cpu, "owned device input");
+        // SAFETY: `owned` holds data.len() f32 values and outlives `borrowed`.
+        let borrowed = unsafe { DeviceBuffer::borrowed(fzmod::DType::F32, dev.address_of(&owned), data.len()) };
+        assert!(gpu.compress_device(&borrowed, &shape).unwrap() == cpu, "borrowed device input");
+        let (on_device, header) = gpu.decompress_device(&cpu).unwrap();
+        assert_eq!(header.shape, [64, 1000]);
+        assert!(dev.to_host(&on_device).unwrap().to_le_bytes() == fzmod::Buffer::F32(reference.clone()).to_le_bytes());
+    }
+}

@@ -8,11 +8,12 @@
 //! archived as segments, in stage order then port order.
 
 use crate::archive::{self, ErrorMode, Header, InputRef, SegmentEntry, StageRecord};
-use crate::element::{Buffer, DType};
+use crate::element::{Buffer, DType, View};
 use crate::error::{Error, Result};
 use crate::stage::{ErrorBound, ForwardContext, Stage};
 
 mod decode;
+#[cfg(feature = "cuda")]
 pub(crate) use decode::check_inverse;
 pub use decode::DecodePlan;
 
@@ -226,7 +227,7 @@ impl Pipeline {
     }
 
     /// The input must be non-empty and hold exactly the elements of `shape`.
-    pub(crate) fn check_input(&self, input: &Buffer, shape: &[usize]) -> Result<()> {
+    pub(crate) fn check_input(&self, input: View, shape: &[usize]) -> Result<()> {
         let n = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
         if n != Some(input.len()) {
             return Err(Error::InvalidArgument(format!(
@@ -247,7 +248,7 @@ impl Pipeline {
             p.finalize()?;
             return p.compress(input, shape);
         }
-        self.check_input(input, shape)?;
+        self.check_input(input.view(), shape)?;
         let ctx = ForwardContext { shape };
         // produced[stage][port]: outputs waiting for their consumer.
         let mut produced: Vec<Vec<Option<Buffer>>> = Vec::with_capacity(self.nodes.len());
@@ -294,7 +295,7 @@ impl Pipeline {
             .flat_map(|(s, ports)| ports.into_iter().enumerate().filter_map(move |(p, b)| b.map(|b| (s, p, b))))
             .map(|(s, p, b)| Leaf { stage: s, port: p, dtype: b.dtype(), bytes: b.to_le_bytes() })
             .collect();
-        crate::fallback::smaller_of(self.assemble(input.dtype(), shape, records, leaves), input)
+        crate::fallback::smaller_of(self.assemble(input.dtype(), shape, records, leaves), input.view())
     }
 
     /// Write the archive of a finished forward run: one parameter record per stage (in

@@ -37,17 +37,38 @@ impl Len {
     }
 }
 
+/// Where a device buffer's bytes live.
+enum Memory {
+    /// Allocated by fzmod (stream-ordered, freed on drop).
+    Owned(CudaSlice<u8>),
+    /// The caller's memory (a CuPy or PyTorch array), valid for as long as the buffer is used.
+    Borrowed(u64),
+}
+
 /// A typed buffer in device memory.
 pub struct DeviceBuffer {
     pub dtype: DType,
-    pub mem: CudaSlice<u8>,
+    mem: Memory,
     pub len: Len,
 }
 
 impl DeviceBuffer {
-    /// The raw device address, for kernel arguments.
+    /// Wrap `len` elements of `dtype` the caller owns at device address `ptr`.
+    ///
+    /// # Safety
+    /// `ptr` must point to at least `len` elements of `dtype` in memory of fzmod's CUDA device
+    /// (primary context of device 0), stay valid and unwritten while the buffer is used, and
+    /// be suitably aligned for `dtype`.
+    pub unsafe fn borrowed(dtype: DType, ptr: u64, len: usize) -> DeviceBuffer {
+        DeviceBuffer { dtype, mem: Memory::Borrowed(ptr), len: Len::Known(len) }
+    }
+
+    /// The raw device address, for kernel arguments and copies.
     pub fn ptr(&self, stream: &Arc<CudaStream>) -> u64 {
-        address(&self.mem, stream)
+        match &self.mem {
+            Memory::Owned(m) => address(m, stream),
+            Memory::Borrowed(ptr) => *ptr,
+        }
     }
 
     /// The element count when it is known on the host.
@@ -145,7 +166,7 @@ impl<'a> DeviceRun<'a> {
         // SAFETY: every kernel writes the elements it later reads; buffers are never read
         // before a kernel or a copy fills them.
         let mem = unsafe { self.dev.stream.alloc::<u8>(bytes.max(1)) }.map_err(device_error)?;
-        Ok(DeviceBuffer { dtype, mem, len: Len::Known(len) })
+        Ok(DeviceBuffer { dtype, mem: Memory::Owned(mem), len: Len::Known(len) })
     }
 
     /// A buffer whose length a kernel writes into a slot. `guess` elements are allocated, or
@@ -178,31 +199,51 @@ impl<'a> DeviceRun<'a> {
 
     /// Copy host bytes into a new device buffer.
     pub fn upload(&self, dtype: DType, bytes: &[u8]) -> Result<DeviceBuffer> {
-        let mut b = self.alloc(dtype, bytes.len() / dtype.size())?;
-        if !bytes.is_empty() {
-            self.dev.upload(bytes, &mut b.mem)?;
-        }
+        let b = self.alloc(dtype, bytes.len() / dtype.size())?;
+        self.dev.upload_to(bytes, b.ptr(self.stream()))?;
         Ok(b)
+    }
+
+    /// A new buffer holding the first `len` elements of `src`.
+    pub fn copy(&self, src: &DeviceBuffer, len: usize) -> Result<DeviceBuffer> {
+        let dst = self.alloc(src.dtype, len)?;
+        let bytes = len * src.dtype.size();
+        if bytes > 0 {
+            let s = self.stream();
+            // SAFETY: both ranges lie in live buffers of at least `bytes` bytes.
+            unsafe { cudarc::driver::result::memcpy_dtod_async(dst.ptr(s), src.ptr(s), bytes, s.cu_stream()) }
+                .map_err(device_error)?;
+        }
+        Ok(dst)
+    }
+
+    /// Set every byte of a buffer to zero (enqueued).
+    pub fn zero(&self, b: &DeviceBuffer) -> Result<()> {
+        let s = self.stream();
+        let bytes = b.len.capacity() * b.dtype.size();
+        // SAFETY: the range is the buffer's own.
+        unsafe { cudarc::driver::result::memset_d8_async(b.ptr(s), 0, bytes, s.cu_stream()) }.map_err(device_error)
     }
 
     /// Read one u64 element of a buffer (synchronises).
     pub fn read_u64(&self, b: &DeviceBuffer, index: usize) -> Result<u64> {
         let mut word = [0u8; 8];
-        self.dev.stream.memcpy_dtoh(&b.mem.slice(8 * index..8 * index + 8), &mut word).map_err(device_error)?;
-        self.dev.stream.synchronize().map_err(device_error)?;
+        self.dev.download_from(b.ptr(self.stream()) + 8 * index as u64, &mut word)?;
         Ok(u64::from_le_bytes(word))
     }
 
     /// Copy the first `len` elements of a buffer into a new host [`Buffer`].
     pub fn download_buffer(&self, b: &DeviceBuffer, len: usize) -> Result<crate::element::Buffer> {
         let mut host = crate::element::Buffer::zeroed(b.dtype, len)?;
-        self.dev.download_into(&b.mem, host.native_bytes_mut())?;
+        self.dev.download_from(b.ptr(self.stream()), host.native_bytes_mut())?;
         Ok(host)
     }
 
     /// Copy the first `len` elements of a buffer to the host.
     pub fn download(&self, b: &DeviceBuffer, len: usize) -> Result<Vec<u8>> {
-        self.dev.download(&b.mem, len * b.dtype.size())
+        let mut out = vec![0u8; len * b.dtype.size()];
+        self.dev.download_from(b.ptr(self.stream()), &mut out)?;
+        Ok(out)
     }
 }
 

@@ -8,7 +8,7 @@
 use super::device::{DeviceBuffer, DeviceRun, Len, PendingRecord};
 use super::{device_error, CudaDevice};
 use crate::archive::InputRef;
-use crate::element::{Buffer, DType};
+use crate::element::{Buffer, DType, View};
 use crate::error::{corrupt, Error, Result};
 use crate::graph::{check_inverse, DecodePlan, Decompressed, Leaf, Pipeline};
 use crate::stage::{ForwardContext, Stage};
@@ -38,7 +38,7 @@ pub trait FusionRule: Sync {
         &self,
         dev: &'a CudaDevice,
         pipeline: &'a Pipeline,
-        input: &Buffer,
+        input: View,
         shape: &[usize],
     ) -> Result<Option<Box<dyn CompressJob + 'a>>>;
     /// `Ok(None)` when the rule does not apply to this archive.
@@ -53,7 +53,7 @@ pub trait FusionRule: Sync {
 pub fn compress_job<'a>(
     dev: &'a CudaDevice,
     pipeline: &'a Pipeline,
-    input: &Buffer,
+    input: View,
     shape: &[usize],
     fusion: bool,
 ) -> Result<Box<dyn CompressJob + 'a>> {
@@ -89,12 +89,66 @@ fn to_host(run: &DeviceRun, b: &DeviceBuffer, len: usize) -> Result<Buffer> {
     run.download_buffer(b, len)
 }
 
+/// Compress values already in device memory (unfused: the fusion rules read host input).
+pub fn compress_device(
+    dev: &CudaDevice,
+    pipeline: &Pipeline,
+    input: &DeviceBuffer,
+    shape: &[usize],
+) -> Result<Vec<u8>> {
+    let n = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+    if n != Some(input.known_len()?) || n == Some(0) {
+        return Err(Error::InvalidArgument(format!(
+            "shape {shape:?} does not match {} device elements",
+            input.known_len()?
+        )));
+    }
+    let mut job = UnfusedCompress {
+        dev,
+        pipeline,
+        shape: shape.to_vec(),
+        input: Input::Borrowed(input),
+        learnt: Vec::new(),
+        done: None,
+    };
+    job.kernels()?;
+    job.finish()
+}
+
+/// Decode a validated archive into a new device buffer (unfused), ready when this returns.
+pub fn decompress_device(dev: &CudaDevice, plan: DecodePlan) -> Result<(DeviceBuffer, crate::Header)> {
+    let mut job = UnfusedDecompress::new(dev, plan)?;
+    job.kernels()?;
+    let (run, data) = job.result.take().ok_or_else(|| Error::Device("no result".into()))?;
+    run.stream().synchronize().map_err(device_error)?;
+    let n = host_len(&data)?;
+    if data.dtype != job.plan.header.dtype || Some(n as u64) != job.plan.header.num_elements().ok() {
+        return Err(corrupt!("decoded {n} {} elements, the header says otherwise", data.dtype));
+    }
+    Ok((data, job.plan.header.clone()))
+}
+
+/// The pipeline input: uploaded by the job, or the caller's device memory.
+enum Input<'a> {
+    Owned(DeviceBuffer),
+    Borrowed(&'a DeviceBuffer),
+}
+
+impl Input<'_> {
+    fn buffer(&self) -> &DeviceBuffer {
+        match self {
+            Input::Owned(b) => b,
+            Input::Borrowed(b) => b,
+        }
+    }
+}
+
 /// The unfused compress: every stage in order, on the device where it can.
 struct UnfusedCompress<'a> {
     dev: &'a CudaDevice,
     pipeline: &'a Pipeline,
     shape: Vec<usize>,
-    input: DeviceBuffer,
+    input: Input<'a>,
     /// Capacities learnt from a run whose dynamic outputs overflowed.
     learnt: Vec<usize>,
     done: Option<Forward<'a>>,
@@ -108,9 +162,9 @@ struct Forward<'a> {
 }
 
 impl<'a> UnfusedCompress<'a> {
-    fn new(dev: &'a CudaDevice, pipeline: &'a Pipeline, input: &Buffer, shape: &[usize]) -> Result<Self> {
+    fn new(dev: &'a CudaDevice, pipeline: &'a Pipeline, input: View, shape: &[usize]) -> Result<Self> {
         let run = DeviceRun::new(dev, shape.to_vec(), Vec::new())?;
-        let input = run.upload(input.dtype(), input.native_bytes())?;
+        let input = Input::Owned(run.upload(input.dtype(), input.native_bytes())?);
         Ok(UnfusedCompress { dev, pipeline, shape: shape.to_vec(), input, learnt: Vec::new(), done: None })
     }
 
@@ -129,7 +183,7 @@ impl<'a> UnfusedCompress<'a> {
                     }
                 });
             }
-            let inputs: Vec<&DeviceBuffer> = owned.iter().map(|b| b.as_ref().unwrap_or(&self.input)).collect();
+            let inputs: Vec<&DeviceBuffer> = owned.iter().map(|b| b.as_ref().unwrap_or(self.input.buffer())).collect();
             let ports = node.stage.inputs();
             if inputs.iter().zip(&ports).any(|(b, p)| b.dtype != p.dtype) {
                 return Err(Error::Stage {
@@ -213,7 +267,7 @@ impl CompressJob for UnfusedCompress<'_> {
             };
             leaves.push(Leaf { stage: *stage, port: *port, dtype: b.dtype, bytes: forward.run.download(b, len)? });
         }
-        Ok(self.pipeline.assemble(self.input.dtype, &self.shape, records, leaves))
+        Ok(self.pipeline.assemble(self.input.buffer().dtype, &self.shape, records, leaves))
     }
 
     fn notes(&self) -> Vec<String> {

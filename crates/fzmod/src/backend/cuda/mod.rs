@@ -14,7 +14,9 @@ pub mod executor;
 pub use compile::Program;
 
 use crate::error::{Error, Result};
-use cudarc::driver::{sys, CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DriverError, PinnedHostSlice};
+use cudarc::driver::{
+    sys, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DriverError, PinnedHostSlice,
+};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -143,11 +145,33 @@ impl CudaDevice {
         f(&mut host[..len])
     }
 
-    /// Host → device through the pinned staging buffer (waits for the copy: the buffer is reused).
+    /// Host → device through the pinned staging buffer (see [`CudaDevice::upload_to`]).
     pub(crate) fn upload(&self, bytes: &[u8], dst: &mut CudaSlice<u8>) -> Result<()> {
-        self.with_staging(bytes.len(), |host| {
-            parallel_copy(host, bytes);
-            self.stream.memcpy_htod(&*host, &mut dst.slice_mut(0..bytes.len())).map_err(device_error)?;
+        self.upload_to(bytes, device::address(dst, &self.stream))
+    }
+
+    /// Host → device address `dst`, in pieces: the CPU copies piece k + 1 into one half of the
+    /// pinned staging buffer while the link carries piece k from the other half. Returns once
+    /// the data is on the device (the buffer is reused).
+    pub(crate) fn upload_to(&self, bytes: &[u8], dst: u64) -> Result<()> {
+        let piece = TRANSFER_PIECE.min(bytes.len()).max(1);
+        self.with_staging(2 * piece, |host| {
+            let (front, back) = host.split_at_mut(piece);
+            let halves = [front, back];
+            let mut in_flight: [Option<CudaEvent>; 2] = [None, None];
+            for (k, chunk) in bytes.chunks(piece).enumerate() {
+                if let Some(done) = in_flight[k % 2].take() {
+                    done.synchronize().map_err(device_error)?;
+                }
+                let half = &mut halves[k % 2][..chunk.len()];
+                parallel_copy(half, chunk);
+                let at = dst + (k * piece) as u64;
+                // SAFETY: `half` is pinned and not touched again until this copy's event has
+                // completed; the destination range lies in the caller's buffer.
+                unsafe { cudarc::driver::result::memcpy_htod_async(at, half, self.stream.cu_stream()) }
+                    .map_err(device_error)?;
+                in_flight[k % 2] = Some(self.stream.record_event(None).map_err(device_error)?);
+            }
             self.stream.synchronize().map_err(device_error)
         })
     }
@@ -155,18 +179,66 @@ impl CudaDevice {
     /// Device → host through the pinned staging buffer.
     pub(crate) fn download(&self, src: &CudaSlice<u8>, len: usize) -> Result<Vec<u8>> {
         let mut out = vec![0u8; len];
-        self.download_into(src, &mut out)?;
+        self.download_from(device::address(src, &self.stream), &mut out)?;
         Ok(out)
     }
 
-    /// Device → `dst` (its whole length) through the pinned staging buffer.
+    /// Device → `dst` (its whole length), like [`CudaDevice::download_from`].
     pub(crate) fn download_into(&self, src: &CudaSlice<u8>, dst: &mut [u8]) -> Result<()> {
-        self.with_staging(dst.len(), |host| {
-            self.stream.memcpy_dtoh(&src.slice(0..dst.len()), host).map_err(device_error)?;
-            self.stream.synchronize().map_err(device_error)?;
-            parallel_copy(dst, host);
+        self.download_from(device::address(src, &self.stream), dst)
+    }
+
+    /// Device address `src` → `dst` (its whole length), in pieces: the link fills one half of
+    /// the staging buffer while the CPU copies the previous piece out of the other.
+    pub(crate) fn download_from(&self, src: u64, dst: &mut [u8]) -> Result<()> {
+        let piece = TRANSFER_PIECE.min(dst.len()).max(1);
+        self.with_staging(2 * piece, |host| {
+            let (front, back) = host.split_at_mut(piece);
+            let halves = [front, back];
+            let len = dst.len();
+            let enqueue = |k: usize, half: &mut [u8]| -> Result<CudaEvent> {
+                let n = piece.min(len - k * piece);
+                // SAFETY: `half` is pinned and read only after this copy's event completes;
+                // the source range lies in a live device buffer.
+                unsafe {
+                    cudarc::driver::result::memcpy_dtoh_async(
+                        &mut half[..n],
+                        src + (k * piece) as u64,
+                        self.stream.cu_stream(),
+                    )
+                }
+                .map_err(device_error)?;
+                self.stream.record_event(None).map_err(device_error)
+            };
+            let pieces = len.div_ceil(piece);
+            let mut next = if pieces > 0 { Some(enqueue(0, &mut *halves[0])?) } else { None };
+            for (k, out) in dst.chunks_mut(piece).enumerate() {
+                let done = next.take().expect("piece k was enqueued");
+                if k + 1 < pieces {
+                    next = Some(enqueue(k + 1, &mut *halves[(k + 1) % 2])?);
+                }
+                done.synchronize().map_err(device_error)?;
+                parallel_copy(out, &halves[k % 2][..out.len()]);
+            }
             Ok(())
         })
+    }
+
+    /// Copy host values into a new device buffer (for device-resident callers and tests).
+    pub fn to_device<T: crate::element::Element>(&self, values: &[T]) -> Result<device::DeviceBuffer> {
+        let run = device::DeviceRun::new(self, Vec::new(), Vec::new())?;
+        run.upload(T::DTYPE, bytemuck::cast_slice(values))
+    }
+
+    /// Copy a device buffer's elements (its known length) back into host memory.
+    pub fn to_host(&self, b: &device::DeviceBuffer) -> Result<crate::element::Buffer> {
+        let run = device::DeviceRun::new(self, Vec::new(), Vec::new())?;
+        run.download_buffer(b, b.known_len()?)
+    }
+
+    /// The device address of a buffer (to hand to other CUDA code).
+    pub fn address_of(&self, b: &device::DeviceBuffer) -> u64 {
+        b.ptr(&self.stream)
     }
 
     /// The stream every launch and copy goes to.
@@ -200,6 +272,9 @@ impl CudaDevice {
         module.load_function(name).map_err(device_error)
     }
 }
+
+/// Bytes per piece of a staged transfer (two pieces of pinned memory in all).
+const TRANSFER_PIECE: usize = 32 << 20;
 
 /// Copy between host buffers on every core: one thread cannot keep up with the PCIe link, and
 /// a fresh destination's page faults are spread out too.

@@ -100,9 +100,9 @@ impl DeviceStage for AdaptiveBitpack {
         let cost = run.alloc(DType::U32, nblocks as usize)?;
         let offsets = run.alloc(DType::U64, nblocks as usize + 1)?;
         let partials = run.alloc(DType::U64, scan_partials_len(nblocks))?;
-        let mut err = run.alloc(DType::U32, 1)?;
+        let err = run.alloc(DType::U32, 1)?;
+        run.zero(&err)?;
         let s = run.stream().clone();
-        s.memset_zeros(&mut err.mem).map_err(device_error)?;
         let p = |x: &DeviceBuffer| x.ptr(&s);
         let b64 = u64::from(self.block_size);
         // SAFETY: argument lists match device.cu; the metadata lies inside `bytes`.

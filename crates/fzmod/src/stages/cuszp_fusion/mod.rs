@@ -9,7 +9,7 @@
 use crate::archive::InputRef;
 use crate::backend::cuda::executor::{CompressJob, DecompressJob, FusionRule};
 use crate::backend::cuda::{device_error, CudaDevice, Program, Workspace};
-use crate::element::{Buffer, DType};
+use crate::element::{Buffer, DType, View};
 use crate::error::{corrupt, Error, Result};
 use crate::graph::DecodePlan;
 use crate::graph::{Leaf, Pipeline};
@@ -237,7 +237,7 @@ impl FusionRule for CuszpFusion {
         &self,
         dev: &'a CudaDevice,
         pipeline: &'a Pipeline,
-        input: &Buffer,
+        input: View,
         shape: &[usize],
     ) -> Result<Option<Box<dyn CompressJob + 'a>>> {
         if mismatch(pipeline).is_some() {
@@ -460,7 +460,7 @@ pub(crate) struct DeviceCompress<'a> {
 
 impl<'a> DeviceCompress<'a> {
     /// Recognise the chain, take buffers and upload the input.
-    pub(crate) fn new(dev: &'a CudaDevice, pipeline: &'a Pipeline, input: &Buffer, shape: &[usize]) -> Result<Self> {
+    pub(crate) fn new(dev: &'a CudaDevice, pipeline: &'a Pipeline, input: View, shape: &[usize]) -> Result<Self> {
         let nodes = pipeline.nodes();
         let stages: Vec<&dyn Stage> = nodes.iter().map(|n| n.stage.as_ref()).collect();
         let inputs: Vec<Vec<InputRef>> = nodes.iter().map(|n| n.inputs.iter().flatten().copied().collect()).collect();

@@ -53,9 +53,8 @@ impl DeviceStage for Lorenzo {
         if n != g.len() {
             return Err(corrupt!("Lorenzo: {n} elements for grid {:?}", g.dims));
         }
-        let mut out = run.alloc(DType::I32, n)?;
+        let out = run.copy(d, n)?;
         let s = run.stream().clone();
-        s.memcpy_dtod(&d.mem.slice(0..4 * n), &mut out.mem.slice_mut(0..4 * n)).map_err(device_error)?;
         let op = out.ptr(&s);
         // SAFETY: argument lists match device.cu; every line lies inside the n elements.
         unsafe {

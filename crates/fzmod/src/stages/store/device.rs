@@ -2,25 +2,14 @@
 
 use super::Store;
 use crate::backend::cuda::device::{DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage};
-use crate::backend::cuda::device_error;
 use crate::error::{corrupt, Error, Result};
-
-/// A device copy of the first `len` elements of `b`.
-fn copy(run: &DeviceRun, b: &DeviceBuffer, len: usize) -> Result<DeviceBuffer> {
-    let mut out = run.alloc(b.dtype, len)?;
-    let bytes = len * b.dtype.size();
-    if bytes > 0 {
-        run.stream().memcpy_dtod(&b.mem.slice(0..bytes), &mut out.mem.slice_mut(0..bytes)).map_err(device_error)?;
-    }
-    Ok(out)
-}
 
 impl DeviceStage for Store {
     fn forward(&self, run: &mut DeviceRun, inputs: &[&DeviceBuffer]) -> Result<DeviceForwarded> {
         let [values] = inputs else { return Err(Error::Pipeline("Store takes one input".into())) };
         let n = values.known_len()?;
         let record = self.record(n);
-        Ok(DeviceForwarded { outputs: vec![copy(run, values, n)?], record: Box::new(move |_| Ok(record)) })
+        Ok(DeviceForwarded { outputs: vec![run.copy(values, n)?], record: Box::new(move |_| Ok(record)) })
     }
 
     fn inverse(&self, run: &mut DeviceRun, outputs: &[&DeviceBuffer]) -> Result<Vec<DeviceBuffer>> {
@@ -30,6 +19,6 @@ impl DeviceStage for Store {
         if len as u64 != n {
             return Err(corrupt!("Store: segment holds {len} values, record says {n}"));
         }
-        Ok(vec![copy(run, values, len)?])
+        Ok(vec![run.copy(values, len)?])
     }
 }

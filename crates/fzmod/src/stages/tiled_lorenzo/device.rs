@@ -76,8 +76,7 @@ impl DeviceStage for TiledLorenzo {
         }
         let geometry = TileGeometry::new(g, tile);
         let s = run.stream().clone();
-        let mut scratch = run.alloc(DType::I32, padded)?;
-        s.memcpy_dtod(&d.mem.slice(0..4 * padded), &mut scratch.mem.slice_mut(0..4 * padded)).map_err(device_error)?;
+        let scratch = run.copy(d, padded)?;
         let out = run.alloc(DType::I32, g.len())?;
         let (undelta, gather) = (run.kernel(&program(), "tl_undelta")?, run.kernel(&program(), "tl_gather")?);
         let ntiles = (padded / tile.elems()) as u64;

@@ -1,0 +1,121 @@
+//! The embedding API: borrowed slices in, archive bytes out, and back into caller memory;
+//! a reusable [`Compressor`]; and device-resident entry points for GPU-native callers.
+
+use crate::backend::{Backend, BackendChoice};
+use crate::bench::RunOptions;
+use crate::element::{Element, View};
+use crate::error::{Error, Result};
+use crate::graph::Pipeline;
+use crate::stage::ErrorBound;
+use crate::Header;
+
+/// A finalized pipeline bound to a backend, reused across calls.
+///
+/// Compiled kernels, the device workspace and the pinned transfer buffers belong to the
+/// process-wide device and stay warm between calls. A `Compressor` is `Send + Sync`: share it
+/// across threads freely; calls on one GPU are ordered by its stream (they overlap with host
+/// work, not with each other), and calls on the CPU run in parallel.
+#[derive(Clone, Debug)]
+pub struct Compressor {
+    pipeline: Pipeline,
+    backend: Backend,
+    opts: RunOptions,
+}
+
+impl Compressor {
+    /// Use `pipeline` (its error bound must be set) on `backend`.
+    pub fn new(mut pipeline: Pipeline, backend: Backend) -> Result<Self> {
+        pipeline.finalize()?;
+        Ok(Compressor { pipeline, backend, opts: RunOptions::default() })
+    }
+
+    /// A preset for arrays of `shape` and element type `T`, with `bound`, on the backend
+    /// `choice` selects (`Auto`: the GPU when usable).
+    pub fn preset<T: Element>(name: &str, shape: &[usize], bound: ErrorBound, choice: BackendChoice) -> Result<Self> {
+        let mut pipeline = crate::preset(name, shape)?;
+        pipeline.set_error_bound(bound)?;
+        pipeline.set_input_dtype(T::DTYPE)?;
+        Compressor::new(pipeline, Backend::select(choice)?.0)
+    }
+
+    /// The same compressor with other run options (e.g. fusion off).
+    pub fn with_options(self, opts: RunOptions) -> Self {
+        Compressor { opts, ..self }
+    }
+
+    pub fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    /// Compress borrowed values (C order, `shape` slowest first). The GPU path uploads from
+    /// `data` directly; nothing is copied on the host.
+    pub fn compress<T: Element>(&self, data: &[T], shape: &[usize]) -> Result<Vec<u8>> {
+        self.pipeline.compress_view(&self.backend, View::of(data), shape, self.opts)
+    }
+
+    /// Decode an archive into `out`, which must hold exactly its elements, of its type.
+    pub fn decompress_into<T: Element>(&self, archive: &[u8], out: &mut [T]) -> Result<Header> {
+        decompress_into_on(&self.backend, archive, out, self.opts)
+    }
+}
+
+/// Compress borrowed values with a preset on the CPU (the reference; see [`Compressor`] for
+/// the GPU and for reuse).
+pub fn compress<T: Element>(data: &[T], shape: &[usize], preset: &str, bound: ErrorBound) -> Result<Vec<u8>> {
+    Compressor::preset::<T>(preset, shape, bound, BackendChoice::Cpu)?.compress(data, shape)
+}
+
+/// Decode an archive into caller memory on the CPU.
+pub fn decompress_into<T: Element>(archive: &[u8], out: &mut [T]) -> Result<Header> {
+    decompress_into_on(&Backend::Cpu, archive, out, RunOptions::default())
+}
+
+fn decompress_into_on<T: Element>(
+    backend: &Backend,
+    archive: &[u8],
+    out: &mut [T],
+    opts: RunOptions,
+) -> Result<Header> {
+    let header = crate::inspect(archive)?;
+    let n = header.num_elements()?;
+    if header.dtype != T::DTYPE || n != out.len() as u64 {
+        return Err(Error::InvalidArgument(format!(
+            "the archive holds {n} {} values (shape {:?}); the destination holds {} {}",
+            header.dtype,
+            header.shape,
+            out.len(),
+            T::DTYPE
+        )));
+    }
+    let decoded = crate::decompress_with(backend, archive, opts)?;
+    let values = T::slice(&decoded.data).ok_or_else(|| Error::Device("decoded values of another type".into()))?;
+    out.copy_from_slice(values);
+    Ok(decoded.header)
+}
+
+#[cfg(feature = "cuda")]
+mod device_resident {
+    use super::*;
+    use crate::backend::cuda::device::DeviceBuffer;
+    use crate::backend::cuda::executor;
+    use crate::graph::DecodePlan;
+
+    impl Compressor {
+        /// Compress values already in device memory (the unfused device path; nothing crosses
+        /// the host link but the archive). Needs a CUDA backend.
+        pub fn compress_device(&self, input: &DeviceBuffer, shape: &[usize]) -> Result<Vec<u8>> {
+            let Backend::Cuda(dev) = &self.backend else {
+                return Err(Error::BackendUnavailable("device-resident input needs the CUDA backend".into()));
+            };
+            executor::compress_device(dev, &self.pipeline, input, shape)
+        }
+
+        /// Decode an archive into a new device buffer (validated like every decode).
+        pub fn decompress_device(&self, archive: &[u8]) -> Result<(DeviceBuffer, Header)> {
+            let Backend::Cuda(dev) = &self.backend else {
+                return Err(Error::BackendUnavailable("device-resident output needs the CUDA backend".into()));
+            };
+            executor::decompress_device(dev, DecodePlan::new(archive)?)
+        }
+    }
+}
