@@ -87,6 +87,7 @@ impl Pipeline {
     }
 
     /// Time compress and decompress on `backend`.
+    #[cfg_attr(not(feature = "cuda"), allow(unused_variables))]
     pub fn bench_on(
         &self,
         backend: &Backend,
