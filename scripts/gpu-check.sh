@@ -41,7 +41,7 @@ if [ "${1:-}" != "--bench-only" ]; then
           || { echo "sanitizer $tool: $preset fusion $fusion FAILED"; tail -5 "/tmp/san-$tool-$preset-$fusion.log"; sanitize_rc=1; }
       done
     done
-    echo "sanitizer $tool: $(grep -h "ERROR SUMMARY" /tmp/san-$tool-*.log | sort | uniq -c | tr -s ' ' | paste -sd';')"
+    echo "sanitizer $tool: $(grep -hE "(ERROR|RACECHECK) SUMMARY" /tmp/san-$tool-*.log | sort | uniq -c | tr -s ' ' | paste -sd';')"
   done
 fi
 

@@ -4,14 +4,16 @@
 //! and preset, so `inspect` and reports show what was asked for and that it was stored.
 
 use crate::archive::{self, Header, InputRef, SegmentEntry, StageRecord};
-use crate::element::View;
+use crate::element::{DType, View};
 use crate::error::Result;
 use crate::stage::{ForwardContext, Stage};
 use crate::stages::store::{self, Store};
 
 /// The smaller of `archive` and the archive that stores `input` as it is (ties keep `archive`).
+/// Only floating-point inputs (what users compress) fall back; pipelines over integer inputs
+/// (stage tests, lossless experiments) keep their archive.
 pub(crate) fn smaller_of(archive: Vec<u8>, input: View) -> Result<Vec<u8>> {
-    if archive.len() <= input.byte_len() {
+    if archive.len() <= input.byte_len() || !matches!(input.dtype(), DType::F32 | DType::F64) {
         return Ok(archive);
     }
     let requested = archive::parse(&archive)?.header;
