@@ -162,35 +162,53 @@ fn bench_cuda(
     opts: RunOptions,
 ) -> Result<BenchTiming> {
     use crate::error::Error;
-    // Warm-up: compiles the kernels and sizes the workspace.
-    let whole = |input: View| -> Result<Vec<u8>> {
+    // Warm-up: compiles the kernels and sizes the workspace. The second, timed call is split
+    // into its host phases (the notes say where end-to-end time goes).
+    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
+    let whole = |input: View| -> Result<(Vec<u8>, String)> {
+        let t = Instant::now();
         let mut job = executor::compress_job(dev, p, input, shape, opts.fusion)?;
+        let upload = ms(t);
         job.kernels()?;
-        job.finish()
+        let archive = job.finish()?;
+        let phases = format!(
+            "end-to-end compress: upload {upload:.1} ms, device work + downloads + assembly {:.1} ms",
+            ms(t) - upload
+        );
+        Ok((archive, phases))
     };
-    let archive = whole(input)?;
+    let (archive, _) = whole(input)?;
     let start = Instant::now();
-    let again = whole(input)?;
+    let (again, compress_phases) = whole(input)?;
     let compress_e2e = start.elapsed().as_secs_f64();
     if again != archive {
         return Err(Error::Device("two GPU compressions of the same input differ".into()));
     }
     let mut job = executor::compress_job(dev, p, input, shape, opts.fusion)?;
-    let notes = job.notes();
+    let mut notes = job.notes();
     let comp = (0..runs).map(|_| dev.time(|| job.kernels())).collect::<Result<Vec<_>>>()?;
     if job.finish()? != archive {
         return Err(Error::Device("a timed GPU compression differs".into()));
     }
     drop(job);
-    let decode = || -> Result<graph::Decompressed> {
-        let mut job = executor::decompress_job(dev, DecodePlan::new(&archive)?, opts.fusion)?;
+    let decode = || -> Result<String> {
+        let t = Instant::now();
+        let plan = DecodePlan::new(&archive)?;
+        let validate = ms(t);
+        let mut job = executor::decompress_job(dev, plan, opts.fusion)?;
+        let upload = ms(t) - validate;
         job.kernels()?;
-        job.finish()
+        job.finish()?;
+        Ok(format!(
+            "end-to-end decompress: validate {validate:.1} ms, upload {upload:.1} ms, device work + download {:.1} ms",
+            ms(t) - validate - upload
+        ))
     };
     decode()?;
     let start = Instant::now();
-    decode()?;
+    let decompress_phases = decode()?;
     let decompress_e2e = start.elapsed().as_secs_f64();
+    notes.extend([compress_phases, decompress_phases]);
     let mut job = executor::decompress_job(dev, DecodePlan::new(&archive)?, opts.fusion)?;
     let decomp = (0..runs).map(|_| dev.time(|| job.kernels())).collect::<Result<Vec<_>>>()?;
     let decoded = job.finish()?.data;
