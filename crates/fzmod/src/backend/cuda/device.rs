@@ -241,7 +241,7 @@ impl<'a> DeviceRun<'a> {
 
     /// Copy the first `len` elements of a buffer to the host.
     pub fn download(&self, b: &DeviceBuffer, len: usize) -> Result<Vec<u8>> {
-        let mut out = vec![0u8; len * b.dtype.size()];
+        let mut out = crate::element::zeroed_vec(len * b.dtype.size());
         self.dev.download_from(b.ptr(self.stream()), &mut out)?;
         Ok(out)
     }

@@ -154,18 +154,6 @@ impl CudaDevice {
     /// pinned staging buffer while the link carries piece k from the other half. Returns once
     /// the data is on the device (the buffer is reused).
     pub(crate) fn upload_to(&self, bytes: &[u8], dst: u64) -> Result<()> {
-        // SAFETY: `bytes` stays borrowed (unchanged) until the copy has completed.
-        if unsafe {
-            self.direct(bytes.as_ptr() as *mut u8, bytes.len(), |ptr| {
-                cudarc::driver::result::memcpy_htod_async(
-                    dst,
-                    std::slice::from_raw_parts(ptr, bytes.len()),
-                    self.stream.cu_stream(),
-                )
-            })
-        }? {
-            return Ok(());
-        }
         let piece = TRANSFER_PIECE.min(bytes.len()).max(1);
         self.with_staging(2 * piece, |host| {
             let (front, back) = host.split_at_mut(piece);
@@ -190,7 +178,7 @@ impl CudaDevice {
 
     /// Device → host through the pinned staging buffer.
     pub(crate) fn download(&self, src: &CudaSlice<u8>, len: usize) -> Result<Vec<u8>> {
-        let mut out = vec![0u8; len];
+        let mut out = crate::element::zeroed_vec(len);
         self.download_from(device::address(src, &self.stream), &mut out)?;
         Ok(out)
     }
@@ -203,19 +191,6 @@ impl CudaDevice {
     /// Device address `src` → `dst` (its whole length), in pieces: the link fills one half of
     /// the staging buffer while the CPU copies the previous piece out of the other.
     pub(crate) fn download_from(&self, src: u64, dst: &mut [u8]) -> Result<()> {
-        let len = dst.len();
-        // SAFETY: `dst` stays mutably borrowed until the copy has completed.
-        if unsafe {
-            self.direct(dst.as_mut_ptr(), len, |ptr| {
-                cudarc::driver::result::memcpy_dtoh_async(
-                    std::slice::from_raw_parts_mut(ptr, len),
-                    src,
-                    self.stream.cu_stream(),
-                )
-            })
-        }? {
-            return Ok(());
-        }
         let piece = TRANSFER_PIECE.min(dst.len()).max(1);
         self.with_staging(2 * piece, |host| {
             let (front, back) = host.split_at_mut(piece);
@@ -266,32 +241,9 @@ impl CudaDevice {
         b.ptr(&self.stream)
     }
 
-    /// A large transfer straight from or to the caller's memory: page-lock it for the copy
-    /// (`FZMOD_TRANSFER=direct`). `Ok(false)` when not chosen or the driver refuses the range
-    /// (the staged path runs instead).
-    ///
-    /// # Safety
-    /// `ptr..ptr + len` must be live host memory, not accessed by anyone else until this returns.
-    unsafe fn direct(
-        &self,
-        ptr: *mut u8,
-        len: usize,
-        copy: impl FnOnce(*mut u8) -> Result<(), DriverError>,
-    ) -> Result<bool> {
-        static DIRECT: OnceLock<bool> = OnceLock::new();
-        if len < DIRECT_MIN || !*DIRECT.get_or_init(|| std::env::var("FZMOD_TRANSFER").is_ok_and(|v| v == "direct")) {
-            return Ok(false);
-        }
-        self.ctx.bind_to_thread().map_err(device_error)?;
-        // SAFETY: the range is live (caller); registering only pins it.
-        if unsafe { sys::cuMemHostRegister_v2(ptr.cast(), len, 0) } != sys::CUresult::CUDA_SUCCESS {
-            return Ok(false);
-        }
-        let copied = copy(ptr).and_then(|()| self.stream.synchronize());
-        // SAFETY: registered above; the copy has completed (or failed) before this.
-        unsafe { sys::cuMemHostUnregister(ptr.cast()) };
-        copied.map_err(device_error)?;
-        Ok(true)
+    /// Wait for everything enqueued so far.
+    pub(crate) fn synchronize(&self) -> Result<()> {
+        self.stream.synchronize().map_err(device_error)
     }
 
     /// The stream every launch and copy goes to.
@@ -325,9 +277,6 @@ impl CudaDevice {
         module.load_function(name).map_err(device_error)
     }
 }
-
-/// Transfers at least this large may go straight to the caller's memory.
-const DIRECT_MIN: usize = 16 << 20;
 
 /// Bytes per piece of a staged transfer (two pieces of pinned memory in all).
 const TRANSFER_PIECE: usize = 32 << 20;
