@@ -170,10 +170,12 @@ fn bench_cuda(
         let mut job = executor::compress_job(dev, p, input, shape, opts.fusion)?;
         let upload = ms(t);
         job.kernels()?;
+        dev.synchronize()?;
+        let device = ms(t) - upload;
         let archive = job.finish()?;
         let phases = format!(
-            "end-to-end compress: upload {upload:.1} ms, device work + downloads + assembly {:.1} ms",
-            ms(t) - upload
+            "end-to-end compress: upload {upload:.1} ms, device work {device:.1} ms, sizes + downloads + assembly {:.1} ms",
+            ms(t) - upload - device
         );
         Ok((archive, phases))
     };
