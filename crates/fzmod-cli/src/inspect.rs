@@ -54,7 +54,7 @@ pub fn to_text(h: &Header, archive_len: usize) -> String {
     );
     s += &format!("archive      {archive_len} bytes\n");
     s += &format!("preset       {}\n", if h.preset.is_empty() { "custom" } else { &h.preset });
-    s += &format!("bound        {} {}", h.error_mode.name(), num(h.error_bound));
+    s += &format!("bound        {} {:e}", h.error_mode.name(), h.error_bound);
     if let Some(abs) = fzmod::archived_abs_bound(h) {
         s += &format!(" (absolute {})", num(abs));
     }

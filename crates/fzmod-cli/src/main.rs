@@ -416,7 +416,7 @@ fn bench(input: &Path, job: &Job, runs: usize, json: Option<&io::Destination>) -
     let (c_med, c_min, c_max) = gb(&timing.compress_seconds);
     let (d_med, d_min, d_max) = gb(&timing.decompress_seconds);
     let ratio = bytes / timing.archive_bytes as f64;
-    let bound = p.pipeline.error_bound().map_or("none".into(), |b| format!("{} {}", b.mode.name(), num(b.value)));
+    let bound = p.pipeline.error_bound().map_or("none".into(), |b| format!("{} {:e}", b.mode.name(), b.value));
     println!("dataset      {} ({} {})", shown(input), p.input.dtype(), job.shape);
     println!("pipeline     {}", if p.pipeline.preset.is_empty() { "custom" } else { &p.pipeline.preset });
     println!("backend      {} ({}) — {}", p.backend.name(), p.backend.device_name(), timing.method);

@@ -167,9 +167,14 @@ fn cuda_backend_is_either_used_or_refused_clearly() {
 #[test]
 fn outputs_never_replace_devices_inputs_or_existing_files() {
     use std::os::unix::fs::FileTypeExt;
-    // A device is written through, not replaced by a regular file.
-    let o = fzmod(&compress_args("/dev/null", &[]));
+    // A device is written through, not replaced by a regular file. It is reached through a
+    // symlink of our own: a regression that replaces the output path then replaces only the
+    // link, not the machine's /dev/null (which as root it would).
+    let null_link = scratch("null-link");
+    std::os::unix::fs::symlink("/dev/null", &null_link).unwrap();
+    let o = fzmod(&compress_args(null_link.to_str().unwrap(), &[]));
     assert!(o.status.success(), "{}", stderr(&o));
+    assert!(std::fs::symlink_metadata(&null_link).unwrap().file_type().is_symlink(), "the link was replaced");
     assert!(std::fs::metadata("/dev/null").unwrap().file_type().is_char_device(), "/dev/null was replaced");
 
     // `-o -` writes the archive to standard output, byte for byte what a file gets.
@@ -367,7 +372,7 @@ fn the_report_says_when_the_input_was_stored_as_is() {
 }
 
 #[test]
-fn degenerate_fields_read_sensibly_and_runs_zero_is_refused() {
+fn degenerate_fields_and_bench_output_read_sensibly() {
     let constant = scratch("constant.f32");
     std::fs::write(&constant, 7.5f32.to_le_bytes().repeat(4096)).unwrap();
     let nan = scratch("nan.f32");
@@ -388,6 +393,11 @@ fn degenerate_fields_read_sensibly_and_runs_zero_is_refused() {
         let text = String::from_utf8_lossy(&o.stdout);
         assert!(text.contains(expect) && !text.contains("inf .. -inf") && !text.contains("PSNR         0"), "{text}");
     }
-    let o = fzmod(&["bench", FIELD, "--dtype", "f32", "--shape", "132x73x144", "--preset", "cuszp", "--runs", "0"]);
-    assert!(!o.status.success());
+    let bench =
+        |runs| fzmod(&["bench", FIELD, "--dtype", "f32", "--shape", "132x73x144", "--preset", "cuszp", "--runs", runs]);
+    assert!(!bench("0").status.success(), "--runs 0 accepted");
+    let o = bench("1");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("bound        rel 1e-3\n") && !text.contains("Some("), "{text}");
 }
