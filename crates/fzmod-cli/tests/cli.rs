@@ -401,3 +401,44 @@ fn degenerate_fields_and_bench_output_read_sensibly() {
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("bound        rel 1e-3\n") && !text.contains("Some("), "{text}");
 }
+
+/// Run and give up after `seconds` (a regression that reads forever must fail, not hang).
+fn fzmod_within(args: &[&str], stdin: std::process::Stdio, seconds: u64) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fzmod"))
+        .current_dir(repo())
+        .args(args)
+        .stdin(stdin)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("{args:?} still running after {seconds} s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn archives_from_streams_are_read_only_as_far_as_they_announce() {
+    let archive = scratch("stream.fzm");
+    let a = archive.to_str().unwrap();
+    assert!(fzmod(&compress_args(a, &[])).status.success());
+    // An endless device is refused at its first bytes.
+    let o = fzmod_within(&["inspect", "/dev/zero"], std::process::Stdio::null(), 20);
+    assert!(!o.status.success() && stderr(&o).contains("bad magic"), "{}", stderr(&o));
+    // From standard input, with more bytes after the archive: exactly the archive is read.
+    let mut piped = std::fs::read(&archive).unwrap();
+    piped.extend_from_slice(&[0xAB; 1000]);
+    let raw = scratch("stream.f32");
+    let o = fzmod_with_stdin(&["decompress", "-", "-o", raw.to_str().unwrap()], &piped);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::metadata(&raw).unwrap().len(), 5_550_336);
+    // A stream that ends inside the archive says so.
+    let o = fzmod_with_stdin(&["inspect", "-"], &piped[..1000]);
+    assert!(!o.status.success() && stderr(&o).contains("ended after 1000 bytes"), "{}", stderr(&o));
+}
