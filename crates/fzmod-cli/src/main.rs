@@ -48,6 +48,7 @@ enum Command {
     /// Decompress a .fzm archive into a raw little-endian array.
     #[command(after_help = OUTPUTS)]
     Decompress {
+        /// Archive, `-` for standard input.
         input: PathBuf,
         /// Raw array to write; `-` writes to standard output (see OUTPUTS below).
         #[arg(short, long)]
@@ -92,6 +93,7 @@ enum Command {
     },
     /// Show an archive's header, pipeline and segments.
     Inspect {
+        /// Archive, `-` for standard input.
         input: PathBuf,
         #[arg(long)]
         json: bool,
