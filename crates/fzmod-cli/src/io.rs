@@ -16,13 +16,14 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 /// The path that means standard input or standard output.
-pub const STDIO: &str = "-";
+const STDIO: &str = "-";
 
 fn is_stdio(path: &Path) -> bool {
     path.as_os_str() == STDIO
 }
 
-fn shown(path: &Path) -> String {
+/// How a path is named in messages (`-` is standard input).
+pub fn shown(path: &Path) -> String {
     if is_stdio(path) {
         "standard input".into()
     } else {
@@ -114,8 +115,7 @@ pub fn read_archive(path: &Path) -> Result<Vec<u8>> {
 }
 
 /// Read the preamble and header of an archive stream, then exactly the length they announce.
-fn read_announced(source: impl Read, path: &Path) -> Result<Vec<u8>> {
-    let mut source = source;
+fn read_announced(mut source: impl Read, path: &Path) -> Result<Vec<u8>> {
     let mut bytes = Vec::new();
     let mut read_up_to = |bytes: &mut Vec<u8>, total: u64| -> Result<()> {
         let missing = total.saturating_sub(bytes.len() as u64);

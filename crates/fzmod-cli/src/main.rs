@@ -8,6 +8,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use fzmod::backend::{Backend, BackendChoice};
 use fzmod::{Buffer, DType, ErrorBound, ErrorMode, Pipeline};
+use io::shown;
 use report::{num, Report};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -292,14 +293,6 @@ fn timed<T>(message: String, quiet: bool, f: impl FnOnce() -> T) -> (T, f64) {
     let start = Instant::now();
     let v = f();
     (v, start.elapsed().as_secs_f64())
-}
-
-fn shown(path: &Path) -> String {
-    if path.as_os_str() == io::STDIO {
-        "standard input".into()
-    } else {
-        path.display().to_string()
-    }
 }
 
 fn run(cli: Cli) -> Result<()> {
