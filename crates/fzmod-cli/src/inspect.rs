@@ -1,5 +1,6 @@
 //! `fzmod inspect`: the header, pipeline and segment table of an archive.
 
+use crate::report::num;
 use fzmod::archive::InputRef;
 use fzmod::Header;
 use serde_json::{json, Value};
@@ -55,7 +56,7 @@ pub fn to_text(h: &Header, archive_len: usize) -> String {
     s += &format!("preset       {}\n", if h.preset.is_empty() { "custom" } else { &h.preset });
     s += &format!("bound        {} {:e}", h.error_mode.name(), h.error_bound);
     if let Some(abs) = fzmod::archived_abs_bound(h) {
-        s += &format!(" (absolute {abs:e})");
+        s += &format!(" (absolute {})", num(abs));
     }
     if fzmod::is_stored_raw(h) {
         s += "\nstored       as is (lossless fallback: the pipeline's archive was larger than the input)";

@@ -16,13 +16,14 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 /// The path that means standard input or standard output.
-pub const STDIO: &str = "-";
+const STDIO: &str = "-";
 
 fn is_stdio(path: &Path) -> bool {
     path.as_os_str() == STDIO
 }
 
-fn shown(path: &Path) -> String {
+/// How a path is named in messages (`-` is standard input).
+pub fn shown(path: &Path) -> String {
     if is_stdio(path) {
         "standard input".into()
     } else {
@@ -97,9 +98,42 @@ fn read_exactly(source: impl Read, n: usize, path: &Path, shape: &[usize], dtype
     Ok(bytes)
 }
 
-/// Read a whole archive file.
+/// Read an archive (`-` = standard input). A regular file is read whole; any other source
+/// only as far as the archive's header announces, so `/dev/zero` or an endless pipe is
+/// refused or stopped instead of being read until memory runs out.
 pub fn read_archive(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
+    let context = || format!("cannot read {}", shown(path));
+    if is_stdio(path) {
+        return read_announced(std::io::stdin().lock(), path);
+    }
+    let file = File::open(path).with_context(context)?;
+    if file.metadata().with_context(context)?.is_file() {
+        std::fs::read(path).with_context(context)
+    } else {
+        read_announced(file, path)
+    }
+}
+
+/// Read the preamble and header of an archive stream, then exactly the length they announce.
+fn read_announced(mut source: impl Read, path: &Path) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    let mut read_up_to = |bytes: &mut Vec<u8>, total: u64| -> Result<()> {
+        let missing = total.saturating_sub(bytes.len() as u64);
+        (&mut source).take(missing).read_to_end(bytes).with_context(|| format!("cannot read {}", shown(path)))?;
+        if (bytes.len() as u64) < total {
+            bail!("{} ended after {} bytes, inside the archive ({total} bytes expected)", shown(path), bytes.len());
+        }
+        Ok(())
+    };
+    read_up_to(&mut bytes, fzmod::archive::PREAMBLE_BYTES as u64)?;
+    if !bytes.starts_with(&fzmod::archive::MAGIC) {
+        bail!("{}: {}", shown(path), fzmod::Error::BadMagic);
+    }
+    let body_len = u32::from_le_bytes(bytes[12..16].try_into().expect("preamble read")) as u64;
+    read_up_to(&mut bytes, fzmod::archive::PREAMBLE_BYTES as u64 + body_len + 4)?;
+    let total = fzmod::archive::announced_len(&bytes).with_context(|| format!("in {}", shown(path)))?;
+    read_up_to(&mut bytes, total)?;
+    Ok(bytes)
 }
 
 /// Where one output goes; checked by [`destination`] before any work is done.

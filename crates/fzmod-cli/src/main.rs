@@ -8,6 +8,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use fzmod::backend::{Backend, BackendChoice};
 use fzmod::{Buffer, DType, ErrorBound, ErrorMode, Pipeline, RunOptions};
+use io::shown;
 use report::{num, Report};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -48,6 +49,7 @@ enum Command {
     /// Decompress a .fzm archive into a raw little-endian array.
     #[command(after_help = OUTPUTS)]
     Decompress {
+        /// Archive, `-` for standard input.
         input: PathBuf,
         /// Raw array to write; `-` writes to standard output (see OUTPUTS below).
         #[arg(short, long)]
@@ -95,6 +97,7 @@ enum Command {
     },
     /// Show an archive's header, pipeline and segments.
     Inspect {
+        /// Archive, `-` for standard input.
         input: PathBuf,
         #[arg(long)]
         json: bool,
@@ -308,14 +311,6 @@ fn timed<T>(message: String, quiet: bool, f: impl FnOnce() -> T) -> (T, f64) {
     (v, start.elapsed().as_secs_f64())
 }
 
-fn shown(path: &Path) -> String {
-    if path.as_os_str() == io::STDIO {
-        "standard input".into()
-    } else {
-        path.display().to_string()
-    }
-}
-
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Compress { input, output, job, out } => {
@@ -429,7 +424,7 @@ fn bench(input: &Path, job: &Job, runs: usize, json: Option<&io::Destination>) -
     let (c_med, c_min, c_max) = gb(&timing.compress_seconds);
     let (d_med, d_min, d_max) = gb(&timing.decompress_seconds);
     let ratio = bytes / timing.archive_bytes as f64;
-    let bound = p.pipeline.error_bound().map_or("none".into(), |b| format!("{} {}", b.mode.name(), num(b.value)));
+    let bound = p.pipeline.error_bound().map_or("none".into(), |b| format!("{} {:e}", b.mode.name(), b.value));
     println!("dataset      {} ({} {})", shown(input), p.input.dtype(), job.shape);
     println!("pipeline     {}", if p.pipeline.preset.is_empty() { "custom" } else { &p.pipeline.preset });
     println!("backend      {} ({}) — {}", p.backend.name(), p.backend.device_name(), timing.method);

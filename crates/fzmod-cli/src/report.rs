@@ -152,10 +152,10 @@ impl Report {
         writeln!(out, "backend      {}{note}", self.backend)?;
         match self.error_bound_abs {
             Some(abs) => {
-                writeln!(out, "bound        {} {} (absolute {})", self.error_mode, num(self.error_bound), num(abs))?
+                writeln!(out, "bound        {} {:e} (absolute {})", self.error_mode, self.error_bound, num(abs))?
             }
             None if self.stored_raw => {
-                writeln!(out, "bound        {} {} requested; values are exact", self.error_mode, num(self.error_bound))?
+                writeln!(out, "bound        {} {:e} requested; values are exact", self.error_mode, self.error_bound)?
             }
             None => writeln!(out, "bound        none (lossless pipeline)")?,
         }

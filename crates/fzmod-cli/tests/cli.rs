@@ -167,9 +167,14 @@ fn cuda_backend_is_either_used_or_refused_clearly() {
 #[test]
 fn outputs_never_replace_devices_inputs_or_existing_files() {
     use std::os::unix::fs::FileTypeExt;
-    // A device is written through, not replaced by a regular file.
-    let o = fzmod(&compress_args("/dev/null", &[]));
+    // A device is written through, not replaced by a regular file. It is reached through a
+    // symlink of our own: a regression that replaces the output path then replaces only the
+    // link, not the machine's /dev/null (which as root it would).
+    let null_link = scratch("null-link");
+    std::os::unix::fs::symlink("/dev/null", &null_link).unwrap();
+    let o = fzmod(&compress_args(null_link.to_str().unwrap(), &[]));
     assert!(o.status.success(), "{}", stderr(&o));
+    assert!(std::fs::symlink_metadata(&null_link).unwrap().file_type().is_symlink(), "the link was replaced");
     assert!(std::fs::metadata("/dev/null").unwrap().file_type().is_char_device(), "/dev/null was replaced");
 
     // `-o -` writes the archive to standard output, byte for byte what a file gets.
@@ -367,7 +372,7 @@ fn the_report_says_when_the_input_was_stored_as_is() {
 }
 
 #[test]
-fn degenerate_fields_read_sensibly_and_runs_zero_is_refused() {
+fn degenerate_fields_and_bench_output_read_sensibly() {
     let constant = scratch("constant.f32");
     std::fs::write(&constant, 7.5f32.to_le_bytes().repeat(4096)).unwrap();
     let nan = scratch("nan.f32");
@@ -388,6 +393,52 @@ fn degenerate_fields_read_sensibly_and_runs_zero_is_refused() {
         let text = String::from_utf8_lossy(&o.stdout);
         assert!(text.contains(expect) && !text.contains("inf .. -inf") && !text.contains("PSNR         0"), "{text}");
     }
-    let o = fzmod(&["bench", FIELD, "--dtype", "f32", "--shape", "132x73x144", "--preset", "cuszp", "--runs", "0"]);
-    assert!(!o.status.success());
+    let bench =
+        |runs| fzmod(&["bench", FIELD, "--dtype", "f32", "--shape", "132x73x144", "--preset", "cuszp", "--runs", runs]);
+    assert!(!bench("0").status.success(), "--runs 0 accepted");
+    let o = bench("1");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("bound        rel 1e-3\n") && !text.contains("Some("), "{text}");
+}
+
+/// Run and give up after `seconds` (a regression that reads forever must fail, not hang).
+fn fzmod_within(args: &[&str], stdin: std::process::Stdio, seconds: u64) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fzmod"))
+        .current_dir(repo())
+        .args(args)
+        .stdin(stdin)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("{args:?} still running after {seconds} s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn archives_from_streams_are_read_only_as_far_as_they_announce() {
+    let archive = scratch("stream.fzm");
+    let a = archive.to_str().unwrap();
+    assert!(fzmod(&compress_args(a, &[])).status.success());
+    // An endless device is refused at its first bytes.
+    let o = fzmod_within(&["inspect", "/dev/zero"], std::process::Stdio::null(), 20);
+    assert!(!o.status.success() && stderr(&o).contains("bad magic"), "{}", stderr(&o));
+    // From standard input, with more bytes after the archive: exactly the archive is read.
+    let mut piped = std::fs::read(&archive).unwrap();
+    piped.extend_from_slice(&[0xAB; 1000]);
+    let raw = scratch("stream.f32");
+    let o = fzmod_with_stdin(&["decompress", "-", "-o", raw.to_str().unwrap()], &piped);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::metadata(&raw).unwrap().len(), 5_550_336);
+    // A stream that ends inside the archive says so.
+    let o = fzmod_with_stdin(&["inspect", "-"], &piped[..1000]);
+    assert!(!o.status.success() && stderr(&o).contains("ended after 1000 bytes"), "{}", stderr(&o));
 }

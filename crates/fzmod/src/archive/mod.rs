@@ -214,6 +214,23 @@ pub struct ParsedArchive<'a> {
     pub segments: Vec<&'a [u8]>,
 }
 
+/// Bytes needed to know an archive's length: the preamble, and then the body's first field.
+pub const PREAMBLE_BYTES: usize = PREAMBLE_LEN;
+
+/// The total length an archive announces, from its first bytes: the preamble and at least the
+/// header body's first field (`data_len`). Lets a reader of a stream stop at the archive's end
+/// instead of reading until the stream ends (which `/dev/zero` never does).
+pub fn announced_len(head: &[u8]) -> Result<u64> {
+    if head.len() < MAGIC.len() || head[..MAGIC.len()] != MAGIC {
+        return Err(Error::BadMagic);
+    }
+    let preamble = head.get(..PREAMBLE_LEN).ok_or_else(|| Error::Truncated("preamble cut short".into()))?;
+    let body_len = u32::from_le_bytes(preamble[12..16].try_into().expect("4 bytes")) as usize;
+    let data_len = Reader::new(&head[PREAMBLE_LEN..], "header").varint()?;
+    let data_start = align_up(PREAMBLE_LEN + body_len + 4) as u64;
+    data_start.checked_add(data_len).ok_or_else(|| corrupt!("data length {data_len} overflows"))
+}
+
 /// Parse and verify archive bytes: magic, version, header CRC, layout, segment CRCs.
 pub fn parse(data: &[u8]) -> Result<ParsedArchive<'_>> {
     if data.len() < MAGIC.len() || data[..MAGIC.len()] != MAGIC {
@@ -371,6 +388,16 @@ mod tests {
                 crc32c: 0,
             }],
         }
+    }
+
+    #[test]
+    fn the_announced_length_is_the_archive_length() {
+        let archive = write(header_with_segment_of(0), &[vec![7; 100]]);
+        for head in [&archive[..PREAMBLE_BYTES + 1], &archive[..]] {
+            assert_eq!(announced_len(head).unwrap(), archive.len() as u64);
+        }
+        assert!(matches!(announced_len(&[0u8; 64]), Err(Error::BadMagic)));
+        assert!(announced_len(&archive[..PREAMBLE_BYTES]).is_err());
     }
 
     #[test]

@@ -130,7 +130,7 @@ __device__ __forceinline__ void write_block(u8* p, BlockCode c, u32 (&mag)[M], c
 #endif
 }
 
-// FUSED_WARPS and BLOCKS_PER_WARP come from chain.rs (Chain::tile_shape): a tile holds at most
+// FUSED_WARPS and BLOCKS_PER_WARP come from mod.rs (Chain::tile_shape): a tile holds at most
 // 8192 elements, staged in 32 KiB of shared memory.
 #define BLOCKS_PER_TILE (FUSED_WARPS * BLOCKS_PER_WARP)
 #define LOAD_BATCH (BLOCKS_PER_WARP < 8 ? BLOCKS_PER_WARP : 8)
