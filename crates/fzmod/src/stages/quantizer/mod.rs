@@ -5,7 +5,7 @@
 //! bit, to the outlier channel: NaN, ±Inf, values whose code would overflow i32 and values
 //! whose reconstruction misses the bound. Layouts: docs/FORMAT.md, "Quantizer".
 
-mod cpu;
+pub(crate) mod cpu;
 
 use crate::archive::{ErrorMode, Reader, Writer};
 use crate::config::params::TomlParams;
