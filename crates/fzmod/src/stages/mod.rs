@@ -2,10 +2,16 @@
 
 pub mod adaptive_bitpack;
 pub mod bitplane_rze;
+pub mod bitshuffle;
+pub mod difference;
 pub mod lorenzo;
 pub mod lorenzo_quant;
+pub mod negabinary;
 pub mod quantizer;
+pub mod rze;
 pub mod tiled_lorenzo;
+pub mod words;
+pub mod zigzag;
 
 use crate::stage::StageKind;
 
@@ -17,4 +23,9 @@ pub static ALL: &[&StageKind] = &[
     &adaptive_bitpack::KIND,
     &lorenzo_quant::KIND,
     &bitplane_rze::KIND,
+    &difference::KIND,
+    &zigzag::KIND,
+    &negabinary::KIND,
+    &bitshuffle::KIND,
+    &rze::KIND,
 ];
