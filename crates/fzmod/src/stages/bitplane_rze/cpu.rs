@@ -151,10 +151,9 @@ pub fn decode(archive: &[u8], n: usize) -> Result<Vec<u16>> {
     }
     let chunks = num_chunks(n);
     // Every chunk costs 36 bytes of flags and start position: n is bounded by the archive.
-    if chunks > archive.len() / (4 * (FLAG_WORDS + 1)) {
-        return Err(corrupt!("BitplaneRZE: {n} codes need more than {} bytes", archive.len()));
-    }
-    let stream_bytes = archive.len() - header_entries(chunks, 0)[3] as usize;
+    let stream_bytes = (archive.len() - HEADER_BYTES)
+        .checked_sub(4 * (FLAG_WORDS + 1) * chunks)
+        .ok_or_else(|| corrupt!("BitplaneRZE: {n} codes need more than {} bytes", archive.len()))?;
     let expected = header_entries(chunks, stream_bytes / 4);
     let stored: Vec<u32> = (0..5).map(|i| le32(&archive[8..28], i)).collect();
     if stored != expected || stream_bytes % 4 != 0 || archive[28..HEADER_BYTES].iter().any(|&b| b != 0) {
