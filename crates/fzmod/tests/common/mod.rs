@@ -12,10 +12,13 @@ pub fn repo_root() -> PathBuf {
 }
 
 /// `../shared/data` beside the checkout (or `$FZMOD_DATA`); `None` on a user's fresh clone.
+/// In CI (`CI=true`) the fields must be there: a missing folder fails the test instead.
 pub fn shared_data() -> Option<PathBuf> {
     let dir = std::env::var_os("FZMOD_DATA").map(PathBuf::from).unwrap_or_else(|| repo_root().join("../shared/data"));
     if dir.is_dir() {
         Some(dir)
+    } else if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{} not found, and CI=true: the shared fields are required in CI", dir.display());
     } else {
         eprintln!("skipping: {} not found (tests on the shared fields run in CI)", dir.display());
         None
