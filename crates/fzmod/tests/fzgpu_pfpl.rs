@@ -67,7 +67,7 @@ fn synthetic(n: usize) -> Vec<f32> {
         .collect();
     v[n / 3..n / 3 + n / 8].fill(0.0);
     for (k, s) in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 3.0e38, -0.0, 1e-40].into_iter().enumerate() {
-        v[17 + 1000 * k] = s;
+        v[17 + k * (n / 8)] = s;
     }
     v
 }
@@ -165,8 +165,12 @@ fn corrupt_or_truncated_records_and_payloads_give_typed_errors() {
             if stage.error_bound().is_none() {
                 assert_eq!(back, run.inputs, "{what}: lossless round trip");
             }
+            // A record prefix is refused, or (the Quantizer's optional trailing field) it
+            // describes a different stage whose ports refuse these payloads.
             for cut in 0..run.record.len() {
-                assert!(decode(&run.record[..cut]).is_err(), "{what}: record prefix of {cut} bytes decoded");
+                if let Ok(s) = decode(&run.record[..cut]) {
+                    assert!(s.inverse(run.outputs.clone()).is_err(), "{what}: record prefix of {cut} bytes decoded");
+                }
             }
             // Corrupt records either fail or decode into stages that fail cleanly or decode.
             for i in 0..run.record.len() {
