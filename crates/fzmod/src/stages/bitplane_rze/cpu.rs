@@ -157,7 +157,10 @@ pub fn decode(archive: &[u8], n: usize) -> Result<Vec<u16>> {
     let expected = header_entries(chunks, stream_bytes / 4);
     let stored: Vec<u32> = (0..5).map(|i| le32(&archive[8..28], i)).collect();
     if stored != expected || stream_bytes % 4 != 0 || archive[28..HEADER_BYTES].iter().any(|&b| b != 0) {
-        return Err(corrupt!("BitplaneRZE: header offsets {stored:?} do not match {n} codes in {} bytes", archive.len()));
+        return Err(corrupt!(
+            "BitplaneRZE: header offsets {stored:?} do not match {n} codes in {} bytes",
+            archive.len()
+        ));
     }
     let flags = &archive[HEADER_BYTES..expected[2] as usize];
     let starts = &archive[expected[2] as usize..expected[3] as usize];

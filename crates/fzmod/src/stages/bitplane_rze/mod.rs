@@ -24,8 +24,8 @@ pub static KIND: StageKind = StageKind {
 };
 
 /// Most codes one archive can hold: its offsets are u32 and a chunk may not shrink.
-pub const MAX_CODES: usize = (u32::MAX as usize - cpu::HEADER_BYTES) / (4 * (cpu::CHUNK_WORDS + cpu::FLAG_WORDS + 1))
-    * (2 * cpu::CHUNK_WORDS);
+pub const MAX_CODES: usize =
+    (u32::MAX as usize - cpu::HEADER_BYTES) / (4 * (cpu::CHUNK_WORDS + cpu::FLAG_WORDS + 1)) * (2 * cpu::CHUNK_WORDS);
 
 /// The BitplaneRZE stage (no parameters; the code count is recorded by the forward run).
 #[derive(Clone, Debug, Default)]

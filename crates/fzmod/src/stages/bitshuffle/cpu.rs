@@ -54,9 +54,7 @@ fn group(inp: &[u8], from: impl Fn(usize) -> usize, out: &mut [u8], to: impl Fn(
 /// Every block of `block_bytes` (the last may be shorter), in parallel.
 pub fn run(data: &[u8], width: usize, block_bytes: usize, inverse: bool) -> Vec<u8> {
     let mut out = vec![0u8; data.len()];
-    out.par_chunks_mut(block_bytes)
-        .zip(data.par_chunks(block_bytes))
-        .for_each(|(o, i)| block(i, width, inverse, o));
+    out.par_chunks_mut(block_bytes).zip(data.par_chunks(block_bytes)).for_each(|(o, i)| block(i, width, inverse, o));
     out
 }
 

@@ -67,10 +67,9 @@ impl OutputMap {
         }
     }
     fn parse(s: &str) -> Result<OutputMap> {
-        [OutputMap::None, OutputMap::Negabinary, OutputMap::Zigzag]
-            .into_iter()
-            .find(|m| m.name() == s)
-            .ok_or_else(|| Error::Config(format!("Difference: fusion_mode \"{s}\" (expected none, negabinary or zigzag)")))
+        [OutputMap::None, OutputMap::Negabinary, OutputMap::Zigzag].into_iter().find(|m| m.name() == s).ok_or_else(
+            || Error::Config(format!("Difference: fusion_mode \"{s}\" (expected none, negabinary or zigzag)")),
+        )
     }
 }
 
@@ -86,7 +85,9 @@ pub struct Difference {
 impl Difference {
     pub fn new(input: DType, chunk_bytes: u32, map: OutputMap) -> Result<Self> {
         if !words::INTEGER_TYPES.contains(&input) {
-            return Err(Error::InvalidArgument(format!("Difference input must be a 16- or 32-bit integer, not {input}")));
+            return Err(Error::InvalidArgument(format!(
+                "Difference input must be a 16- or 32-bit integer, not {input}"
+            )));
         }
         if chunk_bytes > MAX_CHUNK_BYTES || chunk_bytes % input.size() as u32 != 0 {
             return Err(Error::InvalidArgument(format!(

@@ -94,17 +94,21 @@ pub fn forward<T: Float>(x: &[T], dims: [usize; 3], tile: Tile, mapping: CodeMap
         .collect();
 
     let mut w = Writer::default();
-    let num_delta_outliers = write_list(&mut w, delta_outliers.into_iter().flatten(), |w, d| {
-        w.varint(u64::from(zigzag32(d)))
-    });
-    let num_value_outliers =
-        write_list(&mut w, value_outliers.into_iter().flatten(), |w, v: T| v.write_le(w));
+    let num_delta_outliers =
+        write_list(&mut w, delta_outliers.into_iter().flatten(), |w, d| w.varint(u64::from(zigzag32(d))));
+    let num_value_outliers = write_list(&mut w, value_outliers.into_iter().flatten(), |w, v: T| v.write_le(w));
     Forward { codes, outliers: w.bytes, num_delta_outliers, num_value_outliers }
 }
 
 /// The 2×2×2 neighbourhood of element `xi` of grid row `row` (= z · ny + y).
 #[inline]
-fn neighbourhood(p: &[i32], [_, ny, nx]: [usize; 3], Tile([tz, ty, tx]): Tile, row: usize, xi: usize) -> [[[i32; 2]; 2]; 2] {
+fn neighbourhood(
+    p: &[i32],
+    [_, ny, nx]: [usize; 3],
+    Tile([tz, ty, tx]): Tile,
+    row: usize,
+    xi: usize,
+) -> [[[i32; 2]; 2]; 2] {
     let (z, y) = (row / ny, row % ny);
     let has = [z % tz != 0, y % ty != 0, xi % tx != 0];
     let mut n = [[[0i32; 2]; 2]; 2];
@@ -236,8 +240,7 @@ mod tests {
     fn round_trip(x: &[f32], dims: [usize; 3], tile: Tile, mapping: CodeMapping, b: f64) -> Vec<f32> {
         let f = forward(x, dims, tile, mapping, b);
         let step = f32::at_most(b);
-        inverse(&f.codes, &f.outliers, (f.num_delta_outliers, f.num_value_outliers), dims, tile, mapping, step)
-            .unwrap()
+        inverse(&f.codes, &f.outliers, (f.num_delta_outliers, f.num_value_outliers), dims, tile, mapping, step).unwrap()
     }
 
     fn check(x: &[f32], y: &[f32], b: f64) {
@@ -308,7 +311,8 @@ mod tests {
         let f = forward(&x, [1, 1, 4], Tile([1, 1, 4]), CodeMapping::Zigzag, 1e-3);
         for cut in 0..f.outliers.len() {
             let counts = (f.num_delta_outliers, f.num_value_outliers);
-            let r = inverse(&f.codes, &f.outliers[..cut], counts, [1, 1, 4], Tile([1, 1, 4]), CodeMapping::Zigzag, 1e-3f32);
+            let r =
+                inverse(&f.codes, &f.outliers[..cut], counts, [1, 1, 4], Tile([1, 1, 4]), CodeMapping::Zigzag, 1e-3f32);
             assert!(r.is_err());
         }
     }

@@ -277,10 +277,7 @@ impl LorenzoQuant {
             num_delta_outliers: f.num_delta_outliers,
             num_value_outliers: f.num_value_outliers,
         };
-        Forwarded {
-            outputs: vec![Buffer::U16(f.codes), Buffer::U8(f.outliers)],
-            record: self.record(bound, &resolved),
-        }
+        Forwarded { outputs: vec![Buffer::U16(f.codes), Buffer::U8(f.outliers)], record: self.record(bound, &resolved) }
     }
 }
 

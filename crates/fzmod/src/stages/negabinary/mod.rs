@@ -32,7 +32,9 @@ pub struct Negabinary {
 impl Negabinary {
     pub fn new(input: DType) -> Result<Self> {
         if !words::INTEGER_TYPES.contains(&input) {
-            return Err(Error::InvalidArgument(format!("Negabinary input must be a 16- or 32-bit integer, not {input}")));
+            return Err(Error::InvalidArgument(format!(
+                "Negabinary input must be a 16- or 32-bit integer, not {input}"
+            )));
         }
         Ok(Negabinary { input })
     }
@@ -70,7 +72,10 @@ impl Stage for Negabinary {
         let w = Words::from_buffer(inputs.into_iter().next().expect("one input")).expect("checked by expect_buffers");
         let mut record = Writer::default();
         record.u8(self.input.code());
-        Ok(Forwarded { outputs: vec![cpu::forward(w).into_buffer(words::unsigned_of(self.input))], record: record.bytes })
+        Ok(Forwarded {
+            outputs: vec![cpu::forward(w).into_buffer(words::unsigned_of(self.input))],
+            record: record.bytes,
+        })
     }
 
     fn inverse(&self, outputs: Vec<Buffer>) -> Result<Vec<Buffer>> {

@@ -250,10 +250,18 @@ pub(crate) fn quantize_inline<T: Float>(x: &[T], abs_bound: f64) -> InlineQuanti
 }
 
 /// Inverse of [`quantize_inline`]; the escapes must match the channel exactly.
-pub(crate) fn reconstruct_inline<T: Float>(words: &[u32], step: T, outliers: &[u8], num_outliers: u64) -> Result<Vec<T>> {
+pub(crate) fn reconstruct_inline<T: Float>(
+    words: &[u32],
+    step: T,
+    outliers: &[u8],
+    num_outliers: u64,
+) -> Result<Vec<T>> {
     let escapes = words.par_iter().filter(|&&w| w == ESCAPE).count() as u64;
     if escapes != num_outliers || Some(outliers.len()) != (escapes as usize).checked_mul(std::mem::size_of::<T>()) {
-        return Err(corrupt!("Quantizer: {escapes} escapes, {num_outliers} outliers, {} channel bytes", outliers.len()));
+        return Err(corrupt!(
+            "Quantizer: {escapes} escapes, {num_outliers} outliers, {} channel bytes",
+            outliers.len()
+        ));
     }
     let mut out = vec![T::ZERO; words.len()];
     out.par_chunks_mut(CHUNK).zip(words.par_chunks(CHUNK)).try_for_each(|(o, w)| {

@@ -28,7 +28,7 @@ use cpu::{quantize, quantize_inline, reconstruct, reconstruct_inline};
 pub static KIND: StageKind = StageKind {
     id: 14,
     name: "Quantizer",
-    summary: "linear quantizer (cuSZp rounding) to i32 codes; strict bound, lossless outliers",
+    summary: "linear quantizer (cuSZp rounding) to i32 codes or PFPL inline u32 words; strict bound, lossless outliers",
     param_version: 1,
     from_toml: Quantizer::from_toml,
     from_record: Quantizer::from_record,

@@ -21,7 +21,9 @@ pub fn bitmap_lens(words: usize) -> [usize; LEVELS + 1] {
 
 /// Bitmap over `n` entries: bit `j` of byte `k` = `keep(8k + j)`.
 fn bitmap(n: usize, keep: impl Fn(usize) -> bool) -> Vec<u8> {
-    (0..n.div_ceil(8)).map(|k| (0..8).filter(|j| 8 * k + j < n && keep(8 * k + j)).fold(0u8, |b, j| b | 1 << j)).collect()
+    (0..n.div_ceil(8))
+        .map(|k| (0..8).filter(|j| 8 * k + j < n && keep(8 * k + j)).fold(0u8, |b, j| b | 1 << j))
+        .collect()
 }
 
 #[inline]

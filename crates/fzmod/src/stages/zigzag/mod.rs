@@ -70,7 +70,10 @@ impl Stage for Zigzag {
         let w = Words::from_buffer(inputs.into_iter().next().expect("one input")).expect("checked by expect_buffers");
         let mut record = Writer::default();
         record.u8(self.input.code());
-        Ok(Forwarded { outputs: vec![cpu::forward(w).into_buffer(words::unsigned_of(self.input))], record: record.bytes })
+        Ok(Forwarded {
+            outputs: vec![cpu::forward(w).into_buffer(words::unsigned_of(self.input))],
+            record: record.bytes,
+        })
     }
 
     fn inverse(&self, outputs: Vec<Buffer>) -> Result<Vec<Buffer>> {
