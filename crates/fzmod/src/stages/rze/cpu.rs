@@ -19,40 +19,69 @@ pub fn bitmap_lens(words: usize) -> [usize; LEVELS + 1] {
     lens
 }
 
-/// Bitmap over `n` entries: bit `j` of byte `k` = `keep(8k + j)`.
-fn bitmap(n: usize, keep: impl Fn(usize) -> bool) -> Vec<u8> {
-    (0..n.div_ceil(8))
-        .map(|k| (0..8).filter(|j| 8 * k + j < n && keep(8 * k + j)).fold(0u8, |b, j| b | 1 << j))
-        .collect()
-}
-
 #[inline]
 fn bit(map: &[u8], i: usize) -> bool {
     map[i / 8] >> (i % 8) & 1 == 1
 }
 
+/// `B0` of a chunk (bit per word: non-zero) and its non-zero words in order.
+fn nonzero_words<const W: usize>(chunk: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let words = chunk.chunks_exact(W);
+    let mut map = vec![0u8; words.len().div_ceil(8)];
+    let mut kept = Vec::with_capacity(chunk.len());
+    for (i, w) in words.enumerate() {
+        if w != [0u8; W] {
+            map[i / 8] |= 1 << (i % 8);
+            kept.extend_from_slice(w);
+        }
+    }
+    (map, kept)
+}
+
+/// One repetition level: the bitmap of bytes that differ from their predecessor (0 before
+/// byte 0) and those bytes in order.
+fn repetition_level(prev: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let mut map = vec![0u8; prev.len().div_ceil(8)];
+    let mut kept = Vec::new();
+    let mut before = 0u8;
+    for (k, &b) in prev.iter().enumerate() {
+        if b != before {
+            map[k / 8] |= 1 << (k % 8);
+            kept.push(b);
+        }
+        before = b;
+    }
+    (map, kept)
+}
+
 /// Encode one chunk: `B3 ‖ kept(B2) ‖ kept(B1) ‖ kept(B0) ‖ non-zero words ‖ tail`;
 /// `None` when that is not shorter than the chunk (the chunk is then stored raw).
 pub fn encode_chunk(chunk: &[u8], word: usize) -> Option<Vec<u8>> {
-    let m = chunk.len() / word;
-    let mut maps = vec![bitmap(m, |i| chunk[i * word..(i + 1) * word].iter().any(|&b| b != 0))];
-    for l in 0..LEVELS {
-        let prev = &maps[l];
-        let next = bitmap(prev.len(), |k| prev[k] != if k == 0 { 0 } else { prev[k - 1] });
-        maps.push(next);
+    let (mut map, words) = match word {
+        1 => nonzero_words::<1>(chunk),
+        2 => nonzero_words::<2>(chunk),
+        4 => nonzero_words::<4>(chunk),
+        _ => nonzero_words::<8>(chunk),
+    };
+    let mut kept = Vec::with_capacity(LEVELS);
+    for _ in 0..LEVELS {
+        let (above, k) = repetition_level(&map);
+        kept.push(k);
+        map = above;
     }
-    let mut out = maps[LEVELS].clone();
-    for l in (0..LEVELS).rev() {
-        out.extend(maps[l].iter().enumerate().filter(|&(k, _)| bit(&maps[l + 1], k)).map(|(_, &b)| b));
+    let tail = &chunk[chunk.len() / word * word..];
+    let len = map.len() + kept.iter().map(Vec::len).sum::<usize>() + words.len() + tail.len();
+    if len >= chunk.len() {
+        return None;
     }
-    for i in (0..m).filter(|&i| bit(&maps[0], i)) {
-        out.extend_from_slice(&chunk[i * word..(i + 1) * word]);
-        if out.len() >= chunk.len() {
-            return None;
-        }
+    let mut out = Vec::with_capacity(len);
+    out.extend_from_slice(&map);
+    for k in kept.iter().rev() {
+        out.extend_from_slice(k);
     }
-    out.extend_from_slice(&chunk[m * word..]);
-    (out.len() < chunk.len()).then_some(out)
+    out.extend_from_slice(&words);
+    out.extend_from_slice(tail);
+    Some(out)
 }
 
 /// Rebuild a bitmap of `len` bytes from the level above it and its kept bytes.
@@ -76,7 +105,7 @@ fn check_padding(map: &[u8], valid: usize) -> Result<()> {
     Ok(())
 }
 
-/// Decode one encoded chunk into `out` (the chunk's original length).
+/// Decode one encoded chunk into `out` (the chunk's original length, zero on entry).
 pub fn decode_chunk(enc: &[u8], word: usize, out: &mut [u8]) -> Result<()> {
     let m = out.len() / word;
     let lens = bitmap_lens(m);
@@ -87,12 +116,14 @@ pub fn decode_chunk(enc: &[u8], word: usize, out: &mut [u8]) -> Result<()> {
         map = expand(&mut r, &map, lens[l])?;
     }
     check_padding(&map, m)?;
-    for i in 0..m {
-        let dst = &mut out[i * word..(i + 1) * word];
-        if bit(&map, i) {
-            dst.copy_from_slice(r.take(word)?);
-        } else {
-            dst.fill(0);
+    let count: usize = map.iter().map(|b| b.count_ones() as usize).sum();
+    let mut words = r.take(count * word)?.chunks_exact(word);
+    for (k, &byte) in map.iter().enumerate() {
+        let mut bits = byte;
+        while bits != 0 {
+            let i = 8 * k + bits.trailing_zeros() as usize;
+            out[i * word..(i + 1) * word].copy_from_slice(words.next().expect("one word per set bit"));
+            bits &= bits - 1;
         }
     }
     let tail = out.len() - m * word;
@@ -156,6 +187,10 @@ mod tests {
     fn zero_chunk_is_its_top_bitmap() {
         assert_eq!(bitmap_lens(16384), [2048, 256, 32, 4]);
         assert_eq!(encode_chunk(&[0u8; 16384], 1), Some(vec![0u8; 4]));
+        let mut one = [0u8; 64];
+        one[9] = 7;
+        // B0 = [0, 2, 0 ...] (8 bytes), B1 = [0b110], B2 = [1], B3 = [1].
+        assert_eq!(encode_chunk(&one, 1), Some(vec![1, 1, 0b110, 2, 0, 7]));
         let e = encode(&[0u8; 20000], 16384, 1);
         assert_eq!(e.len(), 4 + 4 + 1, "two sizes, B3 of 4 bytes and of 1 byte (3616 bytes)");
         assert_eq!(decode(&e, 20000, 16384, 1).unwrap(), vec![0u8; 20000]);
