@@ -156,7 +156,7 @@ pub fn decode(archive: &[u8], n: usize) -> Result<Vec<u16>> {
         .ok_or_else(|| corrupt!("BitplaneRZE: {n} codes need more than {} bytes", archive.len()))?;
     let expected = header_entries(chunks, stream_bytes / 4);
     let stored: Vec<u32> = (0..5).map(|i| le32(&archive[8..28], i)).collect();
-    if stored != expected || stream_bytes % 4 != 0 || archive[28..HEADER_BYTES].iter().any(|&b| b != 0) {
+    if stored != expected || !stream_bytes.is_multiple_of(4) || archive[28..HEADER_BYTES].iter().any(|&b| b != 0) {
         return Err(corrupt!(
             "BitplaneRZE: header offsets {stored:?} do not match {n} codes in {} bytes",
             archive.len()
@@ -200,9 +200,9 @@ mod tests {
         let a: [u32; 32] = std::array::from_fn(|i| (i as u32).wrapping_mul(0x9e37_79b9) ^ 0x1234_5678);
         let mut t = a;
         transpose32(&mut t);
-        for i in 0..32 {
-            for j in 0..32 {
-                assert_eq!(t[i] >> j & 1, a[j] >> i & 1, "({i}, {j})");
+        for (i, row) in t.iter().enumerate() {
+            for (j, col) in a.iter().enumerate() {
+                assert_eq!(row >> j & 1, col >> i & 1, "({i}, {j})");
             }
         }
     }

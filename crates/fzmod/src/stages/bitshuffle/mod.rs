@@ -49,7 +49,7 @@ impl Bitshuffle {
             return Err(Error::InvalidArgument(format!("Bitshuffle element_width {element_width} (1, 2, 4 or 8)")));
         }
         let group = 8 * u32::from(element_width);
-        if block_bytes == 0 || block_bytes > MAX_BLOCK_BYTES || block_bytes % group != 0 {
+        if block_bytes == 0 || block_bytes > MAX_BLOCK_BYTES || !block_bytes.is_multiple_of(group) {
             return Err(Error::InvalidArgument(format!(
                 "Bitshuffle block_size {block_bytes} must be a positive multiple of {group}, at most {MAX_BLOCK_BYTES}"
             )));

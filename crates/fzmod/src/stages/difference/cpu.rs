@@ -22,7 +22,7 @@ pub fn forward<W: Word>(w: &[W], chunk: usize, map: OutputMap) -> Vec<W> {
         let base = task * TASK_ELEMS;
         for (k, o) in o.iter_mut().enumerate() {
             let i = base + k;
-            let previous = if i % chunk == 0 { W::default() } else { w[i - 1] };
+            let previous = if i.is_multiple_of(chunk) { W::default() } else { w[i - 1] };
             *o = delta(w[i], previous, map);
         }
     });

@@ -89,7 +89,7 @@ impl Difference {
                 "Difference input must be a 16- or 32-bit integer, not {input}"
             )));
         }
-        if chunk_bytes > MAX_CHUNK_BYTES || chunk_bytes % input.size() as u32 != 0 {
+        if chunk_bytes > MAX_CHUNK_BYTES || !chunk_bytes.is_multiple_of(input.size() as u32) {
             return Err(Error::InvalidArgument(format!(
                 "Difference chunk_size {chunk_bytes} must be a multiple of {} bytes, at most {MAX_CHUNK_BYTES}",
                 input.size()

@@ -110,7 +110,7 @@ fn neighbourhood(
     xi: usize,
 ) -> [[[i32; 2]; 2]; 2] {
     let (z, y) = (row / ny, row % ny);
-    let has = [z % tz != 0, y % ty != 0, xi % tx != 0];
+    let has = [!z.is_multiple_of(tz), !y.is_multiple_of(ty), !xi.is_multiple_of(tx)];
     let mut n = [[[0i32; 2]; 2]; 2];
     for (dz, plane) in n.iter_mut().enumerate() {
         for (dy, line) in plane.iter_mut().enumerate() {

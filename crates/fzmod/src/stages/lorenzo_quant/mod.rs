@@ -49,7 +49,7 @@ impl CodeMapping {
             CodeMapping::SignMagnitude => {
                 (d.unsigned_abs() < 1 << 15).then(|| d.unsigned_abs() as u16 | (u16::from(d < 0) << 15))
             }
-            CodeMapping::Zigzag => (-(1 << 15)..1 << 15).contains(&d).then(|| ((d << 1) ^ (d >> 31)) as u16),
+            CodeMapping::Zigzag => (-(1 << 15)..1 << 15).contains(&d).then_some(((d << 1) ^ (d >> 31)) as u16),
             CodeMapping::Radius(r) => (d.unsigned_abs() < r).then(|| (d + r as i32) as u16),
         }
     }

@@ -42,7 +42,7 @@ impl Rze {
         if ![1, 2, 4, 8].contains(&word_size) {
             return Err(Error::InvalidArgument(format!("RZE word_size {word_size} (1, 2, 4 or 8)")));
         }
-        if chunk_bytes == 0 || chunk_bytes > MAX_CHUNK_BYTES || chunk_bytes % u32::from(word_size) != 0 {
+        if chunk_bytes == 0 || chunk_bytes > MAX_CHUNK_BYTES || !chunk_bytes.is_multiple_of(u32::from(word_size)) {
             return Err(Error::InvalidArgument(format!(
                 "RZE chunk_size {chunk_bytes} must be a multiple of {word_size} in 1..={MAX_CHUNK_BYTES}"
             )));
