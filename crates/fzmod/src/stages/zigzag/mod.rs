@@ -2,7 +2,7 @@
 //! magnitude and either sign become small unsigned words.
 //!
 //! Forward: `T[n]` → `output: U[n]` (T = i16|u16|i32|u32, U unsigned of T's width; unsigned
-//! inputs are read as two's complement). Layout: docs/FORMAT.md, "Zigzag and Negabinary".
+//! inputs are read as two's complement). Layout: docs/FORMAT.md, "Zigzag".
 
 mod cpu;
 
