@@ -145,7 +145,8 @@ pub fn encode(data: &[u8], chunk: usize, word: usize) -> Vec<u8> {
     out
 }
 
-/// Decode `num_bytes` bytes; sizes are validated against the segment before allocating.
+/// Decode `num_bytes` bytes; sizes are validated against the segment before allocating (at
+/// least 3 bytes of segment per chunk, so the output is at most ~22 000 × the segment).
 pub fn decode(seg: &[u8], num_bytes: usize, chunk: usize, word: usize) -> Result<Vec<u8>> {
     let chunks = num_bytes.div_ceil(chunk);
     if chunks > seg.len() / 2 {
@@ -156,7 +157,10 @@ pub fn decode(seg: &[u8], num_bytes: usize, chunk: usize, word: usize) -> Result
     for c in 0..chunks {
         let size = usize::from(u16::from_le_bytes([seg[2 * c], seg[2 * c + 1]]));
         let len = chunk.min(num_bytes - c * chunk);
-        if size > len {
+        // An encoded chunk holds at least its top bitmap and its tail: this bounds the output
+        // by the segment's own bytes before anything is allocated.
+        let least = bitmap_lens(len / word)[LEVELS] + len % word;
+        if size > len || size < least {
             return Err(corrupt!("RZE: chunk {c} claims {size} bytes for {len}"));
         }
         starts.push((at, size, len));
@@ -202,6 +206,12 @@ mod tests {
         let e = encode(&data, 512, 1);
         assert_eq!(&e[..4], &[0, 2, 232, 1], "sizes 512 and 488 = raw");
         assert_eq!(decode(&e, 1000, 512, 1).unwrap(), data);
+    }
+
+    #[test]
+    fn sizes_below_the_top_bitmap_are_refused_before_allocating() {
+        let seg = vec![0u8; 2000]; // 1000 chunks of size 0 claiming 65 MB
+        assert!(decode(&seg, 1000 * 65535, 65535, 1).is_err());
     }
 
     fn sparse(bytes: Vec<u8>, density: u8) -> Vec<u8> {
