@@ -81,8 +81,18 @@ pub fn forward<T: Float>(x: &[T], dims: [usize; 3], tile: Tile, mapping: CodeMap
             let mut list = Vec::new();
             for (r, out) in out.chunks_mut(nx).enumerate() {
                 let row = task * rows + r;
+                let feeding = feeding_rows(&p, dims, tile, row);
                 for (xi, c) in out.iter_mut().enumerate() {
-                    let delta = lorenzo_delta(neighbourhood(&p, dims, tile, row, xi));
+                    let has_left = !xi.is_multiple_of(tile.0[2]);
+                    let n = std::array::from_fn(|dz| {
+                        std::array::from_fn(|dy| {
+                            std::array::from_fn(|dx| match feeding[dz][dy] {
+                                Some(line) if dx == 0 || has_left => line[xi - dx],
+                                _ => 0,
+                            })
+                        })
+                    });
+                    let delta = lorenzo_delta(n);
                     match mapping.encode(delta) {
                         Some(code) => *c = code,
                         None => list.push((row * nx + xi, delta)),
@@ -100,28 +110,20 @@ pub fn forward<T: Float>(x: &[T], dims: [usize; 3], tile: Tile, mapping: CodeMap
     Forward { codes, outliers: w.bytes, num_delta_outliers, num_value_outliers }
 }
 
-/// The 2×2×2 neighbourhood of element `xi` of grid row `row` (= z · ny + y).
-#[inline]
-fn neighbourhood(
-    p: &[i32],
-    [_, ny, nx]: [usize; 3],
-    Tile([tz, ty, tx]): Tile,
-    row: usize,
-    xi: usize,
-) -> [[[i32; 2]; 2]; 2] {
+/// The grid rows that feed the deltas of grid row `row` (= z · ny + y): `[dz][dy]` is the row
+/// `dz` planes and `dy` rows behind, `None` where it lies in another tile (its terms are 0).
+fn feeding_rows(p: &[i32], [_, ny, nx]: [usize; 3], Tile([tz, ty, _]): Tile, row: usize) -> [[Option<&[i32]>; 2]; 2] {
     let (z, y) = (row / ny, row % ny);
-    let has = [!z.is_multiple_of(tz), !y.is_multiple_of(ty), !xi.is_multiple_of(tx)];
-    let mut n = [[[0i32; 2]; 2]; 2];
-    for (dz, plane) in n.iter_mut().enumerate() {
-        for (dy, line) in plane.iter_mut().enumerate() {
-            for (dx, v) in line.iter_mut().enumerate() {
-                if (dz == 0 || has[0]) && (dy == 0 || has[1]) && (dx == 0 || has[2]) {
-                    *v = p[((z - dz) * ny + (y - dy)) * nx + (xi - dx)];
-                }
-            }
-        }
-    }
-    n
+    let has = [!z.is_multiple_of(tz), !y.is_multiple_of(ty)];
+    std::array::from_fn(|dz| {
+        std::array::from_fn(|dy| {
+            let inside = (dz == 0 || has[0]) && (dy == 0 || has[1]);
+            inside.then(|| {
+                let r = (z - dz) * ny + (y - dy);
+                &p[r * nx..(r + 1) * nx]
+            })
+        })
+    })
 }
 
 /// Append `(index, value)` entries as `varint gap` + value; returns the count.
