@@ -1,6 +1,7 @@
 //! One folder per stage: parameters and record, CPU reference, CUDA kernel source.
 
 pub mod adaptive_bitpack;
+pub mod bit_transpose;
 pub mod bitplane_rze;
 pub mod bitshuffle;
 pub mod difference;

@@ -6,6 +6,7 @@
 //! and non-zero blocks are kept in flag order. One chunk is one CUDA thread block.
 
 use crate::error::{corrupt, Result};
+use crate::stages::bit_transpose::transpose32;
 use rayon::prelude::*;
 
 /// Words per chunk (4096 bytes).
@@ -14,25 +15,6 @@ pub const CHUNK_WORDS: usize = 1024;
 pub const FLAG_WORDS: usize = 8;
 /// Bytes of the self-describing header.
 pub const HEADER_BYTES: usize = 128;
-
-/// 32×32 bit-matrix transpose in place: afterwards bit `j` of `a[i]` is the old bit `i` of `a[j]`
-/// (swap the off-diagonal halves, then quarters, …; Hacker's Delight §7-3).
-#[inline]
-pub fn transpose32(a: &mut [u32; 32]) {
-    let mut j = 16;
-    let mut m: u32 = 0x0000_ffff;
-    while j != 0 {
-        let mut k = 0;
-        while k < 32 {
-            let t = ((a[k] >> j) ^ a[k + j]) & m;
-            a[k] ^= t << j;
-            a[k + j] ^= t;
-            k = (k + j + 1) & !j;
-        }
-        j >>= 1;
-        m ^= m << j;
-    }
-}
 
 /// The transposed chunk `t[plane][row]` of 1024 words.
 #[inline]
@@ -194,18 +176,6 @@ pub fn decode(archive: &[u8], n: usize) -> Result<Vec<u16>> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
-
-    #[test]
-    fn transpose32_matches_the_definition() {
-        let a: [u32; 32] = std::array::from_fn(|i| (i as u32).wrapping_mul(0x9e37_79b9) ^ 0x1234_5678);
-        let mut t = a;
-        transpose32(&mut t);
-        for (i, row) in t.iter().enumerate() {
-            for (j, col) in a.iter().enumerate() {
-                assert_eq!(row >> j & 1, col >> i & 1, "({i}, {j})");
-            }
-        }
-    }
 
     #[test]
     fn zero_codes_cost_only_flags_and_starts() {

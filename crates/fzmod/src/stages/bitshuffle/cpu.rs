@@ -3,19 +3,8 @@
 //! of every element, bit `j` of plane byte `k` from element `8k + j` (what a warp ballot over
 //! 8-element groups gives). The per-group step is one 8×8 bit transpose.
 
+use crate::stages::bit_transpose::{transpose32, transpose8};
 use rayon::prelude::*;
-
-/// 8×8 bit transpose of the rows `byte 0..8` of `x`: afterwards bit `c` of byte `r` is the old
-/// bit `r` of byte `c` (Hacker's Delight §7-3). An involution.
-#[inline]
-pub fn transpose8(mut x: u64) -> u64 {
-    let t = (x ^ (x >> 7)) & 0x00aa_00aa_00aa_00aa;
-    x ^= t ^ (t << 7);
-    let t = (x ^ (x >> 14)) & 0x0000_cccc_0000_cccc;
-    x ^= t ^ (t << 14);
-    let t = (x ^ (x >> 28)) & 0x0000_0000_f0f0_f0f0;
-    x ^ t ^ (t << 28)
-}
 
 /// Bytes of a block that are transposed; the rest (< 8·width bytes) is copied.
 pub fn body_len(block_len: usize, width: usize) -> usize {
@@ -26,7 +15,19 @@ pub fn body_len(block_len: usize, width: usize) -> usize {
 pub fn block(inp: &[u8], width: usize, inverse: bool, out: &mut [u8]) {
     let body = body_len(inp.len(), width);
     let plane_len = body / (8 * width);
-    for k in 0..plane_len {
+    // 4-byte elements, 32 at a time: one 32×32 transpose yields 4 bytes of each of 32 planes.
+    let wide = if width == 4 { plane_len / 4 } else { 0 };
+    for g in 0..wide {
+        let elem = |j: usize| (32 * g + j) * 4;
+        let plane = |p: usize| p * plane_len + 4 * g;
+        if inverse {
+            words32(inp, plane, out, elem);
+        } else {
+            words32(inp, elem, out, plane);
+        }
+    }
+    // Groups of 8 elements: one 8×8 transpose per byte of the element.
+    for k in 4 * wide..plane_len {
         for b in 0..width {
             // Byte j of group k in element order ↔ byte k of plane 8b + j.
             let elem = |j: usize| (8 * k + j) * width + b;
@@ -39,6 +40,17 @@ pub fn block(inp: &[u8], width: usize, inverse: bool, out: &mut [u8]) {
         }
     }
     out[body..].copy_from_slice(&inp[body..]);
+}
+
+/// Gather 32 LE words, transpose their bits, scatter them.
+#[inline]
+fn words32(inp: &[u8], from: impl Fn(usize) -> usize, out: &mut [u8], to: impl Fn(usize) -> usize) {
+    let mut a: [u32; 32] =
+        std::array::from_fn(|i| u32::from_le_bytes(inp[from(i)..from(i) + 4].try_into().expect("4 bytes")));
+    transpose32(&mut a);
+    for (i, v) in a.iter().enumerate() {
+        out[to(i)..to(i) + 4].copy_from_slice(&v.to_le_bytes());
+    }
 }
 
 /// Gather 8 bytes, transpose their bits, scatter them.
@@ -64,17 +76,6 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn transpose8_matches_the_definition() {
-        let x = 0x0123_4567_89ab_cdefu64 ^ 0xf00d_f00d_0000_ffff;
-        let t = transpose8(x);
-        for r in 0..8 {
-            for c in 0..8 {
-                assert_eq!(t >> (8 * r + c) & 1, x >> (8 * c + r) & 1);
-            }
-        }
-    }
-
-    #[test]
     fn planes_hold_one_bit_of_every_element() {
         // 16 u32 elements; element e = e → plane 0 (bit 0 of byte 0) = 0b10101010 per byte.
         let data: Vec<u8> = (0u32..16).flat_map(|e| e.to_le_bytes()).collect();
@@ -86,6 +87,22 @@ mod tests {
     }
 
     proptest! {
+        /// Every width and path (32-word transposes, 8-element groups, tail) against the definition.
+        #[test]
+        fn output_bits_follow_the_definition(data in prop::collection::vec(any::<u8>(), 0..700), w in 0usize..4) {
+            let width = 1 << w;
+            let s = run(&data, width, data.len().max(1).next_multiple_of(8 * width), false);
+            let body = body_len(data.len(), width);
+            let plane_len = body / (8 * width);
+            for e in 0..body / width {
+                for bit in 0..8 * width {
+                    let expected = data[e * width + bit / 8] >> (bit % 8) & 1;
+                    prop_assert_eq!(s[bit * plane_len + e / 8] >> (e % 8) & 1, expected);
+                }
+            }
+            prop_assert_eq!(&s[body..], &data[body..]);
+        }
+
         #[test]
         fn round_trip(data in prop::collection::vec(any::<u8>(), 0..5000), w in 0usize..4, blocks in 1usize..20) {
             let width = 1 << w;
