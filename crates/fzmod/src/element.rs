@@ -106,6 +106,8 @@ impl std::fmt::Display for DType {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Buffer {
     U8(Vec<u8>),
+    U16(Vec<u16>),
+    U32(Vec<u32>),
     I16(Vec<i16>),
     I32(Vec<i32>),
     F32(Vec<f32>),
@@ -183,6 +185,8 @@ macro_rules! element {
 element!(f32, F32);
 element!(f64, F64);
 element!(i16, I16);
+element!(u16, U16);
+element!(u32, U32);
 element!(i32, I32);
 element!(u8, U8);
 
@@ -196,6 +200,8 @@ impl Buffer {
     pub fn dtype(&self) -> DType {
         match self {
             Buffer::U8(_) => DType::U8,
+            Buffer::U16(_) => DType::U16,
+            Buffer::U32(_) => DType::U32,
             Buffer::I16(_) => DType::I16,
             Buffer::I32(_) => DType::I32,
             Buffer::F32(_) => DType::F32,
@@ -207,6 +213,8 @@ impl Buffer {
     pub fn len(&self) -> usize {
         match self {
             Buffer::U8(v) => v.len(),
+            Buffer::U16(v) => v.len(),
+            Buffer::U32(v) => v.len(),
             Buffer::I16(v) => v.len(),
             Buffer::I32(v) => v.len(),
             Buffer::F32(v) => v.len(),
@@ -231,6 +239,8 @@ impl Buffer {
         }
         match self {
             Buffer::U8(v) => v.clone(),
+            Buffer::U16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Buffer::U32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             Buffer::I16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             Buffer::I32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             Buffer::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
@@ -242,6 +252,8 @@ impl Buffer {
     pub fn native_bytes(&self) -> &[u8] {
         match self {
             Buffer::U8(v) => v,
+            Buffer::U16(v) => bytemuck::cast_slice(v),
+            Buffer::U32(v) => bytemuck::cast_slice(v),
             Buffer::I16(v) => bytemuck::cast_slice(v),
             Buffer::I32(v) => bytemuck::cast_slice(v),
             Buffer::F32(v) => bytemuck::cast_slice(v),
@@ -254,6 +266,8 @@ impl Buffer {
         Ok(match dtype {
             DType::U8 => Buffer::U8(zeroed_vec(len)),
             DType::I16 => Buffer::I16(zeroed_vec(len)),
+            DType::U16 => Buffer::U16(zeroed_vec(len)),
+            DType::U32 => Buffer::U32(zeroed_vec(len)),
             DType::I32 => Buffer::I32(zeroed_vec(len)),
             DType::F32 => Buffer::F32(zeroed_vec(len)),
             DType::F64 => Buffer::F64(zeroed_vec(len)),
@@ -266,7 +280,9 @@ impl Buffer {
         match self {
             Buffer::U8(v) => v,
             Buffer::I16(v) => bytemuck::cast_slice_mut(v),
+            Buffer::U16(v) => bytemuck::cast_slice_mut(v),
             Buffer::I32(v) => bytemuck::cast_slice_mut(v),
+            Buffer::U32(v) => bytemuck::cast_slice_mut(v),
             Buffer::F32(v) => bytemuck::cast_slice_mut(v),
             Buffer::F64(v) => bytemuck::cast_slice_mut(v),
         }
@@ -279,6 +295,8 @@ impl Buffer {
         }
         Ok(match dtype {
             DType::U8 => Buffer::U8(bytes.to_vec()),
+            DType::U16 => le_codec!(bytes, u16, U16),
+            DType::U32 => le_codec!(bytes, u32, U32),
             DType::I16 => le_codec!(bytes, i16, I16),
             DType::I32 => le_codec!(bytes, i32, I32),
             DType::F32 => le_codec!(bytes, f32, F32),

@@ -59,8 +59,13 @@ pub use stage::{ErrorBound, Stage};
 
 /// The absolute bound the archive's first quantizer guarantees, if it has one.
 pub fn archived_abs_bound(header: &Header) -> Option<f64> {
-    let q = header.stages.iter().find(|s| s.type_id == stages::quantizer::KIND.id)?;
-    stages::quantizer::recorded_abs_bound(q.param_version, &q.params)
+    header.stages.iter().find_map(|s| match s.type_id {
+        id if id == stages::quantizer::KIND.id => stages::quantizer::recorded_abs_bound(s.param_version, &s.params),
+        id if id == stages::lorenzo_quant::KIND.id => {
+            stages::lorenzo_quant::recorded_abs_bound(s.param_version, &s.params)
+        }
+        _ => None,
+    })
 }
 
 /// Parse and verify an archive's header without decoding the data.

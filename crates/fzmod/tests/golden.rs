@@ -23,7 +23,7 @@ struct Golden {
     specials: bool,
 }
 
-const GOLDENS: [Golden; 7] = [
+const GOLDENS: [Golden; 10] = [
     Golden {
         file: "v1.0_cuszp_1d.fzm",
         preset: "cuszp",
@@ -88,6 +88,33 @@ const GOLDENS: [Golden; 7] = [
         bound: (ErrorMode::Abs, 1e-9),
         f64: false,
         specials: true,
+    },
+    Golden {
+        file: "v1.0_fzgpu_2d_specials.fzm",
+        preset: "fzgpu",
+        shape: &[73, 144],
+        start: 4 * PLANE,
+        bound: (ErrorMode::Abs, 1e-2),
+        f64: false,
+        specials: true,
+    },
+    Golden {
+        file: "v1.0_pfpl_2d_specials.fzm",
+        preset: "pfpl",
+        shape: &[73, 144],
+        start: 5 * PLANE,
+        bound: (ErrorMode::Abs, 1e-3),
+        f64: false,
+        specials: true,
+    },
+    Golden {
+        file: "v1.0_pfpl_f64.fzm",
+        preset: "pfpl",
+        shape: &[73, 144],
+        start: 6 * PLANE,
+        bound: (ErrorMode::Rel, 1e-4),
+        f64: true,
+        specials: false,
     },
 ];
 

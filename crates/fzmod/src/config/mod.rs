@@ -39,6 +39,8 @@ pub struct Preset {
 
 const CUSZP: &str = include_str!("presets/cuszp.toml");
 const CUSZP2: &str = include_str!("presets/cuszp2.toml");
+const FZGPU: &str = include_str!("presets/fzgpu.toml");
+const PFPL: &str = include_str!("presets/pfpl.toml");
 
 /// Every built-in preset.
 pub static PRESETS: &[Preset] = &[
@@ -71,6 +73,18 @@ pub static PRESETS: &[Preset] = &[
         summary: "cuSZp3 outlier: cuszp3-plain + outlier selection, packed metadata",
         one_d: CUSZP2,
         multi_d: include_str!("presets/cuszp3-outlier.toml"),
+    },
+    Preset {
+        name: "fzgpu",
+        summary: "FZ-GPU: LorenzoQuant (tiles, sign-magnitude u16) -> BitplaneRZE; strict bound",
+        one_d: FZGPU,
+        multi_d: FZGPU,
+    },
+    Preset {
+        name: "pfpl",
+        summary: "PFPL: inline-outlier Quantizer -> Difference(negabinary, 16 KiB) -> Bitshuffle(4) -> RZE",
+        one_d: PFPL,
+        multi_d: PFPL,
     },
 ];
 

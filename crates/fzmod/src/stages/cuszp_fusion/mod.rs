@@ -87,6 +87,9 @@ impl Chain {
         let codes = InputRef::Stage { stage: 0, port: 0 };
         let quant =
             stages.first().and_then(|s| downcast::<Quantizer>(*s)).ok_or("the first stage is not a Quantizer")?;
+        if quant.inline_outliers {
+            return Err("the Quantizer writes PFPL inline words, not i32 codes".into());
+        }
         if inputs[0] != [InputRef::External] {
             return Err("the Quantizer does not read the pipeline input".into());
         }

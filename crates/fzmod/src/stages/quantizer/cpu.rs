@@ -24,11 +24,19 @@ pub(crate) trait Float: Copy + Send + Sync + PartialOrd + 'static {
     fn reconstruct(q: i32, step: Self) -> Self;
     /// The raw bits, zero-extended.
     fn bits(self) -> u64;
+    fn write_le(self, w: &mut Writer);
     fn read_le(r: &mut Reader) -> Result<Self>;
+    /// Inline words below this value are bins (PFPL format): 2^23 for f32, so every other
+    /// word can be a raw f32; all but [`ESCAPE`] for f64, whose raw values never fit inline.
+    const BIN_WORDS: u32;
+    /// The value's bits as an inline raw word, if the type fits one (f32 only).
+    fn raw_word(self) -> Option<u32>;
+    /// Inverse of [`Float::raw_word`].
+    fn from_raw_word(w: u32) -> Option<Self>;
 }
 
 macro_rules! impl_float {
-    ($t:ty, $bytes:expr) => {
+    ($t:ty, $bytes:expr, $bin_words:expr, $raw:expr, $from_raw:expr) => {
         impl Float for $t {
             const ZERO: Self = 0.0;
             fn to_f64(self) -> f64 {
@@ -65,15 +73,25 @@ macro_rules! impl_float {
             fn bits(self) -> u64 {
                 self.to_bits() as u64
             }
+            fn write_le(self, w: &mut Writer) {
+                w.bytes.extend_from_slice(&self.to_le_bytes());
+            }
             fn read_le(r: &mut Reader) -> Result<Self> {
                 let b = r.take($bytes)?;
                 Ok(<$t>::from_le_bytes(b.try_into().expect("element size")))
             }
+            const BIN_WORDS: u32 = $bin_words;
+            fn raw_word(self) -> Option<u32> {
+                $raw(self)
+            }
+            fn from_raw_word(w: u32) -> Option<Self> {
+                $from_raw(w)
+            }
         }
     };
 }
-impl_float!(f32, 4);
-impl_float!(f64, 8);
+impl_float!(f32, 4, 1 << 23, |v: f32| Some(v.to_bits()), |w| Some(f32::from_bits(w)));
+impl_float!(f64, 8, ESCAPE, |_| None, |_| None);
 
 /// max − min over the finite values (0 when there are none), in f64.
 pub(crate) fn finite_range<T: Float>(x: &[T]) -> f64 {
@@ -177,6 +195,104 @@ pub(crate) fn parse_outliers<T: Float>(bytes: &[u8], count: u64, n: usize) -> Re
     Ok(list)
 }
 
+/// Inline word that sends the value to the outlier channel (raw values in index order).
+pub(crate) const ESCAPE: u32 = u32::MAX;
+
+/// PFPL's QABS word for one value (ALGORITHMS.md §6.1): `zigzag(q)` when it is a bin word and
+/// the reconstruction passes the double check; else the raw f32 bits when they cannot be
+/// mistaken for a bin or the escape; else [`ESCAPE`] (`true`: the value goes to the channel).
+#[inline]
+pub(crate) fn inline_word<T: Float>(x: T, recip: T, step: T, abs_bound: f64) -> (u32, bool) {
+    let q = x.quantize(recip);
+    let w = ((q << 1) ^ (q >> 31)) as u32;
+    let err = (x.to_f64() - T::reconstruct(q, step).to_f64()).abs();
+    if w < T::BIN_WORDS && x.is_finite() && err <= abs_bound {
+        return (w, false);
+    }
+    match x.raw_word() {
+        Some(raw) if raw >= T::BIN_WORDS && raw != ESCAPE => (raw, false),
+        _ => (ESCAPE, true),
+    }
+}
+
+/// Inverse of [`inline_word`]: `Ok(None)` for an escape.
+#[inline]
+pub(crate) fn from_inline_word<T: Float>(w: u32, step: T) -> Result<Option<T>> {
+    if w < T::BIN_WORDS {
+        Ok(Some(T::reconstruct(((w >> 1) as i32) ^ -((w & 1) as i32), step)))
+    } else if w == ESCAPE {
+        Ok(None)
+    } else {
+        T::from_raw_word(w).map(Some).ok_or_else(|| corrupt!("inline word {w:#x} is neither a bin nor an escape"))
+    }
+}
+
+/// Output of [`quantize_inline`].
+pub(crate) struct InlineQuantized {
+    pub words: Vec<u32>,
+    /// Raw values of the escaped elements, LE, in index order.
+    pub outliers: Vec<u8>,
+    pub num_outliers: u64,
+}
+
+/// Quantize to PFPL inline words with the strict-bound double check.
+pub(crate) fn quantize_inline<T: Float>(x: &[T], abs_bound: f64) -> InlineQuantized {
+    let step = T::at_most(abs_bound);
+    let recip = T::half_recip(step);
+    let mut words = vec![0u32; x.len()];
+    let escaped: Vec<Vec<T>> = words
+        .par_chunks_mut(CHUNK)
+        .zip(x.par_chunks(CHUNK))
+        .map(|(words, x)| {
+            let mut list = Vec::new();
+            for (w, &v) in words.iter_mut().zip(x) {
+                let (word, escape) = inline_word(v, recip, step, abs_bound);
+                *w = word;
+                if escape {
+                    list.push(v);
+                }
+            }
+            list
+        })
+        .collect();
+    let mut w = Writer::default();
+    let mut num_outliers = 0u64;
+    for v in escaped.into_iter().flatten() {
+        v.write_le(&mut w);
+        num_outliers += 1;
+    }
+    InlineQuantized { words, outliers: w.bytes, num_outliers }
+}
+
+/// Inverse of [`quantize_inline`]; the escapes must match the channel exactly.
+pub(crate) fn reconstruct_inline<T: Float>(
+    words: &[u32],
+    step: T,
+    outliers: &[u8],
+    num_outliers: u64,
+) -> Result<Vec<T>> {
+    let escapes = words.par_iter().filter(|&&w| w == ESCAPE).count() as u64;
+    if escapes != num_outliers || Some(outliers.len()) != (escapes as usize).checked_mul(std::mem::size_of::<T>()) {
+        return Err(corrupt!(
+            "Quantizer: {escapes} escapes, {num_outliers} outliers, {} channel bytes",
+            outliers.len()
+        ));
+    }
+    let mut out = vec![T::ZERO; words.len()];
+    out.par_chunks_mut(CHUNK).zip(words.par_chunks(CHUNK)).try_for_each(|(o, w)| {
+        for (o, &w) in o.iter_mut().zip(w) {
+            *o = from_inline_word(w, step)?.unwrap_or(T::ZERO);
+        }
+        Ok::<(), crate::error::Error>(())
+    })?;
+    let mut r = Reader::new(outliers, "Quantizer outlier channel");
+    for (o, _) in out.iter_mut().zip(words).filter(|(_, &w)| w == ESCAPE) {
+        *o = T::read_le(&mut r)?;
+    }
+    r.finish()?;
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,6 +330,26 @@ mod tests {
                 assert_eq!(a.to_bits(), b.to_bits());
             }
         }
+    }
+
+    #[test]
+    fn inline_words_follow_pfpl_and_escape_what_cannot_be_inline() {
+        let nan = f32::from_bits(0x7fc0_1234);
+        let x = [1.0f32, -1.0, nan, f32::INFINITY, 3.0e38, 0.0, 1e-41, f32::from_bits(ESCAPE), 5.0e6];
+        let q = quantize_inline(&x, 0.5);
+        assert_eq!(&q.words[..2], &[2, 1], "zigzag bins");
+        assert_eq!(q.words[2], nan.to_bits());
+        assert_eq!(q.words[4], 3.0e38f32.to_bits());
+        assert_eq!(q.words[5], 0, "+0.0 is bin 0");
+        assert_eq!(q.words[8], 5.0e6f32.to_bits(), "|bin| ≥ 2^22 is stored raw");
+        assert_eq!((q.words[7], q.num_outliers), (ESCAPE, 1), "a raw word equal to the escape is escaped");
+        let y = reconstruct_inline(&q.words, f32::at_most(0.5), &q.outliers, q.num_outliers).unwrap();
+        for (a, b) in x.iter().zip(&y) {
+            assert!(a.to_bits() == b.to_bits() || (a - b).abs() <= 0.5, "{a} {b}");
+        }
+        let q64 = quantize_inline(&[1e300f64, f64::NAN, 7.0], 0.5);
+        assert_eq!((q64.words[0], q64.words[1], q64.num_outliers), (ESCAPE, ESCAPE, 2));
+        assert!(reconstruct_inline(&q64.words, 0.5f64, &q64.outliers[1..], 2).is_err());
     }
 
     #[test]

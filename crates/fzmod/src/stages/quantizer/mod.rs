@@ -4,8 +4,14 @@
 //! reconstructs within the bound (checked with the decoder's own formula) or goes, bit for
 //! bit, to the outlier channel: NaN, ±Inf, values whose code would overflow i32 and values
 //! whose reconstruction misses the bound. Layouts: docs/FORMAT.md, "Quantizer".
+//!
+//! `inplace_outliers` (PFPL's QABS word format, Fallin et al., IPDPS'25): `codes: u32[n]` hold
+//! zigzag bins and, inline, the raw bits of f32 values that fail; only values no inline word
+//! can carry (f64 outliers, raw bits that look like a bin) go to the channel, marked by an
+//! escape word. The record marks this mode with one trailing byte, so records without it
+//! (every archive written before the mode existed) keep their meaning and their bytes.
 
-mod cpu;
+pub(crate) mod cpu;
 #[cfg(feature = "cuda")]
 pub(crate) mod device;
 
@@ -18,13 +24,13 @@ use crate::stage::{self, ErrorBound, ForwardContext, Forwarded, Port, Stage, Sta
 use cpu::Float;
 #[cfg(feature = "cuda")]
 pub(crate) use cpu::{encode_outliers, parse_outliers};
-use cpu::{quantize, reconstruct};
+use cpu::{quantize, quantize_inline, reconstruct, reconstruct_inline};
 
 /// Registry entry.
 pub static KIND: StageKind = StageKind {
     id: 14,
     name: "Quantizer",
-    summary: "linear quantizer (cuSZp rounding) to i32 codes; strict bound, lossless outliers",
+    summary: "linear quantizer (cuSZp rounding) to i32 codes or PFPL inline u32 words; strict bound, lossless outliers",
     param_version: 1,
     from_toml: Quantizer::from_toml,
     from_record: Quantizer::from_record,
@@ -45,6 +51,8 @@ pub struct Resolved {
 #[derive(Clone, Debug)]
 pub struct Quantizer {
     pub input: DType,
+    /// PFPL inline words (`u32` codes) instead of `i32` codes plus the indexed channel.
+    pub inline_outliers: bool,
     pub bound: Option<ErrorBound>,
     pub resolved: Option<Resolved>,
 }
@@ -54,13 +62,17 @@ impl Quantizer {
         if !matches!(input, DType::F32 | DType::F64) {
             return Err(Error::InvalidArgument(format!("Quantizer input must be f32 or f64, not {input}")));
         }
-        Ok(Quantizer { input, bound, resolved: None })
+        Ok(Quantizer { input, inline_outliers: false, bound, resolved: None })
     }
 
     fn from_toml(t: &toml::Table) -> Result<Box<dyn Stage>> {
         let p = TomlParams::new(t, "Quantizer");
         let input = p.dtype("input_type", DType::F32, &[DType::F32, DType::F64])?;
-        p.dtype("code_type", DType::I32, &[DType::I32, DType::U32])?;
+        let inline = p.bool("inplace_outliers", false)?;
+        let code = p.dtype("code_type", if inline { DType::U32 } else { DType::I32 }, &[DType::I32, DType::U32])?;
+        if inline && code != DType::U32 {
+            return Err(Error::Config("Quantizer: inplace_outliers needs code_type = \"uint32\"".into()));
+        }
         if !p.bool("linear_mode", true)? {
             return Err(Error::Config(
                 "Quantizer: only linear_mode = true (cuSZp-style signed codes) is implemented".into(),
@@ -76,7 +88,7 @@ impl Quantizer {
             }
             (None, None) => None,
         };
-        Ok(Box::new(Quantizer::new(input, bound)?))
+        Ok(Box::new(Quantizer { inline_outliers: inline, ..Quantizer::new(input, bound)? }))
     }
 
     fn from_record(version: u32, bytes: &[u8]) -> Result<Box<dyn Stage>> {
@@ -95,6 +107,14 @@ impl Quantizer {
         let step = r.f64()?;
         let num_elements = r.varint()?;
         let num_outliers = r.varint()?;
+        // Optional trailing field: absent = indexed channel (every record before the mode).
+        let inline_outliers = match r.remaining() {
+            0 => false,
+            _ => match r.u8()? {
+                1 => true,
+                v => return Err(corrupt!("Quantizer outlier format {v}")),
+            },
+        };
         r.finish()?;
         if !(step >= 0.0 && step.is_finite()) || (input == DType::F32 && step as f32 as f64 != step) {
             return Err(corrupt!("Quantizer step {step} is not a valid bin half-width"));
@@ -104,7 +124,7 @@ impl Quantizer {
         }
         let bound = ErrorBound::new(mode, value).map_err(|_| corrupt!("Quantizer bound {value}"))?;
         let resolved = Resolved { abs_bound, step, num_elements, num_outliers };
-        Ok(Quantizer { input, bound: Some(bound), resolved: Some(resolved) })
+        Ok(Quantizer { input, inline_outliers, bound: Some(bound), resolved: Some(resolved) })
     }
 
     /// The parameter record (docs/FORMAT.md 6.1); shared by every backend.
@@ -117,6 +137,9 @@ impl Quantizer {
         w.f64(r.step);
         w.varint(r.num_elements);
         w.varint(r.num_outliers);
+        if self.inline_outliers {
+            w.u8(1);
+        }
         w.bytes
     }
 
@@ -125,10 +148,15 @@ impl Quantizer {
             ErrorMode::Abs => bound.value,
             ErrorMode::Rel => bound.value * cpu::finite_range(x),
         };
-        let q = quantize(x, abs_bound);
-        let resolved =
-            Resolved { abs_bound, step: q.step.to_f64(), num_elements: x.len() as u64, num_outliers: q.num_outliers };
-        Forwarded { outputs: vec![Buffer::I32(q.codes), Buffer::U8(q.outliers)], record: self.record(bound, &resolved) }
+        let (outputs, step, num_outliers) = if self.inline_outliers {
+            let q = quantize_inline(x, abs_bound);
+            (vec![Buffer::U32(q.words), Buffer::U8(q.outliers)], T::at_most(abs_bound).to_f64(), q.num_outliers)
+        } else {
+            let q = quantize(x, abs_bound);
+            (vec![Buffer::I32(q.codes), Buffer::U8(q.outliers)], q.step.to_f64(), q.num_outliers)
+        };
+        let resolved = Resolved { abs_bound, step, num_elements: x.len() as u64, num_outliers };
+        Forwarded { outputs, record: self.record(bound, &resolved) }
     }
 }
 
@@ -140,7 +168,8 @@ impl Stage for Quantizer {
         vec![Port { name: "input", dtype: self.input }]
     }
     fn outputs(&self) -> Vec<Port> {
-        vec![Port { name: "codes", dtype: DType::I32 }, Port { name: "outliers", dtype: DType::U8 }]
+        let codes = if self.inline_outliers { DType::U32 } else { DType::I32 };
+        vec![Port { name: "codes", dtype: codes }, Port { name: "outliers", dtype: DType::U8 }]
     }
 
     fn forward(&self, inputs: Vec<Buffer>, _ctx: &ForwardContext) -> Result<Forwarded> {
@@ -158,23 +187,27 @@ impl Stage for Quantizer {
     fn inverse(&self, outputs: Vec<Buffer>) -> Result<Vec<Buffer>> {
         let r = self.resolved.ok_or_else(|| Error::Pipeline("Quantizer inverse needs a decoded record".into()))?;
         stage::expect_buffers(self, &self.outputs(), &outputs)?;
-        let (Buffer::I32(codes), Buffer::U8(outliers)) = (&outputs[0], &outputs[1]) else {
-            unreachable!("checked by expect_buffers")
-        };
-        if codes.len() as u64 != r.num_elements {
-            return Err(corrupt!("Quantizer: {} codes for {} elements", codes.len(), r.num_elements));
+        if outputs[0].len() as u64 != r.num_elements {
+            return Err(corrupt!("Quantizer: {} codes for {} elements", outputs[0].len(), r.num_elements));
         }
-        Ok(vec![match self.input {
-            DType::F32 => Buffer::F32(reconstruct(codes, r.step as f32, outliers, r.num_outliers)?),
-            _ => Buffer::F64(reconstruct(codes, r.step, outliers, r.num_outliers)?),
+        let (k, f32_step) = (r.num_outliers, r.step as f32);
+        Ok(vec![match (&outputs[0], &outputs[1], self.input) {
+            (Buffer::I32(c), Buffer::U8(o), DType::F32) => Buffer::F32(reconstruct(c, f32_step, o, k)?),
+            (Buffer::I32(c), Buffer::U8(o), _) => Buffer::F64(reconstruct(c, r.step, o, k)?),
+            (Buffer::U32(w), Buffer::U8(o), DType::F32) => Buffer::F32(reconstruct_inline(w, f32_step, o, k)?),
+            (Buffer::U32(w), Buffer::U8(o), _) => Buffer::F64(reconstruct_inline(w, r.step, o, k)?),
+            _ => unreachable!("checked by expect_buffers"),
         }])
     }
 
     fn to_toml(&self) -> toml::Table {
         let mut t = toml::Table::new();
         t.insert("input_type".into(), self.input.toml_name().into());
-        t.insert("code_type".into(), "int32".into());
+        t.insert("code_type".into(), if self.inline_outliers { "uint32" } else { "int32" }.into());
         t.insert("linear_mode".into(), true.into());
+        if self.inline_outliers {
+            t.insert("inplace_outliers".into(), true.into());
+        }
         if let Some(b) = self.bound {
             t.insert("error_bound_mode".into(), b.mode.name().into());
             t.insert("error_bound".into(), b.value.into());
@@ -213,7 +246,8 @@ impl Stage for Quantizer {
 
     #[cfg(feature = "cuda")]
     fn device(&self) -> Option<&dyn crate::backend::cuda::device::DeviceStage> {
-        Some(self)
+        // The PFPL inline-word mode has no device kernels yet: it runs on the CPU.
+        (!self.inline_outliers).then_some(self as _)
     }
 
     fn error_bound(&self) -> Option<ErrorBound> {
@@ -221,7 +255,7 @@ impl Stage for Quantizer {
     }
 
     fn set_input_dtype(&mut self, dtype: DType) -> Result<()> {
-        *self = Quantizer::new(dtype, self.bound)?;
+        *self = Quantizer { inline_outliers: self.inline_outliers, ..Quantizer::new(dtype, self.bound)? };
         Ok(())
     }
 

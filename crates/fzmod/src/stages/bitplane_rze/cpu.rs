@@ -1,0 +1,215 @@
+//! CPU reference of BitplaneRZE (FZ-GPU's lossless codec, ALGORITHMS.md §2.2).
+//!
+//! A chunk is 1024 u32 words (2048 u16 codes, 4096 bytes), seen as 32 rows of 32 words. Row
+//! `r` transposed gives `T[r][plane]` (bit `t` = bit `plane` of word `32r + t`). A block is the
+//! four words `T[4g..4g+4][plane]` (16 bytes); flag `f = plane·8 + g` marks a non-zero block,
+//! and non-zero blocks are kept in flag order. One chunk is one CUDA thread block.
+
+use crate::error::{corrupt, Result};
+use crate::stages::bit_transpose::transpose32;
+use rayon::prelude::*;
+
+/// Words per chunk (4096 bytes).
+pub const CHUNK_WORDS: usize = 1024;
+/// Flag words per chunk: one bit per 16-byte block, 256 blocks.
+pub const FLAG_WORDS: usize = 8;
+/// Bytes of the self-describing header.
+pub const HEADER_BYTES: usize = 128;
+
+/// The transposed chunk `t[plane][row]` of 1024 words.
+#[inline]
+fn transpose_chunk(words: &[u32; CHUNK_WORDS]) -> [[u32; 32]; 32] {
+    let mut t = [[0u32; 32]; 32];
+    for row in 0..32 {
+        let mut a: [u32; 32] = words[row * 32..row * 32 + 32].try_into().expect("32 words");
+        transpose32(&mut a);
+        for (plane, &v) in a.iter().enumerate() {
+            t[plane][row] = v;
+        }
+    }
+    t
+}
+
+/// Encode one chunk: its 8 flag words and its kept blocks (4 words each, flag order).
+pub fn encode_chunk(words: &[u32; CHUNK_WORDS]) -> ([u32; FLAG_WORDS], Vec<u32>) {
+    let t = transpose_chunk(words);
+    let mut flags = [0u32; FLAG_WORDS];
+    let mut kept = Vec::new();
+    for (plane, rows) in t.iter().enumerate() {
+        for (g, block) in rows.chunks_exact(4).enumerate() {
+            if block.iter().any(|&w| w != 0) {
+                let f = plane * 8 + g;
+                flags[f / 32] |= 1 << (f % 32);
+                kept.extend_from_slice(block);
+            }
+        }
+    }
+    (flags, kept)
+}
+
+/// Decode one chunk from its flags and its kept blocks (exactly 4 × popcount words).
+pub fn decode_chunk(flags: &[u32; FLAG_WORDS], kept: &[u32], out: &mut [u32; CHUNK_WORDS]) {
+    let mut t = [[0u32; 32]; 32];
+    let mut blocks = kept.chunks_exact(4);
+    for (plane, rows) in t.iter_mut().enumerate() {
+        for (g, block) in rows.chunks_exact_mut(4).enumerate() {
+            let f = plane * 8 + g;
+            if flags[f / 32] >> (f % 32) & 1 == 1 {
+                block.copy_from_slice(blocks.next().expect("kept holds one block per set flag"));
+            }
+        }
+    }
+    for row in 0..32 {
+        let mut a: [u32; 32] = std::array::from_fn(|plane| t[plane][row]);
+        transpose32(&mut a);
+        out[row * 32..row * 32 + 32].copy_from_slice(&a);
+    }
+}
+
+/// Number of chunks for `n` codes: `ceil(2n / 4096)`, at least one.
+pub fn num_chunks(n: usize) -> usize {
+    (2 * n).div_ceil(4 * CHUNK_WORDS).max(1)
+}
+
+/// Encode `codes` into the self-describing archive (docs/FORMAT.md, "BitplaneRZE").
+pub fn encode(codes: &[u16]) -> Vec<u8> {
+    let chunks = num_chunks(codes.len());
+    let encoded: Vec<([u32; FLAG_WORDS], Vec<u32>)> = (0..chunks)
+        .into_par_iter()
+        .map(|c| {
+            let codes = &codes[(c * 2 * CHUNK_WORDS).min(codes.len())..((c + 1) * 2 * CHUNK_WORDS).min(codes.len())];
+            let mut words = [0u32; CHUNK_WORDS];
+            for (w, pair) in words.iter_mut().zip(codes.chunks(2)) {
+                *w = u32::from(pair[0]) | u32::from(pair.get(1).copied().unwrap_or(0)) << 16;
+            }
+            encode_chunk(&words)
+        })
+        .collect();
+    // Start positions: exclusive scan of the kept words, in chunk order (never atomic order).
+    let mut starts = Vec::with_capacity(chunks);
+    let mut total = 0u32;
+    for (_, kept) in &encoded {
+        starts.push(total);
+        total += kept.len() as u32;
+    }
+    let flag_bytes = 4 * FLAG_WORDS * chunks;
+    let entries = header_entries(chunks, total as usize);
+    let mut out = Vec::with_capacity(entries[4] as usize);
+    out.extend_from_slice(&(codes.len() as u64).to_le_bytes());
+    for e in entries {
+        out.extend_from_slice(&e.to_le_bytes());
+    }
+    out.resize(HEADER_BYTES, 0);
+    debug_assert_eq!(entries[2] as usize, HEADER_BYTES + flag_bytes);
+    for (flags, _) in &encoded {
+        out.extend(flags.iter().flat_map(|f| f.to_le_bytes()));
+    }
+    out.extend(starts.iter().flat_map(|s| s.to_le_bytes()));
+    for (_, kept) in &encoded {
+        out.extend(kept.iter().flat_map(|w| w.to_le_bytes()));
+    }
+    out
+}
+
+/// The header's cumulative byte offsets for `chunks` chunks and `stream_words` kept words.
+fn header_entries(chunks: usize, stream_words: usize) -> [u32; 5] {
+    let flags_end = HEADER_BYTES + 4 * FLAG_WORDS * chunks;
+    let starts_end = flags_end + 4 * chunks;
+    [0, HEADER_BYTES as u32, flags_end as u32, starts_end as u32, (starts_end + 4 * stream_words) as u32]
+}
+
+fn le32(b: &[u8], word: usize) -> u32 {
+    u32::from_le_bytes(b[4 * word..4 * word + 4].try_into().expect("4 bytes"))
+}
+
+/// Decode an archive of `n` codes; every field is checked before it is used.
+pub fn decode(archive: &[u8], n: usize) -> Result<Vec<u16>> {
+    if archive.len() < HEADER_BYTES {
+        return Err(corrupt!("BitplaneRZE: {} bytes, the header alone is {HEADER_BYTES}", archive.len()));
+    }
+    let recorded = u64::from_le_bytes(archive[..8].try_into().expect("8 bytes"));
+    if recorded != n as u64 {
+        return Err(corrupt!("BitplaneRZE: header says {recorded} codes, the record {n}"));
+    }
+    let chunks = num_chunks(n);
+    // Every chunk costs 36 bytes of flags and start position: n is bounded by the archive.
+    let stream_bytes = (archive.len() - HEADER_BYTES)
+        .checked_sub(4 * (FLAG_WORDS + 1) * chunks)
+        .ok_or_else(|| corrupt!("BitplaneRZE: {n} codes need more than {} bytes", archive.len()))?;
+    let expected = header_entries(chunks, stream_bytes / 4);
+    let stored: Vec<u32> = (0..5).map(|i| le32(&archive[8..28], i)).collect();
+    if stored != expected || !stream_bytes.is_multiple_of(4) || archive[28..HEADER_BYTES].iter().any(|&b| b != 0) {
+        return Err(corrupt!(
+            "BitplaneRZE: header offsets {stored:?} do not match {n} codes in {} bytes",
+            archive.len()
+        ));
+    }
+    let flags = &archive[HEADER_BYTES..expected[2] as usize];
+    let starts = &archive[expected[2] as usize..expected[3] as usize];
+    let stream = &archive[expected[3] as usize..];
+    let stream_words = stream.len() / 4;
+    // Validate every chunk's slice before decoding any of them.
+    let mut slices = Vec::with_capacity(chunks);
+    let mut total = 0usize;
+    for c in 0..chunks {
+        let f: [u32; FLAG_WORDS] = std::array::from_fn(|i| le32(flags, c * FLAG_WORDS + i));
+        let words = 4 * f.iter().map(|w| w.count_ones() as usize).sum::<usize>();
+        let start = le32(starts, c) as usize;
+        if start + words > stream_words {
+            return Err(corrupt!("BitplaneRZE: chunk {c} reads past the bitstream"));
+        }
+        total += words;
+        slices.push((f, start, words));
+    }
+    if total != stream_words {
+        return Err(corrupt!("BitplaneRZE: flags announce {total} words, the bitstream holds {stream_words}"));
+    }
+    let mut words = vec![0u32; chunks * CHUNK_WORDS];
+    words.par_chunks_mut(CHUNK_WORDS).zip(slices.par_iter()).for_each(|(out, (f, start, len))| {
+        let kept: Vec<u32> = (*start..start + len).map(|w| le32(stream, w)).collect();
+        decode_chunk(f, &kept, out.try_into().expect("chunk of 1024 words"));
+    });
+    Ok(words.iter().flat_map(|w| [*w as u16, (w >> 16) as u16]).take(n).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn zero_codes_cost_only_flags_and_starts() {
+        let a = encode(&vec![0u16; 5000]);
+        assert_eq!(a.len(), HEADER_BYTES + 3 * 36);
+        assert_eq!(decode(&a, 5000).unwrap(), vec![0u16; 5000]);
+    }
+
+    #[test]
+    fn one_bit_keeps_one_block() {
+        let mut codes = vec![0u16; 2048];
+        codes[3] = 1 << 4; // word 1, bit 20: plane 20, row 0, group 0
+        let a = encode(&codes);
+        assert_eq!(a.len(), HEADER_BYTES + 36 + 16);
+        let f = 20 * 8;
+        assert_eq!(le32(&a[HEADER_BYTES..], f / 32), 1 << (f % 32));
+        assert_eq!(le32(&a[HEADER_BYTES + 36..], 0), 1 << 1, "bit t of T[0][20] = word t");
+    }
+
+    proptest! {
+        #[test]
+        fn round_trip(codes in prop::collection::vec(any::<u16>(), 0..9000), sparse in 0u16..16) {
+            let codes: Vec<u16> = codes.iter().map(|&c| if c % 16 < sparse { 0 } else { c >> (c % 13) }).collect();
+            let a = encode(&codes);
+            prop_assert_eq!(decode(&a, codes.len()).unwrap(), codes);
+        }
+
+        #[test]
+        fn corruption_is_an_error_or_a_decode(codes in prop::collection::vec(0u16..8, 1..5000), at in any::<usize>(), v in any::<u8>()) {
+            let mut a = encode(&codes);
+            let i = at % a.len();
+            a[i] = v;
+            let _ = decode(&a, codes.len());
+            let _ = decode(&a[..i], codes.len());
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! CPU reference of Bitshuffle. A block body of `m` elements (m a multiple of 8) of `width`
+//! bytes becomes `8·width` planes of `m/8` bytes: plane `P = 8b + i` holds bit `i` of byte `b`
+//! of every element, bit `j` of plane byte `k` from element `8k + j` (what a warp ballot over
+//! 8-element groups gives). The per-group step is one 8×8 bit transpose.
+
+use crate::stages::bit_transpose::{transpose32, transpose8};
+use rayon::prelude::*;
+
+/// Bytes of a block that are transposed; the rest (< 8·width bytes) is copied.
+pub fn body_len(block_len: usize, width: usize) -> usize {
+    block_len / (8 * width) * (8 * width)
+}
+
+/// Transpose one block (`inverse = false`) or undo it; `out` has the block's length.
+pub fn block(inp: &[u8], width: usize, inverse: bool, out: &mut [u8]) {
+    let body = body_len(inp.len(), width);
+    let plane_len = body / (8 * width);
+    // 4-byte elements, 32 at a time: one 32×32 transpose yields 4 bytes of each of 32 planes.
+    let wide = if width == 4 { plane_len / 4 } else { 0 };
+    for g in 0..wide {
+        let elem = |j: usize| (32 * g + j) * 4;
+        let plane = |p: usize| p * plane_len + 4 * g;
+        if inverse {
+            words32(inp, plane, out, elem);
+        } else {
+            words32(inp, elem, out, plane);
+        }
+    }
+    // Groups of 8 elements: one 8×8 transpose per byte of the element.
+    for k in 4 * wide..plane_len {
+        for b in 0..width {
+            // Byte j of group k in element order ↔ byte k of plane 8b + j.
+            let elem = |j: usize| (8 * k + j) * width + b;
+            let plane = |i: usize| (8 * b + i) * plane_len + k;
+            if inverse {
+                group(inp, plane, out, elem);
+            } else {
+                group(inp, elem, out, plane);
+            }
+        }
+    }
+    out[body..].copy_from_slice(&inp[body..]);
+}
+
+/// Gather 32 LE words, transpose their bits, scatter them.
+#[inline]
+fn words32(inp: &[u8], from: impl Fn(usize) -> usize, out: &mut [u8], to: impl Fn(usize) -> usize) {
+    let mut a: [u32; 32] =
+        std::array::from_fn(|i| u32::from_le_bytes(inp[from(i)..from(i) + 4].try_into().expect("4 bytes")));
+    transpose32(&mut a);
+    for (i, v) in a.iter().enumerate() {
+        out[to(i)..to(i) + 4].copy_from_slice(&v.to_le_bytes());
+    }
+}
+
+/// Gather 8 bytes, transpose their bits, scatter them.
+#[inline]
+fn group(inp: &[u8], from: impl Fn(usize) -> usize, out: &mut [u8], to: impl Fn(usize) -> usize) {
+    let x = (0..8).fold(0u64, |x, j| x | u64::from(inp[from(j)]) << (8 * j));
+    let t = transpose8(x);
+    for i in 0..8 {
+        out[to(i)] = (t >> (8 * i)) as u8;
+    }
+}
+
+/// Every block of `block_bytes` (the last may be shorter), in parallel.
+pub fn run(data: &[u8], width: usize, block_bytes: usize, inverse: bool) -> Vec<u8> {
+    let mut out = vec![0u8; data.len()];
+    out.par_chunks_mut(block_bytes).zip(data.par_chunks(block_bytes)).for_each(|(o, i)| block(i, width, inverse, o));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn planes_hold_one_bit_of_every_element() {
+        // 16 u32 elements; element e = e → plane 0 (bit 0 of byte 0) = 0b10101010 per byte.
+        let data: Vec<u8> = (0u32..16).flat_map(|e| e.to_le_bytes()).collect();
+        let s = run(&data, 4, 64, false);
+        assert_eq!(&s[..2], &[0xaa, 0xaa], "plane 0: odd elements");
+        assert_eq!(&s[2..4], &[0xcc, 0xcc], "plane 1");
+        assert_eq!(&s[6..8], &[0x00, 0xff], "plane 3: elements 8..16");
+        assert!(s[8..].iter().all(|&b| b == 0));
+    }
+
+    proptest! {
+        /// Every width and path (32-word transposes, 8-element groups, tail) against the definition.
+        #[test]
+        fn output_bits_follow_the_definition(data in prop::collection::vec(any::<u8>(), 0..700), w in 0usize..4) {
+            let width = 1 << w;
+            let s = run(&data, width, data.len().max(1).next_multiple_of(8 * width), false);
+            let body = body_len(data.len(), width);
+            let plane_len = body / (8 * width);
+            for e in 0..body / width {
+                for bit in 0..8 * width {
+                    let expected = data[e * width + bit / 8] >> (bit % 8) & 1;
+                    prop_assert_eq!(s[bit * plane_len + e / 8] >> (e % 8) & 1, expected);
+                }
+            }
+            prop_assert_eq!(&s[body..], &data[body..]);
+        }
+
+        #[test]
+        fn round_trip(data in prop::collection::vec(any::<u8>(), 0..5000), w in 0usize..4, blocks in 1usize..20) {
+            let width = 1 << w;
+            let block_bytes = 8 * width * blocks;
+            let s = run(&data, width, block_bytes, false);
+            prop_assert_eq!(run(&s, width, block_bytes, true), data);
+        }
+    }
+}

@@ -1,0 +1,321 @@
+//! CPU reference of LorenzoQuant. The per-element steps are small pure functions
+//! ([`prequantize`], [`lorenzo_delta`], [`CodeMapping::encode`] / [`CodeMapping::decode`]) so a
+//! CUDA kernel can mirror them one to one; the drivers around them only decide which rows a
+//! rayon task owns, never an order, so the bytes do not depend on the thread count.
+
+use super::{CodeMapping, Tile};
+use crate::archive::{Reader, Writer};
+use crate::error::{corrupt, Result};
+use crate::stages::quantizer::cpu::Float;
+use rayon::prelude::*;
+
+/// Elements per parallel work item (rounded to whole rows).
+const TASK_ELEMS: usize = 1 << 16;
+
+/// Rows of `nx` elements per task.
+fn rows_per_task(nx: usize) -> usize {
+    (TASK_ELEMS / nx.max(1)).max(1)
+}
+
+/// Pre-quantize one value: `Some(p)` with `p = round(x / 2h)` when `x` is finite and its
+/// reconstruction `(p · h) · 2` lies within `abs_bound` (the decoder's own formula, checked in
+/// f64); `None` sends the value to the lossless value-outlier list.
+#[inline]
+pub fn prequantize<T: Float>(x: T, recip: T, step: T, abs_bound: f64) -> Option<i32> {
+    let p = x.quantize(recip);
+    let err = (x.to_f64() - T::reconstruct(p, step).to_f64()).abs();
+    (x.is_finite() && err <= abs_bound).then_some(p)
+}
+
+/// Lorenzo prediction error at one element from its 2×2×2 neighbourhood: `n[dz][dy][dx]` is
+/// the pre-quantized value `dz, dy, dx` steps behind along z, y, x (0 where that neighbour
+/// lies outside the tile). Inclusion–exclusion, wrapping i32 (the inverse wraps the same way,
+/// so the round trip is exact).
+#[inline]
+pub fn lorenzo_delta(n: [[[i32; 2]; 2]; 2]) -> i32 {
+    let plane = |m: [[i32; 2]; 2]| m[0][0].wrapping_sub(m[0][1]).wrapping_sub(m[1][0]).wrapping_add(m[1][1]);
+    plane(n[0]).wrapping_sub(plane(n[1]))
+}
+
+/// Output of [`forward`].
+pub struct Forward {
+    pub codes: Vec<u16>,
+    /// Delta-outlier list then value-outlier list (docs/FORMAT.md, "LorenzoQuant").
+    pub outliers: Vec<u8>,
+    pub num_delta_outliers: u64,
+    pub num_value_outliers: u64,
+}
+
+/// Dual quantization of `x` over the grid `dims = [z, y, x]` in tiles of `tile`.
+pub fn forward<T: Float>(x: &[T], dims: [usize; 3], tile: Tile, mapping: CodeMapping, abs_bound: f64) -> Forward {
+    let step = T::at_most(abs_bound);
+    let recip = T::half_recip(step);
+    let nx = dims[2].max(1);
+    let rows = rows_per_task(nx);
+
+    // Pass 1: pre-quantize; values that cannot be quantized within the bound become p = 0.
+    let mut p = vec![0i32; x.len()];
+    let value_outliers: Vec<Vec<(usize, T)>> = p
+        .par_chunks_mut(rows * nx)
+        .zip(x.par_chunks(rows * nx))
+        .enumerate()
+        .map(|(task, (p, x))| {
+            let base = task * rows * nx;
+            let mut list = Vec::new();
+            for (i, (p, &v)) in p.iter_mut().zip(x).enumerate() {
+                match prequantize(v, recip, step, abs_bound) {
+                    Some(q) => *p = q,
+                    None => list.push((base + i, v)),
+                }
+            }
+            list
+        })
+        .collect();
+
+    // Pass 2: Lorenzo deltas inside tiles, mapped to u16 codes; out-of-range deltas go to the list.
+    let mut codes = vec![0u16; x.len()];
+    let delta_outliers: Vec<Vec<(usize, i32)>> = codes
+        .par_chunks_mut(rows * nx)
+        .enumerate()
+        .map(|(task, out)| {
+            let mut list = Vec::new();
+            for (r, out) in out.chunks_mut(nx).enumerate() {
+                let row = task * rows + r;
+                let feeding = feeding_rows(&p, dims, tile, row);
+                for (xi, c) in out.iter_mut().enumerate() {
+                    let has_left = !xi.is_multiple_of(tile.0[2]);
+                    let n = std::array::from_fn(|dz| {
+                        std::array::from_fn(|dy| {
+                            std::array::from_fn(|dx| match feeding[dz][dy] {
+                                Some(line) if dx == 0 || has_left => line[xi - dx],
+                                _ => 0,
+                            })
+                        })
+                    });
+                    let delta = lorenzo_delta(n);
+                    match mapping.encode(delta) {
+                        Some(code) => *c = code,
+                        None => list.push((row * nx + xi, delta)),
+                    }
+                }
+            }
+            list
+        })
+        .collect();
+
+    let mut w = Writer::default();
+    let num_delta_outliers =
+        write_list(&mut w, delta_outliers.into_iter().flatten(), |w, d| w.varint(u64::from(zigzag32(d))));
+    let num_value_outliers = write_list(&mut w, value_outliers.into_iter().flatten(), |w, v: T| v.write_le(w));
+    Forward { codes, outliers: w.bytes, num_delta_outliers, num_value_outliers }
+}
+
+/// The grid rows that feed the deltas of grid row `row` (= z · ny + y): `[dz][dy]` is the row
+/// `dz` planes and `dy` rows behind, `None` where it lies in another tile (its terms are 0).
+fn feeding_rows(p: &[i32], [_, ny, nx]: [usize; 3], Tile([tz, ty, _]): Tile, row: usize) -> [[Option<&[i32]>; 2]; 2] {
+    let (z, y) = (row / ny, row % ny);
+    let has = [!z.is_multiple_of(tz), !y.is_multiple_of(ty)];
+    std::array::from_fn(|dz| {
+        std::array::from_fn(|dy| {
+            let inside = (dz == 0 || has[0]) && (dy == 0 || has[1]);
+            inside.then(|| {
+                let r = (z - dz) * ny + (y - dy);
+                &p[r * nx..(r + 1) * nx]
+            })
+        })
+    })
+}
+
+/// Append `(index, value)` entries as `varint gap` + value; returns the count.
+fn write_list<V>(w: &mut Writer, list: impl Iterator<Item = (usize, V)>, mut value: impl FnMut(&mut Writer, V)) -> u64 {
+    let (mut next, mut count) = (0usize, 0u64);
+    for (index, v) in list {
+        w.varint((index - next) as u64);
+        value(w, v);
+        next = index + 1;
+        count += 1;
+    }
+    count
+}
+
+fn zigzag32(v: i32) -> u32 {
+    ((v << 1) ^ (v >> 31)) as u32
+}
+
+fn unzigzag32(u: u32) -> i32 {
+    ((u >> 1) as i32) ^ -((u & 1) as i32)
+}
+
+/// Read `count` `(index, value)` entries, every index checked against `n` and increasing.
+fn read_list<V>(
+    r: &mut Reader,
+    count: u64,
+    n: usize,
+    mut value: impl FnMut(&mut Reader) -> Result<V>,
+) -> Result<Vec<(usize, V)>> {
+    // Each entry takes at least two bytes: never reserve more than the channel can hold.
+    let mut list = Vec::with_capacity((count as usize).min(r.remaining() / 2));
+    let mut next = 0u64;
+    for k in 0..count {
+        let index = r.varint()?.checked_add(next).filter(|&i| i < n as u64);
+        let index = index.ok_or_else(|| corrupt!("LorenzoQuant outlier {k} lies outside {n} elements"))?;
+        list.push((index as usize, value(r)?));
+        next = index + 1;
+    }
+    Ok(list)
+}
+
+/// Inverse: codes → deltas (outliers patched in) → tile prefix sums → values.
+pub fn inverse<T: Float>(
+    codes: &[u16],
+    outliers: &[u8],
+    counts: (u64, u64),
+    dims: [usize; 3],
+    tile: Tile,
+    mapping: CodeMapping,
+    step: T,
+) -> Result<Vec<T>> {
+    let n = codes.len();
+    let mut r = Reader::new(outliers, "LorenzoQuant outlier channel");
+    let deltas = read_list(&mut r, counts.0, n, |r| {
+        let u = u32::try_from(r.varint()?).map_err(|_| corrupt!("LorenzoQuant outlier delta exceeds 32 bits"))?;
+        Ok(unzigzag32(u))
+    })?;
+    let values = read_list(&mut r, counts.1, n, T::read_le)?;
+    r.finish()?;
+
+    let mut p: Vec<i32> = codes.par_iter().map(|&c| mapping.decode(c)).collect();
+    for (i, d) in deltas {
+        p[i] = d;
+    }
+    tile_prefix_sums(&mut p, dims, tile);
+    let mut out: Vec<T> = p.par_iter().map(|&q| T::reconstruct(q, step)).collect();
+    for (i, v) in values {
+        out[i] = v;
+    }
+    Ok(out)
+}
+
+/// Inverse of the tiled Lorenzo delta, in place: prefix sums along x, then y, then z, each
+/// restarting at tile boundaries.
+fn tile_prefix_sums(d: &mut [i32], [_, ny, nx]: [usize; 3], Tile([tz, ty, tx]): Tile) {
+    if d.is_empty() {
+        return;
+    }
+    d.par_chunks_mut(nx).for_each(|row| {
+        for seg in row.chunks_mut(tx) {
+            let mut acc = 0i32;
+            for v in seg {
+                acc = acc.wrapping_add(*v);
+                *v = acc;
+            }
+        }
+    });
+    // Along y: bands of ty rows in one plane are independent.
+    d.par_chunks_mut(nx * ny).for_each(|plane| {
+        for band in plane.chunks_mut(nx * ty) {
+            for y in 1..band.len() / nx {
+                let (prev, cur) = band.split_at_mut(y * nx);
+                for (c, p) in cur[..nx].iter_mut().zip(&prev[(y - 1) * nx..]) {
+                    *c = c.wrapping_add(*p);
+                }
+            }
+        }
+    });
+    // Along z: bands of tz planes are independent.
+    let plane = nx * ny;
+    d.par_chunks_mut(plane * tz).for_each(|band| {
+        for z in 1..band.len() / plane {
+            let (prev, cur) = band.split_at_mut(z * plane);
+            for (c, p) in cur[..plane].iter_mut().zip(&prev[(z - 1) * plane..]) {
+                *c = c.wrapping_add(*p);
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn round_trip(x: &[f32], dims: [usize; 3], tile: Tile, mapping: CodeMapping, b: f64) -> Vec<f32> {
+        let f = forward(x, dims, tile, mapping, b);
+        let step = f32::at_most(b);
+        inverse(&f.codes, &f.outliers, (f.num_delta_outliers, f.num_value_outliers), dims, tile, mapping, step).unwrap()
+    }
+
+    fn check(x: &[f32], y: &[f32], b: f64) {
+        for (a, c) in x.iter().zip(y) {
+            if a.is_finite() {
+                assert!((f64::from(*a) - f64::from(*c)).abs() <= b, "{a} vs {c}");
+            } else {
+                assert_eq!(a.to_bits(), c.to_bits());
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn bound_holds_for_any_grid_tile_and_mapping(
+            nz in 1usize..4, ny in 1usize..12, nx in 1usize..40,
+            t in (1usize..5, 1usize..6, 1usize..9), m in 0u8..3, seed in any::<u64>(), scale in 1.0f32..1e6,
+        ) {
+            let n = nz * ny * nx;
+            let x: Vec<f32> = (0..n as u64)
+                .map(|i| ((i.wrapping_mul(seed | 1) >> 40) as f32 / 16777216.0 - 0.5) * scale)
+                .collect();
+            let mapping = [CodeMapping::SignMagnitude, CodeMapping::Zigzag, CodeMapping::Radius(3)][m as usize];
+            let b = 1e-3 * f64::from(scale);
+            let y = round_trip(&x, [nz, ny, nx], Tile([t.0, t.1, t.2]), mapping, b);
+            check(&x, &y, b);
+        }
+    }
+
+    #[test]
+    fn specials_and_huge_deltas_are_lossless() {
+        let nan = f32::from_bits(0x7fc0_1234);
+        // 1e9 overflows the pre-quantized integer; ±1000 / 0.02 = ±50000 overflows a u16 code.
+        let x = [0.0, 1e9, nan, f32::INFINITY, -1e9, 3.0e38, -0.0, 1000.0, f32::NEG_INFINITY, -1000.0];
+        let f = forward(&x, [1, 1, x.len()], Tile([1, 1, 4]), CodeMapping::SignMagnitude, 1e-2);
+        assert_eq!((f.num_value_outliers, f.num_delta_outliers), (6, 2));
+        let y = round_trip(&x, [1, 1, x.len()], Tile([1, 1, 4]), CodeMapping::SignMagnitude, 1e-2);
+        check(&x, &y, 1e-2);
+        assert_eq!(y[6].to_bits(), 0, "−0.0 quantizes to +0.0 within the bound");
+    }
+
+    #[test]
+    fn delta_of_a_plane_vanishes_inside_tiles() {
+        let n = [[[5, 4], [4, 3]], [[4, 3], [3, 2]]]; // p = 2 + x + y + z around (1, 1, 1)
+        assert_eq!(lorenzo_delta(n), 0);
+        assert_eq!(lorenzo_delta([[[7, 0], [0, 0]], [[0, 0], [0, 0]]]), 7);
+    }
+
+    #[test]
+    fn mappings_invert() {
+        for m in [CodeMapping::SignMagnitude, CodeMapping::Zigzag, CodeMapping::Radius(512)] {
+            for d in -40000..40000 {
+                if let Some(c) = m.encode(d) {
+                    assert_eq!(m.decode(c), d, "{m:?} {d}");
+                }
+            }
+        }
+        assert_eq!(CodeMapping::SignMagnitude.encode(-3), Some(0x8003));
+        assert_eq!(CodeMapping::SignMagnitude.encode(32768), None);
+        assert_eq!(CodeMapping::Zigzag.encode(-32768), Some(65535));
+        assert_eq!(CodeMapping::Radius(512).encode(511), Some(1023));
+        assert_eq!(CodeMapping::Radius(512).encode(-512), None);
+    }
+
+    #[test]
+    fn truncated_channel_is_an_error() {
+        let x = [f32::NAN, 1.0, 1e9, 2.0];
+        let f = forward(&x, [1, 1, 4], Tile([1, 1, 4]), CodeMapping::Zigzag, 1e-3);
+        for cut in 0..f.outliers.len() {
+            let counts = (f.num_delta_outliers, f.num_value_outliers);
+            let r =
+                inverse(&f.codes, &f.outliers[..cut], counts, [1, 1, 4], Tile([1, 1, 4]), CodeMapping::Zigzag, 1e-3f32);
+            assert!(r.is_err());
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! Negabinary: base −2 digits of integer words, `(v + 0xAA…A) ^ 0xAA…A` (PFPL, LC), so values of
+//! small magnitude and either sign become words with few significant bits.
+//!
+//! Forward: `T[n]` → `output: U[n]` (T = i16|u16|i32|u32, U unsigned of T's width; unsigned
+//! inputs are read as two's complement). Layout: docs/FORMAT.md, "Negabinary".
+
+mod cpu;
+
+use crate::archive::{Reader, Writer};
+use crate::config::params::TomlParams;
+use crate::element::{Buffer, DType};
+use crate::error::{corrupt, Error, Result};
+use crate::stage::{self, ForwardContext, Forwarded, Port, Stage, StageKind};
+use crate::stages::words::{self, Words};
+
+/// Registry entry (FZGPUModules' `StageType::NEGABINARY`).
+pub static KIND: StageKind = StageKind {
+    id: 16,
+    name: "Negabinary",
+    summary: "negabinary (base -2) map of 16/32-bit integer words to unsigned",
+    param_version: 1,
+    from_toml: Negabinary::from_toml,
+    from_record: Negabinary::from_record,
+};
+
+/// The Negabinary stage.
+#[derive(Clone, Debug)]
+pub struct Negabinary {
+    pub input: DType,
+}
+
+impl Negabinary {
+    pub fn new(input: DType) -> Result<Self> {
+        if !words::INTEGER_TYPES.contains(&input) {
+            return Err(Error::InvalidArgument(format!(
+                "Negabinary input must be a 16- or 32-bit integer, not {input}"
+            )));
+        }
+        Ok(Negabinary { input })
+    }
+
+    fn from_toml(t: &toml::Table) -> Result<Box<dyn Stage>> {
+        let p = TomlParams::new(t, "Negabinary");
+        let input = p.dtype("input_type", DType::I32, &words::INTEGER_TYPES)?;
+        p.finish()?;
+        Ok(Box::new(Negabinary::new(input)?))
+    }
+
+    fn from_record(version: u32, bytes: &[u8]) -> Result<Box<dyn Stage>> {
+        stage::check_param_version(&KIND, version)?;
+        let mut r = Reader::new(bytes, "Negabinary parameters");
+        let code = r.u8()?;
+        r.finish()?;
+        let input = DType::from_code(code).ok_or_else(|| corrupt!("Negabinary input type code {code}"))?;
+        Ok(Box::new(Negabinary::new(input).map_err(|e| corrupt!("{e}"))?))
+    }
+}
+
+impl Stage for Negabinary {
+    fn kind(&self) -> &'static StageKind {
+        &KIND
+    }
+    fn inputs(&self) -> Vec<Port> {
+        vec![Port { name: "input", dtype: self.input }]
+    }
+    fn outputs(&self) -> Vec<Port> {
+        vec![Port { name: "output", dtype: words::unsigned_of(self.input) }]
+    }
+
+    fn forward(&self, inputs: Vec<Buffer>, _ctx: &ForwardContext) -> Result<Forwarded> {
+        stage::expect_buffers(self, &self.inputs(), &inputs)?;
+        let w = Words::from_buffer(inputs.into_iter().next().expect("one input")).expect("checked by expect_buffers");
+        let mut record = Writer::default();
+        record.u8(self.input.code());
+        Ok(Forwarded {
+            outputs: vec![cpu::forward(w).into_buffer(words::unsigned_of(self.input))],
+            record: record.bytes,
+        })
+    }
+
+    fn inverse(&self, outputs: Vec<Buffer>) -> Result<Vec<Buffer>> {
+        stage::expect_buffers(self, &self.outputs(), &outputs)?;
+        let w = Words::from_buffer(outputs.into_iter().next().expect("one output")).expect("checked");
+        Ok(vec![cpu::inverse(w).into_buffer(self.input)])
+    }
+
+    fn to_toml(&self) -> toml::Table {
+        let mut t = toml::Table::new();
+        t.insert("input_type".into(), self.input.toml_name().into());
+        t
+    }
+
+    fn clone_box(&self) -> Box<dyn Stage> {
+        Box::new(self.clone())
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}

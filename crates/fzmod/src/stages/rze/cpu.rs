@@ -1,0 +1,244 @@
+//! CPU reference of RZE (LC's `RZE_k`, the last stage of PFPL). Per chunk of `L` bytes with
+//! `m = L / word` words: bitmap `B0` marks the non-zero words; three levels of repetition
+//! elimination shrink it (`B_{l+1}` marks the bytes of `B_l` that differ from their
+//! predecessor, the predecessor of byte 0 being 0). Chunks are independent.
+
+use crate::archive::Reader;
+use crate::error::{corrupt, Result};
+use rayon::prelude::*;
+
+/// Repetition-elimination levels above B0.
+pub const LEVELS: usize = 3;
+
+/// Bytes of each bitmap `B0..=B3` for `words` words.
+pub fn bitmap_lens(words: usize) -> [usize; LEVELS + 1] {
+    let mut lens = [words.div_ceil(8); LEVELS + 1];
+    for l in 1..=LEVELS {
+        lens[l] = lens[l - 1].div_ceil(8);
+    }
+    lens
+}
+
+#[inline]
+fn bit(map: &[u8], i: usize) -> bool {
+    map[i / 8] >> (i % 8) & 1 == 1
+}
+
+/// `B0` of a chunk (bit per word: non-zero) and its non-zero words in order.
+fn nonzero_words<const W: usize>(chunk: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let words = chunk.chunks_exact(W);
+    let mut map = vec![0u8; words.len().div_ceil(8)];
+    let mut kept = Vec::with_capacity(chunk.len());
+    for (i, w) in words.enumerate() {
+        if w != [0u8; W] {
+            map[i / 8] |= 1 << (i % 8);
+            kept.extend_from_slice(w);
+        }
+    }
+    (map, kept)
+}
+
+/// One repetition level: the bitmap of bytes that differ from their predecessor (0 before
+/// byte 0) and those bytes in order.
+fn repetition_level(prev: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let mut map = vec![0u8; prev.len().div_ceil(8)];
+    let mut kept = Vec::new();
+    let mut before = 0u8;
+    for (k, &b) in prev.iter().enumerate() {
+        if b != before {
+            map[k / 8] |= 1 << (k % 8);
+            kept.push(b);
+        }
+        before = b;
+    }
+    (map, kept)
+}
+
+/// Encode one chunk: `B3 ‖ kept(B2) ‖ kept(B1) ‖ kept(B0) ‖ non-zero words ‖ tail`;
+/// `None` when that is not shorter than the chunk (the chunk is then stored raw).
+pub fn encode_chunk(chunk: &[u8], word: usize) -> Option<Vec<u8>> {
+    let (mut map, words) = match word {
+        1 => nonzero_words::<1>(chunk),
+        2 => nonzero_words::<2>(chunk),
+        4 => nonzero_words::<4>(chunk),
+        _ => nonzero_words::<8>(chunk),
+    };
+    let mut kept = Vec::with_capacity(LEVELS);
+    for _ in 0..LEVELS {
+        let (above, k) = repetition_level(&map);
+        kept.push(k);
+        map = above;
+    }
+    let tail = &chunk[chunk.len() / word * word..];
+    let len = map.len() + kept.iter().map(Vec::len).sum::<usize>() + words.len() + tail.len();
+    if len >= chunk.len() {
+        return None;
+    }
+    let mut out = Vec::with_capacity(len);
+    out.extend_from_slice(&map);
+    for k in kept.iter().rev() {
+        out.extend_from_slice(k);
+    }
+    out.extend_from_slice(&words);
+    out.extend_from_slice(tail);
+    Some(out)
+}
+
+/// Rebuild a bitmap of `len` bytes from the level above it and its kept bytes.
+fn expand(r: &mut Reader, above: &[u8], len: usize) -> Result<Vec<u8>> {
+    let mut prev = 0u8;
+    (0..len)
+        .map(|k| {
+            if bit(above, k) {
+                prev = r.u8()?;
+            }
+            Ok(prev)
+        })
+        .collect()
+}
+
+/// Bits at and beyond `valid` must be zero (one encoding per chunk).
+fn check_padding(map: &[u8], valid: usize) -> Result<()> {
+    if (valid..8 * map.len()).any(|i| bit(map, i)) {
+        return Err(corrupt!("RZE: bitmap bit set beyond its {valid} entries"));
+    }
+    Ok(())
+}
+
+/// Decode one encoded chunk into `out` (the chunk's original length, zero on entry).
+pub fn decode_chunk(enc: &[u8], word: usize, out: &mut [u8]) -> Result<()> {
+    let m = out.len() / word;
+    let lens = bitmap_lens(m);
+    let mut r = Reader::new(enc, "RZE chunk");
+    let mut map = r.take(lens[LEVELS])?.to_vec();
+    for l in (0..LEVELS).rev() {
+        check_padding(&map, lens[l])?;
+        map = expand(&mut r, &map, lens[l])?;
+    }
+    check_padding(&map, m)?;
+    let count: usize = map.iter().map(|b| b.count_ones() as usize).sum();
+    let mut words = r.take(count * word)?.chunks_exact(word);
+    for (k, &byte) in map.iter().enumerate() {
+        let mut bits = byte;
+        while bits != 0 {
+            let i = 8 * k + bits.trailing_zeros() as usize;
+            out[i * word..(i + 1) * word].copy_from_slice(words.next().expect("one word per set bit"));
+            bits &= bits - 1;
+        }
+    }
+    let tail = out.len() - m * word;
+    out[m * word..].copy_from_slice(r.take(tail)?);
+    r.finish()
+}
+
+/// Encode `data` in chunks: `[u16 size per chunk][payloads]`; size = chunk length means raw.
+pub fn encode(data: &[u8], chunk: usize, word: usize) -> Vec<u8> {
+    let encoded: Vec<Option<Vec<u8>>> = data.par_chunks(chunk).map(|c| encode_chunk(c, word)).collect();
+    let mut out = Vec::with_capacity(data.len() / 4);
+    for (e, c) in encoded.iter().zip(data.chunks(chunk)) {
+        let size = e.as_ref().map_or(c.len(), Vec::len) as u16;
+        out.extend_from_slice(&size.to_le_bytes());
+    }
+    for (e, c) in encoded.iter().zip(data.chunks(chunk)) {
+        out.extend_from_slice(e.as_deref().unwrap_or(c));
+    }
+    out
+}
+
+/// Decode `num_bytes` bytes; sizes are validated against the segment before allocating (at
+/// least 3 bytes of segment per chunk, so the output is at most ~22 000 × the segment).
+pub fn decode(seg: &[u8], num_bytes: usize, chunk: usize, word: usize) -> Result<Vec<u8>> {
+    let chunks = num_bytes.div_ceil(chunk);
+    if chunks > seg.len() / 2 {
+        return Err(corrupt!("RZE: {num_bytes} bytes need a size table longer than the {} byte segment", seg.len()));
+    }
+    let mut starts = Vec::with_capacity(chunks);
+    let mut at = 2 * chunks;
+    for c in 0..chunks {
+        let size = usize::from(u16::from_le_bytes([seg[2 * c], seg[2 * c + 1]]));
+        let len = chunk.min(num_bytes - c * chunk);
+        // An encoded chunk holds at least its top bitmap and its tail: this bounds the output
+        // by the segment's own bytes before anything is allocated.
+        let least = bitmap_lens(len / word)[LEVELS] + len % word;
+        if size > len || size < least {
+            return Err(corrupt!("RZE: chunk {c} claims {size} bytes for {len}"));
+        }
+        starts.push((at, size, len));
+        at += size;
+    }
+    if at != seg.len() {
+        return Err(corrupt!("RZE: chunks occupy {at} bytes, the segment {}", seg.len()));
+    }
+    let mut out = vec![0u8; num_bytes];
+    out.par_chunks_mut(chunk).zip(starts.par_iter()).try_for_each(|(o, &(at, size, len))| {
+        let enc = &seg[at..at + size];
+        if size == len {
+            o.copy_from_slice(enc);
+            Ok(())
+        } else {
+            decode_chunk(enc, word, o)
+        }
+    })?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn zero_chunk_is_its_top_bitmap() {
+        assert_eq!(bitmap_lens(16384), [2048, 256, 32, 4]);
+        assert_eq!(encode_chunk(&[0u8; 16384], 1), Some(vec![0u8; 4]));
+        let mut one = [0u8; 64];
+        one[9] = 7;
+        // B0 = [0, 2, 0 ...] (8 bytes), B1 = [0b110], B2 = [1], B3 = [1].
+        assert_eq!(encode_chunk(&one, 1), Some(vec![1, 1, 0b110, 2, 0, 7]));
+        let e = encode(&[0u8; 20000], 16384, 1);
+        assert_eq!(e.len(), 4 + 4 + 1, "two sizes, B3 of 4 bytes and of 1 byte (3616 bytes)");
+        assert_eq!(decode(&e, 20000, 16384, 1).unwrap(), vec![0u8; 20000]);
+    }
+
+    #[test]
+    fn incompressible_chunks_are_raw() {
+        let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 + 1) as u8 | 1).collect();
+        let e = encode(&data, 512, 1);
+        assert_eq!(&e[..4], &[0, 2, 232, 1], "sizes 512 and 488 = raw");
+        assert_eq!(decode(&e, 1000, 512, 1).unwrap(), data);
+    }
+
+    #[test]
+    fn sizes_below_the_top_bitmap_are_refused_before_allocating() {
+        let seg = vec![0u8; 2000]; // 1000 chunks of size 0 claiming 65 MB
+        assert!(decode(&seg, 1000 * 65535, 65535, 1).is_err());
+    }
+
+    fn sparse(bytes: Vec<u8>, density: u8) -> Vec<u8> {
+        bytes.into_iter().map(|b| if b < density { b } else { 0 }).collect()
+    }
+
+    proptest! {
+        #[test]
+        fn round_trip(
+            data in prop::collection::vec(any::<u8>(), 0..6000), density in any::<u8>(),
+            w in 0usize..4, chunk_words in 1usize..3000,
+        ) {
+            let data = sparse(data, density);
+            let word = 1 << w;
+            let chunk = (word * chunk_words).min(65535 / word * word);
+            let e = encode(&data, chunk, word);
+            prop_assert_eq!(decode(&e, data.len(), chunk, word).unwrap(), data);
+        }
+
+        #[test]
+        fn corruption_is_an_error_or_a_decode(data in prop::collection::vec(0u8..3, 1..3000), at in any::<usize>(), v in any::<u8>()) {
+            let data = sparse(data, 1);
+            let mut e = encode(&data, 1024, 1);
+            let i = at % e.len();
+            e[i] = v;
+            let _ = decode(&e, data.len(), 1024, 1);
+            let _ = decode(&e[..i], data.len(), 1024, 1);
+        }
+    }
+}
