@@ -197,6 +197,13 @@ impl<'a> DeviceRun<'a> {
         Ok(Ok(scalars))
     }
 
+    /// Read one scalar slot now (synchronises; for transfer points, not for stages).
+    pub(crate) fn read_slot(&self, slot: Slot) -> Result<u64> {
+        let mut word = [0u8; 8];
+        self.dev.download_from(address(&self.scalars, &self.dev.stream) + 8 * slot.0 as u64, &mut word)?;
+        Ok(u64::from_le_bytes(word))
+    }
+
     /// Copy host bytes into a new device buffer.
     pub fn upload(&self, dtype: DType, bytes: &[u8]) -> Result<DeviceBuffer> {
         let b = self.alloc(dtype, bytes.len() / dtype.size())?;

@@ -121,7 +121,7 @@ pub fn decompress_device(dev: &CudaDevice, plan: DecodePlan) -> Result<(DeviceBu
     job.kernels()?;
     let (run, data) = job.result.take().ok_or_else(|| Error::Device("no result".into()))?;
     run.stream().synchronize().map_err(device_error)?;
-    let n = host_len(&data)?;
+    let n = host_len(&run, &data)?;
     if data.dtype != job.plan.header.dtype || Some(n as u64) != job.plan.header.num_elements().ok() {
         return Err(corrupt!("decoded {n} {} elements, the header says otherwise", data.dtype));
     }
@@ -224,20 +224,25 @@ fn on_cpu_forward(
     stage: &dyn Stage,
     inputs: &[&DeviceBuffer],
 ) -> Result<(Vec<DeviceBuffer>, PendingRecord)> {
-    let host = inputs.iter().map(|b| to_host(run, b, host_len(b)?)).collect::<Result<Vec<_>>>()?;
+    let host = inputs.iter().map(|b| to_host(run, b, host_len(run, b)?)).collect::<Result<Vec<_>>>()?;
     let f = stage.forward(host, &ForwardContext { shape: &run.shape })?;
     let outputs = f.outputs.iter().map(|b| run.upload(b.dtype(), &b.to_le_bytes())).collect::<Result<Vec<_>>>()?;
     let record = f.record;
     Ok((outputs, Box::new(move |_| Ok(record))))
 }
 
-/// A buffer's length for a transfer to the host, when it is known there.
-fn host_len(b: &DeviceBuffer) -> Result<usize> {
+/// A buffer's length at a transfer to the host: known, or read from its slot now (a
+/// CPU-only stage is a synchronisation point anyway).
+fn host_len(run: &DeviceRun, b: &DeviceBuffer) -> Result<usize> {
     match b.len {
         Len::Known(n) => Ok(n),
-        Len::Device { .. } => Err(Error::BackendUnavailable(
-            "a CPU-only stage reads a buffer whose length is only known on the device".into(),
-        )),
+        Len::Device { slot, capacity } => {
+            let n = run.read_slot(slot)? as usize;
+            if n > capacity {
+                return Err(Error::Device(format!("a device output of {n} elements overflowed its {capacity}")));
+            }
+            Ok(n)
+        }
     }
 }
 
@@ -313,7 +318,7 @@ impl<'a> UnfusedDecompress<'a> {
 
 /// A stage without a device implementation, inverse, through the host.
 fn on_cpu_inverse(run: &DeviceRun, stage: &dyn Stage, outputs: &[&DeviceBuffer]) -> Result<Vec<DeviceBuffer>> {
-    let host = outputs.iter().map(|b| to_host(run, b, host_len(b)?)).collect::<Result<Vec<_>>>()?;
+    let host = outputs.iter().map(|b| to_host(run, b, host_len(run, b)?)).collect::<Result<Vec<_>>>()?;
     stage.inverse(host)?.iter().map(|b| run.upload(b.dtype(), &b.to_le_bytes())).collect()
 }
 
@@ -352,7 +357,7 @@ impl DecompressJob for UnfusedDecompress<'_> {
 
     fn finish(&mut self) -> Result<Decompressed> {
         let (run, data) = self.result.take().ok_or_else(|| Error::Device("finish before kernels".into()))?;
-        let len = host_len(&data)?;
+        let len = host_len(&run, &data)?;
         let host = to_host(&run, &data, len)?;
         run.stream().synchronize().map_err(device_error)?;
         self.plan.check_result(&host)?;

@@ -73,6 +73,7 @@ fn probe() -> Result<Arc<CudaDevice>, String> {
         // One stream orders everything: per-buffer event tracking would only add waits.
         // SAFETY: no buffer is shared with another stream.
         unsafe { ctx.disable_event_tracking() };
+        keep_freed_memory(&ctx);
         Ok(CudaDevice {
             ctx,
             stream,
@@ -98,6 +99,21 @@ fn probe() -> Result<Arc<CudaDevice>, String> {
     Ok(Arc::new(device))
 }
 
+/// Stream-ordered frees return memory to the device's pool; by default the pool gives it back
+/// to the driver at every synchronisation, so each call paid to map its buffers again. Keep it
+/// (best effort: an error only costs speed).
+fn keep_freed_memory(ctx: &CudaContext) {
+    let mut pool = std::ptr::null_mut();
+    let mut keep = u64::MAX;
+    // SAFETY: plain driver queries on the context's own device; `keep` outlives the call.
+    unsafe {
+        if sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device()) == sys::CUresult::CUDA_SUCCESS {
+            let attr = sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;
+            let _ = sys::cuMemPoolSetAttribute(pool, attr, (&mut keep as *mut u64).cast());
+        }
+    }
+}
+
 impl CudaDevice {
     /// The process-wide device (opened once), or why there is none.
     pub fn get() -> Result<Arc<CudaDevice>> {
@@ -115,9 +131,32 @@ impl CudaDevice {
         &self.arch
     }
 
-    /// Peak bytes the workspace has held.
-    pub fn peak_workspace_bytes(&self) -> u64 {
-        self.workspace.lock().map_or(0, |w| w.peak as u64)
+    /// The high-water mark of device memory fzmod allocated (every buffer comes from the
+    /// device's default pool) since the last [`CudaDevice::reset_peak`].
+    pub fn peak_device_bytes(&self) -> u64 {
+        let mut high = 0u64;
+        // SAFETY: reads one attribute of the device's default pool into `high`.
+        unsafe {
+            let mut pool = std::ptr::null_mut();
+            if sys::cuDeviceGetDefaultMemPool(&mut pool, self.ctx.cu_device()) == sys::CUresult::CUDA_SUCCESS {
+                let attr = sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH;
+                let _ = sys::cuMemPoolGetAttribute(pool, attr, (&mut high as *mut u64).cast());
+            }
+        }
+        high
+    }
+
+    /// Start a new high-water mark for [`CudaDevice::peak_device_bytes`].
+    pub fn reset_peak(&self) {
+        let mut zero = 0u64;
+        // SAFETY: resets one attribute of the device's default pool.
+        unsafe {
+            let mut pool = std::ptr::null_mut();
+            if sys::cuDeviceGetDefaultMemPool(&mut pool, self.ctx.cu_device()) == sys::CUresult::CUDA_SUCCESS {
+                let attr = sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH;
+                let _ = sys::cuMemPoolSetAttribute(pool, attr, (&mut zero as *mut u64).cast());
+            }
+        }
     }
 
     /// Device time of the work `enqueue` puts on the stream, from CUDA events, in seconds.
@@ -293,9 +332,6 @@ fn parallel_copy(dst: &mut [u8], src: &[u8]) {
 #[derive(Default)]
 pub(crate) struct Workspace {
     slots: HashMap<&'static str, CudaSlice<u8>>,
-    /// Bytes of every buffer allocated and not yet freed, whether lent out or not.
-    allocated: usize,
-    peak: usize,
 }
 
 impl Workspace {
@@ -305,15 +341,8 @@ impl Workspace {
         let need = bytes.max(8);
         match self.slots.remove(name) {
             Some(s) if s.len() >= need => Ok(s),
-            too_small => {
-                if let Some(old) = too_small {
-                    self.allocated -= old.len();
-                }
-                let s = stream.alloc_zeros::<u8>(need).map_err(device_error)?;
-                self.allocated += need;
-                self.peak = self.peak.max(self.allocated);
-                Ok(s)
-            }
+            // A buffer too small is dropped (freed, stream-ordered) and replaced.
+            _ => stream.alloc_zeros::<u8>(need).map_err(device_error),
         }
     }
 
