@@ -43,7 +43,7 @@ fn bound_holds_on_every_element_of_every_shared_field() {
     }
 }
 
-/// Native FZ-GPU on etopo5 2161×4320 (ANCHOR_NUMBERS.md): `fzgpu` must reach 0.99× of it.
+/// Native FZ-GPU on etopo5 2161×4320 (its own CLI on an H100; docs/PERFORMANCE.md): `fzgpu` must reach 0.99× of it.
 #[test]
 fn fzgpu_reaches_native_fz_gpu_ratios_on_etopo5() {
     let Some(dir) = shared_data() else { return };

@@ -1,9 +1,9 @@
 //! AdaptiveBitpack: per-block fixed-rate bit-plane coder (cuSZp), optionally with cuSZp2's
-//! per-block plain/outlier selection (seed page "AdaptiveBitpackStage").
+//! per-block plain/outlier selection (FZGPUModules' AdaptiveBitpack stage).
 //!
 //! Forward: `i32|i16[n]` → `output: u8[]` = `[metadata, one entry per block][payloads]`.
 //! Metadata layouts: `plain` (1 B rate), `wide` (2 B rate + selection, the seed's layout) and
-//! `packed` (1 B, cuSZp2 ratio parity with an escape for rate 32; ALGORITHMS.md §1.9).
+//! `packed` (1 B, cuSZp2 ratio parity with an escape for rate 32; docs/FORMAT.md).
 //! Byte layout: docs/FORMAT.md, "AdaptiveBitpack".
 
 mod cpu;

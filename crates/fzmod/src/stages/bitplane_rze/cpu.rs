@@ -1,4 +1,4 @@
-//! CPU reference of BitplaneRZE (FZ-GPU's lossless codec, ALGORITHMS.md §2.2).
+//! CPU reference of BitplaneRZE (FZ-GPU's lossless codec, layout in docs/FORMAT.md).
 //!
 //! A chunk is 1024 u32 words (2048 u16 codes, 4096 bytes), seen as 32 rows of 32 words. Row
 //! `r` transposed gives `T[r][plane]` (bit `t` = bit `plane` of word `32r + t`). A block is the

@@ -1,5 +1,5 @@
-//! BitplaneRZE: FZ-GPU's lossless codec (Zhang et al., HPDC'23) as one stage (seed page
-//! "BitplaneRZEStage"): per 4096-byte chunk a 32×32 bit-plane transpose, then elimination of
+//! BitplaneRZE: FZ-GPU's lossless codec (Zhang et al., HPDC'23) as one stage (FZGPUModules'
+//! BitplaneRZE stage): per 4096-byte chunk a 32×32 bit-plane transpose, then elimination of
 //! all-zero 16-byte groups, in FZ-GPU's self-describing archive. Chunks are placed in chunk
 //! order by an exclusive scan, never by atomics, so the bytes are deterministic.
 //!

@@ -18,7 +18,7 @@ pub(crate) trait Float: Copy + Send + Sync + PartialOrd + 'static {
     fn is_finite(self) -> bool;
     /// 0.5 / step, in this type.
     fn half_recip(step: Self) -> Self;
-    /// cuSZp's rounding of `x · recip` to a signed code (ALGORITHMS.md §1.1).
+    /// cuSZp's rounding of `x · recip` to a signed code (as cuSZp defines it; docs/FORMAT.md, "Quantizer").
     fn quantize(self, recip: Self) -> i32;
     /// `(q · step) · 2`, evaluated in this type without contraction.
     fn reconstruct(q: i32, step: Self) -> Self;
@@ -198,7 +198,7 @@ pub(crate) fn parse_outliers<T: Float>(bytes: &[u8], count: u64, n: usize) -> Re
 /// Inline word that sends the value to the outlier channel (raw values in index order).
 pub(crate) const ESCAPE: u32 = u32::MAX;
 
-/// PFPL's QABS word for one value (ALGORITHMS.md §6.1): `zigzag(q)` when it is a bin word and
+/// PFPL's QABS word for one value (PFPL, Fallin et al., IPDPS'25; docs/FORMAT.md): `zigzag(q)` when it is a bin word and
 /// the reconstruction passes the double check; else the raw f32 bits when they cannot be
 /// mistaken for a bin or the escape; else [`ESCAPE`] (`true`: the value goes to the channel).
 #[inline]
@@ -299,7 +299,7 @@ mod tests {
 
     #[test]
     fn rounding_matches_cuszp_definition() {
-        // trunc(d + 0.5) − (d >= −0.5 ? 0 : 1), ALGORITHMS.md §1.1.
+        // trunc(d + 0.5) − (d >= −0.5 ? 0 : 1) (cuSZp).
         assert_eq!(1.49f32.quantize(1.0), 1);
         assert_eq!(1.5f32.quantize(1.0), 2);
         assert_eq!((-0.5f32).quantize(1.0), 0);

@@ -1,4 +1,4 @@
-//! CPU reference of TiledLorenzo (ALGORITHMS.md §1.10).
+//! CPU reference of TiledLorenzo (cuSZp3's tiled prediction; layout in docs/FORMAT.md).
 
 use super::Tile;
 use crate::shape::Grid;

@@ -1,5 +1,5 @@
 //! TiledLorenzo: cuSZp3's separable per-tile delta with tile-major, zero-padded output
-//! (seed page "TiledLorenzoStage"). `delta = false` keeps only the tile-major reshape,
+//! (FZGPUModules' TiledLorenzo stage). `delta = false` keeps only the tile-major reshape,
 //! which is how cuSZp3's "fixed" mode lines its coder blocks up with the tiles.
 //! Layout: docs/FORMAT.md, "TiledLorenzo".
 
