@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod reseal;
+
 use fzmod::{Buffer, DType, ErrorBound, ErrorMode};
 use std::path::{Path, PathBuf};
 
