@@ -145,6 +145,7 @@ fn encode(cd_values: &[c_uint], chunk: &[u8]) -> Result<Vec<u8>, String> {
     let data = fzmod::Buffer::from_le_bytes(p.dtype, chunk).map_err(|e| e.to_string())?;
     let mut pipeline = fzmod::preset(p.preset, &p.chunk_shape).map_err(|e| e.to_string())?;
     pipeline.set_error_bound(p.bound).map_err(|e| e.to_string())?;
+    pipeline.set_input_dtype(p.dtype).map_err(|e| e.to_string())?;
     pipeline.compress(&data, &p.chunk_shape).map_err(|e| e.to_string())
 }
 

@@ -25,11 +25,16 @@ pub fn to_dict<'py>(py: Python<'py>, header: &fzmod::Header, archive_bytes: usiz
     dict.set_item("error_bound", header.error_bound)?;
     dict.set_item("abs_bound", fzmod::archived_abs_bound(header))?;
     dict.set_item("preset", &header.preset)?;
-    let stages: Vec<(String, &str)> = header
+    let stages = header
         .stages
         .iter()
-        .map(|s| (s.name.clone(), fzmod::stage::kind_by_id(s.type_id).map_or("unknown", |k| k.name)))
-        .collect();
+        .map(|s| {
+            let stage = PyDict::new(py);
+            stage.set_item("name", &s.name)?;
+            stage.set_item("type", fzmod::stage::kind_by_id(s.type_id).map_or("unknown", |k| k.name))?;
+            Ok(stage)
+        })
+        .collect::<PyResult<Vec<_>>>()?;
     dict.set_item("stages", stages)?;
     dict.set_item("compressed_bytes", archive_bytes)?;
     dict.set_item("original_bytes", original_bytes)?;

@@ -41,7 +41,7 @@ fn compress<'py>(
         return Err(invalid_argument(py, "a 0-d array has no shape to compress: reshape it to (1,)".into()));
     }
     let request = pipeline::PipelineRequest { preset, toml: pipeline, mode, bound };
-    let pipeline = pipeline::build(py, &request, &input.shape)?;
+    let pipeline = pipeline::build(py, &request, input.buffer.dtype(), &input.shape)?;
     let (backend, _) = backend(py, backend_choice, During::Compress)?;
     let archive = py
         .detach(|| pipeline.compress_on(&backend, &input.buffer, &input.shape))

@@ -17,27 +17,32 @@ pub struct PipelineRequest<'a> {
     pub bound: Option<f64>,
 }
 
-/// Build the pipeline for an input of `shape`. A preset runs at `mode`/`bound` (default
+/// Build the pipeline for an input of `dtype` and `shape`. A preset runs at `mode`/`bound` (default
 /// rel 1e-3); a TOML pipeline keeps the bound written in it, except for what the caller gives.
-pub fn build(py: Python<'_>, request: &PipelineRequest<'_>, shape: &[usize]) -> PyResult<fzmod::Pipeline> {
+pub fn build(
+    py: Python<'_>,
+    request: &PipelineRequest<'_>,
+    dtype: fzmod::DType,
+    shape: &[usize],
+) -> PyResult<fzmod::Pipeline> {
     let lib = |e| from_library(py, e, During::Compress);
-    let (mut pipeline, own) = match request.toml {
-        Some(text) => {
-            let pipeline = fzmod::from_toml(text).map_err(lib)?;
-            if request.mode.is_none() && request.bound.is_none() {
-                return Ok(pipeline);
-            }
-            let own = pipeline.error_bound();
-            (pipeline, own)
-        }
-        None => (fzmod::preset(request.preset, shape).map_err(lib)?, None),
+    let mut pipeline = match request.toml {
+        Some(text) => fzmod::from_toml(text).map_err(lib)?,
+        None => fzmod::preset(request.preset, shape).map_err(lib)?,
     };
-    let mode = match request.mode {
-        Some(m) => fzmod::ErrorMode::parse(m).map_err(lib)?,
-        None => own.map_or(DEFAULT_MODE, |b| b.mode),
-    };
-    let value = request.bound.or(own.map(|b| b.value)).unwrap_or(DEFAULT_BOUND);
-    pipeline.set_error_bound(fzmod::ErrorBound::new(mode, value).map_err(lib)?).map_err(lib)?;
+    pipeline.set_input_dtype(dtype).map_err(lib)?;
+    let keeps_own_bound = request.toml.is_some() && request.mode.is_none() && request.bound.is_none();
+    if !keeps_own_bound {
+        // What the caller left unset comes from a TOML pipeline's own bound (a preset's
+        // built-in bound is not the user's: presets default to rel 1e-3).
+        let own = if request.toml.is_some() { pipeline.error_bound() } else { None };
+        let mode = match request.mode {
+            Some(m) => fzmod::ErrorMode::parse(m).map_err(lib)?,
+            None => own.map_or(DEFAULT_MODE, |b| b.mode),
+        };
+        let value = request.bound.or(own.map(|b| b.value)).unwrap_or(DEFAULT_BOUND);
+        pipeline.set_error_bound(fzmod::ErrorBound::new(mode, value).map_err(lib)?).map_err(lib)?;
+    }
     Ok(pipeline)
 }
 

@@ -30,6 +30,11 @@ class Fzmod(Codec):
         if self.pipeline is None and preset not in fzmod.presets():
             raise fzmod.InvalidArgument(f"unknown preset {preset!r} (known: {', '.join(fzmod.presets())})")
 
+    @classmethod
+    def from_config(cls, config):
+        # numcodecs.get_codec strips "id"; accept get_config()'s output as it is too.
+        return cls(**{k: v for k, v in config.items() if k != "id"})
+
     def encode(self, buf):
         return fzmod.compress(
             buf, preset=self.preset, mode=self.mode, bound=self.bound, backend=self.backend, pipeline=self.pipeline
