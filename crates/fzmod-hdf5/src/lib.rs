@@ -103,14 +103,8 @@ pub unsafe extern "C" fn fzmod_filter(
     let input = std::slice::from_raw_parts((*buf).cast::<u8>(), nbytes);
     let cd = if cd_values.is_null() { &[][..] } else { std::slice::from_raw_parts(cd_values, cd_nelmts) };
     // Never unwind into C: a panic is reported as a failure like any error.
-    let result = std::panic::catch_unwind(|| {
-        if flags & FLAG_REVERSE != 0 {
-            decode(input)
-        } else {
-            encode(cd, input)
-        }
-    })
-    .unwrap_or_else(|_| Err("internal error (panic) in the fzmod filter".to_string()));
+    let result = std::panic::catch_unwind(|| if flags & FLAG_REVERSE != 0 { decode(input) } else { encode(cd, input) })
+        .unwrap_or_else(|_| Err("internal error (panic) in the fzmod filter".to_string()));
     match result {
         Ok(output) => {
             let fresh = malloc(output.len().max(1));

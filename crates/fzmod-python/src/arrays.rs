@@ -41,7 +41,10 @@ pub fn to_numpy<'py>(py: Python<'py>, buffer: fzmod::Buffer, shape: &[usize]) ->
     match buffer {
         fzmod::Buffer::F32(v) => owned_array(py, v, shape),
         fzmod::Buffer::F64(v) => owned_array(py, v, shape),
-        other => Err(invalid_argument(py, format!("archive holds {} data; fzmod arrays are float32 or float64", other.dtype()))),
+        other => Err(invalid_argument(
+            py,
+            format!("archive holds {} data; fzmod arrays are float32 or float64", other.dtype()),
+        )),
     }
 }
 
@@ -65,7 +68,10 @@ fn fill_typed<T: Element + Copy>(out: &Bound<'_, PyAny>, values: &[T], shape: &[
     let wanted = numpy::dtype::<T>(py);
     let Ok(target) = out.cast::<PyArrayDyn<T>>() else {
         let got = out.getattr("dtype").map(|d| d.to_string()).unwrap_or_else(|_| out.get_type().to_string());
-        return Err(invalid_argument(py, format!("out must be a numpy array of dtype {wanted} (the archive's), got {got}")));
+        return Err(invalid_argument(
+            py,
+            format!("out must be a numpy array of dtype {wanted} (the archive's), got {got}"),
+        ));
     };
     if target.shape() != shape {
         return Err(invalid_argument(
@@ -77,9 +83,7 @@ fn fill_typed<T: Element + Copy>(out: &Bound<'_, PyAny>, values: &[T], shape: &[
     if !writable.is_c_contiguous() {
         return Err(invalid_argument(py, "out must be C-contiguous".to_string()));
     }
-    let slice = writable
-        .as_slice_mut()
-        .map_err(|_| invalid_argument(py, "out must be C-contiguous".to_string()))?;
+    let slice = writable.as_slice_mut().map_err(|_| invalid_argument(py, "out must be C-contiguous".to_string()))?;
     slice.copy_from_slice(values);
     Ok(())
 }

@@ -55,9 +55,8 @@ pub fn dict_to_toml(py: Python<'_>, dict: &Bound<'_, PyDict>) -> PyResult<String
 fn table(py: Python<'_>, dict: &Bound<'_, PyDict>, path: &str) -> PyResult<toml::Table> {
     let mut table = toml::Table::new();
     for (key, value) in dict.iter() {
-        let key: String = key
-            .extract()
-            .map_err(|_| invalid_argument(py, format!("{path}: keys must be strings, got {key}")))?;
+        let key: String =
+            key.extract().map_err(|_| invalid_argument(py, format!("{path}: keys must be strings, got {key}")))?;
         let inner = format!("{path}.{key}");
         table.insert(key, toml_value(py, &value, &inner)?);
     }
