@@ -1,13 +1,17 @@
-"""Overhead of the Python paths against the Rust library, on the CPU backend.
+"""Overhead of the Python paths against the Rust library (CPU backend, cuszp2, rel 1e-3).
 
-    python overhead.py FZMOD_CLI FIELD.f32 ROWSxCOLS [--rounds N]
+    cargo build --release -p fzmod-python --example baseline
+    RAYON_NUM_THREADS=1 python overhead.py target/release/examples/baseline FIELD.f32 ROWSxCOLS
 
-The Rust side is `fzmod bench` (wall clock around `Pipeline::compress` / `decompress`, data
-in memory, after a warm-up). The Python side times, the same way, `fzmod.compress` /
-`fzmod.decompress` on the whole field, then on one 1 MiB chunk (512x512 f32): the call
-itself, the numcodecs codec, and a Zarr v3 array of such chunks in a MemoryStore (total time
-divided by the number of chunks). Rounds alternate Rust and Python so that load from other
-processes hits both; the table reports the fastest run of each (the least disturbed).
+The Rust side is examples/baseline.rs: the library called directly, pipeline built once,
+data already in a Buffer. The Python side times `fzmod.compress` / `fzmod.decompress` on the
+whole field and on one 1 MiB chunk (512x512 f32), the numcodecs codec on that chunk, and a
+Zarr v3 array of such chunks in a MemoryStore (its time divided by the number of chunks).
+
+Both sides report process CPU time per call (mean after a warm-up; `time.process_time` and
+its C clock), which other processes on a shared machine disturb far less than wall time,
+and the fastest wall time. Rounds alternate the two sides so drifting load hits both; the
+table keeps each measurement's best round. One rayon thread keeps the work on one core.
 """
 
 import argparse
@@ -27,93 +31,83 @@ SETTINGS = {"preset": "cuszp2", "mode": "rel", "bound": 1e-3, "backend": "cpu"}
 CHUNK = (512, 512)  # 1 MiB of float32
 
 
-def rust_seconds(cli, path, shape, runs):
-    """Fastest compress and decompress seconds of `fzmod bench`."""
-    with tempfile.NamedTemporaryFile(suffix=".json") as report:
-        subprocess.run(
-            [cli, "bench", path, "--dtype", "f32", "--shape", "x".join(map(str, shape)), "--preset", "cuszp2",
-             "-m", "rel", "-e", "1e-3", "--backend", "cpu", "--runs", str(runs), "--json", report.name],
-            check=True, capture_output=True,
-        )
-        result = json.load(open(report.name))
-    nbytes = numpy.prod(shape) * 4
-    return nbytes / result["compress_gbps"]["max"] / 1e9, nbytes / result["decompress_gbps"]["max"] / 1e9
+def rust(baseline, path, shape, runs):
+    out = subprocess.run([baseline, path, "x".join(map(str, shape)), str(runs)], check=True, capture_output=True)
+    return json.loads(out.stdout)
 
 
-def fastest(function, runs):
-    function()  # warm-up, as `fzmod bench` does
-    best = float("inf")
+def time_calls(runs, call):
+    """Mean CPU seconds per call and fastest wall seconds, after one warm-up call."""
+    call()
+    fastest = float("inf")
+    cpu_start = time.process_time()
     for _ in range(runs):
         start = time.perf_counter()
-        function()
-        best = min(best, time.perf_counter() - start)
-    return best
+        call()
+        fastest = min(fastest, time.perf_counter() - start)
+    return (time.process_time() - cpu_start) / runs, fastest
 
 
-def zarr_seconds_per_chunk(field):
-    """Write then read a whole Zarr v3 array of 1 MiB chunks; seconds per chunk."""
-    store = zarr.storage.MemoryStore()
-    array = zarr.create_array(store=store, shape=field.shape, chunks=CHUNK, dtype=field.dtype,
-                              serializer=FzmodCodec(**SETTINGS), compressors=None)
-    chunks = numpy.prod([n // c for n, c in zip(field.shape, CHUNK)])
-    start = time.perf_counter()
-    array[:] = field
-    write = time.perf_counter() - start
-    start = time.perf_counter()
-    array[:]
-    read = time.perf_counter() - start
-    return write / chunks, read / chunks
+def zarr_per_chunk(field, runs):
+    """Write then read a Zarr v3 array of 1 MiB chunks: per-chunk CPU and wall seconds."""
+    array = zarr.create_array(store=zarr.storage.MemoryStore(), shape=field.shape, chunks=CHUNK,
+                              dtype=field.dtype, serializer=FzmodCodec(**SETTINGS), compressors=None)
+    chunks = int(numpy.prod([n // c for n, c in zip(field.shape, CHUNK)]))
+
+    def write():
+        array[:] = field
+
+    write_cpu, write_wall = time_calls(runs, write)
+    read_cpu, read_wall = time_calls(runs, lambda: array[:])
+    return write_cpu / chunks, write_wall / chunks, read_cpu / chunks, read_wall / chunks
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("cli")
+    parser.add_argument("baseline")
     parser.add_argument("field")
     parser.add_argument("shape")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     shape = tuple(int(n) for n in args.shape.split("x"))
     field = numpy.fromfile(args.field, dtype=numpy.float32).reshape(shape)
-    chunk = numpy.ascontiguousarray(field[:CHUNK[0], :CHUNK[1]])
-    # Whole chunks only, so every chunk costs the same.
+    chunk = numpy.ascontiguousarray(field[: CHUNK[0], : CHUNK[1]])
+    # Whole chunks only, so that every chunk costs about the same.
     tiled = numpy.ascontiguousarray(field[: shape[0] // CHUNK[0] * CHUNK[0], : shape[1] // CHUNK[1] * CHUNK[1]])
     codec = Fzmod(**SETTINGS)
     archive, chunk_archive = fzmod.compress(field, **SETTINGS), fzmod.compress(chunk, **SETTINGS)
+    best = {}
+
+    def keep(name, cpu, wall):
+        old = best.get(name, (float("inf"), float("inf")))
+        best[name] = (min(old[0], cpu), min(old[1], wall))
 
     with tempfile.NamedTemporaryFile(suffix=".f32") as chunk_file:
         chunk.tofile(chunk_file.name)
-        best = {}
-
-        def keep(name, seconds):
-            best[name] = min(best.get(name, float("inf")), seconds)
-
         for _ in range(args.rounds):
-            rc, rd = rust_seconds(args.cli, args.field, shape, 3)
-            keep("rust whole compress", rc)
-            keep("rust whole decompress", rd)
-            keep("python whole compress", fastest(lambda: fzmod.compress(field, **SETTINGS), 3))
-            keep("python whole decompress", fastest(lambda: fzmod.decompress(archive), 3))
-            rc, rd = rust_seconds(args.cli, chunk_file.name, CHUNK, 30)
-            keep("rust chunk compress", rc)
-            keep("rust chunk decompress", rd)
-            keep("python chunk compress", fastest(lambda: fzmod.compress(chunk, **SETTINGS), 30))
-            keep("python chunk decompress", fastest(lambda: fzmod.decompress(chunk_archive), 30))
-            keep("numcodecs chunk compress", fastest(lambda: codec.encode(chunk), 30))
-            keep("numcodecs chunk decompress", fastest(lambda: codec.decode(chunk_archive), 30))
-            write, read = zarr_seconds_per_chunk(tiled)
-            keep("zarr chunk compress", write)
-            keep("zarr chunk decompress", read)
+            for scope, path, data, runs in [("whole", args.field, field, 5), ("chunk", chunk_file.name, chunk, 100)]:
+                r = rust(args.baseline, path, data.shape, runs)
+                keep(f"rust {scope} compress", r["compress_cpu"], r["compress_wall"])
+                keep(f"rust {scope} decompress", r["decompress_cpu"], r["decompress_wall"])
+            keep("python whole compress", *time_calls(5, lambda: fzmod.compress(field, **SETTINGS)))
+            keep("python whole decompress", *time_calls(5, lambda: fzmod.decompress(archive)))
+            keep("python chunk compress", *time_calls(100, lambda: fzmod.compress(chunk, **SETTINGS)))
+            keep("python chunk decompress", *time_calls(100, lambda: fzmod.decompress(chunk_archive)))
+            keep("numcodecs chunk compress", *time_calls(100, lambda: codec.encode(chunk)))
+            keep("numcodecs chunk decompress", *time_calls(100, lambda: codec.decode(chunk_archive)))
+            write_cpu, write_wall, read_cpu, read_wall = zarr_per_chunk(tiled, 3)
+            keep("zarr chunk compress", write_cpu, write_wall)
+            keep("zarr chunk decompress", read_cpu, read_wall)
 
-    print(f"fzmod {fzmod.__version__}, {SETTINGS}, field {args.field} {shape}, chunk {CHUNK} f32")
-    print("| path | compress ms | vs Rust | decompress ms | vs Rust |")
-    print("|---|---|---|---|---|")
-    for scope in ["whole", "chunk"]:
-        rust_c, rust_d = best[f"rust {scope} compress"], best[f"rust {scope} decompress"]
-        paths = ["rust", "python"] if scope == "whole" else ["rust", "python", "numcodecs", "zarr"]
+    print(f"fzmod {fzmod.__version__}, {SETTINGS}, {args.field} {shape}, chunks {CHUNK} f32, {args.rounds} rounds")
+    print("| path | compress CPU ms/call | vs Rust | fastest wall ms | decompress CPU ms/call | vs Rust | fastest wall ms |")
+    print("|---|---|---|---|---|---|---|")
+    for scope, paths in [("whole", ["rust", "python"]), ("chunk", ["rust", "python", "numcodecs", "zarr"])]:
+        rust_c, rust_d = best[f"rust {scope} compress"][0], best[f"rust {scope} decompress"][0]
         for path in paths:
-            c, d = best[f"{path} {scope} compress"], best[f"{path} {scope} decompress"]
-            print(f"| {path} ({scope}) | {c * 1e3:.2f} | {(c / rust_c - 1) * 100:+.1f} % "
-                  f"| {d * 1e3:.2f} | {(d / rust_d - 1) * 100:+.1f} % |")
+            (cc, cw), (dc, dw) = best[f"{path} {scope} compress"], best[f"{path} {scope} decompress"]
+            print(f"| {path} ({scope}) | {cc * 1e3:.2f} | {(cc / rust_c - 1) * 100:+.1f} % | {cw * 1e3:.2f} "
+                  f"| {dc * 1e3:.2f} | {(dc / rust_d - 1) * 100:+.1f} % | {dw * 1e3:.2f} |")
 
 
 if __name__ == "__main__":

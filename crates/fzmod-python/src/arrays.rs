@@ -30,10 +30,23 @@ fn elements<T: Element + Copy>(array: &Bound<'_, PyArrayDyn<T>>) -> PyResult<Vec
     let view = array.try_readonly()?;
     // `as_slice` also accepts Fortran order, whose memory is not the C order the library
     // expects: only a C-contiguous array is copied as one block.
-    Ok(match view.as_slice() {
-        Ok(contiguous) if view.is_c_contiguous() => contiguous.to_vec(),
-        _ => view.as_array().iter().copied().collect(),
-    })
+    if let (true, Ok(contiguous)) = (view.is_c_contiguous(), view.as_slice()) {
+        return Ok(contiguous.to_vec());
+    }
+    let strided = view.as_array();
+    if strided.ndim() == 0 {
+        return Ok(strided.iter().copied().collect());
+    }
+    // Row by row, so that views with contiguous rows (a Zarr chunk cut from a larger array,
+    // a slice of columns) are copied with memcpy rather than element by element.
+    let mut values = Vec::with_capacity(strided.len());
+    for row in strided.rows() {
+        match row.as_slice() {
+            Some(contiguous) => values.extend_from_slice(contiguous),
+            None => values.extend(row.iter().copied()),
+        }
+    }
+    Ok(values)
 }
 
 /// Hand a decoded buffer to numpy with the archive's shape (no copy).
