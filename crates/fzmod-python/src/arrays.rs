@@ -3,6 +3,7 @@
 //! vectors become numpy arrays without a copy.
 
 use crate::errors::invalid_argument;
+use crate::host_memory::vec_for_copy;
 use numpy::ndarray::{ArrayD, IxDyn};
 use numpy::{Element, IntoPyArray, PyArrayDyn, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::prelude::*;
@@ -30,16 +31,18 @@ fn elements<T: Element + Copy>(array: &Bound<'_, PyArrayDyn<T>>) -> PyResult<Vec
     let view = array.try_readonly()?;
     // `as_slice` also accepts Fortran order, whose memory is not the C order the library
     // expects: only a C-contiguous array is copied as one block.
+    let mut values = vec_for_copy(view.len());
     if let (true, Ok(contiguous)) = (view.is_c_contiguous(), view.as_slice()) {
-        return Ok(contiguous.to_vec());
+        values.extend_from_slice(contiguous);
+        return Ok(values);
     }
     let strided = view.as_array();
     if strided.ndim() == 0 {
-        return Ok(strided.iter().copied().collect());
+        values.extend(strided.iter().copied());
+        return Ok(values);
     }
     // Row by row, so that views with contiguous rows (a Zarr chunk cut from a larger array,
     // a slice of columns) are copied with memcpy rather than element by element.
-    let mut values = Vec::with_capacity(strided.len());
     for row in strided.rows() {
         match row.as_slice() {
             Some(contiguous) => values.extend_from_slice(contiguous),

@@ -6,6 +6,7 @@
 mod arrays;
 mod errors;
 mod header;
+mod host_memory;
 mod pipeline;
 
 use errors::{from_library, invalid_argument, During};
