@@ -92,3 +92,15 @@ def test_a_failing_chunk_is_stored_uncompressed_and_reads_back_exactly(tmp_path)
                          compression_opts=float64_chunks)
     with h5py.File(tmp_path / "raw.h5", "r") as f:
         assert numpy.array_equal(f["t"][:], field)
+
+
+@pytest.mark.parametrize("order", ["import fzmod, h5py", "import h5py, fzmod"])
+def test_import_fzmod_registers_the_plugin_before_or_after_h5py(tmp_path, order):
+    field = smooth_field((32, 32), numpy.float32)
+    path = tmp_path / "order.h5"
+    with h5py.File(path, "w") as f:
+        fzmod.h5.create_dataset(f, "t", field, chunks=(32, 32), mode="abs", bound=1e-3)
+    script = f"import sys, numpy; {order}; numpy.save(sys.stdout.buffer, h5py.File({str(path)!r}, 'r')['t'][:])"
+    env = {k: v for k, v in os.environ.items() if k != "HDF5_PLUGIN_PATH"}
+    raw = subprocess.run([sys.executable, "-c", script], capture_output=True, check=True, env=env).stdout
+    assert_within(field, numpy.load(io.BytesIO(raw)), 1e-3)
