@@ -29,9 +29,9 @@ pub fn host_array(array: &Bound<'_, PyAny>) -> PyResult<HostArray> {
 
 fn elements<T: Element + Copy>(array: &Bound<'_, PyArrayDyn<T>>) -> PyResult<Vec<T>> {
     let view = array.try_readonly()?;
+    let mut values = vec_for_copy(view.len());
     // `as_slice` also accepts Fortran order, whose memory is not the C order the library
     // expects: only a C-contiguous array is copied as one block.
-    let mut values = vec_for_copy(view.len());
     if let (true, Ok(contiguous)) = (view.is_c_contiguous(), view.as_slice()) {
         values.extend_from_slice(contiguous);
         return Ok(values);
