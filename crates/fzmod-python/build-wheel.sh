@@ -7,6 +7,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 out="${OUT_DIR:-$root/target/wheels}"
+mkdir -p "$out" && out="$(cd "$out" && pwd)"  # maturin runs from this folder
 plugin_dir="$here/python/fzmod/hdf5_plugin"
 mkdir -p "$plugin_dir"
 if [[ " $* " == *" --zig "* ]]; then
