@@ -2,6 +2,7 @@
 
 import io
 import json
+import os
 import subprocess
 import sys
 
@@ -82,3 +83,16 @@ def test_integer_arrays_are_refused(tmp_path):
     with pytest.raises(fzmod.InvalidArgument, match="float32 or float64"):
         zarr.create_array(store=str(tmp_path / "i.zarr"), shape=(10,), chunks=(5,), dtype="int32",
                           serializer=FzmodCodec(), compressors=None)
+
+
+RUST_FIXTURE = os.path.join(os.path.dirname(__file__), "..", "..", "fzmod-zarrs", "tests", "fixtures", "rust_written.zarr")
+
+
+@pytest.mark.skipif(not os.path.isdir(RUST_FIXTURE), reason="fzmod-zarrs fixture not in this checkout")
+def test_opens_an_array_written_by_zarrs():
+    # Written by crates/fzmod-zarrs (the zarrs codec): v[i, j] = 10 sin(0.3 i) + 5 cos(0.2 j), abs 0.01.
+    i, j = numpy.meshgrid(numpy.arange(20), numpy.arange(30), indexing="ij")
+    expected = 10 * numpy.sin(0.3 * i) + 5 * numpy.cos(0.2 * j)
+    array = zarr.open_array(RUST_FIXTURE, mode="r")
+    assert array.metadata.to_dict()["codecs"][0]["name"] == "fzmod"
+    assert_within(expected, array[:], 0.01)
