@@ -1,0 +1,221 @@
+//! fzmod as a codec of [zarrs](https://zarrs.dev), the Rust Zarr library: an array-to-bytes
+//! codec named `fzmod` with the same configuration as the Python package's Zarr v3 codec
+//! (`fzmod.zarr.FzmodCodec`), so arrays written by either side open on the other.
+//!
+//! ```json
+//! {"name": "fzmod", "configuration": {"preset": "cuszp2", "mode": "rel", "bound": 0.001,
+//!  "backend": "auto", "pipeline": "<optional TOML pipeline>"}}
+//! ```
+//!
+//! Linking this crate registers the codec with zarrs (through `inventory`); use
+//! [`FzmodCodec`] as an array's `array_to_bytes_codec`, alone or inside sharding. Each chunk is
+//! one fzmod archive, which records the chunk's shape and type; `rel` is relative to each
+//! chunk's value range.
+
+use serde::{Deserialize, Serialize};
+use std::any::Any;
+use std::borrow::Cow;
+use std::num::NonZeroU64;
+use std::sync::Arc;
+use zarrs::array::data_type::{Float32DataType, Float64DataType};
+use zarrs::array::{DataType, FillValue};
+use zarrs_codec::{
+    ArrayBytes, ArrayBytesRaw, ArrayCodecTraits, ArrayToBytesCodecTraits, BytesRepresentation, Codec, CodecError,
+    CodecMetadataOptions, CodecOptions, CodecPluginV3, CodecTraits, CodecTraitsV3, PartialDecoderCapability,
+    PartialEncoderCapability, RecommendedConcurrency,
+};
+use zarrs_metadata::v3::MetadataV3;
+use zarrs_metadata::{Configuration, ConfigurationSerialize};
+use zarrs_plugin::{PluginCreateError, ZarrVersion};
+
+zarrs_plugin::impl_extension_aliases!(FzmodCodec, v3: "fzmod");
+
+inventory::submit! {
+    CodecPluginV3::new::<FzmodCodec>()
+}
+
+/// The codec's configuration in array metadata; defaults as in the Python package.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FzmodCodecConfiguration {
+    #[serde(default = "default_preset")]
+    pub preset: String,
+    #[serde(default = "default_mode")]
+    pub mode: String,
+    #[serde(default = "default_bound")]
+    pub bound: f64,
+    #[serde(default = "default_backend")]
+    pub backend: String,
+    /// A TOML pipeline that replaces the preset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline: Option<String>,
+}
+
+fn default_preset() -> String {
+    "cuszp2".into()
+}
+fn default_mode() -> String {
+    "rel".into()
+}
+fn default_bound() -> f64 {
+    1e-3
+}
+fn default_backend() -> String {
+    "auto".into()
+}
+
+impl Default for FzmodCodecConfiguration {
+    fn default() -> Self {
+        Self {
+            preset: default_preset(),
+            mode: default_mode(),
+            bound: default_bound(),
+            backend: default_backend(),
+            pipeline: None,
+        }
+    }
+}
+
+impl ConfigurationSerialize for FzmodCodecConfiguration {}
+
+/// The `fzmod` array-to-bytes codec.
+#[derive(Clone, Debug)]
+pub struct FzmodCodec {
+    configuration: FzmodCodecConfiguration,
+    bound: fzmod::ErrorBound,
+    backend: fzmod::backend::BackendChoice,
+}
+
+impl FzmodCodec {
+    /// A codec for `configuration`, checked now (preset or pipeline, mode, bound, backend)
+    /// so that a bad configuration fails when the array is opened, not at the first chunk.
+    pub fn new(configuration: FzmodCodecConfiguration) -> Result<Self, PluginCreateError> {
+        let mode = fzmod::ErrorMode::parse(&configuration.mode).map_err(|e| e.to_string())?;
+        let bound = fzmod::ErrorBound::new(mode, configuration.bound).map_err(|e| e.to_string())?;
+        let backend = match configuration.backend.as_str() {
+            "auto" => fzmod::backend::BackendChoice::Auto,
+            "cpu" => fzmod::backend::BackendChoice::Cpu,
+            "cuda" => fzmod::backend::BackendChoice::Cuda,
+            other => return Err(format!("fzmod: unknown backend '{other}' (auto, cpu or cuda)").into()),
+        };
+        let codec = Self { configuration, bound, backend };
+        codec.pipeline(&[1]).map_err(|e| e.to_string())?;
+        Ok(codec)
+    }
+
+    fn pipeline(&self, shape: &[usize]) -> fzmod::Result<fzmod::Pipeline> {
+        let mut pipeline = match &self.configuration.pipeline {
+            Some(toml) => fzmod::from_toml(toml)?,
+            None => fzmod::preset(&self.configuration.preset, shape)?,
+        };
+        pipeline.set_error_bound(self.bound)?;
+        Ok(pipeline)
+    }
+}
+
+/// fzmod's element type for a Zarr data type (float32 and float64 only).
+fn element_type(data_type: &DataType) -> Result<fzmod::DType, CodecError> {
+    if data_type.is::<Float32DataType>() {
+        Ok(fzmod::DType::F32)
+    } else if data_type.is::<Float64DataType>() {
+        Ok(fzmod::DType::F64)
+    } else {
+        Err(CodecError::Other(format!("the fzmod codec takes float32 or float64 arrays, not {data_type:?}")))
+    }
+}
+
+fn library_error(error: fzmod::Error) -> CodecError {
+    CodecError::Other(format!("fzmod: {error}"))
+}
+
+impl CodecTraitsV3 for FzmodCodec {
+    fn create(metadata: &MetadataV3) -> Result<Codec, PluginCreateError> {
+        let configuration: FzmodCodecConfiguration = metadata.to_typed_configuration()?;
+        Ok(Codec::ArrayToBytes(Arc::new(FzmodCodec::new(configuration)?)))
+    }
+}
+
+impl CodecTraits for FzmodCodec {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn configuration(&self, _version: ZarrVersion, _options: &CodecMetadataOptions) -> Option<Configuration> {
+        Some(self.configuration.clone().into())
+    }
+
+    fn partial_decoder_capability(&self) -> PartialDecoderCapability {
+        PartialDecoderCapability { partial_read: false, partial_decode: false }
+    }
+
+    fn partial_encoder_capability(&self) -> PartialEncoderCapability {
+        PartialEncoderCapability { partial_encode: false }
+    }
+}
+
+impl ArrayCodecTraits for FzmodCodec {
+    fn recommended_concurrency(
+        &self,
+        _shape: &[NonZeroU64],
+        _data_type: &DataType,
+    ) -> Result<RecommendedConcurrency, CodecError> {
+        // The library spreads one chunk over its own thread pool.
+        Ok(RecommendedConcurrency::new_maximum(1))
+    }
+}
+
+impl ArrayToBytesCodecTraits for FzmodCodec {
+    fn into_dyn(self: Arc<Self>) -> Arc<dyn ArrayToBytesCodecTraits> {
+        self
+    }
+
+    fn encoded_representation(
+        &self,
+        _shape: &[NonZeroU64],
+        _data_type: &DataType,
+        _fill_value: &FillValue,
+    ) -> Result<BytesRepresentation, CodecError> {
+        Ok(BytesRepresentation::UnboundedSize)
+    }
+
+    fn encode<'a>(
+        &self,
+        bytes: ArrayBytes<'a>,
+        shape: &[NonZeroU64],
+        data_type: &DataType,
+        _fill_value: &FillValue,
+        _options: &CodecOptions,
+    ) -> Result<ArrayBytesRaw<'a>, CodecError> {
+        let dtype = element_type(data_type)?;
+        let shape: Vec<usize> = shape.iter().map(|d| d.get() as usize).collect();
+        // zarrs hands native-endian elements; fzmod buffers are read as little-endian.
+        let bytes = bytes.into_fixed()?;
+        let data = fzmod::Buffer::from_le_bytes(dtype, &bytes).map_err(library_error)?;
+        let mut pipeline = self.pipeline(&shape).map_err(library_error)?;
+        pipeline.set_input_dtype(dtype).map_err(library_error)?;
+        let (backend, _) = fzmod::backend::Backend::select(self.backend).map_err(library_error)?;
+        let archive = pipeline.compress_on(&backend, &data, &shape).map_err(library_error)?;
+        Ok(Cow::Owned(archive))
+    }
+
+    fn decode<'a>(
+        &self,
+        bytes: ArrayBytesRaw<'a>,
+        shape: &[NonZeroU64],
+        data_type: &DataType,
+        _fill_value: &FillValue,
+        _options: &CodecOptions,
+    ) -> Result<ArrayBytes<'a>, CodecError> {
+        let dtype = element_type(data_type)?;
+        let (backend, _) = fzmod::backend::Backend::select(self.backend).map_err(library_error)?;
+        let decoded = fzmod::decompress_on(&backend, &bytes).map_err(library_error)?;
+        let expected: Vec<u64> = shape.iter().map(|d| d.get()).collect();
+        if decoded.header.dtype != dtype || decoded.header.shape != expected {
+            return Err(CodecError::Other(format!(
+                "fzmod: chunk archive holds {} {:?}, the array expects {dtype} {expected:?}",
+                decoded.header.dtype, decoded.header.shape
+            )));
+        }
+        Ok(ArrayBytes::from(decoded.data.to_le_bytes()))
+    }
+}

@@ -1,0 +1,118 @@
+//! The fzmod codec in zarrs: round trips (alone and inside sharding, float32 and float64),
+//! metadata that names it, and an array written by the Python package opened here.
+
+use fzmod_zarrs::{FzmodCodec, FzmodCodecConfiguration};
+use std::path::Path;
+use std::sync::Arc;
+use zarrs::array::codec::array_to_bytes::sharding::ShardingCodecBuilder;
+use zarrs::array::{data_type, Array, ArrayBuilder, ArraySubset};
+use zarrs::filesystem::FilesystemStore;
+
+const BOUND: f64 = 0.01;
+
+fn field(rows: usize, cols: usize) -> Vec<f64> {
+    (0..rows * cols).map(|k| 10.0 * (0.3 * (k / cols) as f64).sin() + 5.0 * (0.2 * (k % cols) as f64).cos()).collect()
+}
+
+fn codec() -> Arc<FzmodCodec> {
+    let configuration = FzmodCodecConfiguration { mode: "abs".into(), bound: BOUND, ..Default::default() };
+    Arc::new(FzmodCodec::new(configuration).unwrap())
+}
+
+fn assert_within(original: &[f64], decoded: &[f64]) {
+    assert_eq!(original.len(), decoded.len());
+    let worst = original.iter().zip(decoded).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+    assert!(worst <= BOUND, "max error {worst} exceeds {BOUND}");
+}
+
+#[test]
+fn float32_and_float64_round_trip_and_reopen_from_metadata() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(FilesystemStore::new(dir.path()).unwrap());
+    let values = field(37, 41);
+    let f32s: Vec<f32> = values.iter().map(|&v| v as f32).collect();
+    let as_f64 = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<_>>();
+
+    let a = ArrayBuilder::new(vec![37, 41], vec![16, 16], data_type::float32(), 0.0f32)
+        .array_to_bytes_codec(codec())
+        .build(store.clone(), "/f32")
+        .unwrap();
+    a.store_metadata().unwrap();
+    a.store_array_subset(&a.subset_all(), f32s.clone()).unwrap();
+    let b = ArrayBuilder::new(vec![37, 41], vec![16, 16], data_type::float64(), 0.0f64)
+        .array_to_bytes_codec(codec())
+        .build(store.clone(), "/f64")
+        .unwrap();
+    b.store_metadata().unwrap();
+    b.store_array_subset(&b.subset_all(), values.clone()).unwrap();
+
+    let metadata = std::fs::read_to_string(dir.path().join("f32/zarr.json")).unwrap();
+    assert!(metadata.contains("\"name\": \"fzmod\""), "{metadata}");
+    // Reopening parses the codec from the metadata: the registered plugin.
+    let a = Array::open(store.clone(), "/f32").unwrap();
+    let back: Vec<f32> = a.retrieve_array_subset(&a.subset_all()).unwrap();
+    assert_within(&as_f64(&f32s), &as_f64(&back));
+    let b = Array::open(store, "/f64").unwrap();
+    let back: Vec<f64> = b.retrieve_array_subset(&b.subset_all()).unwrap();
+    assert_within(&values, &back);
+}
+
+#[test]
+fn inside_sharding() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(FilesystemStore::new(dir.path()).unwrap());
+    let values = field(64, 96);
+    let inner = vec![16.try_into().unwrap(), 32.try_into().unwrap()];
+    let sharding = ShardingCodecBuilder::new(inner, &data_type::float64()).array_to_bytes_codec(codec()).build_arc();
+    let a = ArrayBuilder::new(vec![64, 96], vec![32, 96], data_type::float64(), 0.0f64)
+        .array_to_bytes_codec(sharding)
+        .build(store.clone(), "/sharded")
+        .unwrap();
+    a.store_metadata().unwrap();
+    a.store_array_subset(&a.subset_all(), values.clone()).unwrap();
+    let a = Array::open(store, "/sharded").unwrap();
+    let back: Vec<f64> = a.retrieve_array_subset(&a.subset_all()).unwrap();
+    assert_within(&values, &back);
+    let part: Vec<f64> = a.retrieve_array_subset(&ArraySubset::new_with_ranges(&[5..9, 40..50])).unwrap();
+    let expected: Vec<f64> =
+        (5..9).flat_map(|r| (40..50).map(move |c| (r, c))).map(|(r, c)| values[r * 96 + c]).collect();
+    assert_within(&expected, &part);
+}
+
+#[test]
+fn opens_an_array_written_by_the_python_package() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/python_written.zarr");
+    let store = Arc::new(FilesystemStore::new(path).unwrap());
+    let a = Array::open(store, "/").unwrap();
+    let back: Vec<f32> = a.retrieve_array_subset(&a.subset_all()).unwrap();
+    let expected: Vec<f64> = field(20, 30).iter().map(|&v| f64::from(v as f32)).collect();
+    assert_within(&expected, &back.iter().map(|&x| f64::from(x)).collect::<Vec<_>>());
+}
+
+#[test]
+fn bad_configurations_are_refused() {
+    for bad in [
+        FzmodCodecConfiguration { preset: "zstd".into(), ..Default::default() },
+        FzmodCodecConfiguration { mode: "sideways".into(), ..Default::default() },
+        FzmodCodecConfiguration { bound: -1.0, ..Default::default() },
+        FzmodCodecConfiguration { backend: "tpu".into(), ..Default::default() },
+    ] {
+        assert!(FzmodCodec::new(bad).is_err());
+    }
+}
+
+/// Regenerates tests/fixtures/rust_written.zarr, which the Python package's tests open
+/// (crates/fzmod-python/tests/test_zarr3.py): `cargo test -- --ignored write_rust_fixture`.
+#[test]
+#[ignore = "writes the committed fixture"]
+fn write_rust_fixture() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rust_written.zarr");
+    let _ = std::fs::remove_dir_all(&path);
+    let store = Arc::new(FilesystemStore::new(path).unwrap());
+    let a = ArrayBuilder::new(vec![20, 30], vec![10, 15], data_type::float64(), 0.0f64)
+        .array_to_bytes_codec(codec())
+        .build(store, "/")
+        .unwrap();
+    a.store_metadata().unwrap();
+    a.store_array_subset(&a.subset_all(), field(20, 30)).unwrap();
+}
