@@ -126,26 +126,59 @@ fn align_up(x: usize) -> usize {
 
 /// Serialise a header and its segments into archive bytes. Segment offsets, lengths and
 /// checksums in `header.segments` are recomputed from `segments` (same order).
-pub fn write(mut header: Header, segments: &[Vec<u8>]) -> Vec<u8> {
-    assert_eq!(header.segments.len(), segments.len(), "one table entry per segment");
-    let mut offset = 0u64;
-    for (entry, seg) in header.segments.iter_mut().zip(segments) {
-        entry.offset = offset;
-        entry.len = seg.len() as u64;
-        entry.crc32c = checksum(seg);
-        offset = align_up((offset as usize) + seg.len()) as u64;
+pub fn write(header: Header, segments: &[Vec<u8>]) -> Vec<u8> {
+    let lens: Vec<usize> = segments.iter().map(Vec::len).collect();
+    let copied = write_with(header, &lens, |slots| {
+        for (slot, segment) in slots.iter_mut().zip(segments) {
+            slot.copy_from_slice(segment);
+        }
+        Ok::<(), std::convert::Infallible>(())
+    });
+    match copied {
+        Ok(bytes) => bytes,
+        Err(never) => match never {},
     }
-    let data_len = match segments.last() {
-        Some(last) => header.segments.last().map_or(0, |e| e.offset) + last.len() as u64,
-        None => 0,
-    };
-    let body = encode_body(&header, data_len);
-    let header_end = PREAMBLE_LEN + body.len() + 4;
+}
+
+/// Serialise a header and segments of the given lengths, which `fill` writes straight into
+/// their place in the archive (a device download lands there without a host copy). Offsets,
+/// lengths and checksums in `header.segments` are recomputed.
+pub(crate) fn write_with<E>(
+    mut header: Header,
+    lens: &[usize],
+    fill: impl FnOnce(&mut [&mut [u8]]) -> std::result::Result<(), E>,
+) -> std::result::Result<Vec<u8>, E> {
+    assert_eq!(header.segments.len(), lens.len(), "one table entry per segment");
+    let mut offset = 0u64;
+    for (entry, &len) in header.segments.iter_mut().zip(lens) {
+        entry.offset = offset;
+        entry.len = len as u64;
+        offset = align_up((offset as usize) + len) as u64;
+    }
+    let data_len = header.segments.last().map_or(0, |e| e.offset + e.len);
+    // Checksums are fixed-width fields: the body's length does not depend on their values.
+    let body_len = encode_body(&header, data_len).len();
+    let header_end = PREAMBLE_LEN + body_len + 4;
     // The data area starts aligned; an archive without segments ends with its header.
-    let data_start = if segments.is_empty() { header_end } else { align_up(header_end) };
-    // One allocation of the final size (large ones on huge pages), filled in place: a fresh
-    // 36 MB archive grown by pushes spent most of its time in page faults.
+    let data_start = if lens.is_empty() { header_end } else { align_up(header_end) };
+    // One allocation of the final size (large ones on huge pages), filled in place.
     let mut out: Vec<u8> = crate::element::zeroed_vec(data_start + data_len as usize);
+    let (head, mut rest) = out.split_at_mut(data_start);
+    let mut slots = Vec::with_capacity(lens.len());
+    let mut at = 0;
+    for entry in &header.segments {
+        let (_, from_offset) = std::mem::take(&mut rest).split_at_mut(entry.offset as usize - at);
+        let (slot, after) = from_offset.split_at_mut(entry.len as usize);
+        slots.push(slot);
+        rest = after;
+        at = (entry.offset + entry.len) as usize;
+    }
+    fill(&mut slots)?;
+    for (entry, slot) in header.segments.iter_mut().zip(&slots) {
+        entry.crc32c = checksum(slot);
+    }
+    let body = encode_body(&header, data_len);
+    debug_assert_eq!(body.len(), body_len, "checksums are fixed-width");
     let mut at = 0;
     for piece in [
         &MAGIC[..],
@@ -154,16 +187,12 @@ pub fn write(mut header: Header, segments: &[Vec<u8>]) -> Vec<u8> {
         &(body.len() as u32).to_le_bytes(),
         &body,
     ] {
-        out[at..at + piece.len()].copy_from_slice(piece);
+        head[at..at + piece.len()].copy_from_slice(piece);
         at += piece.len();
     }
-    let crc = crc32c::crc32c(&out[..at]);
-    out[at..at + 4].copy_from_slice(&crc.to_le_bytes());
-    for (entry, seg) in header.segments.iter().zip(segments) {
-        let start = data_start + entry.offset as usize;
-        out[start..start + seg.len()].copy_from_slice(seg);
-    }
-    out
+    let crc = crc32c::crc32c(&head[..at]);
+    head[at..at + 4].copy_from_slice(&crc.to_le_bytes());
+    Ok(out)
 }
 
 /// CRC-32C of a segment, computed in 4 MiB pieces on every core and combined (the same value

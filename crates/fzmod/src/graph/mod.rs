@@ -302,6 +302,36 @@ impl Pipeline {
     /// stage order) and the unconnected outputs (in stage, then port order). Every backend
     /// ends here, so the header bytes cannot differ between them.
     pub(crate) fn assemble(&self, dtype: DType, shape: &[usize], params: Vec<Vec<u8>>, leaves: Vec<Leaf>) -> Vec<u8> {
+        let header = self.header(dtype, shape, params, leaves.iter().map(|l| (l.stage, l.port, l.dtype)));
+        let bytes: Vec<Vec<u8>> = leaves.into_iter().map(|l| l.bytes).collect();
+        archive::write(header, &bytes)
+    }
+
+    /// [`Pipeline::assemble`] for outputs that are not on the host yet: `leaves` gives each
+    /// one's (stage, port, type, byte length), and `fill` writes them into their place in the
+    /// archive (device backends download straight there).
+    pub(crate) fn assemble_with(
+        &self,
+        dtype: DType,
+        shape: &[usize],
+        params: Vec<Vec<u8>>,
+        leaves: &[(usize, usize, DType, usize)],
+        fill: impl FnOnce(&mut [&mut [u8]]) -> Result<()>,
+    ) -> Result<Vec<u8>> {
+        let header = self.header(dtype, shape, params, leaves.iter().map(|&(s, p, d, _)| (s, p, d)));
+        let lens: Vec<usize> = leaves.iter().map(|l| l.3).collect();
+        archive::write_with(header, &lens, fill)
+    }
+
+    /// The header of a finished forward run: one record per stage (in stage order) and one
+    /// segment entry per unconnected output (in stage, then port order).
+    fn header(
+        &self,
+        dtype: DType,
+        shape: &[usize],
+        params: Vec<Vec<u8>>,
+        leaves: impl Iterator<Item = (usize, usize, DType)>,
+    ) -> Header {
         let stages = self
             .nodes
             .iter()
@@ -314,12 +344,11 @@ impl Pipeline {
                 inputs: node.inputs.iter().map(|r| r.expect("finalized")).collect(),
             })
             .collect();
-        let segments: Vec<SegmentEntry> = leaves
-            .iter()
-            .map(|l| SegmentEntry { stage: l.stage, port: l.port, dtype: l.dtype, offset: 0, len: 0, crc32c: 0 })
+        let segments = leaves
+            .map(|(stage, port, dtype)| SegmentEntry { stage, port, dtype, offset: 0, len: 0, crc32c: 0 })
             .collect();
         let bound = self.error_bound();
-        let header = Header {
+        Header {
             version: (archive::FORMAT_MAJOR, archive::FORMAT_MINOR),
             dtype,
             shape: shape.iter().map(|&d| d as u64).collect(),
@@ -328,9 +357,7 @@ impl Pipeline {
             preset: self.preset.clone(),
             stages,
             segments,
-        };
-        let bytes: Vec<Vec<u8>> = leaves.into_iter().map(|l| l.bytes).collect();
-        archive::write(header, &bytes)
+        }
     }
 }
 

@@ -246,6 +246,11 @@ impl<'a> DeviceRun<'a> {
         Ok(host)
     }
 
+    /// Copy the first `dst.len()` bytes of a buffer into `dst`.
+    pub fn download_into(&self, b: &DeviceBuffer, dst: &mut [u8]) -> Result<()> {
+        self.dev.download_from(b.ptr(self.stream()), dst)
+    }
+
     /// Copy the first `len` elements of a buffer to the host.
     pub fn download(&self, b: &DeviceBuffer, len: usize) -> Result<Vec<u8>> {
         let mut out = crate::element::zeroed_vec(len * b.dtype.size());

@@ -10,7 +10,7 @@ use super::{device_error, CudaDevice};
 use crate::archive::InputRef;
 use crate::element::{Buffer, DType, View};
 use crate::error::{corrupt, Error, Result};
-use crate::graph::{check_inverse, DecodePlan, Decompressed, Leaf, Pipeline};
+use crate::graph::{check_inverse, DecodePlan, Decompressed, Pipeline};
 use crate::stage::{ForwardContext, Stage};
 
 /// A compress prepared on the device: `kernels` enqueues the work (repeatable, for timing),
@@ -264,15 +264,23 @@ impl CompressJob for UnfusedCompress<'_> {
             }
         };
         let records = forward.records.into_iter().map(|r| r(&scalars)).collect::<Result<Vec<_>>>()?;
-        let mut leaves = Vec::with_capacity(forward.leaves.len());
-        for (stage, port, b) in &forward.leaves {
-            let len = match b.len {
-                Len::Known(n) => n,
-                Len::Device { slot, .. } => scalars.u64(slot) as usize,
-            };
-            leaves.push(Leaf { stage: *stage, port: *port, dtype: b.dtype, bytes: forward.run.download(b, len)? });
-        }
-        Ok(self.pipeline.assemble(self.input.buffer().dtype, &self.shape, records, leaves))
+        let leaves: Vec<(usize, usize, DType, usize)> = forward
+            .leaves
+            .iter()
+            .map(|(stage, port, b)| {
+                let len = match b.len {
+                    Len::Known(n) => n,
+                    Len::Device { slot, .. } => scalars.u64(slot) as usize,
+                };
+                (*stage, *port, b.dtype, len * b.dtype.size())
+            })
+            .collect();
+        // Each output is downloaded straight into its place in the archive.
+        let run = &forward.run;
+        let download = |slots: &mut [&mut [u8]]| {
+            slots.iter_mut().zip(&forward.leaves).try_for_each(|(slot, (_, _, b))| run.download_into(b, slot))
+        };
+        self.pipeline.assemble_with(self.input.buffer().dtype, &self.shape, records, &leaves, download)
     }
 
     fn notes(&self) -> Vec<String> {

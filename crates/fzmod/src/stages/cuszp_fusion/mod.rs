@@ -12,7 +12,7 @@ use crate::backend::cuda::{device_error, CudaDevice, Program, Workspace};
 use crate::element::{Buffer, DType, View};
 use crate::error::{corrupt, Error, Result};
 use crate::graph::DecodePlan;
-use crate::graph::{Leaf, Pipeline};
+use crate::graph::Pipeline;
 use crate::shape::Grid;
 use crate::stage::Stage;
 use crate::stages::adaptive_bitpack::{AdaptiveBitpack, Layout};
@@ -579,7 +579,7 @@ impl<'a> DeviceCompress<'a> {
         let payload = read_u64(s, &b.totals, 0)?;
         let (abs_bound, step) =
             (f64::from_bits(read_u64(s, &b.params, 0)?), f64::from_bits(read_u64(s, &b.params, 1)?));
-        let coder_bytes = self.dev.download(&b.out, (g.meta_len + payload) as usize)?;
+        let coder_len = (g.meta_len + payload) as usize;
         let index = self.dev.download(&b.oindex, 8 * num_outliers)?;
         let bits = self.dev.download(&b.obits, 8 * num_outliers)?;
         let word = |v: &[u8], k: usize| u64::from_le_bytes(v[8 * k..8 * k + 8].try_into().expect("8 bytes"));
@@ -603,11 +603,13 @@ impl<'a> DeviceCompress<'a> {
         }
         params.push(self.chain.coder.record(g.ncodes as usize));
         let last = nodes.len() - 1;
-        let leaves = vec![
-            Leaf { stage: 0, port: 1, dtype: DType::U8, bytes: channel },
-            Leaf { stage: last, port: 0, dtype: DType::U8, bytes: coder_bytes },
-        ];
-        Ok(self.pipeline.assemble(self.dtype, &self.shape, params, leaves))
+        let leaves = [(0, 1, DType::U8, channel.len()), (last, 0, DType::U8, coder_len)];
+        // The coder output is downloaded straight into its place in the archive.
+        let (dev, out) = (self.dev, &self.buffers.as_ref().expect("held").out);
+        self.pipeline.assemble_with(self.dtype, &self.shape, params, &leaves, |slots| {
+            slots[0].copy_from_slice(&channel);
+            dev.download_into(out, slots[1])
+        })
     }
 }
 
