@@ -50,6 +50,8 @@ pub(crate) fn device_programs() -> Vec<crate::backend::cuda::Program> {
         tiled_lorenzo::device::program(),
         words::device::program(),
         difference::device::program(),
+        bitshuffle::device::program(),
+        rze::device::program(),
     ];
     for real in [DType::F32, DType::F64] {
         programs.push(quantizer::device::program(real));
