@@ -52,6 +52,7 @@ pub(crate) fn device_programs() -> Vec<crate::backend::cuda::Program> {
         difference::device::program(),
         bitshuffle::device::program(),
         rze::device::program(),
+        bitplane_rze::device::program(),
     ];
     for real in [DType::F32, DType::F64] {
         programs.push(quantizer::device::program(real));
