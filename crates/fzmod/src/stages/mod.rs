@@ -56,6 +56,7 @@ pub(crate) fn device_programs() -> Vec<crate::backend::cuda::Program> {
     ];
     for real in [DType::F32, DType::F64] {
         programs.push(quantizer::device::program(real));
+        programs.push(lorenzo_quant::device::program(real));
     }
     for code in [DType::I16, DType::I32] {
         for layout in

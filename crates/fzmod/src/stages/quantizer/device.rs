@@ -17,7 +17,7 @@ use cudarc::driver::PushKernelArg;
 /// Bytes of `struct Params` in device.cu (static_assert there).
 pub(crate) const PARAMS_BYTES: usize = 40;
 /// Elements per outlier tile (`Q_TILE`) and warps per block of the tile walks.
-const TILE: u64 = 2048;
+pub(crate) const TILE: u64 = 2048;
 const WALK_WARPS: u64 = 4;
 /// Thread blocks of the value-range pass.
 const MINMAX_BLOCKS: u32 = 1056;
@@ -29,13 +29,13 @@ pub(crate) fn program(real: DType) -> Program {
 
 /// First guess at the outlier channel's size: a sixteenth of the input (real fields have far
 /// fewer outliers); a run that needs more is repeated with the exact size.
-fn channel_guess(n: usize, value_bytes: usize) -> usize {
+pub(crate) fn channel_guess(n: usize, value_bytes: usize) -> usize {
     (n / 16 * (value_bytes + 1)).max(4096)
 }
 
 /// The bound resolution every mode starts with: the finite value range when the bound is
 /// relative, then `Params` (abs bound, step, reciprocal, f32 margins) on the device.
-fn resolve(run: &DeviceRun, program: &Program, x: &DeviceBuffer, bound: ErrorBound) -> Result<DeviceBuffer> {
+pub(crate) fn resolve(run: &DeviceRun, program: &Program, x: &DeviceBuffer, bound: ErrorBound) -> Result<DeviceBuffer> {
     let n64 = x.known_len()? as u64;
     let (minmax, resolve) = (run.kernel(program, "fz_minmax")?, run.kernel(program, "fz_resolve")?);
     let params = run.alloc(DType::U8, PARAMS_BYTES)?;
