@@ -215,7 +215,8 @@ impl DeviceStage for LorenzoQuant {
         // The channel is small: parse it with the CPU's own validating parser.
         let bytes = run.download(channel, channel.known_len()?)?;
         let counts = (r.num_delta_outliers, r.num_value_outliers);
-        let (deltas, values): (Vec<(usize, i32)>, Vec<(usize, u64)>) = if self.input == DType::F32 {
+        // Values as raw bits, as fz_scatter_outliers takes them.
+        let (deltas, values): cpu::Channel<u64> = if self.input == DType::F32 {
             let (d, v) = cpu::parse_channel::<f32>(&bytes, counts, n)?;
             (d, v.into_iter().map(|(i, v)| (i, u64::from(v.to_bits()))).collect())
         } else {
