@@ -392,3 +392,38 @@ fn fzgpu_and_pfpl_float_stages_and_presets_give_cpu_bytes() {
         }
     }
 }
+
+/// The golden `fzgpu` and `pfpl` archives with record and segment bytes mutated and the CRCs
+/// fixed (so the mutations reach the stage inverses): the device inverses refuse exactly what
+/// the CPU refuses and otherwise decode to the CPU's values.
+#[test]
+#[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
+fn mutated_fzgpu_and_pfpl_archives_decode_alike() {
+    let gpu = gpu();
+    for name in ["v1.0_fzgpu_2d_specials.fzm", "v1.0_pfpl_2d_specials.fzm", "v1.0_pfpl_f64.fzm"] {
+        let golden = std::fs::read(repo_root().join("tests/golden").join(name)).unwrap();
+        let l = layout(&golden);
+        let ranges = l.records.iter().cloned().chain(l.segments.iter().map(|(r, _)| r.clone()));
+        for range in ranges {
+            for i in range.clone().step_by(range.len() / 64 + 1) {
+                for value in [golden[i] ^ 0x01, golden[i] ^ 0x80, 0x00, 0xff] {
+                    let mut bad = golden.clone();
+                    bad[i] = value;
+                    fix_crcs(&mut bad, &l);
+                    let cpu = fzmod::decompress(&bad).map(|d| d.data.to_le_bytes());
+                    let dev = fzmod::decompress_with(&gpu, &bad, UNFUSED).map(|d| d.data.to_le_bytes());
+                    assert_eq!(
+                        cpu.is_ok(),
+                        dev.is_ok(),
+                        "{name} byte {i} = {value:#x}: {:?} vs {:?}",
+                        cpu.err(),
+                        dev.err()
+                    );
+                    if let (Ok(c), Ok(d)) = (cpu, dev) {
+                        assert!(c == d, "{name} byte {i} = {value:#x}: decoders disagree");
+                    }
+                }
+            }
+        }
+    }
+}
