@@ -266,3 +266,182 @@ fn embedding_api_and_device_resident_entry_points() {
         assert!(dev.to_host(&on_device).unwrap().to_le_bytes() == fzmod::Buffer::F32(reference.clone()).to_le_bytes());
     }
 }
+
+/// Integer data of `dtype` for the FZ-GPU / PFPL stages: words of random magnitude (up to
+/// 2^`bits`), either sign, with a random share of zeros so zero-elimination finds runs.
+fn random_words(rng: &mut Rng, dtype: fzmod::DType, n: usize) -> Buffer {
+    use fzmod::DType;
+    let bits = rng.below(33) as u32;
+    let zeros = rng.below(101);
+    let v: Vec<i64> = (0..n)
+        .map(|_| {
+            if rng.below(100) < zeros {
+                return 0;
+            }
+            let m = (rng.next() & ((1u64 << bits) - 1).max(1)) as i64;
+            if rng.below(2) == 0 {
+                m
+            } else {
+                -m
+            }
+        })
+        .collect();
+    match dtype {
+        DType::U8 => Buffer::U8(v.iter().map(|&x| x as u8).collect()),
+        DType::U16 => Buffer::U16(v.iter().map(|&x| x as u16).collect()),
+        DType::I16 => Buffer::I16(v.iter().map(|&x| x as i16).collect()),
+        DType::U32 => Buffer::U32(v.iter().map(|&x| x as u32).collect()),
+        _ => Buffer::I32(v.iter().map(|&x| x as i32).collect()),
+    }
+}
+
+/// One random single-stage case among Zigzag, Negabinary, Difference, Bitshuffle, RZE and
+/// BitplaneRZE: its TOML, its input and the input's shape.
+fn random_word_stage(rng: &mut Rng, which: u64) -> (String, Buffer, Vec<usize>) {
+    use fzmod::DType;
+    let words = [("int16", DType::I16), ("uint16", DType::U16), ("int32", DType::I32), ("uint32", DType::U32)];
+    let (name, dtype) = words[rng.below(4) as usize];
+    let n = [1, 7, 4096, 65_537, 1 + rng.below(300_000) as usize][rng.below(5) as usize];
+    let (toml, dtype) = match which {
+        0 => (format!("type = \"Zigzag\"\ninput_type = \"{name}\"\n"), dtype),
+        1 => (format!("type = \"Negabinary\"\ninput_type = \"{name}\"\n"), dtype),
+        2 => {
+            let size = dtype.size() as u64;
+            let chunk = [0, size, 7 * size, 16384, size * (1 + rng.below(9000))][rng.below(5) as usize];
+            let map = ["none", "negabinary", "zigzag"][rng.below(3) as usize];
+            (
+                format!(
+                    "type = \"Difference\"\ninput_type = \"{name}\"\nchunk_size = {chunk}\nfusion_mode = \"{map}\"\n"
+                ),
+                dtype,
+            )
+        }
+        3 => {
+            let (name, dtype) = [("uint8", DType::U8), words[0], words[1], words[2], words[3]][rng.below(5) as usize];
+            let width = [1u64, 2, 4, 8][rng.below(4) as usize];
+            let block = 8 * width * [1, 3, 64, 2048][rng.below(4) as usize];
+            let t = format!(
+                "type = \"Bitshuffle\"\ndata_type = \"{name}\"\nelement_width = {width}\nblock_size = {block}\n"
+            );
+            (t, dtype)
+        }
+        4 => {
+            let word = [1u64, 2, 4, 8][rng.below(4) as usize];
+            let chunk = [word, 16384, 65535 / word * word, word * (1 + rng.below(65535 / word))][rng.below(4) as usize];
+            (format!("type = \"RZE\"\nchunk_size = {chunk}\nword_size = {word}\n"), DType::U8)
+        }
+        _ => ("type = \"BitplaneRZE\"\n".to_string(), DType::U16),
+    };
+    (toml, random_words(rng, dtype, n), vec![n])
+}
+
+/// The FZ-GPU and PFPL integer stages alone, forward and inverse, on random inputs, sizes and
+/// parameters: device bytes == CPU bytes, and each decoder decodes the other's archive.
+#[test]
+#[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
+fn fzgpu_and_pfpl_integer_stages_alone_give_cpu_bytes() {
+    for seed in 1..=12u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1);
+        for which in 0..6 {
+            let (stage, data, shape) = random_word_stage(&mut rng, which);
+            let mut p = fzmod::from_toml(&format!("[[stage]]\nname = \"s\"\n{stage}")).unwrap();
+            p.set_input_dtype(data.dtype()).unwrap();
+            assert_backends_agree(&p, &data, &shape, &format!("seed {seed} n {}: {stage}", data.len()));
+        }
+    }
+}
+
+/// The same random cases on the CPU alone: the inputs the GPU test feeds are valid pipelines
+/// that round-trip (so a GPU failure there is the device's).
+#[test]
+fn fzgpu_and_pfpl_integer_cases_round_trip_on_the_cpu() {
+    for seed in 1..=3u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1);
+        for which in 0..6 {
+            let (stage, data, shape) = random_word_stage(&mut rng, which);
+            let mut p = fzmod::from_toml(&format!("[[stage]]\nname = \"s\"\n{stage}")).unwrap();
+            p.set_input_dtype(data.dtype()).unwrap();
+            let archive = p.compress(&data, &shape).unwrap_or_else(|e| panic!("{stage}: {e}"));
+            assert!(fzmod::decompress(&archive).unwrap().data == data, "{stage}");
+        }
+    }
+}
+
+/// The float front ends alone (Quantizer inline words, LorenzoQuant with random tiles and
+/// mappings) and the `fzgpu` and `pfpl` presets on random fields, f32 and f64, abs and rel:
+/// device bytes == CPU bytes fused and unfused, each decoder decodes the other's archive.
+#[test]
+#[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
+fn fzgpu_and_pfpl_float_stages_and_presets_give_cpu_bytes() {
+    for seed in 1..=16u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xf00d);
+        let f64_values = rng.below(3) == 0;
+        let (mut data, shape) = random_field(&mut rng, f64_values);
+        if let Buffer::F32(v) = &mut data {
+            // The one f32 an inline word cannot carry: raw bits equal to the escape word.
+            let at = rng.below(v.len() as u64) as usize;
+            v[at] = f32::from_bits(u32::MAX);
+        }
+        let mode = [ErrorMode::Abs, ErrorMode::Rel][rng.below(2) as usize];
+        let bound = ErrorBound::new(mode, [1e-1, 1e-3, 1e-5][rng.below(3) as usize]).unwrap();
+        let tile = [1 + rng.below(8), 1 + rng.below(16), 1 + rng.below(64)];
+        let mapping = ["sign_magnitude", "zigzag", "radius"][rng.below(3) as usize];
+        let radius = 1 + rng.below(32768);
+        let stages = [
+            "type = \"Quantizer\"\ncode_type = \"uint32\"\ninplace_outliers = true\n".to_string(),
+            format!(
+                "type = \"LorenzoQuant\"\ncode_mapping = \"{mapping}\"\nquant_radius = {radius}\ntile_z = {}\ntile_y = {}\ntile_x = {}\n",
+                tile[0], tile[1], tile[2]
+            ),
+            "type = \"LorenzoQuant\"\n".to_string(),
+        ];
+        for stage in &stages {
+            let mut p = fzmod::from_toml(&format!("[[stage]]\nname = \"s\"\n{stage}")).unwrap();
+            p.set_error_bound(bound).unwrap();
+            p.set_input_dtype(data.dtype()).unwrap();
+            assert_backends_agree(&p, &data, &shape, &format!("seed {seed} shape {shape:?} {bound:?}: {stage}"));
+        }
+        for preset in ["pfpl", "fzgpu"] {
+            let mut p = fzmod::preset(preset, &shape).unwrap();
+            p.set_error_bound(bound).unwrap();
+            p.set_input_dtype(data.dtype()).unwrap();
+            assert_backends_agree(&p, &data, &shape, &format!("seed {seed} shape {shape:?} {bound:?}: {preset}"));
+        }
+    }
+}
+
+/// The golden `fzgpu` and `pfpl` archives with record and segment bytes mutated and the CRCs
+/// fixed (so the mutations reach the stage inverses): the device inverses refuse exactly what
+/// the CPU refuses and otherwise decode to the CPU's values.
+#[test]
+#[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
+fn mutated_fzgpu_and_pfpl_archives_decode_alike() {
+    use common::reseal::{fix_crcs, layout};
+    let gpu = gpu();
+    for name in ["v1.0_fzgpu_2d_specials.fzm", "v1.0_pfpl_2d_specials.fzm", "v1.0_pfpl_f64.fzm"] {
+        let golden = std::fs::read(repo_root().join("tests/golden").join(name)).unwrap();
+        let l = layout(&golden);
+        let ranges = l.records.iter().cloned().chain(l.segments.iter().map(|(r, _)| r.clone()));
+        for range in ranges {
+            for i in range.clone().step_by(range.len() / 64 + 1) {
+                for value in [golden[i] ^ 0x01, golden[i] ^ 0x80, 0x00, 0xff] {
+                    let mut bad = golden.clone();
+                    bad[i] = value;
+                    fix_crcs(&mut bad, &l);
+                    let cpu = fzmod::decompress(&bad).map(|d| d.data.to_le_bytes());
+                    let dev = fzmod::decompress_with(&gpu, &bad, UNFUSED).map(|d| d.data.to_le_bytes());
+                    assert_eq!(
+                        cpu.is_ok(),
+                        dev.is_ok(),
+                        "{name} byte {i} = {value:#x}: {:?} vs {:?}",
+                        cpu.err(),
+                        dev.err()
+                    );
+                    if let (Ok(c), Ok(d)) = (cpu, dev) {
+                        assert!(c == d, "{name} byte {i} = {value:#x}: decoders disagree");
+                    }
+                }
+            }
+        }
+    }
+}

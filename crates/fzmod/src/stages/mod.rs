@@ -45,9 +45,18 @@ pub static FUSION_RULES: &[&dyn crate::backend::cuda::executor::FusionRule] = &[
 #[cfg(feature = "cuda")]
 pub(crate) fn device_programs() -> Vec<crate::backend::cuda::Program> {
     use crate::element::DType;
-    let mut programs = vec![lorenzo::device::program(), tiled_lorenzo::device::program()];
+    let mut programs = vec![
+        lorenzo::device::program(),
+        tiled_lorenzo::device::program(),
+        words::device::program(),
+        difference::device::program(),
+        bitshuffle::device::program(),
+        rze::device::program(),
+        bitplane_rze::device::program(),
+    ];
     for real in [DType::F32, DType::F64] {
         programs.push(quantizer::device::program(real));
+        programs.push(lorenzo_quant::device::program(real));
     }
     for code in [DType::I16, DType::I32] {
         for layout in

@@ -104,6 +104,53 @@ pub fn map_words(w: Words, f16: impl Fn(u16) -> u16 + Sync, f32: impl Fn(u32) ->
     }
 }
 
+/// The word maps on the device (words.cu): Zigzag and Negabinary launch them as they are,
+/// Difference compiles words.cu in front of its own kernels.
+#[cfg(feature = "cuda")]
+pub(crate) mod device {
+    use crate::backend::cuda::device::{grid, DeviceBuffer, DeviceRun, THREADS};
+    use crate::backend::cuda::{device_error, Program};
+    use crate::element::DType;
+    use crate::error::Result;
+    use cudarc::driver::PushKernelArg;
+
+    /// Map codes of words.cu (`WMAP_*`), the same numbers Difference records.
+    pub(crate) const NEGABINARY: u32 = 1;
+    pub(crate) const ZIGZAG: u32 = 2;
+
+    pub(crate) fn program() -> Program {
+        Program::new(include_str!("words.cu"), String::new())
+    }
+
+    /// A fresh buffer of `out_type` holding `map(input)`, or its inverse when `undo`.
+    pub(crate) fn map(
+        run: &DeviceRun,
+        input: &DeviceBuffer,
+        out_type: DType,
+        op: u32,
+        undo: bool,
+    ) -> Result<DeviceBuffer> {
+        let n = input.known_len()? as u64;
+        let out = run.alloc(out_type, n as usize)?;
+        let f = run.kernel(&program(), "w_map")?;
+        let s = run.stream();
+        let (bits, undo) = (8 * input.dtype.size() as u32, u32::from(undo));
+        // SAFETY: argument list matches words.cu; both buffers hold n words of `bits`.
+        unsafe {
+            s.launch_builder(&f)
+                .arg(&input.ptr(s))
+                .arg(&out.ptr(s))
+                .arg(&n)
+                .arg(&bits)
+                .arg(&op)
+                .arg(&undo)
+                .launch(grid(n, u64::from(THREADS)))
+                .map_err(device_error)?;
+        }
+        Ok(out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -122,52 +122,69 @@ fn le32(b: &[u8], word: usize) -> u32 {
     u32::from_le_bytes(b[4 * word..4 * word + 4].try_into().expect("4 bytes"))
 }
 
-/// Decode an archive of `n` codes; every field is checked before it is used.
-pub fn decode(archive: &[u8], n: usize) -> Result<Vec<u16>> {
-    if archive.len() < HEADER_BYTES {
-        return Err(corrupt!("BitplaneRZE: {} bytes, the header alone is {HEADER_BYTES}", archive.len()));
+/// Bytes before the bitstream for `n` codes: header, flags and start positions.
+pub fn metadata_len(n: usize) -> usize {
+    HEADER_BYTES + 4 * (FLAG_WORDS + 1) * num_chunks(n)
+}
+
+/// One chunk's place in the bitstream: its flags, first kept word and kept words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkSlice {
+    pub flags: [u32; FLAG_WORDS],
+    pub start: usize,
+    pub words: usize,
+}
+
+/// Check an archive of `len` bytes for `n` codes from its metadata (its first
+/// [`metadata_len`] bytes, or all of it when shorter) before anything is decoded; shared with
+/// the device inverse, which holds the bitstream on the device.
+pub fn check(meta: &[u8], len: usize, n: usize) -> Result<Vec<ChunkSlice>> {
+    if len < HEADER_BYTES {
+        return Err(corrupt!("BitplaneRZE: {len} bytes, the header alone is {HEADER_BYTES}"));
     }
-    let recorded = u64::from_le_bytes(archive[..8].try_into().expect("8 bytes"));
+    let recorded = u64::from_le_bytes(meta[..8].try_into().expect("8 bytes"));
     if recorded != n as u64 {
         return Err(corrupt!("BitplaneRZE: header says {recorded} codes, the record {n}"));
     }
     let chunks = num_chunks(n);
     // Every chunk costs 36 bytes of flags and start position: n is bounded by the archive.
-    let stream_bytes = (archive.len() - HEADER_BYTES)
+    let stream_bytes = (len - HEADER_BYTES)
         .checked_sub(4 * (FLAG_WORDS + 1) * chunks)
-        .ok_or_else(|| corrupt!("BitplaneRZE: {n} codes need more than {} bytes", archive.len()))?;
+        .ok_or_else(|| corrupt!("BitplaneRZE: {n} codes need more than {len} bytes"))?;
     let expected = header_entries(chunks, stream_bytes / 4);
-    let stored: Vec<u32> = (0..5).map(|i| le32(&archive[8..28], i)).collect();
-    if stored != expected || !stream_bytes.is_multiple_of(4) || archive[28..HEADER_BYTES].iter().any(|&b| b != 0) {
-        return Err(corrupt!(
-            "BitplaneRZE: header offsets {stored:?} do not match {n} codes in {} bytes",
-            archive.len()
-        ));
+    let stored: Vec<u32> = (0..5).map(|i| le32(&meta[8..28], i)).collect();
+    if stored != expected || !stream_bytes.is_multiple_of(4) || meta[28..HEADER_BYTES].iter().any(|&b| b != 0) {
+        return Err(corrupt!("BitplaneRZE: header offsets {stored:?} do not match {n} codes in {len} bytes"));
     }
-    let flags = &archive[HEADER_BYTES..expected[2] as usize];
-    let starts = &archive[expected[2] as usize..expected[3] as usize];
-    let stream = &archive[expected[3] as usize..];
-    let stream_words = stream.len() / 4;
-    // Validate every chunk's slice before decoding any of them.
+    let flags = &meta[HEADER_BYTES..expected[2] as usize];
+    let starts = &meta[expected[2] as usize..expected[3] as usize];
+    let stream_words = stream_bytes / 4;
     let mut slices = Vec::with_capacity(chunks);
     let mut total = 0usize;
     for c in 0..chunks {
-        let f: [u32; FLAG_WORDS] = std::array::from_fn(|i| le32(flags, c * FLAG_WORDS + i));
-        let words = 4 * f.iter().map(|w| w.count_ones() as usize).sum::<usize>();
+        let flags: [u32; FLAG_WORDS] = std::array::from_fn(|i| le32(flags, c * FLAG_WORDS + i));
+        let words = 4 * flags.iter().map(|w| w.count_ones() as usize).sum::<usize>();
         let start = le32(starts, c) as usize;
         if start + words > stream_words {
             return Err(corrupt!("BitplaneRZE: chunk {c} reads past the bitstream"));
         }
         total += words;
-        slices.push((f, start, words));
+        slices.push(ChunkSlice { flags, start, words });
     }
     if total != stream_words {
         return Err(corrupt!("BitplaneRZE: flags announce {total} words, the bitstream holds {stream_words}"));
     }
-    let mut words = vec![0u32; chunks * CHUNK_WORDS];
-    words.par_chunks_mut(CHUNK_WORDS).zip(slices.par_iter()).for_each(|(out, (f, start, len))| {
-        let kept: Vec<u32> = (*start..start + len).map(|w| le32(stream, w)).collect();
-        decode_chunk(f, &kept, out.try_into().expect("chunk of 1024 words"));
+    Ok(slices)
+}
+
+/// Decode an archive of `n` codes; every field is checked before it is used.
+pub fn decode(archive: &[u8], n: usize) -> Result<Vec<u16>> {
+    let slices = check(&archive[..archive.len().min(metadata_len(n))], archive.len(), n)?;
+    let stream = &archive[metadata_len(n)..];
+    let mut words = vec![0u32; slices.len() * CHUNK_WORDS];
+    words.par_chunks_mut(CHUNK_WORDS).zip(slices.par_iter()).for_each(|(out, c)| {
+        let kept: Vec<u32> = (c.start..c.start + c.words).map(|w| le32(stream, w)).collect();
+        decode_chunk(&c.flags, &kept, out.try_into().expect("chunk of 1024 words"));
     });
     Ok(words.iter().flat_map(|w| [*w as u16, (w >> 16) as u16]).take(n).collect())
 }

@@ -6,6 +6,8 @@
 //! Forward: `u16[n]` → `output: u8[]`. Layout: docs/FORMAT.md, "BitplaneRZE".
 
 mod cpu;
+#[cfg(feature = "cuda")]
+pub(crate) mod device;
 
 use crate::archive::{Reader, Writer};
 use crate::config::params::TomlParams;
@@ -90,6 +92,11 @@ impl Stage for BitplaneRze {
         let mut t = toml::Table::new();
         t.insert("input_type".into(), "uint16".into());
         t
+    }
+
+    #[cfg(feature = "cuda")]
+    fn device(&self) -> Option<&dyn crate::backend::cuda::device::DeviceStage> {
+        Some(self)
     }
 
     fn clone_box(&self) -> Box<dyn Stage> {

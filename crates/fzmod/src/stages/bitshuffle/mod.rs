@@ -6,6 +6,8 @@
 //! same length. Layout: docs/FORMAT.md, "Bitshuffle".
 
 mod cpu;
+#[cfg(feature = "cuda")]
+pub(crate) mod device;
 
 use crate::archive::{Reader, Writer};
 use crate::config::params::TomlParams;
@@ -119,6 +121,11 @@ impl Stage for Bitshuffle {
         t.insert("element_width".into(), i64::from(self.element_width).into());
         t.insert("block_size".into(), i64::from(self.block_bytes).into());
         t
+    }
+
+    #[cfg(feature = "cuda")]
+    fn device(&self) -> Option<&dyn crate::backend::cuda::device::DeviceStage> {
+        Some(self)
     }
 
     fn clone_box(&self) -> Box<dyn Stage> {

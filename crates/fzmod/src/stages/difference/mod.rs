@@ -6,6 +6,8 @@
 //! unsigned type of T's width). Layout: docs/FORMAT.md, "Difference".
 
 mod cpu;
+#[cfg(feature = "cuda")]
+pub(crate) mod device;
 
 use crate::archive::{Reader, Writer};
 use crate::config::params::TomlParams;
@@ -181,6 +183,11 @@ impl Stage for Difference {
         t.insert("chunk_size".into(), i64::from(self.chunk_bytes).into());
         t.insert("fusion_mode".into(), self.map.name().into());
         t
+    }
+
+    #[cfg(feature = "cuda")]
+    fn device(&self) -> Option<&dyn crate::backend::cuda::device::DeviceStage> {
+        Some(self)
     }
 
     fn clone_box(&self) -> Box<dyn Stage> {

@@ -165,6 +165,22 @@ fn read_list<V>(
     Ok(list)
 }
 
+/// Delta outliers and value outliers of the channel.
+pub type Channel<T> = (Vec<(usize, i32)>, Vec<(usize, T)>);
+
+/// Parse the outlier channel of `n` elements, every entry checked; shared with the device
+/// inverse, which patches the parsed entries in on the device.
+pub fn parse_channel<T: Float>(outliers: &[u8], counts: (u64, u64), n: usize) -> Result<Channel<T>> {
+    let mut r = Reader::new(outliers, "LorenzoQuant outlier channel");
+    let deltas = read_list(&mut r, counts.0, n, |r| {
+        let u = u32::try_from(r.varint()?).map_err(|_| corrupt!("LorenzoQuant outlier delta exceeds 32 bits"))?;
+        Ok(unzigzag32(u))
+    })?;
+    let values = read_list(&mut r, counts.1, n, T::read_le)?;
+    r.finish()?;
+    Ok((deltas, values))
+}
+
 /// Inverse: codes → deltas (outliers patched in) → tile prefix sums → values.
 pub fn inverse<T: Float>(
     codes: &[u16],
@@ -175,15 +191,7 @@ pub fn inverse<T: Float>(
     mapping: CodeMapping,
     step: T,
 ) -> Result<Vec<T>> {
-    let n = codes.len();
-    let mut r = Reader::new(outliers, "LorenzoQuant outlier channel");
-    let deltas = read_list(&mut r, counts.0, n, |r| {
-        let u = u32::try_from(r.varint()?).map_err(|_| corrupt!("LorenzoQuant outlier delta exceeds 32 bits"))?;
-        Ok(unzigzag32(u))
-    })?;
-    let values = read_list(&mut r, counts.1, n, T::read_le)?;
-    r.finish()?;
-
+    let (deltas, values) = parse_channel::<T>(outliers, counts, codes.len())?;
     let mut p: Vec<i32> = codes.par_iter().map(|&c| mapping.decode(c)).collect();
     for (i, d) in deltas {
         p[i] = d;

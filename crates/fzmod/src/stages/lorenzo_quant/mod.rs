@@ -9,6 +9,8 @@
 //! Layout: docs/FORMAT.md, "LorenzoQuant".
 
 mod cpu;
+#[cfg(feature = "cuda")]
+pub(crate) mod device;
 
 use crate::archive::{ErrorMode, Reader, Writer};
 use crate::config::params::TomlParams;
@@ -354,6 +356,11 @@ impl Stage for LorenzoQuant {
     fn set_input_dtype(&mut self, dtype: DType) -> Result<()> {
         *self = LorenzoQuant::new(dtype, self.mapping, self.tile, self.bound)?;
         Ok(())
+    }
+
+    #[cfg(feature = "cuda")]
+    fn device(&self) -> Option<&dyn crate::backend::cuda::device::DeviceStage> {
+        Some(self)
     }
 
     fn clone_box(&self) -> Box<dyn Stage> {

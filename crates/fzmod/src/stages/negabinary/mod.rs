@@ -5,6 +5,8 @@
 //! inputs are read as two's complement). Layout: docs/FORMAT.md, "Negabinary".
 
 mod cpu;
+#[cfg(feature = "cuda")]
+mod device;
 
 use crate::archive::{Reader, Writer};
 use crate::config::params::TomlParams;
@@ -54,6 +56,13 @@ impl Negabinary {
         let input = DType::from_code(code).ok_or_else(|| corrupt!("Negabinary input type code {code}"))?;
         Ok(Box::new(Negabinary::new(input).map_err(|e| corrupt!("{e}"))?))
     }
+
+    /// The parameter record: the input type; shared by every backend.
+    pub(crate) fn record(&self) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.u8(self.input.code());
+        w.bytes
+    }
 }
 
 impl Stage for Negabinary {
@@ -70,11 +79,9 @@ impl Stage for Negabinary {
     fn forward(&self, inputs: Vec<Buffer>, _ctx: &ForwardContext) -> Result<Forwarded> {
         stage::expect_buffers(self, &self.inputs(), &inputs)?;
         let w = Words::from_buffer(inputs.into_iter().next().expect("one input")).expect("checked by expect_buffers");
-        let mut record = Writer::default();
-        record.u8(self.input.code());
         Ok(Forwarded {
             outputs: vec![cpu::forward(w).into_buffer(words::unsigned_of(self.input))],
-            record: record.bytes,
+            record: self.record(),
         })
     }
 
@@ -88,6 +95,11 @@ impl Stage for Negabinary {
         let mut t = toml::Table::new();
         t.insert("input_type".into(), self.input.toml_name().into());
         t
+    }
+
+    #[cfg(feature = "cuda")]
+    fn device(&self) -> Option<&dyn crate::backend::cuda::device::DeviceStage> {
+        Some(self)
     }
 
     fn clone_box(&self) -> Box<dyn Stage> {

@@ -310,3 +310,123 @@ extern "C" __global__ void q_decode(const i32* codes, u64 n, double step, real* 
     u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) out[i] = reconstruct(codes[i], (real)step);
 }
+
+// ---- PFPL inline words (cpu.rs: inline_word, quantize_inline, reconstruct_inline) ----
+// Words come from the same quant_code as the codes above; escaped values go to the channel in
+// index order: per tile a count, a scan of the counts, then each tile writes its escapes at
+// its offset, ranked within the tile by a block scan over consecutive runs of elements.
+
+#define QI_ESCAPE 0xffffffffu
+#if REAL_F64
+#define QI_BIN_WORDS QI_ESCAPE
+#else
+#define QI_BIN_WORDS (1u << 23)
+#endif
+// Each thread of a tile walk owns this many consecutive elements (Q_TILE = 256 × 8).
+#define QI_RUN (Q_TILE / Q_THREADS)
+
+__device__ __forceinline__ u32 inline_word(real x, const QParams& p) {
+    bool outlier;
+    i32 q = quant_code(x, p, &outlier);
+    u32 w = ((u32)q << 1) ^ (u32)(q >> 31);
+    if (!outlier && w < QI_BIN_WORDS) return w;
+#if REAL_F64
+    return QI_ESCAPE;
+#else
+    u32 raw = __float_as_uint(x);
+    return raw >= QI_BIN_WORDS && raw != QI_ESCAPE ? raw : QI_ESCAPE;
+#endif
+}
+
+__device__ __forceinline__ real from_inline_word(u32 w, real step) {
+    if (w < QI_BIN_WORDS) return reconstruct((i32)(w >> 1) ^ -(i32)(w & 1u), step);
+#if REAL_F64
+    return 0.0;
+#else
+    return __uint_as_float(w);  // escapes are overwritten from the channel
+#endif
+}
+
+// Forward: the words and each tile's escape count.
+extern "C" __global__ void __launch_bounds__(Q_THREADS)
+qi_encode(const real* x, u64 n, const Params* params, u32* words, u32* tile_count) {
+    QParams p = load_params(params);
+    u64 base = (u64)blockIdx.x * Q_TILE;
+    u32 count = 0;
+    for (int j = 0; j < QI_RUN; j++) {
+        u64 i = base + (u64)j * Q_THREADS + threadIdx.x;
+        if (i >= n) break;
+        u32 w = inline_word(x[i], p);
+        words[i] = w;
+        count += w == QI_ESCAPE;
+    }
+    u64 total;
+    block_exclusive_scan(count, &total);
+    if (threadIdx.x == 0) tile_count[blockIdx.x] = (u32)total;
+}
+
+// The rank of each of this thread's escapes inside the tile, in index order: `emit(i, rank)`.
+template <typename Emit>
+__device__ __forceinline__ void qi_walk_escapes(const u32* words, u64 n, Emit emit) {
+    u64 first = (u64)blockIdx.x * Q_TILE + (u64)threadIdx.x * QI_RUN;
+    u32 count = 0;
+    for (int j = 0; j < QI_RUN; j++) count += first + j < n && words[first + j] == QI_ESCAPE;
+    u64 total;
+    u64 rank = block_exclusive_scan(count, &total);
+    for (int j = 0; j < QI_RUN && count > 0; j++) {
+        if (first + j < n && words[first + j] == QI_ESCAPE) {
+            emit(first + j, rank);
+            rank++;
+            count--;
+        }
+    }
+}
+
+// Forward: the raw values of the escapes, LE, at offsets[tile] values into the channel;
+// nothing is written past `capacity` bytes (the true size is offsets[ntiles] values).
+extern "C" __global__ void __launch_bounds__(Q_THREADS)
+qi_write_channel(const real* x, const u32* words, u64 n, const u32* tile_count, const u64* offsets, u8* out, u64 capacity) {
+    if (tile_count[blockIdx.x] == 0 || offsets[blockIdx.x + 1] * sizeof(real) > capacity) return;
+    u64 start = offsets[blockIdx.x];
+    qi_walk_escapes(words, n, [&](u64 i, u64 rank) {
+        u64 bits = real_bits(x[i]);
+        u8* o = out + (start + rank) * sizeof(real);
+        for (int b = 0; b < (int)sizeof(real); b++) o[b] = (u8)(bits >> (8 * b));
+    });
+}
+
+// The record's values and the channel's byte length.
+extern "C" __global__ void qi_export(const Params* params, const u64* total_at, u64* abs_bound, u64* step, u64* num_outliers, u64* channel_len) {
+    *abs_bound = (u64)__double_as_longlong(params->abs_bound);
+    *step = (u64)__double_as_longlong(params->step);
+    *num_outliers = *total_at;
+    *channel_len = *total_at * sizeof(real);
+}
+
+// Inverse, step 1: each tile's escape count (scanned, then checked on the host).
+extern "C" __global__ void __launch_bounds__(Q_THREADS) qi_count(const u32* words, u64 n, u32* tile_count) {
+    u64 base = (u64)blockIdx.x * Q_TILE;
+    u32 count = 0;
+    for (int j = 0; j < QI_RUN; j++) {
+        u64 i = base + (u64)j * Q_THREADS + threadIdx.x;
+        count += i < n && words[i] == QI_ESCAPE;
+    }
+    u64 total;
+    block_exclusive_scan(count, &total);
+    if (threadIdx.x == 0) tile_count[blockIdx.x] = (u32)total;
+}
+
+// Inverse, step 2: every word decoded; escapes read the channel at their rank.
+extern "C" __global__ void __launch_bounds__(Q_THREADS)
+qi_decode(const u32* words, u64 n, double step, const u64* offsets, const u8* channel, real* out) {
+    u64 first = (u64)blockIdx.x * Q_TILE + (u64)threadIdx.x * QI_RUN;
+    for (int j = 0; j < QI_RUN; j++)
+        if (first + j < n) out[first + j] = from_inline_word(words[first + j], (real)step);
+    u64 start = offsets[blockIdx.x];
+    qi_walk_escapes(words, n, [&](u64 i, u64 rank) {
+        const u8* c = channel + (start + rank) * sizeof(real);
+        u64 bits = 0;
+        for (int b = 0; b < (int)sizeof(real); b++) bits |= (u64)c[b] << (8 * b);
+        out[i] = bits_real(bits);
+    });
+}

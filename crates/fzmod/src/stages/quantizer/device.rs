@@ -2,6 +2,8 @@
 //! and the outlier channel, byte for byte as cpu.rs writes them.
 
 use super::{cpu, Quantizer, Resolved};
+
+mod inline;
 use crate::archive::ErrorMode;
 use crate::backend::cuda::device::{
     exclusive_scan, grid, scan_partials_len, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage, THREADS,
@@ -9,12 +11,13 @@ use crate::backend::cuda::device::{
 use crate::backend::cuda::{device_error, Program};
 use crate::element::DType;
 use crate::error::{Error, Result};
+use crate::stage::ErrorBound;
 use cudarc::driver::PushKernelArg;
 
 /// Bytes of `struct Params` in device.cu (static_assert there).
 pub(crate) const PARAMS_BYTES: usize = 40;
 /// Elements per outlier tile (`Q_TILE`) and warps per block of the tile walks.
-const TILE: u64 = 2048;
+pub(crate) const TILE: u64 = 2048;
 const WALK_WARPS: u64 = 4;
 /// Thread blocks of the value-range pass.
 const MINMAX_BLOCKS: u32 = 1056;
@@ -26,31 +29,62 @@ pub(crate) fn program(real: DType) -> Program {
 
 /// First guess at the outlier channel's size: a sixteenth of the input (real fields have far
 /// fewer outliers); a run that needs more is repeated with the exact size.
-fn channel_guess(n: usize, value_bytes: usize) -> usize {
+pub(crate) fn channel_guess(n: usize, value_bytes: usize) -> usize {
     (n / 16 * (value_bytes + 1)).max(4096)
+}
+
+/// The bound resolution every mode starts with: the finite value range when the bound is
+/// relative, then `Params` (abs bound, step, reciprocal, f32 margins) on the device.
+pub(crate) fn resolve(run: &DeviceRun, program: &Program, x: &DeviceBuffer, bound: ErrorBound) -> Result<DeviceBuffer> {
+    let n64 = x.known_len()? as u64;
+    let (minmax, resolve) = (run.kernel(program, "fz_minmax")?, run.kernel(program, "fz_resolve")?);
+    let params = run.alloc(DType::U8, PARAMS_BYTES)?;
+    let pmin = run.alloc(DType::F64, MINMAX_BLOCKS as usize)?;
+    let pmax = run.alloc(DType::F64, MINMAX_BLOCKS as usize)?;
+    let s = run.stream();
+    let p = |b: &DeviceBuffer| b.ptr(s);
+    let relative = u32::from(bound.mode == ErrorMode::Rel);
+    let parts = if relative == 1 { MINMAX_BLOCKS } else { 0 };
+    // SAFETY: argument lists match device.cu; `x` holds n64 elements, the partial ranges
+    // MINMAX_BLOCKS each, `params` one Params.
+    unsafe {
+        if relative == 1 {
+            s.launch_builder(&minmax)
+                .arg(&p(x))
+                .arg(&n64)
+                .arg(&p(&pmin))
+                .arg(&p(&pmax))
+                .launch(grid(u64::from(parts) * 256, 256))
+                .map_err(device_error)?;
+        }
+        s.launch_builder(&resolve)
+            .arg(&p(&pmin))
+            .arg(&p(&pmax))
+            .arg(&parts)
+            .arg(&relative)
+            .arg(&bound.value)
+            .arg(&p(&params))
+            .launch(grid(32, 32))
+            .map_err(device_error)?;
+    }
+    Ok(params)
 }
 
 impl DeviceStage for Quantizer {
     fn forward(&self, run: &mut DeviceRun, inputs: &[&DeviceBuffer]) -> Result<DeviceForwarded> {
         let bound = self.bound.ok_or_else(|| Error::InvalidArgument("no error bound set".into()))?;
         let [x] = inputs else { return Err(Error::Pipeline("Quantizer takes one input".into())) };
+        if self.inline_outliers {
+            return self.forward_inline(run, x, bound);
+        }
         let n = x.known_len()?;
         let program = program(self.input);
         let k = |name| run.kernel(&program, name);
-        let (minmax, resolve, encode, starts, sizes, write, export) = (
-            k("fz_minmax")?,
-            k("fz_resolve")?,
-            k("q_encode")?,
-            k("q_tile_starts")?,
-            k("q_entry_sizes")?,
-            k("q_write_channel")?,
-            k("q_export")?,
-        );
+        let (encode, starts, sizes, write, export) =
+            (k("q_encode")?, k("q_tile_starts")?, k("q_entry_sizes")?, k("q_write_channel")?, k("q_export")?);
         let ntiles = (n as u64).div_ceil(TILE).max(1);
         let codes = run.alloc(DType::I32, n)?;
-        let params = run.alloc(DType::U8, PARAMS_BYTES)?;
-        let pmin = run.alloc(DType::F64, MINMAX_BLOCKS as usize)?;
-        let pmax = run.alloc(DType::F64, MINMAX_BLOCKS as usize)?;
+        let params = resolve(run, &program, x, bound)?;
         let tile_count = run.alloc(DType::U32, ntiles as usize)?;
         let tile_next = run.alloc(DType::U64, ntiles as usize)?;
         let tile_bytes = run.alloc(DType::U32, ntiles as usize)?;
@@ -62,30 +96,10 @@ impl DeviceStage for Quantizer {
         let (step_slot, step_at) = run.slot()?;
         let s = run.stream().clone();
         let p = |b: &DeviceBuffer| b.ptr(&s);
-        let relative = u32::from(bound.mode == ErrorMode::Rel);
-        let parts = if relative == 1 { MINMAX_BLOCKS } else { 0 };
         let (n64, cap) = (n as u64, channel.len.capacity() as u64);
         // SAFETY: argument lists match device.cu; every buffer was sized above for n elements
         // and ntiles tiles; the channel kernel writes nothing past `cap`.
         unsafe {
-            if relative == 1 {
-                s.launch_builder(&minmax)
-                    .arg(&p(x))
-                    .arg(&n64)
-                    .arg(&p(&pmin))
-                    .arg(&p(&pmax))
-                    .launch(grid(u64::from(parts) * 256, 256))
-                    .map_err(device_error)?;
-            }
-            s.launch_builder(&resolve)
-                .arg(&p(&pmin))
-                .arg(&p(&pmax))
-                .arg(&parts)
-                .arg(&relative)
-                .arg(&bound.value)
-                .arg(&p(&params))
-                .launch(grid(32, 32))
-                .map_err(device_error)?;
             s.launch_builder(&encode)
                 .arg(&p(x))
                 .arg(&n64)
@@ -161,6 +175,9 @@ impl DeviceStage for Quantizer {
         let n = codes.known_len()?;
         if n as u64 != r.num_elements {
             return Err(crate::error::corrupt!("Quantizer: {n} codes for {} elements", r.num_elements));
+        }
+        if self.inline_outliers {
+            return self.inverse_inline(run, codes, channel, r);
         }
         // The channel is small: parse it with the CPU's own validating parser.
         let bytes = run.download(channel, channel.known_len()?)?;

@@ -246,8 +246,7 @@ impl Stage for Quantizer {
 
     #[cfg(feature = "cuda")]
     fn device(&self) -> Option<&dyn crate::backend::cuda::device::DeviceStage> {
-        // The PFPL inline-word mode has no device kernels yet: it runs on the CPU.
-        (!self.inline_outliers).then_some(self as _)
+        Some(self)
     }
 
     fn error_bound(&self) -> Option<ErrorBound> {

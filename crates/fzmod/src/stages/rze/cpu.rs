@@ -145,17 +145,34 @@ pub fn encode(data: &[u8], chunk: usize, word: usize) -> Vec<u8> {
     out
 }
 
-/// Decode `num_bytes` bytes; sizes are validated against the segment before allocating (at
-/// least 3 bytes of segment per chunk, so the output is at most ~22 000 × the segment).
-pub fn decode(seg: &[u8], num_bytes: usize, chunk: usize, word: usize) -> Result<Vec<u8>> {
+/// One chunk of an encoded segment: where its payload starts, its payload and decoded sizes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkSpan {
+    pub at: usize,
+    pub size: usize,
+    pub len: usize,
+}
+
+/// Validate the size table of a segment of `seg_len` bytes holding `num_bytes` bytes, before
+/// anything is allocated (at least 3 bytes of segment per chunk, so the output is at most
+/// ~22 000 × the segment). `table(k)` reads table entry k, asked only once the table's
+/// `2 · chunks` bytes are known to lie in the segment. Shared with the device inverse.
+pub fn chunk_spans(
+    seg_len: usize,
+    num_bytes: usize,
+    chunk: usize,
+    word: usize,
+    table: impl FnOnce(usize) -> Result<Vec<u16>>,
+) -> Result<Vec<ChunkSpan>> {
     let chunks = num_bytes.div_ceil(chunk);
-    if chunks > seg.len() / 2 {
-        return Err(corrupt!("RZE: {num_bytes} bytes need a size table longer than the {} byte segment", seg.len()));
+    if chunks > seg_len / 2 {
+        return Err(corrupt!("RZE: {num_bytes} bytes need a size table longer than the {seg_len} byte segment"));
     }
-    let mut starts = Vec::with_capacity(chunks);
+    let sizes = table(chunks)?;
+    let mut spans = Vec::with_capacity(chunks);
     let mut at = 2 * chunks;
-    for c in 0..chunks {
-        let size = usize::from(u16::from_le_bytes([seg[2 * c], seg[2 * c + 1]]));
+    for (c, &size) in sizes.iter().enumerate() {
+        let size = usize::from(size);
         let len = chunk.min(num_bytes - c * chunk);
         // An encoded chunk holds at least its top bitmap and its tail: this bounds the output
         // by the segment's own bytes before anything is allocated.
@@ -163,14 +180,22 @@ pub fn decode(seg: &[u8], num_bytes: usize, chunk: usize, word: usize) -> Result
         if size > len || size < least {
             return Err(corrupt!("RZE: chunk {c} claims {size} bytes for {len}"));
         }
-        starts.push((at, size, len));
+        spans.push(ChunkSpan { at, size, len });
         at += size;
     }
-    if at != seg.len() {
-        return Err(corrupt!("RZE: chunks occupy {at} bytes, the segment {}", seg.len()));
+    if at != seg_len {
+        return Err(corrupt!("RZE: chunks occupy {at} bytes, the segment {seg_len}"));
     }
+    Ok(spans)
+}
+
+/// Decode `num_bytes` bytes (table checked by [`chunk_spans`]).
+pub fn decode(seg: &[u8], num_bytes: usize, chunk: usize, word: usize) -> Result<Vec<u8>> {
+    let spans = chunk_spans(seg.len(), num_bytes, chunk, word, |chunks| {
+        Ok(seg[..2 * chunks].chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect())
+    })?;
     let mut out = vec![0u8; num_bytes];
-    out.par_chunks_mut(chunk).zip(starts.par_iter()).try_for_each(|(o, &(at, size, len))| {
+    out.par_chunks_mut(chunk).zip(spans.par_iter()).try_for_each(|(o, &ChunkSpan { at, size, len })| {
         let enc = &seg[at..at + size];
         if size == len {
             o.copy_from_slice(enc);

@@ -6,6 +6,8 @@
 //! Layout: docs/FORMAT.md, "RZE".
 
 mod cpu;
+#[cfg(feature = "cuda")]
+pub(crate) mod device;
 
 use crate::archive::{Reader, Writer};
 use crate::config::params::TomlParams;
@@ -112,6 +114,11 @@ impl Stage for Rze {
         t.insert("chunk_size".into(), i64::from(self.chunk_bytes).into());
         t.insert("word_size".into(), i64::from(self.word_size).into());
         t
+    }
+
+    #[cfg(feature = "cuda")]
+    fn device(&self) -> Option<&dyn crate::backend::cuda::device::DeviceStage> {
+        Some(self)
     }
 
     fn clone_box(&self) -> Box<dyn Stage> {

@@ -5,6 +5,8 @@
 //! inputs are read as two's complement). Layout: docs/FORMAT.md, "Zigzag".
 
 mod cpu;
+#[cfg(feature = "cuda")]
+mod device;
 
 use crate::archive::{Reader, Writer};
 use crate::config::params::TomlParams;
@@ -52,6 +54,13 @@ impl Zigzag {
         let input = DType::from_code(code).ok_or_else(|| corrupt!("Zigzag input type code {code}"))?;
         Ok(Box::new(Zigzag::new(input).map_err(|e| corrupt!("{e}"))?))
     }
+
+    /// The parameter record: the input type; shared by every backend.
+    pub(crate) fn record(&self) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.u8(self.input.code());
+        w.bytes
+    }
 }
 
 impl Stage for Zigzag {
@@ -68,11 +77,9 @@ impl Stage for Zigzag {
     fn forward(&self, inputs: Vec<Buffer>, _ctx: &ForwardContext) -> Result<Forwarded> {
         stage::expect_buffers(self, &self.inputs(), &inputs)?;
         let w = Words::from_buffer(inputs.into_iter().next().expect("one input")).expect("checked by expect_buffers");
-        let mut record = Writer::default();
-        record.u8(self.input.code());
         Ok(Forwarded {
             outputs: vec![cpu::forward(w).into_buffer(words::unsigned_of(self.input))],
-            record: record.bytes,
+            record: self.record(),
         })
     }
 
@@ -86,6 +93,11 @@ impl Stage for Zigzag {
         let mut t = toml::Table::new();
         t.insert("input_type".into(), self.input.toml_name().into());
         t
+    }
+
+    #[cfg(feature = "cuda")]
+    fn device(&self) -> Option<&dyn crate::backend::cuda::device::DeviceStage> {
+        Some(self)
     }
 
     fn clone_box(&self) -> Box<dyn Stage> {

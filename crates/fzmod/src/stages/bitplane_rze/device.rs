@@ -1,0 +1,109 @@
+//! BitplaneRZE on the device (kernels in device.cu): flags and kept-word counts per chunk, a
+//! deterministic scan, then the header, start positions and kept blocks. The inverse checks
+//! the metadata on the host with the CPU's own [`cpu::check`] and decodes on the device.
+
+use super::{cpu, BitplaneRze, MAX_CODES};
+use crate::backend::cuda::device::{
+    exclusive_scan, grid, scan_partials_len, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage,
+};
+use crate::backend::cuda::{device_error, Program};
+use crate::element::DType;
+use crate::error::{corrupt, Error, Result};
+use cudarc::driver::PushKernelArg;
+
+/// Threads per chunk (`BP_THREADS`): one warp per row of 32 words.
+const THREADS: u64 = 1024;
+
+pub(crate) fn program() -> Program {
+    Program::new(include_str!("device.cu"), String::new())
+}
+
+/// The archive's largest size for `n` codes: metadata and every chunk kept whole.
+fn worst_case(n: usize) -> usize {
+    cpu::metadata_len(n) + 4 * cpu::CHUNK_WORDS * cpu::num_chunks(n)
+}
+
+impl DeviceStage for BitplaneRze {
+    fn forward(&self, run: &mut DeviceRun, inputs: &[&DeviceBuffer]) -> Result<DeviceForwarded> {
+        let [codes] = inputs else { return Err(Error::Pipeline("BitplaneRZE takes one input".into())) };
+        let n = codes.known_len()?;
+        if n > MAX_CODES {
+            return Err(Error::InvalidArgument(format!("BitplaneRZE holds at most {MAX_CODES} codes")));
+        }
+        let nchunks = cpu::num_chunks(n);
+        let (out, out_len) = run.alloc_dynamic(DType::U8, worst_case(n))?;
+        let counts = run.alloc(DType::U32, nchunks)?;
+        let offsets = run.alloc(DType::U64, nchunks + 1)?;
+        let partials = run.alloc(DType::U64, scan_partials_len(nchunks as u64))?;
+        let program = program();
+        let encode = run.kernel(&program, "bp_encode")?;
+        let s = run.stream().clone();
+        let p = |b: &DeviceBuffer| b.ptr(&s);
+        let (n64, nc, cap) = (n as u64, nchunks as u64, out.len.capacity() as u64);
+        let launch = |pass: u32| {
+            // SAFETY: argument list matches device.cu; `counts` and `offsets` hold nchunks
+            // (+ 1) entries and the kernel writes nothing past `cap` bytes of `out`.
+            unsafe {
+                s.launch_builder(&encode)
+                    .arg(&p(codes))
+                    .arg(&n64)
+                    .arg(&nc)
+                    .arg(&p(&counts))
+                    .arg(&p(&offsets))
+                    .arg(&p(&out))
+                    .arg(&cap)
+                    .arg(&out_len)
+                    .arg(&pass)
+                    .launch(grid(nc * THREADS, THREADS))
+                    .map(|_| ())
+                    .map_err(device_error)
+            }
+        };
+        launch(0)?;
+        exclusive_scan(run, &program, p(&counts), nc, p(&partials), p(&offsets))?;
+        launch(1)?;
+        let record = Self::record(n);
+        Ok(DeviceForwarded { outputs: vec![out], record: Box::new(move |_| Ok(record)) })
+    }
+
+    fn inverse(&self, run: &mut DeviceRun, outputs: &[&DeviceBuffer]) -> Result<Vec<DeviceBuffer>> {
+        let n = self.num_codes.ok_or_else(|| Error::Pipeline("BitplaneRZE inverse needs a decoded record".into()))?;
+        let n = usize::try_from(n).ok().filter(|&n| n <= MAX_CODES);
+        let n = n.ok_or_else(|| corrupt!("BitplaneRZE code count out of range"))?;
+        let [archive] = outputs else { return Err(Error::Pipeline("BitplaneRZE inverse takes one buffer".into())) };
+        let len = archive.known_len()?;
+        // Header, flags and starts are under 1% of the archive: the CPU's checks validate them.
+        let meta = run.download(archive, len.min(cpu::metadata_len(n)))?;
+        let nchunks = cpu::check(&meta, len, n)?.len() as u64;
+        let out = run.alloc(DType::U16, n)?;
+        let decode = run.kernel(&program(), "bp_decode")?;
+        let s = run.stream();
+        let n64 = n as u64;
+        // SAFETY: argument list matches device.cu; every chunk's blocks lie in the bitstream
+        // (checked above) and `out` holds n codes.
+        unsafe {
+            s.launch_builder(&decode)
+                .arg(&archive.ptr(s))
+                .arg(&n64)
+                .arg(&nchunks)
+                .arg(&out.ptr(s))
+                .launch(grid(nchunks * THREADS, THREADS))
+                .map_err(device_error)?;
+        }
+        Ok(vec![out])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worst_case_bounds_incompressible_codes() {
+        for n in [0usize, 1, 2048, 2049, 10_000] {
+            let codes: Vec<u16> = (0..n as u32).map(|i| (i.wrapping_mul(0x9e37_79b9) >> 7) as u16 | 0x8001).collect();
+            assert!(cpu::encode(&codes).len() <= worst_case(n), "{n}");
+        }
+        assert_eq!(worst_case(2048), cpu::HEADER_BYTES + 36 + 4096);
+    }
+}

@@ -1,0 +1,33 @@
+// Bitshuffle on the device: one thread per group of 8 elements × one byte of the element,
+// the same 8×8 bit transpose cpu.rs applies (the CPU's 32-word path gives the same bytes).
+
+// bit_transpose.rs: transpose8.
+__device__ __forceinline__ u64 transpose8(u64 x) {
+    u64 t = (x ^ (x >> 7)) & 0x00aa00aa00aa00aaull;
+    x ^= t ^ (t << 7);
+    t = (x ^ (x >> 14)) & 0x0000cccc0000ccccull;
+    x ^= t ^ (t << 14);
+    t = (x ^ (x >> 28)) & 0x00000000f0f0f0f0ull;
+    return x ^ t ^ (t << 28);
+}
+
+// Thread t owns bytes 8t..8t+8 of the data's group slots: block = 8t / block_bytes (blocks
+// are whole groups), group g = k·width + b of that block. The first thread of a block copies
+// its tail (only the last block has one). `inverse` swaps source and destination layouts.
+extern "C" __global__ void bs_run(const u8* in, u8* out, u64 len, u32 width, u64 block_bytes, u32 inverse) {
+    u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (len + 7) / 8) return;
+    u64 start = t * 8 / block_bytes * block_bytes, g = t - start / 8;
+    u64 blen = min(block_bytes, len - start), body = blen / (8 * width) * (8 * width);
+    const u8* src = in + start;
+    u8* dst = out + start;
+    if (g == 0)
+        for (u64 i = body; i < blen; i++) dst[i] = src[i];
+    if (g * 8 >= body) return;
+    u64 plane_len = body / (8 * width), k = g / width, b = g % width;
+    u64 x = 0;
+    for (int j = 0; j < 8; j++)
+        x |= (u64)src[inverse ? (8 * b + j) * plane_len + k : (8 * k + j) * width + b] << (8 * j);
+    x = transpose8(x);
+    for (int i = 0; i < 8; i++) dst[inverse ? (8 * k + i) * width + b : (8 * b + i) * plane_len + k] = (u8)(x >> (8 * i));
+}

@@ -1,0 +1,61 @@
+//! Bitshuffle on the device (kernel in device.cu): the same block layout, one thread per
+//! 8-element group and element byte.
+
+use super::Bitshuffle;
+use crate::backend::cuda::device::{grid, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage, THREADS};
+use crate::backend::cuda::{device_error, Program};
+use crate::element::DType;
+use crate::error::{corrupt, Error, Result};
+use cudarc::driver::PushKernelArg;
+
+pub(crate) fn program() -> Program {
+    Program::new(include_str!("device.cu"), String::new())
+}
+
+impl Bitshuffle {
+    /// `len` bytes of `input` shuffled (or unshuffled) into `out`.
+    fn launch(&self, run: &DeviceRun, input: &DeviceBuffer, out: &DeviceBuffer, len: u64, inverse: bool) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let f = run.kernel(&program(), "bs_run")?;
+        let s = run.stream();
+        let (width, block, inverse) = (u32::from(self.element_width), u64::from(self.block_bytes), u32::from(inverse));
+        // SAFETY: argument list matches device.cu; both buffers hold `len` bytes.
+        unsafe {
+            s.launch_builder(&f)
+                .arg(&input.ptr(s))
+                .arg(&out.ptr(s))
+                .arg(&len)
+                .arg(&width)
+                .arg(&block)
+                .arg(&inverse)
+                .launch(grid(len.div_ceil(8), u64::from(THREADS)))
+                .map_err(device_error)?;
+        }
+        Ok(())
+    }
+}
+
+impl DeviceStage for Bitshuffle {
+    fn forward(&self, run: &mut DeviceRun, inputs: &[&DeviceBuffer]) -> Result<DeviceForwarded> {
+        let [x] = inputs else { return Err(Error::Pipeline("Bitshuffle takes one input".into())) };
+        let len = x.known_len()? * self.data_type.size();
+        let out = run.alloc(DType::U8, len)?;
+        self.launch(run, x, &out, len as u64, false)?;
+        let record = self.record();
+        Ok(DeviceForwarded { outputs: vec![out], record: Box::new(move |_| Ok(record)) })
+    }
+
+    fn inverse(&self, run: &mut DeviceRun, outputs: &[&DeviceBuffer]) -> Result<Vec<DeviceBuffer>> {
+        let [bytes] = outputs else { return Err(Error::Pipeline("Bitshuffle inverse takes one buffer".into())) };
+        let len = bytes.known_len()?;
+        let size = self.data_type.size();
+        if !len.is_multiple_of(size) {
+            return Err(corrupt!("Bitshuffle: {len} bytes are not whole {} elements", self.data_type));
+        }
+        let out = run.alloc(self.data_type, len / size)?;
+        self.launch(run, bytes, &out, len as u64, true)?;
+        Ok(vec![out])
+    }
+}

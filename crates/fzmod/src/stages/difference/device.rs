@@ -1,0 +1,90 @@
+//! Difference on the device (kernels in device.cu after words.cu): a per-element forward and a
+//! scan-based inverse whose result does not depend on how the scan is split.
+
+use super::Difference;
+use crate::backend::cuda::device::{
+    exclusive_scan, grid, scan_partials_len, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage, THREADS,
+};
+use crate::backend::cuda::{device_error, Program};
+use crate::element::DType;
+use crate::error::{Error, Result};
+use cudarc::driver::PushKernelArg;
+
+pub(crate) fn program() -> Program {
+    Program::new(concat!(include_str!("../words.cu"), include_str!("device.cu")), String::new())
+}
+
+impl Difference {
+    /// Elements per chunk as the kernels take it (the whole array when unchunked).
+    fn device_chunk(&self, n: usize) -> u64 {
+        match self.chunk_elems() {
+            0 => n.max(1) as u64,
+            c => c as u64,
+        }
+    }
+}
+
+impl DeviceStage for Difference {
+    fn forward(&self, run: &mut DeviceRun, inputs: &[&DeviceBuffer]) -> Result<DeviceForwarded> {
+        let [x] = inputs else { return Err(Error::Pipeline("Difference takes one input".into())) };
+        let n = x.known_len()?;
+        let out = run.alloc(self.output_type(), n)?;
+        let f = run.kernel(&program(), "diff_forward")?;
+        let s = run.stream();
+        let (n64, bits, chunk, op) = (n as u64, 8 * self.input.size() as u32, self.device_chunk(n), self.map.code());
+        let op = u32::from(op);
+        // SAFETY: argument list matches device.cu; both buffers hold n words of `bits`.
+        unsafe {
+            s.launch_builder(&f)
+                .arg(&x.ptr(s))
+                .arg(&out.ptr(s))
+                .arg(&n64)
+                .arg(&bits)
+                .arg(&chunk)
+                .arg(&op)
+                .launch(grid(n64, u64::from(THREADS)))
+                .map_err(device_error)?;
+        }
+        let record = self.record();
+        Ok(DeviceForwarded { outputs: vec![out], record: Box::new(move |_| Ok(record)) })
+    }
+
+    fn inverse(&self, run: &mut DeviceRun, outputs: &[&DeviceBuffer]) -> Result<Vec<DeviceBuffer>> {
+        let [d] = outputs else { return Err(Error::Pipeline("Difference inverse takes one buffer".into())) };
+        let n = d.known_len()?;
+        let program = program();
+        let (undo, finish) = (run.kernel(&program, "diff_undo")?, run.kernel(&program, "diff_finish")?);
+        let wide = run.alloc(DType::U32, n)?;
+        let sums = run.alloc(DType::U64, n + 1)?;
+        let partials = run.alloc(DType::U64, scan_partials_len(n as u64))?;
+        let out = run.alloc(self.input, n)?;
+        let s = run.stream().clone();
+        let p = |b: &DeviceBuffer| b.ptr(&s);
+        let (n64, bits, chunk) = (n as u64, 8 * self.input.size() as u32, self.device_chunk(n));
+        let op = u32::from(self.map.code());
+        // SAFETY: argument lists match device.cu; `wide` and `out` hold n words, `sums` n + 1.
+        unsafe {
+            s.launch_builder(&undo)
+                .arg(&p(d))
+                .arg(&p(&wide))
+                .arg(&n64)
+                .arg(&bits)
+                .arg(&op)
+                .launch(grid(n64, u64::from(THREADS)))
+                .map_err(device_error)?;
+        }
+        exclusive_scan(run, &program, p(&wide), n64, p(&partials), p(&sums))?;
+        // SAFETY: as above.
+        unsafe {
+            s.launch_builder(&finish)
+                .arg(&p(&sums))
+                .arg(&p(&out))
+                .arg(&n64)
+                .arg(&bits)
+                .arg(&chunk)
+                .launch(grid(n64, u64::from(THREADS)))
+                .map_err(device_error)?;
+        }
+        Ok(vec![out])
+    }
+}

@@ -1,0 +1,251 @@
+// LorenzoQuant on the device, after quantizer/device.cu (Params, quant_code, the bound
+// resolution, q_tile_starts, varint_len, fz_scatter_outliers): cpu.rs step for step.
+// Outlier lists are written like the Quantizer's channel: per tile a count and the last
+// entry, a max-scan for each tile's first gap, per-tile byte sizes, a scan, then the bytes;
+// inside a tile each thread walks QI_RUN consecutive elements, so entries stay in index order.
+
+#define LQ_SIGN_MAGNITUDE 0
+#define LQ_ZIGZAG 1
+#define LQ_RADIUS 2
+
+// CodeMapping::encode; false when the delta does not fit a code.
+__device__ __forceinline__ bool lq_encode(i32 d, u32 mapping, u32 radius, unsigned short* code) {
+    u32 mag = d < 0 ? 0u - (u32)d : (u32)d;
+    if (mapping == LQ_SIGN_MAGNITUDE) {
+        *code = (unsigned short)(mag | (d < 0 ? 0x8000u : 0u));
+        return mag < 0x8000u;
+    }
+    if (mapping == LQ_ZIGZAG) {
+        *code = (unsigned short)(((u32)d << 1) ^ (u32)(d >> 31));
+        return d >= -32768 && d < 32768;
+    }
+    *code = (unsigned short)((u32)d + radius);
+    return mag < radius;
+}
+
+// CodeMapping::decode.
+__device__ __forceinline__ i32 lq_decode(unsigned short c, u32 mapping, u32 radius) {
+    if (mapping == LQ_SIGN_MAGNITUDE) return c >> 15 ? -(i32)(c & 0x7fff) : (i32)(c & 0x7fff);
+    if (mapping == LQ_ZIGZAG) return (i32)(c >> 1) ^ -(i32)(c & 1);
+    return (i32)c - (i32)radius;
+}
+
+struct Geometry {
+    u64 nz, ny, nx, tz, ty, tx;
+};
+
+// Pass 1: pre-quantized values (0 for value outliers, cpu.rs prequantize).
+extern "C" __global__ void lq_prequant(const real* x, u64 n, const Params* params, i32* p) {
+    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    bool outlier;
+    p[i] = quant_code(x[i], load_params(params), &outlier);
+}
+
+// Pass 2: Lorenzo deltas inside tiles (wrapping, cpu.rs lorenzo_delta) and their codes;
+// deltas without a code leave code 0 and are kept for the delta-outlier list.
+extern "C" __global__ void lq_delta(const i32* p, Geometry g, u32 mapping, u32 radius, unsigned short* codes, i32* deltas) {
+    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= g.nz * g.ny * g.nx) return;
+    u64 x = i % g.nx, y = i / g.nx % g.ny, z = i / (g.nx * g.ny);
+    bool has[3] = {z % g.tz != 0, y % g.ty != 0, x % g.tx != 0};
+    u32 plane[2];
+    for (int dz = 0; dz < 2; dz++) {
+        u32 m[2][2];
+        for (int dy = 0; dy < 2; dy++)
+            for (int dx = 0; dx < 2; dx++) {
+                bool inside = (dz == 0 || has[0]) && (dy == 0 || has[1]) && (dx == 0 || has[2]);
+                m[dy][dx] = inside ? (u32)p[((z - dz) * g.ny + (y - dy)) * g.nx + (x - dx)] : 0u;
+            }
+        plane[dz] = m[0][0] - m[0][1] - m[1][0] + m[1][1];
+    }
+    i32 d = (i32)(plane[0] - plane[1]);
+    unsigned short code;
+    bool fits = lq_encode(d, mapping, radius, &code);
+    codes[i] = fits ? code : 0;
+    deltas[i] = d;
+}
+
+#define LQ_DELTAS 0
+#define LQ_VALUES 1
+
+// One list's entries: whether element i has one, its value's bytes, and writing them.
+struct ListSource {
+    u32 list, mapping, radius;
+    const i32* deltas;
+    const real* x;
+    QParams q;
+    __device__ bool has(u64 i) const {
+        if (list == LQ_VALUES) {
+            bool outlier;
+            quant_code(x[i], q, &outlier);
+            return outlier;
+        }
+        unsigned short code;
+        return !lq_encode(deltas[i], mapping, radius, &code);
+    }
+    __device__ u32 zz(u64 i) const { return ((u32)deltas[i] << 1) ^ (u32)(deltas[i] >> 31); }
+    __device__ u32 value_len(u64 i) const { return list == LQ_VALUES ? (u32)sizeof(real) : varint_len(zz(i)); }
+    __device__ u8* put_value(u64 i, u8* o) const {
+        if (list == LQ_VALUES) {
+            u64 bits = real_bits(x[i]);
+            for (int b = 0; b < (int)sizeof(real); b++) *o++ = (u8)(bits >> (8 * b));
+            return o;
+        }
+        return put_varint(zz(i), o);
+    }
+    __device__ static u8* put_varint(u64 v, u8* o) {
+        while (v >= 0x80) {
+            *o++ = (u8)(v | 0x80);
+            v >>= 7;
+        }
+        *o++ = (u8)v;
+        return o;
+    }
+};
+
+__device__ __forceinline__ ListSource list_source(u32 list, u32 mapping, u32 radius, const i32* deltas, const real* x, const Params* params) {
+    ListSource s;
+    s.list = list;
+    s.mapping = mapping;
+    s.radius = radius;
+    s.deltas = deltas;
+    s.x = x;
+    s.q = load_params(params);
+    return s;
+}
+
+// Per tile: entries and (last entry index + 1), as q_tile_starts takes them.
+extern "C" __global__ void __launch_bounds__(Q_THREADS)
+lq_list_count(u32 list, u32 mapping, u32 radius, const i32* deltas, const real* x, const Params* params, u64 n, u32* tile_count, u64* tile_next) {
+    ListSource src = list_source(list, mapping, radius, deltas, x, params);
+    u64 first = (u64)blockIdx.x * Q_TILE + (u64)threadIdx.x * QI_RUN;
+    u32 count = 0;
+    u64 next = 0;
+    for (int j = 0; j < QI_RUN && first + j < n; j++)
+        if (src.has(first + j)) {
+            count++;
+            next = first + j + 1;
+        }
+    u64 total;
+    block_exclusive_scan(count, &total);
+    for (int o = 16; o > 0; o >>= 1) next = max(next, __shfl_xor_sync(FULL_MASK, next, o));
+    __shared__ u64 warp_next[Q_THREADS / 32];
+    if ((threadIdx.x & 31) == 0) warp_next[threadIdx.x >> 5] = next;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < Q_THREADS / 32; w++) next = max(next, warp_next[w]);
+        tile_count[blockIdx.x] = (u32)total;
+        tile_next[blockIdx.x] = next;
+    }
+}
+
+// Exclusive max-scan of one value per thread across the block, starting from `carry`.
+__device__ u64 block_exclusive_max(u64 v, u64 carry) {
+    __shared__ u64 warp_max[Q_THREADS / 32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    u64 incl = v;
+    for (int d = 1; d < 32; d <<= 1) {
+        u64 t = __shfl_up_sync(FULL_MASK, incl, d);
+        if (lane >= d) incl = max(incl, t);
+    }
+    if (lane == 31) warp_max[warp] = incl;
+    __syncthreads();
+    u64 before = carry;
+    for (int w = 0; w < warp; w++) before = max(before, warp_max[w]);
+    u64 up = __shfl_up_sync(FULL_MASK, incl, 1);
+    if (lane > 0) before = max(before, up);
+    __syncthreads();
+    return before;
+}
+
+// `write` = 0: tile_bytes[tile] = the tile's entry bytes. `write` = 1: the entries at
+// base + offsets[tile] of `out`, when the whole list (base + offsets[ntiles]) fits `capacity`.
+extern "C" __global__ void __launch_bounds__(Q_THREADS)
+lq_list_bytes(u32 list, u32 mapping, u32 radius, const i32* deltas, const real* x, const Params* params, u64 n,
+              const u64* tile_next, u64 ntiles, u32* tile_bytes, const u64* base_at, const u64* offsets, u8* out, u64 capacity, u32 write) {
+    ListSource src = list_source(list, mapping, radius, deltas, x, params);
+    u64 first = (u64)blockIdx.x * Q_TILE + (u64)threadIdx.x * QI_RUN;
+    u64 last = 0;
+    for (int j = 0; j < QI_RUN && first + j < n; j++)
+        if (src.has(first + j)) last = first + j + 1;
+    u64 next = block_exclusive_max(last, tile_next[blockIdx.x]);
+    u64 bytes = 0;
+    for (u64 i = first, prev = next; i < min(n, first + QI_RUN); i++)
+        if (src.has(i)) {
+            bytes += varint_len(i - prev) + src.value_len(i);
+            prev = i + 1;
+        }
+    u64 total;
+    u64 at = block_exclusive_scan(bytes, &total);
+    if (!write) {
+        if (threadIdx.x == 0) tile_bytes[blockIdx.x] = (u32)total;
+        return;
+    }
+    u64 base = base_at ? *base_at : 0;
+    if (base + offsets[ntiles] > capacity) return;
+    u8* o = out + base + offsets[blockIdx.x] + at;
+    for (u64 i = first, prev = next; i < min(n, first + QI_RUN); i++)
+        if (src.has(i)) {
+            o = ListSource::put_varint(i - prev, o);
+            o = src.put_value(i, o);
+            prev = i + 1;
+        }
+}
+
+// The record's values and the channel's length (delta list then value list).
+extern "C" __global__ void lq_export(const Params* params, const u64* delta_bytes, const u64* value_bytes, u64* abs_bound, u64* step, u64* channel_len) {
+    *abs_bound = (u64)__double_as_longlong(params->abs_bound);
+    *step = (u64)__double_as_longlong(params->step);
+    *channel_len = *delta_bytes + *value_bytes;
+}
+
+// ---- Inverse ----
+
+// Codes to deltas (the delta outliers are scattered in afterwards).
+extern "C" __global__ void lq_codes_to_deltas(const unsigned short* codes, u64 n, u32 mapping, u32 radius, i32* d) {
+    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) d[i] = lq_decode(codes[i], mapping, radius);
+}
+
+extern "C" __global__ void lq_scatter_deltas(const u64* index, const i32* value, u64 count, i32* d) {
+    u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k < count) d[index[k]] = value[k];
+}
+
+// Wrapping prefix sums along one axis (0 = x, 1 = y, 2 = z) restarting at tile boundaries: one
+// thread per tile segment of a line, neighbouring threads on neighbouring lines.
+extern "C" __global__ void lq_prefix(i32* d, Geometry g, u32 axis) {
+    u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    u64 len, stride, start;
+    if (axis == 0) {
+        u64 segs = (g.nx + g.tx - 1) / g.tx;
+        if (t >= g.nz * g.ny * segs) return;
+        u64 line = t / segs, s = t % segs;
+        start = line * g.nx + s * g.tx;
+        len = min(g.tx, g.nx - s * g.tx), stride = 1;
+    } else if (axis == 1) {
+        u64 bands = (g.ny + g.ty - 1) / g.ty;
+        if (t >= g.nz * bands * g.nx) return;
+        u64 x = t % g.nx, b = t / g.nx % bands, z = t / (g.nx * bands);
+        start = (z * g.ny + b * g.ty) * g.nx + x;
+        len = min(g.ty, g.ny - b * g.ty), stride = g.nx;
+    } else {
+        u64 bands = (g.nz + g.tz - 1) / g.tz, plane = g.ny * g.nx;
+        if (t >= bands * plane) return;
+        u64 b = t / plane;
+        start = b * g.tz * plane + t % plane;
+        len = min(g.tz, g.nz - b * g.tz), stride = plane;
+    }
+    u32 acc = 0;
+    for (u64 k = 0; k < len; k++) {
+        acc += (u32)d[start + k * stride];
+        d[start + k * stride] = (i32)acc;
+    }
+}
+
+// Values from the summed pre-quantized integers (the value outliers are scattered after).
+extern "C" __global__ void lq_reconstruct(const i32* p, u64 n, double step, real* out) {
+    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = reconstruct(p[i], (real)step);
+}

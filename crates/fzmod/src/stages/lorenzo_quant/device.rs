@@ -1,0 +1,311 @@
+//! LorenzoQuant on the device (kernels in device.cu, compiled after the Quantizer's): bound
+//! resolution, pre-quantization, tiled deltas and codes, then the two outlier lists written
+//! in index order; the inverse parses the (small) channel with the CPU's own parser.
+
+use super::{cpu, CodeMapping, LorenzoQuant, Resolved, Tile};
+use crate::backend::cuda::device::{
+    exclusive_scan, grid, scan_partials_len, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage, Slot, THREADS,
+};
+use crate::backend::cuda::{device_error, Program};
+use crate::element::DType;
+use crate::error::{corrupt, Error, Result};
+use crate::shape::Grid;
+use crate::stages::quantizer::device::{channel_guess, resolve, TILE};
+use cudarc::driver::{DeviceRepr, PushKernelArg};
+
+/// Threads per list tile (`Q_THREADS`).
+const TILE_THREADS: u64 = 256;
+/// Outlier lists (`LQ_DELTAS`, `LQ_VALUES`), in channel order.
+const LISTS: [u32; 2] = [0, 1];
+
+pub(crate) fn program(real: DType) -> Program {
+    Program::new(
+        concat!(include_str!("../quantizer/device.cu"), include_str!("device.cu")),
+        format!("#define REAL_F64 {}\n", u8::from(real == DType::F64)),
+    )
+}
+
+/// `struct Geometry` of device.cu: grid and tile extents.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Geometry {
+    dims: [u64; 3],
+    tile: [u64; 3],
+}
+
+// SAFETY: plain #[repr(C)] integers, laid out as the CUDA struct.
+unsafe impl DeviceRepr for Geometry {}
+
+impl Geometry {
+    fn new(grid: Grid, tile: Tile) -> Geometry {
+        Geometry { dims: grid.dims.map(|d| d as u64), tile: tile.0.map(|t| t as u64) }
+    }
+
+    /// Threads of lq_prefix along `axis` (0 = x, 1 = y, 2 = z): one per tile segment of a line.
+    fn segments(&self, axis: usize) -> u64 {
+        let [nz, ny, nx] = self.dims;
+        let seg = |d: u64, t: u64| d.div_ceil(t);
+        match axis {
+            0 => nz * ny * seg(nx, self.tile[2]),
+            1 => nz * seg(ny, self.tile[1]) * nx,
+            _ => seg(nz, self.tile[0]) * ny * nx,
+        }
+    }
+}
+
+impl CodeMapping {
+    /// (mapping, radius) as the kernels take them.
+    fn device_args(self) -> (u32, u32) {
+        (u32::from(self.code()), self.radius())
+    }
+}
+
+impl DeviceStage for LorenzoQuant {
+    fn forward(&self, run: &mut DeviceRun, inputs: &[&DeviceBuffer]) -> Result<DeviceForwarded> {
+        let bound = self.bound.ok_or_else(|| Error::InvalidArgument("no error bound set".into()))?;
+        let [x] = inputs else { return Err(Error::Pipeline("LorenzoQuant takes one input".into())) };
+        let n = x.known_len()?;
+        let grid_shape = Grid::for_stage(&run.shape, n, "LorenzoQuant")?;
+        let tile = self.tile.unwrap_or_else(|| Tile::default_for(grid_shape.ndim));
+        let geometry = Geometry::new(grid_shape, tile);
+        let program = program(self.input);
+        let k = |name| run.kernel(&program, name);
+        let (prequant, delta, count, starts, bytes, export) = (
+            k("lq_prequant")?,
+            k("lq_delta")?,
+            k("lq_list_count")?,
+            k("q_tile_starts")?,
+            k("lq_list_bytes")?,
+            k("lq_export")?,
+        );
+        let params = resolve(run, &program, x, bound)?;
+        let p_values = run.alloc(DType::I32, n)?;
+        let codes = run.alloc(DType::U16, n)?;
+        let deltas = run.alloc(DType::I32, n)?;
+        let (channel, channel_len) = run.alloc_dynamic(DType::U8, channel_guess(n, self.input.size()))?;
+        let s = run.stream().clone();
+        let p = |b: &DeviceBuffer| b.ptr(&s);
+        let (n64, (mapping, radius), cap) = (n as u64, self.mapping.device_args(), channel.len.capacity() as u64);
+        let elementwise = grid(n64, u64::from(THREADS));
+        // SAFETY: argument lists match device.cu; every buffer holds n elements.
+        unsafe {
+            s.launch_builder(&prequant)
+                .arg(&p(x))
+                .arg(&n64)
+                .arg(&p(&params))
+                .arg(&p(&p_values))
+                .launch(elementwise)
+                .map_err(device_error)?;
+            s.launch_builder(&delta)
+                .arg(&p(&p_values))
+                .arg(&geometry)
+                .arg(&mapping)
+                .arg(&radius)
+                .arg(&p(&codes))
+                .arg(&p(&deltas))
+                .launch(elementwise)
+                .map_err(device_error)?;
+        }
+        let ntiles = (n64).div_ceil(TILE).max(1);
+        let tile_grid = grid(ntiles * TILE_THREADS, TILE_THREADS);
+        let mut counts: Vec<Slot> = Vec::new();
+        let mut totals: Vec<u64> = Vec::new();
+        for list in LISTS {
+            let tile_count = run.alloc(DType::U32, ntiles as usize)?;
+            let tile_next = run.alloc(DType::U64, ntiles as usize)?;
+            let tile_bytes = run.alloc(DType::U32, ntiles as usize)?;
+            let offsets = run.alloc(DType::U64, ntiles as usize + 1)?;
+            let partials = run.alloc(DType::U64, scan_partials_len(ntiles))?;
+            let (count_slot, count_at) = run.slot()?;
+            // The value list follows the delta list: it starts at the delta list's total.
+            let base_at = totals.last().copied().unwrap_or(0);
+            let list_bytes = |write: u32| {
+                // SAFETY: argument lists match device.cu; the tile arrays hold ntiles (+ 1)
+                // entries and the kernel writes nothing past `cap` bytes of the channel.
+                unsafe {
+                    s.launch_builder(&bytes)
+                        .arg(&list)
+                        .arg(&mapping)
+                        .arg(&radius)
+                        .arg(&p(&deltas))
+                        .arg(&p(x))
+                        .arg(&p(&params))
+                        .arg(&n64)
+                        .arg(&p(&tile_next))
+                        .arg(&ntiles)
+                        .arg(&p(&tile_bytes))
+                        .arg(&base_at)
+                        .arg(&p(&offsets))
+                        .arg(&p(&channel))
+                        .arg(&cap)
+                        .arg(&write)
+                        .launch(tile_grid)
+                        .map(|_| ())
+                        .map_err(device_error)
+                }
+            };
+            // SAFETY: as above.
+            unsafe {
+                s.launch_builder(&count)
+                    .arg(&list)
+                    .arg(&mapping)
+                    .arg(&radius)
+                    .arg(&p(&deltas))
+                    .arg(&p(x))
+                    .arg(&p(&params))
+                    .arg(&n64)
+                    .arg(&p(&tile_count))
+                    .arg(&p(&tile_next))
+                    .launch(tile_grid)
+                    .map_err(device_error)?;
+                s.launch_builder(&starts)
+                    .arg(&p(&tile_next))
+                    .arg(&p(&tile_count))
+                    .arg(&ntiles)
+                    .arg(&count_at)
+                    .launch(grid(1024, 1024))
+                    .map_err(device_error)?;
+            }
+            list_bytes(0)?;
+            exclusive_scan(run, &program, p(&tile_bytes), ntiles, p(&partials), p(&offsets))?;
+            list_bytes(1)?;
+            counts.push(count_slot);
+            totals.push(p(&offsets) + 8 * ntiles);
+        }
+        let (abs_slot, abs_at) = run.slot()?;
+        let (step_slot, step_at) = run.slot()?;
+        // SAFETY: argument list matches device.cu; every address is a live u64.
+        unsafe {
+            s.launch_builder(&export)
+                .arg(&p(&params))
+                .arg(&totals[0])
+                .arg(&totals[1])
+                .arg(&abs_at)
+                .arg(&step_at)
+                .arg(&channel_len)
+                .launch(grid(1, 1))
+                .map_err(device_error)?;
+        }
+        let stage = self.clone();
+        Ok(DeviceForwarded {
+            outputs: vec![codes, channel],
+            record: Box::new(move |sc| {
+                let resolved = Resolved {
+                    abs_bound: sc.f64(abs_slot),
+                    step: sc.f64(step_slot),
+                    tile,
+                    grid: grid_shape,
+                    num_delta_outliers: sc.u64(counts[0]),
+                    num_value_outliers: sc.u64(counts[1]),
+                };
+                Ok(stage.record(bound, &resolved))
+            }),
+        })
+    }
+
+    fn inverse(&self, run: &mut DeviceRun, outputs: &[&DeviceBuffer]) -> Result<Vec<DeviceBuffer>> {
+        let r = self.resolved.ok_or_else(|| Error::Pipeline("LorenzoQuant inverse needs a decoded record".into()))?;
+        let [codes, channel] = outputs else {
+            return Err(Error::Pipeline("LorenzoQuant inverse needs codes and outliers".into()));
+        };
+        let n = codes.known_len()?;
+        if n != r.grid.len() {
+            return Err(corrupt!("LorenzoQuant: {n} codes for grid {:?}", r.grid.dims));
+        }
+        // The channel is small: parse it with the CPU's own validating parser.
+        let bytes = run.download(channel, channel.known_len()?)?;
+        let counts = (r.num_delta_outliers, r.num_value_outliers);
+        // Values as raw bits, as fz_scatter_outliers takes them.
+        let (deltas, values): cpu::Channel<u64> = if self.input == DType::F32 {
+            let (d, v) = cpu::parse_channel::<f32>(&bytes, counts, n)?;
+            (d, v.into_iter().map(|(i, v)| (i, u64::from(v.to_bits()))).collect())
+        } else {
+            let (d, v) = cpu::parse_channel::<f64>(&bytes, counts, n)?;
+            (d, v.into_iter().map(|(i, v)| (i, v.to_bits())).collect())
+        };
+        let program = program(self.input);
+        let k = |name| run.kernel(&program, name);
+        let (to_deltas, scatter_deltas, prefix, reconstruct, scatter_values) = (
+            k("lq_codes_to_deltas")?,
+            k("lq_scatter_deltas")?,
+            k("lq_prefix")?,
+            k("lq_reconstruct")?,
+            k("fz_scatter_outliers")?,
+        );
+        let index_bytes = |list: &[usize]| list.iter().flat_map(|&i| (i as u64).to_le_bytes()).collect::<Vec<u8>>();
+        let delta_index = run.upload(DType::U64, &index_bytes(&deltas.iter().map(|d| d.0).collect::<Vec<_>>()))?;
+        let delta_value =
+            run.upload(DType::I32, &deltas.iter().flat_map(|d| d.1.to_le_bytes()).collect::<Vec<u8>>())?;
+        let value_index = run.upload(DType::U64, &index_bytes(&values.iter().map(|v| v.0).collect::<Vec<_>>()))?;
+        let value_bits = run.upload(DType::U64, &values.iter().flat_map(|v| v.1.to_le_bytes()).collect::<Vec<u8>>())?;
+        let d = run.alloc(DType::I32, n)?;
+        let out = run.alloc(self.input, n)?;
+        let geometry = Geometry::new(r.grid, r.tile);
+        let s = run.stream().clone();
+        let p = |b: &DeviceBuffer| b.ptr(&s);
+        let ((mapping, radius), n64) = (self.mapping.device_args(), n as u64);
+        let (nd, nv) = (deltas.len() as u64, values.len() as u64);
+        let threads = u64::from(THREADS);
+        // SAFETY: argument lists match device.cu; `d` and `out` hold n elements and every
+        // outlier index was checked against n by the parser.
+        unsafe {
+            s.launch_builder(&to_deltas)
+                .arg(&p(codes))
+                .arg(&n64)
+                .arg(&mapping)
+                .arg(&radius)
+                .arg(&p(&d))
+                .launch(grid(n64, threads))
+                .map_err(device_error)?;
+            if nd > 0 {
+                s.launch_builder(&scatter_deltas)
+                    .arg(&p(&delta_index))
+                    .arg(&p(&delta_value))
+                    .arg(&nd)
+                    .arg(&p(&d))
+                    .launch(grid(nd, threads))
+                    .map_err(device_error)?;
+            }
+            for axis in 0..3u32 {
+                s.launch_builder(&prefix)
+                    .arg(&p(&d))
+                    .arg(&geometry)
+                    .arg(&axis)
+                    .launch(grid(geometry.segments(axis as usize), threads))
+                    .map_err(device_error)?;
+            }
+            s.launch_builder(&reconstruct)
+                .arg(&p(&d))
+                .arg(&n64)
+                .arg(&r.step)
+                .arg(&p(&out))
+                .launch(grid(n64, threads))
+                .map_err(device_error)?;
+            if nv > 0 {
+                s.launch_builder(&scatter_values)
+                    .arg(&p(&value_index))
+                    .arg(&p(&value_bits))
+                    .arg(&nv)
+                    .arg(&p(&out))
+                    .launch(grid(nv, threads))
+                    .map_err(device_error)?;
+            }
+        }
+        Ok(vec![out])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_segments_cover_every_tile_line() {
+        let g = Geometry::new(Grid { dims: [5, 7, 33], ndim: 3 }, Tile([2, 3, 8]));
+        assert_eq!(g.segments(0), 5 * 7 * 5);
+        assert_eq!(g.segments(1), 5 * 3 * 33);
+        assert_eq!(g.segments(2), 3 * 7 * 33);
+        assert_eq!(CodeMapping::Radius(512).device_args(), (2, 512));
+        assert_eq!(CodeMapping::Zigzag.device_args(), (1, 0));
+    }
+}

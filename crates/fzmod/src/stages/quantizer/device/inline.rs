@@ -1,0 +1,174 @@
+//! The PFPL inline-word mode on the device (`qi_*` kernels in device.cu): words per element,
+//! escaped values ranked per tile by a scan, so the channel holds them in index order.
+
+use super::{channel_guess, program, resolve, TILE};
+use crate::backend::cuda::device::{exclusive_scan, grid, scan_partials_len, DeviceBuffer, DeviceForwarded, DeviceRun};
+use crate::backend::cuda::device_error;
+use crate::element::DType;
+use crate::error::{corrupt, Result};
+use crate::stage::ErrorBound;
+use crate::stages::quantizer::{Quantizer, Resolved};
+use cudarc::driver::PushKernelArg;
+
+/// Threads per tile kernel (`Q_THREADS`).
+const TILE_THREADS: u64 = 256;
+
+/// Channel bytes to reserve: an f32 value escapes only when its bits equal the escape word (a
+/// NaN), so a small buffer almost always does; f64 outliers are as common as the indexed kind.
+fn inline_channel_guess(n: usize, real: DType) -> usize {
+    if real == DType::F32 {
+        4096
+    } else {
+        channel_guess(n, real.size())
+    }
+}
+
+/// Tiles of `n` elements (at least one, so the scans always have an item).
+fn tiles(n: usize) -> u64 {
+    (n as u64).div_ceil(TILE).max(1)
+}
+
+impl Quantizer {
+    pub(super) fn forward_inline(
+        &self,
+        run: &mut DeviceRun,
+        x: &DeviceBuffer,
+        bound: ErrorBound,
+    ) -> Result<DeviceForwarded> {
+        let n = x.known_len()?;
+        let program = program(self.input);
+        let k = |name| run.kernel(&program, name);
+        let (encode, write, export) = (k("qi_encode")?, k("qi_write_channel")?, k("qi_export")?);
+        let ntiles = tiles(n);
+        let words = run.alloc(DType::U32, n)?;
+        let params = resolve(run, &program, x, bound)?;
+        let tile_count = run.alloc(DType::U32, ntiles as usize)?;
+        let offsets = run.alloc(DType::U64, ntiles as usize + 1)?;
+        let partials = run.alloc(DType::U64, scan_partials_len(ntiles))?;
+        let (channel, channel_len) = run.alloc_dynamic(DType::U8, inline_channel_guess(n, self.input))?;
+        let (outliers_slot, outliers_at) = run.slot()?;
+        let (abs_slot, abs_at) = run.slot()?;
+        let (step_slot, step_at) = run.slot()?;
+        let s = run.stream().clone();
+        let p = |b: &DeviceBuffer| b.ptr(&s);
+        let (n64, cap) = (n as u64, channel.len.capacity() as u64);
+        let tile_grid = grid(ntiles * TILE_THREADS, TILE_THREADS);
+        // SAFETY: argument lists match device.cu; `words` holds n elements, the tile arrays
+        // ntiles (+ 1) entries.
+        unsafe {
+            s.launch_builder(&encode)
+                .arg(&p(x))
+                .arg(&n64)
+                .arg(&p(&params))
+                .arg(&p(&words))
+                .arg(&p(&tile_count))
+                .launch(tile_grid)
+                .map_err(device_error)?;
+        }
+        exclusive_scan(run, &program, p(&tile_count), ntiles, p(&partials), p(&offsets))?;
+        let total_at = p(&offsets) + 8 * ntiles;
+        // SAFETY: as above; the channel kernel writes nothing past `cap` bytes.
+        unsafe {
+            s.launch_builder(&write)
+                .arg(&p(x))
+                .arg(&p(&words))
+                .arg(&n64)
+                .arg(&p(&tile_count))
+                .arg(&p(&offsets))
+                .arg(&p(&channel))
+                .arg(&cap)
+                .launch(tile_grid)
+                .map_err(device_error)?;
+            s.launch_builder(&export)
+                .arg(&p(&params))
+                .arg(&total_at)
+                .arg(&abs_at)
+                .arg(&step_at)
+                .arg(&outliers_at)
+                .arg(&channel_len)
+                .launch(grid(1, 1))
+                .map_err(device_error)?;
+        }
+        let stage = self.clone();
+        Ok(DeviceForwarded {
+            outputs: vec![words, channel],
+            record: Box::new(move |sc| {
+                let resolved = Resolved {
+                    abs_bound: sc.f64(abs_slot),
+                    step: sc.f64(step_slot),
+                    num_elements: n as u64,
+                    num_outliers: sc.u64(outliers_slot),
+                };
+                Ok(stage.record(bound, &resolved))
+            }),
+        })
+    }
+
+    /// Inverse: the escapes are counted and checked against the record and the channel (as
+    /// cpu.rs's reconstruct_inline does) before any word is decoded.
+    pub(super) fn inverse_inline(
+        &self,
+        run: &mut DeviceRun,
+        words: &DeviceBuffer,
+        channel: &DeviceBuffer,
+        r: Resolved,
+    ) -> Result<Vec<DeviceBuffer>> {
+        let n = words.known_len()?;
+        let channel_bytes = channel.known_len()? as u64;
+        let program = program(self.input);
+        let (count, decode) = (run.kernel(&program, "qi_count")?, run.kernel(&program, "qi_decode")?);
+        let ntiles = tiles(n);
+        let tile_count = run.alloc(DType::U32, ntiles as usize)?;
+        let offsets = run.alloc(DType::U64, ntiles as usize + 1)?;
+        let partials = run.alloc(DType::U64, scan_partials_len(ntiles))?;
+        let out = run.alloc(self.input, n)?;
+        let s = run.stream().clone();
+        let p = |b: &DeviceBuffer| b.ptr(&s);
+        let n64 = n as u64;
+        let tile_grid = grid(ntiles * TILE_THREADS, TILE_THREADS);
+        // SAFETY: argument lists match device.cu; `words` holds n words.
+        unsafe {
+            s.launch_builder(&count)
+                .arg(&p(words))
+                .arg(&n64)
+                .arg(&p(&tile_count))
+                .launch(tile_grid)
+                .map_err(device_error)?;
+        }
+        exclusive_scan(run, &program, p(&tile_count), ntiles, p(&partials), p(&offsets))?;
+        let escapes = run.read_u64(&offsets, ntiles as usize)?;
+        if escapes != r.num_outliers || escapes.checked_mul(self.input.size() as u64) != Some(channel_bytes) {
+            return Err(corrupt!(
+                "Quantizer: {escapes} escapes, {} outliers, {channel_bytes} channel bytes",
+                r.num_outliers
+            ));
+        }
+        // SAFETY: every escape's rank lies below `escapes`, whose values the channel holds.
+        unsafe {
+            s.launch_builder(&decode)
+                .arg(&p(words))
+                .arg(&n64)
+                .arg(&r.step)
+                .arg(&p(&offsets))
+                .arg(&p(channel))
+                .arg(&p(&out))
+                .launch(tile_grid)
+                .map_err(device_error)?;
+        }
+        Ok(vec![out])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiles_cover_every_element_and_at_least_one() {
+        assert_eq!(tiles(0), 1);
+        assert_eq!(tiles(TILE as usize), 1);
+        assert_eq!(tiles(TILE as usize + 1), 2);
+        assert_eq!(inline_channel_guess(1 << 20, DType::F32), 4096);
+        assert!(inline_channel_guess(1 << 20, DType::F64) >= (1 << 20) / 16 * 8);
+    }
+}

@@ -1,0 +1,178 @@
+// RZE on the device: one thread block per chunk (chunks <= 65535 bytes, so every bitmap
+// fits in shared memory). Bit ranks come from a block scan over runs of consecutive bits, so
+// kept bytes and words land in index order exactly as cpu.rs writes them.
+
+#define RZE_THREADS 256
+// Bitmap bytes of a 65535-byte chunk: B0 <= 8192, B1 <= 1024, B2 <= 128, B3 <= 16.
+#define RZE_MAP_BYTES (8192 + 1024 + 128 + 16)
+
+struct Maps {
+    u32 len[4];  // bytes of B0..B3
+    u8* at[4];   // where they live in shared memory
+};
+
+__device__ __forceinline__ Maps rze_maps(u8* shared, u32 words) {
+    Maps m;
+    m.len[0] = (words + 7) / 8;
+    for (int l = 1; l < 4; l++) m.len[l] = (m.len[l - 1] + 7) / 8;
+    m.at[0] = shared;
+    m.at[1] = shared + 8192;
+    m.at[2] = shared + 8192 + 1024;
+    m.at[3] = shared + 8192 + 1024 + 128;
+    return m;
+}
+
+__device__ __forceinline__ u32 map_bit(const u8* map, u32 i) { return map[i >> 3] >> (i & 7) & 1u; }
+
+// Set bits of a bitmap of `bytes` bytes, summed over the block (every thread gets the total).
+__device__ __forceinline__ u32 block_popcount(const u8* map, u32 bytes) {
+    u32 local = 0;
+    for (u32 q = threadIdx.x; q < bytes; q += blockDim.x) local += __popc(map[q]);
+    u64 total;
+    block_exclusive_scan(local, &total);
+    return (u32)total;
+}
+
+// Visit bits [0, items) of `map` in runs of consecutive bits per thread: f(i, set, rank), rank
+// = set bits before i. Every thread of the block must call it.
+template <typename F>
+__device__ __forceinline__ void rank_walk(const u8* map, u32 items, F f) {
+    u32 per = (items + blockDim.x - 1) / blockDim.x;
+    u32 lo = min(items, threadIdx.x * per), hi = min(items, lo + per);
+    u32 local = 0;
+    for (u32 i = lo; i < hi; i++) local += map_bit(map, i);
+    u64 total;
+    u32 rank = (u32)block_exclusive_scan(local, &total);
+    for (u32 i = lo; i < hi; i++) {
+        u32 set = map_bit(map, i);
+        f(i, set, rank);
+        rank += set;
+    }
+}
+
+// Build B0..B3 of one chunk in shared memory; returns its encoded size (cpu.rs encode_chunk).
+__device__ u32 rze_build(const u8* src, u32 len, u32 word, const Maps& m, u32* pops) {
+    u32 words = len / word;
+    for (u32 q = threadIdx.x; q < m.len[0]; q += blockDim.x) {
+        u32 v = 0;
+        for (u32 j = 0; j < 8; j++) {
+            u32 i = 8 * q + j;
+            if (i >= words) break;
+            u32 nonzero = 0;
+            for (u32 b = 0; b < word; b++) nonzero |= src[i * word + b];
+            if (nonzero) v |= 1u << j;
+        }
+        m.at[0][q] = (u8)v;
+    }
+    __syncthreads();
+    for (int l = 1; l < 4; l++) {
+        const u8* prev = m.at[l - 1];
+        for (u32 q = threadIdx.x; q < m.len[l]; q += blockDim.x) {
+            u32 v = 0;
+            for (u32 j = 0; j < 8; j++) {
+                u32 k = 8 * q + j;
+                if (k >= m.len[l - 1]) break;
+                if (prev[k] != (k ? prev[k - 1] : 0)) v |= 1u << j;
+            }
+            m.at[l][q] = (u8)v;
+        }
+        __syncthreads();
+    }
+    for (int l = 0; l < 4; l++) pops[l] = block_popcount(m.at[l], m.len[l]);
+    return m.len[3] + pops[3] + pops[2] + pops[1] + pops[0] * word + len % word;
+}
+
+// Pass 1 (`write` = 0): sizes[c] = chunk c's stored size (its length when raw). Pass 2: the
+// size table and every chunk at 2·nchunks + offsets[c]; nothing is written past `capacity`.
+extern "C" __global__ void __launch_bounds__(RZE_THREADS)
+rze_encode(const u8* in, u64 n, u64 chunk, u32 word, u64 nchunks, u32* sizes, const u64* offsets, u8* out, u64 capacity, u32 write) {
+    __shared__ u8 shared[RZE_MAP_BYTES];
+    for (u64 c = blockIdx.x; c < nchunks; c += gridDim.x) {
+        const u8* src = in + c * chunk;
+        u32 len = (u32)min(chunk, n - c * chunk);
+        Maps m = rze_maps(shared, len / word);
+        u32 pops[4];
+        u32 size = rze_build(src, len, word, m, pops);
+        bool raw = size >= len;
+        if (raw) size = len;
+        if (!write) {
+            if (threadIdx.x == 0) sizes[c] = size;
+        } else if (2 * nchunks + offsets[c + 1] <= capacity) {
+            if (threadIdx.x == 0) {
+                out[2 * c] = (u8)size;
+                out[2 * c + 1] = (u8)(size >> 8);
+            }
+            u8* dst = out + 2 * nchunks + offsets[c];
+            if (raw) {
+                for (u32 i = threadIdx.x; i < len; i += blockDim.x) dst[i] = src[i];
+            } else {
+                for (u32 i = threadIdx.x; i < m.len[3]; i += blockDim.x) dst[i] = m.at[3][i];
+                u32 pos = m.len[3];
+                for (int l = 3; l > 0; l--) {
+                    const u8* below = m.at[l - 1];
+                    rank_walk(m.at[l], m.len[l - 1], [&](u32 k, u32 set, u32 rank) {
+                        if (set) dst[pos + rank] = below[k];
+                    });
+                    pos += pops[l];
+                }
+                rank_walk(m.at[0], len / word, [&](u32 i, u32 set, u32 rank) {
+                    if (set)
+                        for (u32 b = 0; b < word; b++) dst[pos + rank * word + b] = src[i * word + b];
+                });
+                pos += pops[0] * word;
+                for (u32 t = threadIdx.x; t < len % word; t += blockDim.x) dst[pos + t] = src[len / word * word + t];
+            }
+        }
+        __syncthreads();
+    }
+}
+
+// Bits at and beyond `valid` of a bitmap must be zero (only its last byte can hold them).
+__device__ __forceinline__ bool padding_ok(const u8* map, u32 bytes, u32 valid) {
+    return valid % 8 == 0 || bytes == 0 || (map[bytes - 1] >> (valid % 8)) == 0;
+}
+
+// Inverse: chunk c's payload starts at `starts[c]` (the table was validated on the host);
+// any inconsistency inside a chunk sets *err and leaves that chunk.
+extern "C" __global__ void __launch_bounds__(RZE_THREADS)
+rze_decode(const u8* seg, const u64* starts, u64 n, u64 chunk, u32 word, u64 nchunks, u8* out, u32* err) {
+    __shared__ u8 shared[RZE_MAP_BYTES];
+    for (u64 c = blockIdx.x; c < nchunks; c += gridDim.x) {
+        const u8* enc = seg + starts[c];
+        u32 size = (u32)seg[2 * c] | (u32)seg[2 * c + 1] << 8;
+        u32 len = (u32)min(chunk, n - c * chunk), words = len / word;
+        u8* dst = out + c * chunk;
+        Maps m = rze_maps(shared, words);
+        if (size == len) {
+            for (u32 i = threadIdx.x; i < len; i += blockDim.x) dst[i] = enc[i];
+        } else {
+            for (u32 i = threadIdx.x; i < m.len[3]; i += blockDim.x) m.at[3][i] = enc[i];
+            __syncthreads();
+            u32 pos = m.len[3];
+            bool ok = true;
+            for (int l = 3; l > 0 && ok; l--) {
+                u32 count = block_popcount(m.at[l], m.len[l]);
+                ok = padding_ok(m.at[l], m.len[l], m.len[l - 1]) && pos + count <= size;
+                if (!ok) break;
+                u8* below = m.at[l - 1];
+                rank_walk(m.at[l], m.len[l - 1], [&](u32 k, u32 set, u32 rank) {
+                    below[k] = set ? enc[pos + rank] : rank ? enc[pos + rank - 1] : 0;
+                });
+                __syncthreads();
+                pos += count;
+            }
+            u32 count = ok ? block_popcount(m.at[0], m.len[0]) : 0;
+            ok = ok && padding_ok(m.at[0], m.len[0], words) && pos + count * word + len % word == size;
+            if (!ok) {
+                if (threadIdx.x == 0) atomicOr(err, 1u);
+            } else {
+                rank_walk(m.at[0], words, [&](u32 i, u32 set, u32 rank) {
+                    for (u32 b = 0; b < word; b++) dst[i * word + b] = set ? enc[pos + rank * word + b] : 0;
+                });
+                pos += count * word;
+                for (u32 t = threadIdx.x; t < len % word; t += blockDim.x) dst[words * word + t] = enc[pos + t];
+            }
+        }
+        __syncthreads();
+    }
+}

@@ -1,0 +1,147 @@
+//! RZE on the device (kernels in device.cu): chunk sizes, a deterministic scan, then the size
+//! table and every chunk at its offset. The inverse validates the size table on the host with
+//! the CPU's own checks, then decodes one chunk per thread block.
+
+use super::{cpu, Rze};
+use crate::backend::cuda::device::{
+    exclusive_scan, grid, scan_partials_len, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage,
+};
+use crate::backend::cuda::{device_error, Program};
+use crate::element::DType;
+use crate::error::{corrupt, Error, Result};
+use cudarc::driver::PushKernelArg;
+
+/// Threads per chunk (`RZE_THREADS`) and the most thread blocks a launch uses (they loop).
+const THREADS: u64 = 256;
+const MAX_BLOCKS: u64 = 1 << 15;
+
+pub(crate) fn program() -> Program {
+    Program::new(include_str!("device.cu"), String::new())
+}
+
+/// One thread block per chunk, at most [`MAX_BLOCKS`] (each then takes several).
+fn chunk_grid(nchunks: u64) -> cudarc::driver::LaunchConfig {
+    grid(nchunks.min(MAX_BLOCKS) * THREADS, THREADS)
+}
+
+/// The encoded segment's largest size: the table and every chunk raw.
+fn worst_case(n: usize, nchunks: usize) -> usize {
+    2 * nchunks + n
+}
+
+impl DeviceStage for Rze {
+    fn forward(&self, run: &mut DeviceRun, inputs: &[&DeviceBuffer]) -> Result<DeviceForwarded> {
+        let [x] = inputs else { return Err(Error::Pipeline("RZE takes one input".into())) };
+        let n = x.known_len()?;
+        let nchunks = n.div_ceil(self.chunk_bytes as usize);
+        let (out, out_len) = run.alloc_dynamic(DType::U8, worst_case(n, nchunks))?;
+        let record = self.record(n);
+        let record: crate::backend::cuda::device::PendingRecord = Box::new(move |_| Ok(record));
+        if nchunks == 0 {
+            // The length slot starts at zero: an empty segment.
+            return Ok(DeviceForwarded { outputs: vec![out], record });
+        }
+        let program = program();
+        let (encode, add) = (run.kernel(&program, "rze_encode")?, run.kernel(&program, "fz_add_u64")?);
+        let sizes = run.alloc(DType::U32, nchunks)?;
+        let offsets = run.alloc(DType::U64, nchunks + 1)?;
+        let partials = run.alloc(DType::U64, scan_partials_len(nchunks as u64))?;
+        let s = run.stream().clone();
+        let p = |b: &DeviceBuffer| b.ptr(&s);
+        let (n64, chunk, word, nc, cap) = (
+            n as u64,
+            u64::from(self.chunk_bytes),
+            u32::from(self.word_size),
+            nchunks as u64,
+            out.len.capacity() as u64,
+        );
+        let launch = |write: u32| {
+            // SAFETY: argument list matches device.cu; `sizes` and `offsets` hold nchunks (+ 1)
+            // entries, the kernel writes nothing past `cap` bytes of `out`.
+            unsafe {
+                s.launch_builder(&encode)
+                    .arg(&p(x))
+                    .arg(&n64)
+                    .arg(&chunk)
+                    .arg(&word)
+                    .arg(&nc)
+                    .arg(&p(&sizes))
+                    .arg(&p(&offsets))
+                    .arg(&p(&out))
+                    .arg(&cap)
+                    .arg(&write)
+                    .launch(chunk_grid(nc))
+                    .map(|_| ())
+                    .map_err(device_error)
+            }
+        };
+        launch(0)?;
+        exclusive_scan(run, &program, p(&sizes), nc, p(&partials), p(&offsets))?;
+        launch(1)?;
+        let (total_at, table) = (p(&offsets) + 8 * nc, 2 * nc);
+        // SAFETY: both addresses are live u64 slots.
+        unsafe {
+            s.launch_builder(&add).arg(&total_at).arg(&table).arg(&out_len).launch(grid(1, 1)).map_err(device_error)?
+        };
+        Ok(DeviceForwarded { outputs: vec![out], record })
+    }
+
+    fn inverse(&self, run: &mut DeviceRun, outputs: &[&DeviceBuffer]) -> Result<Vec<DeviceBuffer>> {
+        let n = self.num_bytes.ok_or_else(|| Error::Pipeline("RZE inverse needs a decoded record".into()))?;
+        let n = usize::try_from(n).map_err(|_| corrupt!("RZE length {n}"))?;
+        let [seg] = outputs else { return Err(Error::Pipeline("RZE inverse takes one buffer".into())) };
+        let (chunk, word) = (self.chunk_bytes as usize, usize::from(self.word_size));
+        // The size table is small (2 bytes per chunk): the CPU's checks validate it.
+        let spans = cpu::chunk_spans(seg.known_len()?, n, chunk, word, |chunks| {
+            if chunks == 0 {
+                return Ok(Vec::new());
+            }
+            let table = run.download(seg, 2 * chunks)?;
+            Ok(table.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect())
+        })?;
+        let out = run.alloc(DType::U8, n)?;
+        if spans.is_empty() {
+            return Ok(vec![out]);
+        }
+        let starts: Vec<u8> = spans.iter().flat_map(|c| (c.at as u64).to_le_bytes()).collect();
+        let starts = run.upload(DType::U64, &starts)?;
+        let err = run.alloc(DType::U32, 1)?;
+        run.zero(&err)?;
+        let program = program();
+        let decode = run.kernel(&program, "rze_decode")?;
+        let s = run.stream().clone();
+        let p = |b: &DeviceBuffer| b.ptr(&s);
+        let (n64, chunk64, word32, nc) = (n as u64, chunk as u64, u32::from(self.word_size), spans.len() as u64);
+        // SAFETY: argument list matches device.cu; every chunk's payload lies inside `seg`
+        // (checked by chunk_spans) and `out` holds n bytes.
+        unsafe {
+            s.launch_builder(&decode)
+                .arg(&p(seg))
+                .arg(&p(&starts))
+                .arg(&n64)
+                .arg(&chunk64)
+                .arg(&word32)
+                .arg(&nc)
+                .arg(&p(&out))
+                .arg(&p(&err))
+                .launch(chunk_grid(nc))
+                .map_err(device_error)?;
+        }
+        if run.download(&err, 1)? != [0, 0, 0, 0] {
+            return Err(corrupt!("RZE: a chunk's bitmaps do not match its payload"));
+        }
+        Ok(vec![out])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worst_case_is_every_chunk_raw() {
+        let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 + 1) as u8 | 1).collect();
+        assert_eq!(cpu::encode(&data, 512, 1).len(), worst_case(1000, 2));
+        assert_eq!(worst_case(0, 0), 0);
+    }
+}
