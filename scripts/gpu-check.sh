@@ -67,6 +67,10 @@ bench x8-cuszp-abs $E8 f32 74684160 cuszp 18.209 abs
 bench x8-cuszp2-abs $E8 f32 74684160 cuszp2 18.209 abs
 bench x8-cuszp3-fixed-abs $E8 f32 74684160 cuszp3-fixed 18.209 abs
 bench f64-ncep-cuszp2 /tmp/fzdata/ncep_hgt500_djf_65x29x49.f64 f64 65x29x49 cuszp2 1e-3
+# FZ-GPU and PFPL (stage by stage on the device).
+bench 2d-fzgpu $E f32 2161x4320 fzgpu 1e-3
+bench 2d-pfpl $E f32 2161x4320 pfpl 1e-3
+bench x8-pfpl $E8 f32 74684160 pfpl 1e-3
 # The unfused device path: every stage's own kernels, same bytes.
 for preset in cuszp cuszp2 cuszp3-fixed; do bench "x8-$preset-unfused" $E8 f32 74684160 $preset 1e-3 rel off; done
 for preset in cuszp3-plain cuszp3-outlier; do bench "2d-$preset-unfused" $E f32 2161x4320 $preset 1e-3 rel off; done
