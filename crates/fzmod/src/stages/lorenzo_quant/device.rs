@@ -110,6 +110,10 @@ impl DeviceStage for LorenzoQuant {
         let tile_grid = grid(ntiles * TILE_THREADS, TILE_THREADS);
         let mut counts: Vec<Slot> = Vec::new();
         let mut totals: Vec<u64> = Vec::new();
+        // Each list's offsets hold its byte total, which later kernels read (the value list's
+        // base, the channel length): they must outlive the loop, or a stream-ordered free lets
+        // the next allocation reuse them before those kernels run.
+        let mut list_offsets: Vec<DeviceBuffer> = Vec::new();
         for list in LISTS {
             let tile_count = run.alloc(DType::U32, ntiles as usize)?;
             let tile_next = run.alloc(DType::U64, ntiles as usize)?;
@@ -171,6 +175,7 @@ impl DeviceStage for LorenzoQuant {
             list_bytes(1)?;
             counts.push(count_slot);
             totals.push(p(&offsets) + 8 * ntiles);
+            list_offsets.push(offsets);
         }
         let (abs_slot, abs_at) = run.slot()?;
         let (step_slot, step_at) = run.slot()?;
@@ -186,6 +191,7 @@ impl DeviceStage for LorenzoQuant {
                 .launch(grid(1, 1))
                 .map_err(device_error)?;
         }
+        drop(list_offsets);
         let stage = self.clone();
         Ok(DeviceForwarded {
             outputs: vec![codes, channel],
