@@ -18,7 +18,10 @@ _TYPESTRS = {"<f4": 4, "<f8": 8}
 
 def is_device_array(obj):
     """True for objects whose memory is on a GPU."""
-    if hasattr(obj, "__cuda_array_interface__"):
+    try:
+        if hasattr(obj, "__cuda_array_interface__"):
+            return True
+    except Exception:  # it has one, which refused (PyTorch: a tensor that requires grad)
         return True
     dlpack_device = getattr(obj, "__dlpack_device__", None)
     if dlpack_device is None or type(obj).__module__ == "numpy":
@@ -32,10 +35,11 @@ def is_device_array(obj):
 
 def compress(array, *, preset, pipeline, mode, bound, backend):
     """Compress a device array on the device (arguments already normalised by the caller)."""
-    interface = _interface(array)
+    # `owner` (the array, or CuPy's view of a DLPack producer) stays referenced until this
+    # returns, so the memory outlives the library's use of it.
+    owner, interface = _interface(array)
     pointer, shape, typestr = _validate(interface, array)
     sync, stream = _producer_stream(interface)
-    # `array` stays referenced until this returns, so its memory outlives the library's use.
     return _native.compress_device(pointer, typestr, shape, sync, stream, preset, pipeline, mode, bound, backend)
 
 
@@ -52,8 +56,9 @@ def decompress(data, backend):
 
 
 def _interface(array):
+    """(owner of the memory, its __cuda_array_interface__)."""
     try:
-        return array.__cuda_array_interface__
+        return array, array.__cuda_array_interface__
     except AttributeError:
         pass
     except Exception as e:  # e.g. PyTorch refuses tensors that require grad
@@ -67,7 +72,8 @@ def _interface(array):
             "and reading its DLPack capsule needs CuPy (pip install cupy-cuda12x)"
         ) from None
     try:
-        return cupy.from_dlpack(array).__cuda_array_interface__
+        view = cupy.from_dlpack(array)
+        return view, view.__cuda_array_interface__
     except Exception as e:
         raise InvalidArgument(f"cannot import the {type(array).__name__} through DLPack: {e}") from e
 
