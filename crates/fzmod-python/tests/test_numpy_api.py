@@ -8,7 +8,7 @@ from conftest import assert_within, smooth_field
 
 import fzmod
 
-PRESETS = ["cuszp", "cuszp2", "cuszp3-fixed", "cuszp3-plain", "cuszp3-outlier"]
+PRESETS = ["cuszp", "cuszp2", "cuszp3-fixed", "cuszp3-plain", "cuszp3-outlier", "fzgpu", "pfpl"]
 SHAPES = [(5000,), (70, 90), (9, 33, 17)]
 
 
@@ -289,6 +289,19 @@ def test_device_arrays_without_a_gpu_raise_backend_unavailable(device_array):
 def test_device_arrays_are_validated_before_the_gpu_is_touched(changes, message):
     with pytest.raises(fzmod.InvalidArgument, match=message):
         fzmod.compress(FakeCupyArray(**changes))
+
+
+class RefusingTensor:
+    """PyTorch's tensors that require grad raise from the interface property."""
+
+    @property
+    def __cuda_array_interface__(self):
+        raise RuntimeError("Can't get __cuda_array_interface__ on Variable that requires grad")
+
+
+def test_a_refusing_interface_is_an_invalid_argument():
+    with pytest.raises(fzmod.InvalidArgument, match="requires grad"):
+        fzmod.compress(RefusingTensor())
 
 
 def test_c_contiguous_strides_are_accepted():
