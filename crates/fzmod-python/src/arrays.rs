@@ -2,7 +2,7 @@
 //! the array's own memory while the GIL is released (the `PyReadonlyArray` borrow keeps the
 //! array alive and refuses writable Rust borrows meanwhile). Other layouts are gathered once
 //! into C order. Decoded vectors become numpy arrays without a copy, and `out=` is filled by
-//! the library in place.
+//! the library (`Compressor::decompress_into`), not by a copy here.
 
 use crate::errors::{from_library, invalid_argument, During};
 use crate::host_memory::vec_for_copy;
