@@ -162,7 +162,7 @@ impl<'a> View<'a> {
     /// pages, as `zeroed_vec`: a fresh 37 MB copy otherwise costs ~9,000 page faults, which
     /// made borrowed-slice compression on the CPU ~10 % slower than an advised copy.
     pub fn to_buffer(&self) -> Result<Buffer> {
-        let whole = self.bytes.len() % self.dtype.size() == 0;
+        let whole = self.bytes.len().is_multiple_of(self.dtype.size());
         match self.dtype {
             DType::F32 if whole && cfg!(target_endian = "little") => Ok(Buffer::F32(advised_copy(self.bytes))),
             DType::F64 if whole && cfg!(target_endian = "little") => Ok(Buffer::F64(advised_copy(self.bytes))),
