@@ -17,7 +17,6 @@ use fzmod::backend::{Backend, BackendChoice};
 use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use std::sync::Arc;
 
 /// fzmod runs on the primary context of device 0 (the one CuPy and PyTorch use for it).
 const DEVICE_ORDINAL: usize = 0;
@@ -36,14 +35,6 @@ fn cuda(py: Python<'_>, choice: &str, during: During) -> PyResult<Backend> {
 
 fn driver_error(py: Python<'_>, what: &str, e: DriverError) -> PyErr {
     raise(py, "DeviceError", format!("{what}: {e}"))
-}
-
-/// The primary context, current on this thread: the producer's stream handle and pointer
-/// belong to it, and driver calls below act on the current context.
-fn bind_context() -> Result<Arc<CudaContext>, DriverError> {
-    let context = CudaContext::new(DEVICE_ORDINAL)?;
-    context.bind_to_thread()?;
-    Ok(context)
 }
 
 /// The device ordinal `ptr` belongs to, or why it is not device memory.
@@ -103,7 +94,12 @@ pub fn compress_device(
         return Err(invalid_argument(py, format!("device address {ptr:#x} is not aligned for {dtype}")));
     }
     let backend = cuda(py, backend_choice, During::Compress)?;
-    let context = py.detach(bind_context).map_err(|e| driver_error(py, "making the CUDA context current", e))?;
+    // The pointer and the producer's stream belong to device 0's primary context (the one
+    // CuPy and PyTorch use); `CudaContext::new` retains it and makes it current on this thread,
+    // which the driver calls below act on.
+    let context = py
+        .detach(|| CudaContext::new(DEVICE_ORDINAL))
+        .map_err(|e| driver_error(py, "making the CUDA context current", e))?;
     match device_of(ptr) {
         Ok(ordinal) if ordinal == DEVICE_ORDINAL as i32 => {}
         Ok(ordinal) => {
