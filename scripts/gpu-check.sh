@@ -5,6 +5,8 @@
 #      with the bound on every element; cross decoding; corrupt archives; NVRTC compiles all;
 #   2. the benchmark table of docs/PERFORMANCE.md (fzmod bench, CUDA events, medians), fused
 #      and unfused (--fusion off);
+#   3. the Python wheel's device paths (crates/fzmod-python/tests/gpu_check.py), when
+#      prepare-gpu.sh built a wheel into .gpu/wheels;
 # and prints a short summary last. Full logs and JSON go to $OUT when set.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -76,9 +78,28 @@ for preset in cuszp cuszp2 cuszp3-fixed; do bench "x8-$preset-unfused" $E8 f32 7
 for preset in cuszp3-plain cuszp3-outlier; do bench "2d-$preset-unfused" $E f32 2161x4320 $preset 1e-3 rel off; done
 cat /tmp/bench/x8-cuszp2.txt
 
+# The Python wheel on the GPU: CuPy and PyTorch arrays compressed on the device to the CPU
+# backend's bytes, decoding into CuPy arrays, refusals, host vs device timing. Optional:
+# prepare-gpu.sh builds the wheel only where maturin is installed. Needs numpy, CuPy, PyTorch.
+python_rc=0
+rm -f /tmp/gpu-python.log
+if [ "${1:-}" = "--bench-only" ]; then
+  :
+elif compgen -G ".gpu/wheels/*.whl" >/dev/null; then
+  echo "== Python wheel on the GPU ($(basename .gpu/wheels/*.whl))"
+  rm -rf /tmp/fzpy
+  { python3 -m pip install -q --no-index --no-deps --target /tmp/fzpy .gpu/wheels/*.whl &&
+    PYTHONPATH=/tmp/fzpy python3 crates/fzmod-python/tests/gpu_check.py; } > /tmp/gpu-python.log 2>&1 || python_rc=1
+  cat /tmp/gpu-python.log
+  cp /tmp/gpu-python.log "$out/"
+else
+  echo "note: .gpu/wheels is empty (prepare-gpu.sh built no wheel): Python GPU checks skipped"
+fi
+
 echo
 echo "== summary ($(cat "$out/gpu.txt"))"
 grep -sE "GPU == CPU|test result" /tmp/gpu-tests.log
+grep -s "^gpu_check:" /tmp/gpu-python.log
 python3 - "$out" <<'PY'
 import json, pathlib, sys
 print(f"{'benchmark':<30}{'ratio':>8}{'comp GB/s':>11}{'decomp GB/s':>12}{'e2e c/d GB/s':>15}{'max err':>11}")
@@ -96,4 +117,5 @@ pathlib.Path(sys.argv[1], "bench.json").write_text(json.dumps(rows, indent=1))
 PY
 cp /tmp/gpu-tests.log "$out/" 2>/dev/null
 [ $tests_rc -eq 0 ] && tests_rc=$sanitize_rc
+[ $tests_rc -eq 0 ] && tests_rc=$python_rc
 exit $tests_rc

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build here what scripts/gpu-check.sh runs on the GPU machine (which has no Rust), into the
-# git-ignored folder .gpu/: the release CLI, the GPU test binary and the shared fields (xz).
+# git-ignored folder .gpu/: the release CLI, the GPU test binary, the shared fields (xz) and,
+# where maturin is installed, the Python wheel (.gpu/wheels).
 # Then run, through the device tool: carry [".gpu"], command "bash scripts/gpu-check.sh".
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,4 +17,21 @@ for l in sys.stdin:
         print(m["executable"])')
 cp "$test_bin" .gpu/gpu-tests
 for f in "$data"/*.f32 "$data"/*.f64; do xz -T2 -6 -c "$f" > ".gpu/data/$(basename "$f").xz"; done
+# The wheel, manylinux2014 (glibc 2.17) through zig so that the GPU machine's pip installs it
+# whatever its glibc: a plain build here links against this machine's glibc (2.34 symbols on
+# Debian 12). Needs `pip install "maturin>=1.16,<2" ziglang`; without maturin the Python checks
+# of gpu-check.sh are skipped.
+if ! command -v maturin >/dev/null 2>&1; then
+  echo "note: maturin not found (pip install 'maturin>=1.16,<2' ziglang): no wheel, gpu-check.sh skips the Python checks"
+elif OUT_DIR=.gpu/wheels bash crates/fzmod-python/build-wheel.sh --zig; then
+  unpacked=$(mktemp -d)
+  python3 -m zipfile -e .gpu/wheels/*.whl "$unpacked"
+  for so in $(find "$unpacked" -name '*.so'); do
+    echo "$(basename "$so"): newest glibc symbol $(objdump -T "$so" | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)"
+  done
+  rm -rf "$unpacked"
+else
+  echo "WARNING: the wheel build failed: gpu-check.sh will skip the Python checks"
+  rm -rf .gpu/wheels
+fi
 du -sh .gpu

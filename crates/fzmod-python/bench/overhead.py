@@ -4,8 +4,8 @@
     export RAYON_NUM_THREADS=1 MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=4294967296
     python overhead.py target/release/examples/baseline FIELD.f32 ROWSxCOLS
 
-The Rust side is examples/baseline.rs: the library called directly, pipeline built once,
-data already in a Buffer. The Python side times `fzmod.compress` / `fzmod.decompress` on the
+The Rust side is examples/baseline.rs: the library's embedding API called directly
+(`Compressor` built once, compressing a borrowed slice; `fzmod::decompress`). The Python side times `fzmod.compress` / `fzmod.decompress` on the
 whole field and on one 1 MiB chunk (512x512 f32), the numcodecs codec on that chunk, and a
 Zarr v3 array of such chunks in a MemoryStore (its time divided by the number of chunks).
 

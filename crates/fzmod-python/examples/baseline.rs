@@ -1,5 +1,6 @@
 //! The Rust side of bench/overhead.py: the library called directly, as a Rust program would
-//! (pipeline built once, data already in a `Buffer`), timed like the Python side.
+//! (the embedding API: a `Compressor` built once, compressing a borrowed slice), timed like
+//! the Python side.
 //!
 //!     cargo run --release -p fzmod-python --example baseline -- FIELD.f32 ROWSxCOLS RUNS
 //!
@@ -47,13 +48,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let shape = fzmod::parse_shape(shape)?;
     let runs: usize = runs.parse()?;
     let input = fzmod::Buffer::from_le_bytes(fzmod::DType::F32, &std::fs::read(path)?)?;
-    let mut pipeline = fzmod::preset("cuszp2", &shape)?;
-    pipeline.set_input_dtype(fzmod::DType::F32)?;
-    pipeline.set_error_bound(fzmod::ErrorBound::new(fzmod::ErrorMode::Rel, 1e-3)?)?;
-    pipeline.finalize()?;
-    let archive = pipeline.compress(&input, &shape)?;
+    let values = <f32 as fzmod::Element>::slice(&input).ok_or("not f32")?;
+    let bound = fzmod::ErrorBound::new(fzmod::ErrorMode::Rel, 1e-3)?;
+    let compressor = fzmod::Compressor::preset::<f32>("cuszp2", &shape, bound, fzmod::backend::BackendChoice::Cpu)?;
+    let archive = compressor.compress(values, &shape)?;
     let (compress_cpu, compress_wall) = time_calls(runs, || {
-        std::hint::black_box(pipeline.compress(&input, &shape).expect("compress"));
+        std::hint::black_box(compressor.compress(values, &shape).expect("compress"));
     });
     let (decompress_cpu, decompress_wall) = time_calls(runs, || {
         std::hint::black_box(fzmod::decompress(&archive).expect("decompress"));

@@ -1,55 +1,92 @@
-//! numpy arrays to and from library buffers. The library takes owned `Vec`s, so input is
-//! copied once here (a non-contiguous array is gathered in C order by the same copy); output
-//! vectors become numpy arrays without a copy.
+//! numpy arrays in and out of the library. A C-contiguous input is borrowed: the library reads
+//! the array's own memory while the GIL is released (the `PyReadonlyArray` borrow keeps the
+//! array alive and refuses writable Rust borrows meanwhile). Other layouts are gathered once
+//! into C order. Decoded vectors become numpy arrays without a copy, and `out=` is filled by
+//! the library (`Compressor::decompress_into`), not by a copy here.
 
-use crate::errors::invalid_argument;
+use crate::errors::{from_library, invalid_argument, During};
 use crate::host_memory::vec_for_copy;
+use fzmod::Compressor;
 use numpy::ndarray::{ArrayD, IxDyn};
-use numpy::{Element, IntoPyArray, PyArrayDyn, PyArrayMethods, PyUntypedArrayMethods};
+use numpy::{IntoPyArray, PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
-/// An input array copied into a library buffer, with its shape.
-pub struct HostArray {
-    pub buffer: fzmod::Buffer,
-    pub shape: Vec<usize>,
+/// An element type both numpy and the library know (f32, f64).
+pub trait Float: numpy::Element + fzmod::Element + Copy {}
+impl Float for f32 {}
+impl Float for f64 {}
+
+/// A float32 or float64 numpy array, borrowed read-only.
+pub enum HostArray<'py> {
+    F32(PyReadonlyArrayDyn<'py, f32>),
+    F64(PyReadonlyArrayDyn<'py, f64>),
 }
 
-/// Copy an f32 or f64 numpy array (any strides) into a buffer.
-pub fn host_array(array: &Bound<'_, PyAny>) -> PyResult<HostArray> {
-    let py = array.py();
+impl HostArray<'_> {
+    pub fn shape(&self) -> Vec<usize> {
+        match self {
+            HostArray::F32(a) => a.shape().to_vec(),
+            HostArray::F64(a) => a.shape().to_vec(),
+        }
+    }
+
+    /// The elements copied into a library buffer (for `fzmod::compare`, which takes owned ones).
+    pub fn to_buffer(&self) -> fzmod::Buffer {
+        match self {
+            HostArray::F32(a) => fzmod::Buffer::F32(c_order(a, &mut Vec::new()).to_vec()),
+            HostArray::F64(a) => fzmod::Buffer::F64(c_order(a, &mut Vec::new()).to_vec()),
+        }
+    }
+}
+
+/// Borrow an f32 or f64 numpy array (any strides); other dtypes are refused.
+pub fn host_array<'py>(array: &Bound<'py, PyAny>) -> PyResult<HostArray<'py>> {
     if let Ok(a) = array.cast::<PyArrayDyn<f32>>() {
-        return Ok(HostArray { shape: a.shape().to_vec(), buffer: fzmod::Buffer::F32(elements(a)?) });
+        return Ok(HostArray::F32(a.try_readonly()?));
     }
     if let Ok(a) = array.cast::<PyArrayDyn<f64>>() {
-        return Ok(HostArray { shape: a.shape().to_vec(), buffer: fzmod::Buffer::F64(elements(a)?) });
+        return Ok(HostArray::F64(a.try_readonly()?));
     }
     let dtype = array.getattr("dtype").map(|d| d.to_string()).unwrap_or_else(|_| array.get_type().to_string());
-    Err(invalid_argument(py, format!("fzmod compresses float32 and float64 arrays, got {dtype}")))
+    Err(invalid_argument(array.py(), format!("fzmod compresses float32 and float64 arrays, got {dtype}")))
 }
 
-fn elements<T: Element + Copy>(array: &Bound<'_, PyArrayDyn<T>>) -> PyResult<Vec<T>> {
-    let view = array.try_readonly()?;
-    let mut values = vec_for_copy(view.len());
+/// The array's elements in C order: its own memory when C-contiguous, else a copy in `copy`.
+pub fn c_order<'a, T: Float>(view: &'a PyReadonlyArrayDyn<'_, T>, copy: &'a mut Vec<T>) -> &'a [T] {
     // `as_slice` also accepts Fortran order, whose memory is not the C order the library
-    // expects: only a C-contiguous array is copied as one block.
-    if let (true, Ok(contiguous)) = (view.is_c_contiguous(), view.as_slice()) {
-        values.extend_from_slice(contiguous);
-        return Ok(values);
+    // expects: only a C-contiguous array is borrowed as one block.
+    if view.is_c_contiguous() {
+        if let Ok(contiguous) = view.as_slice() {
+            return contiguous;
+        }
     }
+    *copy = vec_for_copy(view.len());
     let strided = view.as_array();
     if strided.ndim() == 0 {
-        values.extend(strided.iter().copied());
-        return Ok(values);
+        copy.extend(strided.iter().copied());
+        return copy;
     }
     // Row by row, so that views with contiguous rows (a Zarr chunk cut from a larger array,
     // a slice of columns) are copied with memcpy rather than element by element.
     for row in strided.rows() {
         match row.as_slice() {
-            Some(contiguous) => values.extend_from_slice(contiguous),
-            None => values.extend(row.iter().copied()),
+            Some(contiguous) => copy.extend_from_slice(contiguous),
+            None => copy.extend(row.iter().copied()),
         }
     }
-    Ok(values)
+    copy
+}
+
+/// Compress a numpy array (GIL released while the library works).
+pub fn compress<T: Float>(
+    py: Python<'_>,
+    view: &PyReadonlyArrayDyn<'_, T>,
+    compressor: &Compressor,
+) -> PyResult<Vec<u8>> {
+    let shape = view.shape().to_vec();
+    let mut copy = Vec::new();
+    let values = c_order(view, &mut copy);
+    py.detach(|| compressor.compress(values, &shape)).map_err(|e| from_library(py, e, During::Compress))
 }
 
 /// Hand a decoded buffer to numpy with the archive's shape (no copy).
@@ -64,22 +101,38 @@ pub fn to_numpy<'py>(py: Python<'py>, buffer: fzmod::Buffer, shape: &[usize]) ->
     }
 }
 
-fn owned_array<'py, T: Element>(py: Python<'py>, values: Vec<T>, shape: &[usize]) -> PyResult<Bound<'py, PyAny>> {
+fn owned_array<'py, T: numpy::Element>(
+    py: Python<'py>,
+    values: Vec<T>,
+    shape: &[usize],
+) -> PyResult<Bound<'py, PyAny>> {
     let array = ArrayD::from_shape_vec(IxDyn(shape), values)
         .map_err(|e| invalid_argument(py, format!("decoded data does not fit shape {shape:?}: {e}")))?;
     Ok(array.into_pyarray(py).into_any())
 }
 
-/// Copy a decoded buffer into the caller's array, which must match it exactly.
-pub fn fill(out: &Bound<'_, PyAny>, buffer: &fzmod::Buffer, shape: &[usize]) -> PyResult<()> {
-    match buffer {
-        fzmod::Buffer::F32(v) => fill_typed(out, v, shape),
-        fzmod::Buffer::F64(v) => fill_typed(out, v, shape),
-        other => Err(invalid_argument(out.py(), format!("archive holds {} data", other.dtype()))),
+/// Decode `archive` (whose header is `header`) straight into the caller's array, which must
+/// match it exactly: dtype, shape, C-contiguous, writable.
+pub fn decode_into(
+    out: &Bound<'_, PyAny>,
+    archive: &[u8],
+    header: &fzmod::Header,
+    shape: &[usize],
+    decoder: &Compressor,
+) -> PyResult<()> {
+    match header.dtype {
+        fzmod::DType::F32 => decode_typed::<f32>(out, archive, shape, decoder),
+        fzmod::DType::F64 => decode_typed::<f64>(out, archive, shape, decoder),
+        other => Err(invalid_argument(out.py(), format!("archive holds {other} data"))),
     }
 }
 
-fn fill_typed<T: Element + Copy>(out: &Bound<'_, PyAny>, values: &[T], shape: &[usize]) -> PyResult<()> {
+fn decode_typed<T: Float>(
+    out: &Bound<'_, PyAny>,
+    archive: &[u8],
+    shape: &[usize],
+    decoder: &Compressor,
+) -> PyResult<()> {
     let py = out.py();
     let wanted = numpy::dtype::<T>(py);
     let Ok(target) = out.cast::<PyArrayDyn<T>>() else {
@@ -100,6 +153,6 @@ fn fill_typed<T: Element + Copy>(out: &Bound<'_, PyAny>, values: &[T], shape: &[
         return Err(invalid_argument(py, "out must be C-contiguous".to_string()));
     }
     let slice = writable.as_slice_mut().map_err(|_| invalid_argument(py, "out must be C-contiguous".to_string()))?;
-    slice.copy_from_slice(values);
+    py.detach(|| decoder.decompress_into(archive, slice)).map_err(|e| from_library(py, e, During::Decompress))?;
     Ok(())
 }

@@ -1,7 +1,8 @@
-//! Allocation of the input copy. A fresh multi-megabyte `Vec` is faulted in 4 KiB pages,
-//! which on a 37 MB array costs about as much as the copy itself; asking for transparent
-//! huge pages (as numpy does for its own arrays of 4 MiB and more) makes it 512 times fewer
-//! faults. Where THP is off or the call fails, the advice is simply ignored.
+//! Allocation of the C-order copy of a non-contiguous input. A fresh multi-megabyte `Vec` is
+//! faulted in 4 KiB pages, which on a 37 MB array costs about as much as the copy itself;
+//! asking for transparent huge pages (as numpy does for its own arrays of 4 MiB and more)
+//! makes it 512 times fewer faults. Where THP is off or the call fails, the advice is simply
+//! ignored.
 
 /// Below this, the faults do not matter (numpy's threshold for the same advice).
 const HUGE_PAGE_ADVICE_BYTES: usize = 4 << 20;

@@ -4,11 +4,14 @@
 //! Zarr's thread pool) compress chunks in parallel.
 
 mod arrays;
+mod compressors;
+mod device;
 mod errors;
 mod header;
 mod host_memory;
 mod pipeline;
 
+use arrays::HostArray;
 use errors::{from_library, invalid_argument, During};
 use fzmod::backend::{Backend, BackendChoice};
 use numpy::{PyReadonlyArray1, PyUntypedArrayMethods};
@@ -38,15 +41,21 @@ fn compress<'py>(
     backend_choice: &str,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let input = arrays::host_array(array)?;
-    if input.shape.is_empty() {
+    let shape = input.shape();
+    let dtype = match &input {
+        HostArray::F32(_) => fzmod::DType::F32,
+        HostArray::F64(_) => fzmod::DType::F64,
+    };
+    if shape.is_empty() {
         return Err(invalid_argument(py, "a 0-d array has no shape to compress: reshape it to (1,)".into()));
     }
     let request = pipeline::PipelineRequest { preset, toml: pipeline, mode, bound };
-    let pipeline = pipeline::build(py, &request, input.buffer.dtype(), &input.shape)?;
     let (backend, _) = backend(py, backend_choice, During::Compress)?;
-    let archive = py
-        .detach(|| pipeline.compress_on(&backend, &input.buffer, &input.shape))
-        .map_err(|e| from_library(py, e, During::Compress))?;
+    let compressor = compressors::get(py, &request, dtype, &shape, &backend)?;
+    let archive = match &input {
+        HostArray::F32(a) => arrays::compress(py, a, &compressor)?,
+        HostArray::F64(a) => arrays::compress(py, a, &compressor)?,
+    };
     Ok(PyBytes::new(py, &archive))
 }
 
@@ -61,15 +70,22 @@ fn decompress<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let bytes = data.as_slice().map_err(|_| invalid_argument(py, "archive bytes must be contiguous".into()))?;
     let (backend, _) = backend(py, backend_choice, During::Decompress)?;
-    let decoded =
-        py.detach(|| fzmod::decompress_on(&backend, bytes)).map_err(|e| from_library(py, e, During::Decompress))?;
-    let shape = header::shape(py, &decoded.header)?;
     match out {
         Some(out) => {
-            arrays::fill(&out, &decoded.data, &shape)?;
+            // The header first, to check `out` before anything is written into it.
+            let header = fzmod::inspect(bytes).map_err(|e| from_library(py, e, During::Decompress))?;
+            let shape = header::shape(py, &header)?;
+            let decoder = compressors::decoder(py, &backend)?;
+            arrays::decode_into(&out, bytes, &header, &shape, &decoder)?;
             Ok(out)
         }
-        None => arrays::to_numpy(py, decoded.data, &shape),
+        None => {
+            let decoded = py
+                .detach(|| fzmod::decompress_on(&backend, bytes))
+                .map_err(|e| from_library(py, e, During::Decompress))?;
+            let shape = header::shape(py, &decoded.header)?;
+            arrays::to_numpy(py, decoded.data, &shape)
+        }
     }
 }
 
@@ -95,10 +111,11 @@ fn compare<'py>(
     decoded: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let (a, b) = (arrays::host_array(original)?, arrays::host_array(decoded)?);
-    if a.shape != b.shape {
-        return Err(invalid_argument(py, format!("cannot compare shape {:?} with shape {:?}", a.shape, b.shape)));
+    let (a_shape, b_shape) = (a.shape(), b.shape());
+    if a_shape != b_shape {
+        return Err(invalid_argument(py, format!("cannot compare shape {a_shape:?} with shape {b_shape:?}")));
     }
-    let q = fzmod::compare(&a.buffer, &b.buffer).map_err(|e| from_library(py, e, During::Compress))?;
+    let q = fzmod::compare(&a.to_buffer(), &b.to_buffer()).map_err(|e| from_library(py, e, During::Compress))?;
     let dict = PyDict::new(py);
     dict.set_item("max_abs_error", q.max_abs_error)?;
     dict.set_item("max_error_index", q.max_error_index)?;
@@ -134,5 +151,8 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(compare, module)?)?;
     module.add_function(wrap_pyfunction!(pipeline_toml, module)?)?;
     module.add_function(wrap_pyfunction!(resolve_backend, module)?)?;
+    module.add_function(wrap_pyfunction!(device::compress_device, module)?)?;
+    module.add_function(wrap_pyfunction!(device::decompress_device, module)?)?;
+    module.add_class::<device::DeviceArray>()?;
     Ok(())
 }

@@ -245,8 +245,16 @@ def test_same_bytes_every_time_and_every_thread():
 class FakeCupyArray:
     """Looks like a CuPy array: memory on the device, described by the CUDA interface."""
 
-    shape, dtype = (4,), numpy.dtype("float32")
-    __cuda_array_interface__ = {"shape": (4,), "typestr": "<f4", "data": (0, False), "version": 3}
+    def __init__(self, **changes):
+        self.__cuda_array_interface__ = {
+            "shape": (4, 2),
+            "typestr": "<f4",
+            "data": (0x7F0000000000, False),
+            "strides": None,
+            "version": 3,
+            "stream": 1,
+        }
+        self.__cuda_array_interface__.update(changes)
 
 
 class FakeTorchCudaTensor:
@@ -254,16 +262,73 @@ class FakeTorchCudaTensor:
         return (2, 0)  # kDLCUDA
 
 
+GPU_HERE = fzmod.backend("auto")["name"] == "cuda"
+
+
+@pytest.mark.skipif(GPU_HERE, reason="tests/gpu_check.py covers device arrays where there is a GPU")
 @pytest.mark.parametrize("device_array", [FakeCupyArray(), FakeTorchCudaTensor()], ids=["cai", "dlpack"])
-def test_device_arrays_are_refused_clearly(device_array):
-    with pytest.raises(fzmod.BackendUnavailable, match="GPU memory"):
+def test_device_arrays_without_a_gpu_raise_backend_unavailable(device_array):
+    with pytest.raises(fzmod.BackendUnavailable):
         fzmod.compress(device_array)
 
 
-def test_decoding_to_a_device_is_refused_clearly():
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"typestr": "<i4"}, "float32 and float64"),
+        ({"typestr": ">f4"}, "float32 and float64"),
+        ({"strides": (4, 16)}, "C-contiguous"),
+        ({"strides": (8,)}, "C-contiguous"),
+        ({"shape": (0, 2)}, "empty"),
+        ({"shape": ()}, "0-d"),
+        ({"data": None}, "malformed"),
+        ({"mask": object()}, "masked"),
+        ({"stream": 0}, "stream 0"),
+    ],
+)
+def test_device_arrays_are_validated_before_the_gpu_is_touched(changes, message):
+    with pytest.raises(fzmod.InvalidArgument, match=message):
+        fzmod.compress(FakeCupyArray(**changes))
+
+
+class RefusingTensor:
+    """PyTorch's tensors that require grad raise from the interface property."""
+
+    @property
+    def __cuda_array_interface__(self):
+        raise RuntimeError("Can't get __cuda_array_interface__ on Variable that requires grad")
+
+
+def test_a_refusing_interface_is_an_invalid_argument():
+    with pytest.raises(fzmod.InvalidArgument, match="requires grad"):
+        fzmod.compress(RefusingTensor())
+
+
+def test_c_contiguous_strides_are_accepted():
+    # Explicit C strides, and any stride on a dimension of length 1, describe C order: these
+    # get past validation (to the backend, which is missing here or the fake pointer is refused).
+    for changes in [{"strides": (8, 4)}, {"shape": (1, 4), "strides": (999, 4)}]:
+        with pytest.raises((fzmod.BackendUnavailable, fzmod.InvalidArgument), match="^(?!.*C-contiguous)"):
+            fzmod.compress(FakeCupyArray(**changes))
+
+
+@pytest.mark.skipif(GPU_HERE, reason="tests/gpu_check.py covers device decoding where there is a GPU")
+def test_decoding_to_a_device_without_a_gpu_raises_backend_unavailable():
     archive = fzmod.compress(numpy.ones(64, numpy.float32))
-    with pytest.raises(fzmod.BackendUnavailable, match="device memory"):
+    with pytest.raises(fzmod.BackendUnavailable):
         fzmod.decompress(archive, device="cuda")
+
+
+def test_device_arguments_are_checked():
+    archive = fzmod.compress(numpy.ones(64, numpy.float32))
+    with pytest.raises(fzmod.InvalidArgument, match="device must be"):
+        fzmod.decompress(archive, device="tpu")
+    with pytest.raises(fzmod.InvalidArgument, match="out="):
+        fzmod.decompress(archive, out=numpy.empty(64, numpy.float32), device="cuda")
+    with pytest.raises(fzmod.InvalidArgument, match="CUDA backend"):
+        fzmod.decompress(archive, device="cuda", backend="cpu")
+    with pytest.raises(fzmod.InvalidArgument, match="CUDA backend"):
+        fzmod.compress(FakeCupyArray(), backend="cpu")
 
 
 def test_backend_reports_where_it_runs():

@@ -157,8 +157,17 @@ impl<'a> View<'a> {
         self.bytes
     }
     /// An owned copy (for stages that run on the CPU).
+    ///
+    /// Floats (the CPU path's copy of a caller's slice) go into a vector advised for huge
+    /// pages, as `zeroed_vec`: a fresh 37 MB copy otherwise costs ~9,000 page faults, which
+    /// made borrowed-slice compression on the CPU ~10 % slower than an advised copy.
     pub fn to_buffer(&self) -> Result<Buffer> {
-        Buffer::from_le_bytes(self.dtype, self.bytes)
+        let whole = self.bytes.len().is_multiple_of(self.dtype.size());
+        match self.dtype {
+            DType::F32 if whole && cfg!(target_endian = "little") => Ok(Buffer::F32(advised_copy(self.bytes))),
+            DType::F64 if whole && cfg!(target_endian = "little") => Ok(Buffer::F64(advised_copy(self.bytes))),
+            _ => Buffer::from_le_bytes(self.dtype, self.bytes),
+        }
     }
 }
 
@@ -304,6 +313,14 @@ impl Buffer {
             other => return Err(Error::InvalidArgument(format!("element type {other} is not supported as a buffer"))),
         })
     }
+}
+
+/// Native-order element bytes copied into a fresh vector advised for huge pages (the zeroed
+/// pages are untouched until the copy writes them once).
+fn advised_copy<T: bytemuck::Pod>(bytes: &[u8]) -> Vec<T> {
+    let mut values = zeroed_vec::<T>(bytes.len() / std::mem::size_of::<T>());
+    bytemuck::cast_slice_mut::<T, u8>(&mut values).copy_from_slice(bytes);
+    values
 }
 
 /// A zeroed vector whose pages are not yet touched. Large ones ask Linux for transparent huge

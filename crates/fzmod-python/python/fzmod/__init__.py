@@ -48,8 +48,9 @@ def compress(array, preset="cuszp2", mode=None, bound=None, backend="auto", pipe
     """Compress a float32 or float64 array into archive bytes.
 
     array: anything ``numpy.asarray`` accepts with a float32/float64 dtype; non-contiguous and
-        non-native-byte-order arrays are copied. Arrays in GPU memory raise
-        ``BackendUnavailable`` (no device entry point in this build).
+        non-native-byte-order arrays are copied, C-contiguous ones are read in place. Arrays in
+        GPU memory (``__cuda_array_interface__``: CuPy, PyTorch) are compressed on the GPU
+        without a copy to the host; they must be C-contiguous.
     preset: a name from ``presets()``; ignored when ``pipeline`` is given.
     mode, bound: ``"abs"`` (|x - x'| <= bound) or ``"rel"`` (<= bound * value range).
         Presets default to rel 1e-3; a pipeline keeps the bound written in it unless given.
@@ -58,16 +59,18 @@ def compress(array, preset="cuszp2", mode=None, bound=None, backend="auto", pipe
     pipeline: a TOML pipeline (README "Pipelines as TOML") as text, or as a dict of the
         same structure, e.g. ``{"stage": [{"name": "quant", "type": "Quantizer", ...}, ...]}``.
     """
+    options = {
+        "preset": _text(preset, "preset"),
+        "pipeline": pipeline_text(pipeline),
+        "mode": None if mode is None else _text(mode, "mode"),
+        "bound": None if bound is None else _number(bound, "bound"),
+        "backend": _backend(backend),
+    }
     if _device.is_device_array(array):
-        return _device.compress(array, preset=preset, mode=mode, bound=bound, backend=backend, pipeline=pipeline)
+        return _device.compress(array, **options)
     host = _float_array(array, "array")
     return _native.compress(
-        host,
-        _text(preset, "preset"),
-        pipeline_text(pipeline),
-        None if mode is None else _text(mode, "mode"),
-        None if bound is None else _number(bound, "bound"),
-        _backend(backend),
+        host, options["preset"], options["pipeline"], options["mode"], options["bound"], options["backend"]
     )
 
 
@@ -77,12 +80,19 @@ def decompress(data, out=None, *, backend="auto", device=None):
     data: bytes, bytearray, memoryview, or a numpy uint8 array (read without a copy).
     out: optional C-contiguous numpy array of the archive's shape and dtype, filled in place
         and returned.
-    device: ``None``/``"cpu"`` for a numpy array; ``"cuda"`` (a device array) is not
-        available in this build and raises ``BackendUnavailable``.
+    device: ``None``/``"cpu"`` for a numpy array; ``"cuda"`` decodes on the GPU into device
+        memory and returns a CuPy array (or, without CuPy, an object exposing
+        ``__cuda_array_interface__``).
     """
-    if device not in (None, "cpu") or (out is not None and _device.is_device_array(out)):
-        return _device.decompress(data, device or "cuda", out=out, backend=backend)
-    return _native.decompress(archive_view(data), out, _backend(backend))
+    if device in (None, "cpu"):
+        if out is not None and _device.is_device_array(out):
+            raise InvalidArgument("out must be a numpy array; for device memory use device='cuda'")
+        return _native.decompress(archive_view(data), out, _backend(backend))
+    if device != "cuda":
+        raise InvalidArgument(f"device must be None, 'cpu' or 'cuda', got {device!r}")
+    if out is not None:
+        raise InvalidArgument("out= is for host arrays; device='cuda' returns a new device array")
+    return _device.decompress(archive_view(data), _backend(backend))
 
 
 def inspect(data):

@@ -6,8 +6,8 @@ Chunk shape and dtype come from Zarr's chunk spec (and are checked against the a
 decode). ``mode="rel"`` is relative to each chunk's value range. (De)compression runs in a
 worker thread with the GIL released, so Zarr's concurrent chunk I/O compresses in parallel.
 
-Future work: with ``zarr.config.enable_gpu()`` the chunk buffers are CuPy arrays; decoding
-into them needs the library's device entry points (see fzmod._device).
+Future work: with ``zarr.config.enable_gpu()`` the chunk buffers are CuPy arrays; the codec
+could hand them to the device path (``fzmod._device``) instead of the host one.
 """
 
 import asyncio
