@@ -54,17 +54,15 @@ fn device_of(ptr: u64) -> Result<i32, DriverError> {
 }
 
 /// Wait until the producer's writes are done: `Some(stream)` (the interface's `stream`, a
-/// `CUstream` handle, 1 and 2 being the legacy and per-thread default streams) is waited for,
-/// and then every stream of the context (as `torch.cuda.synchronize()`): a CuPy array written
-/// on a non-blocking stream was once read early with the stream wait alone (GPU check), and a
-/// whole-context wait costs little next to a compress.
+/// `CUstream` handle, 1 and 2 being the legacy and per-thread default streams) or, for a
+/// producer that names no stream, every stream of the context (as `torch.cuda.synchronize()`).
 fn wait_for_producer(context: &CudaContext, stream: Option<u64>) -> Result<(), DriverError> {
-    if let Some(handle) = stream {
+    match stream {
         // SAFETY: a stream handle of this context, as the interface promises; synchronising
         // a stream only waits.
-        unsafe { sys::cuStreamSynchronize(handle as sys::CUstream).result()? };
+        Some(handle) => unsafe { sys::cuStreamSynchronize(handle as sys::CUstream).result() },
+        None => context.synchronize(),
     }
-    context.synchronize()
 }
 
 /// Compress `len` elements of `typestr` (`<f4`/`<f8`, C order, `shape`) at device address
