@@ -56,7 +56,10 @@ impl Backend {
     /// Hardware description for benchmark reports.
     pub fn device_name(&self) -> String {
         match self {
-            Backend::Cpu => format!("{} CPU threads", rayon::current_num_threads()),
+            Backend::Cpu => match rayon::current_num_threads() {
+                1 => "1 CPU thread".to_string(),
+                n => format!("{n} CPU threads"),
+            },
             #[cfg(feature = "cuda")]
             Backend::Cuda(d) => d.description(),
         }
