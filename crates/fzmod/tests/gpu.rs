@@ -250,6 +250,9 @@ fn embedding_api_and_device_resident_entry_points() {
         for _ in 0..3 {
             assert!(gpu.compress(&data, &shape).unwrap() == cpu, "fusion {fusion}: reused compressor");
         }
+        // A thread that never touched the device (as a Python or Dask worker's).
+        let on_new_thread = std::thread::scope(|t| t.spawn(|| gpu.compress(&data, &shape).unwrap()).join().unwrap());
+        assert!(on_new_thread == cpu, "fusion {fusion}: compress on a fresh thread");
         let mut back = vec![0f32; data.len()];
         gpu.decompress_into(&cpu, &mut back).unwrap();
         let mut reference = vec![0f32; data.len()];

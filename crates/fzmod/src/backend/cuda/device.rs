@@ -137,6 +137,7 @@ pub struct DeviceRun<'a> {
 
 impl<'a> DeviceRun<'a> {
     pub(crate) fn new(dev: &'a CudaDevice, shape: Vec<usize>, learnt: Vec<usize>) -> Result<Self> {
+        dev.bind()?;
         let scalars = dev.stream.alloc_zeros::<u8>(8 * MAX_SLOTS).map_err(device_error)?;
         Ok(DeviceRun { dev, shape, scalars, used_slots: 0, dynamic: Vec::new(), learnt })
     }

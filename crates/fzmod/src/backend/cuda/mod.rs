@@ -193,6 +193,7 @@ impl CudaDevice {
     /// pinned staging buffer while the link carries piece k from the other half. Returns once
     /// the data is on the device (the buffer is reused).
     pub(crate) fn upload_to(&self, bytes: &[u8], dst: u64) -> Result<()> {
+        self.bind()?;
         let piece = TRANSFER_PIECE.min(bytes.len()).max(1);
         self.with_staging(2 * piece, |host| {
             let (front, back) = host.split_at_mut(piece);
@@ -230,6 +231,7 @@ impl CudaDevice {
     /// Device address `src` → `dst` (its whole length), in pieces: the link fills one half of
     /// the staging buffer while the CPU copies the previous piece out of the other.
     pub(crate) fn download_from(&self, src: u64, dst: &mut [u8]) -> Result<()> {
+        self.bind()?;
         let piece = TRANSFER_PIECE.min(dst.len()).max(1);
         self.with_staging(2 * piece, |host| {
             let (front, back) = host.split_at_mut(piece);
@@ -278,6 +280,12 @@ impl CudaDevice {
     /// The device address of a buffer (to hand to other CUDA code).
     pub fn address_of(&self, b: &device::DeviceBuffer) -> u64 {
         b.ptr(&self.stream)
+    }
+
+    /// Make the context current on this thread: raw driver calls (copies by address) need it,
+    /// and a caller's thread (a Python or Dask worker) may never have used the device.
+    pub(crate) fn bind(&self) -> Result<()> {
+        self.ctx.bind_to_thread().map_err(device_error)
     }
 
     /// Wait for everything enqueued so far.
