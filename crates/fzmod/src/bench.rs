@@ -73,7 +73,7 @@ impl Pipeline {
         opts: RunOptions,
     ) -> Result<Vec<u8>> {
         match backend {
-            Backend::Cpu => self.compress(&input.to_buffer()?, shape),
+            Backend::Cpu => self.compress_borrowed(input, shape),
             #[cfg(feature = "cuda")]
             Backend::Cuda(dev) => {
                 let mut p = self.clone();

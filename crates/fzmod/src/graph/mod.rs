@@ -243,17 +243,23 @@ impl Pipeline {
 
     /// Compress `input` (C-order `shape`) into archive bytes.
     pub fn compress(&self, input: &Buffer, shape: &[usize]) -> Result<Vec<u8>> {
+        self.compress_borrowed(input.view(), shape)
+    }
+
+    /// [`Pipeline::compress`] of borrowed memory: the stages consume their inputs, so the
+    /// pipeline input is copied once into an owned buffer (the only copy on this path).
+    pub(crate) fn compress_borrowed(&self, input: View, shape: &[usize]) -> Result<Vec<u8>> {
         if !self.finalized {
             let mut p = self.clone();
             p.finalize()?;
-            return p.compress(input, shape);
+            return p.compress_borrowed(input, shape);
         }
-        self.check_input(input.view(), shape)?;
+        self.check_input(input, shape)?;
         let ctx = ForwardContext { shape };
         // produced[stage][port]: outputs waiting for their consumer.
         let mut produced: Vec<Vec<Option<Buffer>>> = Vec::with_capacity(self.nodes.len());
         let mut records = Vec::with_capacity(self.nodes.len());
-        let mut external = Some(input.clone());
+        let mut external = Some(input.to_buffer()?);
         for node in &self.nodes {
             let ports = node.stage.inputs();
             let mut inputs = Vec::with_capacity(ports.len());
@@ -295,7 +301,7 @@ impl Pipeline {
             .flat_map(|(s, ports)| ports.into_iter().enumerate().filter_map(move |(p, b)| b.map(|b| (s, p, b))))
             .map(|(s, p, b)| Leaf { stage: s, port: p, dtype: b.dtype(), bytes: b.to_le_bytes() })
             .collect();
-        crate::fallback::smaller_of(self.assemble(input.dtype(), shape, records, leaves), input.view())
+        crate::fallback::smaller_of(self.assemble(input.dtype(), shape, records, leaves), input)
     }
 
     /// Write the archive of a finished forward run: one parameter record per stage (in
@@ -310,6 +316,7 @@ impl Pipeline {
     /// [`Pipeline::assemble`] for outputs that are not on the host yet: `leaves` gives each
     /// one's (stage, port, type, byte length), and `fill` writes them into their place in the
     /// archive (device backends download straight there).
+    #[cfg(feature = "cuda")]
     pub(crate) fn assemble_with(
         &self,
         dtype: DType,
