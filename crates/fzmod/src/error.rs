@@ -35,9 +35,14 @@ pub enum Error {
     /// A TOML pipeline file could not be understood.
     #[error("config: {0}")]
     Config(String),
-    /// A stage refused its input or its stored parameters.
-    #[error("stage '{stage}': {message}")]
-    Stage { stage: String, message: String },
+    /// An error raised inside a stage, with the stage's name as context; its kind is the
+    /// kind of `source`.
+    #[error("stage '{stage}': {source}")]
+    Stage {
+        stage: String,
+        #[source]
+        source: Box<Error>,
+    },
     /// The requested backend cannot run here (no driver, no NVRTC, no device).
     #[error("backend unavailable: {0}")]
     BackendUnavailable(String),
@@ -52,16 +57,73 @@ pub enum Error {
     Io(#[from] std::io::Error),
 }
 
+/// What went wrong, without the message: what callers (and the Python exceptions) match on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The archive bytes are not a valid archive (magic, version, truncation, checksum,
+    /// impossible value, unknown stage).
+    CorruptArchive,
+    /// The caller's arguments, pipeline or configuration are wrong, or a limit refuses them.
+    InvalidArgument,
+    /// No usable GPU backend.
+    BackendUnavailable,
+    /// The device ran out of memory.
+    OutOfMemory,
+    /// Any other device failure.
+    Device,
+    /// Operating-system I/O.
+    Io,
+}
+
 impl Error {
-    /// Attach the name of the stage at fault to an error raised inside it.
+    /// The kind of this error (a stage's context does not change it).
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::BadMagic
+            | Error::UnsupportedVersion { .. }
+            | Error::Truncated(_)
+            | Error::Checksum { .. }
+            | Error::Corrupt(_)
+            | Error::UnknownStage(_) => ErrorKind::CorruptArchive,
+            Error::InvalidArgument(_) | Error::Pipeline(_) | Error::Config(_) => ErrorKind::InvalidArgument,
+            Error::Stage { source, .. } => source.kind(),
+            Error::BackendUnavailable(_) => ErrorKind::BackendUnavailable,
+            Error::OutOfMemory(_) => ErrorKind::OutOfMemory,
+            Error::Device(_) => ErrorKind::Device,
+            Error::Io(_) => ErrorKind::Io,
+        }
+    }
+
+    /// Name the stage at fault as context, keeping the kind (the innermost stage wins).
     pub fn in_stage(self, stage: &str) -> Error {
         match self {
             Error::Stage { .. } => self,
-            Error::InvalidArgument(m) | Error::Corrupt(m) | Error::Pipeline(m) => {
-                Error::Stage { stage: stage.to_string(), message: m }
-            }
+            other => Error::Stage { stage: stage.to_string(), source: Box::new(other) },
+        }
+    }
+
+    /// The error without stage context (what a match on the variant should look at).
+    pub fn root(&self) -> &Error {
+        match self {
+            Error::Stage { source, .. } => source.root(),
             other => other,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stage_context_keeps_the_kind() {
+        let e = corrupt!("bad rate").in_stage("coder").in_stage("outer");
+        assert_eq!(e.kind(), ErrorKind::CorruptArchive);
+        assert_eq!(e.to_string(), "stage 'coder': corrupt archive: bad rate");
+        assert!(matches!(e.root(), Error::Corrupt(_)));
+        assert_eq!(Error::Config("x".into()).in_stage("q").kind(), ErrorKind::InvalidArgument);
+        assert_eq!(Error::OutOfMemory("x".into()).in_stage("q").kind(), ErrorKind::OutOfMemory);
     }
 }
 

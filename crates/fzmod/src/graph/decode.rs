@@ -6,7 +6,7 @@
 use super::Decompressed;
 use crate::archive::{self, Header, InputRef};
 use crate::element::Buffer;
-use crate::error::{corrupt, Error, Result};
+use crate::error::{corrupt, Result};
 use crate::stage::{self, Stage};
 
 /// A validated archive, ready to run inverse.
@@ -135,10 +135,7 @@ impl<'a> DecodePlan<'a> {
 pub(crate) fn check_inverse(s: &dyn Stage, name: &str, dtypes: &[crate::element::DType]) -> Result<()> {
     let ports = s.inputs();
     if dtypes.len() != ports.len() || dtypes.iter().zip(&ports).any(|(d, p)| *d != p.dtype) {
-        return Err(Error::Stage {
-            stage: name.to_string(),
-            message: "inverse produced buffers that do not match its ports".into(),
-        });
+        return Err(corrupt!("inverse produced buffers that do not match its ports").in_stage(name));
     }
     Ok(())
 }

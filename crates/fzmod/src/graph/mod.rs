@@ -270,15 +270,13 @@ impl Pipeline {
                 };
                 let buffer = buffer.expect("finalize guarantees one producer per input");
                 if buffer.dtype() != ports[i].dtype {
-                    return Err(Error::Stage {
-                        stage: node.name.clone(),
-                        message: format!(
-                            "input '{}' expects {}, got {}",
-                            ports[i].name,
-                            ports[i].dtype,
-                            buffer.dtype()
-                        ),
-                    });
+                    return Err(Error::Pipeline(format!(
+                        "input '{}' expects {}, got {}",
+                        ports[i].name,
+                        ports[i].dtype,
+                        buffer.dtype()
+                    ))
+                    .in_stage(&node.name));
                 }
                 inputs.push(buffer);
             }
@@ -287,10 +285,7 @@ impl Pipeline {
             if out.outputs.len() != declared.len()
                 || out.outputs.iter().zip(&declared).any(|(b, p)| b.dtype() != p.dtype)
             {
-                return Err(Error::Stage {
-                    stage: node.name.clone(),
-                    message: "produced buffers that do not match its ports".into(),
-                });
+                return Err(Error::Pipeline("produced buffers that do not match its ports".into()).in_stage(&node.name));
             }
             produced.push(out.outputs.into_iter().map(Some).collect());
             records.push(out.record);

@@ -186,10 +186,7 @@ impl<'a> UnfusedCompress<'a> {
             let inputs: Vec<&DeviceBuffer> = owned.iter().map(|b| b.as_ref().unwrap_or(self.input.buffer())).collect();
             let ports = node.stage.inputs();
             if inputs.iter().zip(&ports).any(|(b, p)| b.dtype != p.dtype) {
-                return Err(Error::Stage {
-                    stage: node.name.clone(),
-                    message: "input of the wrong element type".into(),
-                });
+                return Err(Error::Pipeline("input of the wrong element type".into()).in_stage(&node.name));
             }
             let (outputs, record) = match node.stage.device() {
                 Some(d) => {
@@ -200,10 +197,7 @@ impl<'a> UnfusedCompress<'a> {
             };
             let declared = node.stage.outputs();
             if outputs.len() != declared.len() || outputs.iter().zip(&declared).any(|(b, p)| b.dtype != p.dtype) {
-                return Err(Error::Stage {
-                    stage: node.name.clone(),
-                    message: "produced buffers that do not match its ports".into(),
-                });
+                return Err(Error::Pipeline("produced buffers that do not match its ports".into()).in_stage(&node.name));
             }
             produced.push(outputs.into_iter().map(Some).collect());
             records.push(record);

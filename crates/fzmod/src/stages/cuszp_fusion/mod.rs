@@ -475,10 +475,8 @@ impl<'a> DeviceCompress<'a> {
             )));
         }
         if chain.quant.input != input.dtype() {
-            return Err(Error::Stage {
-                stage: nodes[0].name.clone(),
-                message: format!("expects {}, got {}", chain.quant.input, input.dtype()),
-            });
+            return Err(Error::Pipeline(format!("expects {}, got {}", chain.quant.input, input.dtype()))
+                .in_stage(&nodes[0].name));
         }
         let grid = match chain.predictor {
             Predictor::Tiled { .. } | Predictor::Nd => Grid::for_stage(shape, input.len(), nodes[1].name.as_str())?,
