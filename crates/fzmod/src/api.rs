@@ -2,10 +2,10 @@
 //! a reusable [`Compressor`]; and device-resident entry points for GPU-native callers.
 
 use crate::backend::{Backend, BackendChoice};
-use crate::bench::RunOptions;
 use crate::element::{Element, View};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::graph::Pipeline;
+use crate::run::{Decoder, RunOptions};
 use crate::stage::ErrorBound;
 use crate::Header;
 
@@ -17,8 +17,9 @@ use crate::Header;
 /// work, not with each other), and calls on the CPU run in parallel.
 #[derive(Clone, Debug)]
 pub struct Compressor {
+    /// Finalized once, here; every call borrows it.
     pipeline: Pipeline,
-    backend: Backend,
+    decoder: Decoder,
     opts: RunOptions,
 }
 
@@ -26,7 +27,7 @@ impl Compressor {
     /// Use `pipeline` (its error bound must be set) on `backend`.
     pub fn new(mut pipeline: Pipeline, backend: Backend) -> Result<Self> {
         pipeline.finalize()?;
-        Ok(Compressor { pipeline, backend, opts: RunOptions::default() })
+        Ok(Compressor { pipeline, decoder: Decoder::new(backend), opts: RunOptions::default() })
     }
 
     /// A preset for arrays of `shape` and element type `T`, with `bound`, on the backend
@@ -40,22 +41,22 @@ impl Compressor {
 
     /// The same compressor with other run options (e.g. fusion off).
     pub fn with_options(self, opts: RunOptions) -> Self {
-        Compressor { opts, ..self }
+        Compressor { opts, decoder: self.decoder.with_options(opts), ..self }
     }
 
     pub fn backend(&self) -> &Backend {
-        &self.backend
+        self.decoder.backend()
     }
 
     /// Compress borrowed values (C order, `shape` slowest first). The GPU path uploads from
     /// `data` directly; nothing is copied on the host.
     pub fn compress<T: Element>(&self, data: &[T], shape: &[usize]) -> Result<Vec<u8>> {
-        self.pipeline.compress_view(&self.backend, View::of(data), shape, self.opts)
+        self.pipeline.compress_view(self.backend(), View::of(data), shape, self.opts)
     }
 
     /// Decode an archive into `out`, which must hold exactly its elements, of its type.
     pub fn decompress_into<T: Element>(&self, archive: &[u8], out: &mut [T]) -> Result<Header> {
-        decompress_into_on(&self.backend, archive, out, self.opts)
+        self.decoder.decompress_into(archive, out)
     }
 }
 
@@ -67,30 +68,7 @@ pub fn compress<T: Element>(data: &[T], shape: &[usize], preset: &str, bound: Er
 
 /// Decode an archive into caller memory on the CPU.
 pub fn decompress_into<T: Element>(archive: &[u8], out: &mut [T]) -> Result<Header> {
-    decompress_into_on(&Backend::Cpu, archive, out, RunOptions::default())
-}
-
-fn decompress_into_on<T: Element>(
-    backend: &Backend,
-    archive: &[u8],
-    out: &mut [T],
-    opts: RunOptions,
-) -> Result<Header> {
-    let header = crate::inspect(archive)?;
-    let n = header.num_elements()?;
-    if header.dtype != T::DTYPE || n != out.len() as u64 {
-        return Err(Error::InvalidArgument(format!(
-            "the archive holds {n} {} values (shape {:?}); the destination holds {} {}",
-            header.dtype,
-            header.shape,
-            out.len(),
-            T::DTYPE
-        )));
-    }
-    let decoded = crate::decompress_with(backend, archive, opts)?;
-    let values = T::slice(&decoded.data).ok_or_else(|| Error::Device("decoded values of another type".into()))?;
-    out.copy_from_slice(values);
-    Ok(decoded.header)
+    Decoder::new(Backend::Cpu).decompress_into(archive, out)
 }
 
 #[cfg(feature = "cuda")]
@@ -98,13 +76,14 @@ mod device_resident {
     use super::*;
     use crate::backend::cuda::device::DeviceBuffer;
     use crate::backend::cuda::executor;
+    use crate::error::Error;
     use crate::graph::DecodePlan;
 
     impl Compressor {
         /// Compress values already in device memory (the unfused device path; nothing crosses
         /// the host link but the archive). Needs a CUDA backend.
         pub fn compress_device(&self, input: &DeviceBuffer, shape: &[usize]) -> Result<Vec<u8>> {
-            let Backend::Cuda(dev) = &self.backend else {
+            let Backend::Cuda(dev) = self.backend() else {
                 return Err(Error::BackendUnavailable("device-resident input needs the CUDA backend".into()));
             };
             executor::compress_device(dev, &self.pipeline, input, shape)
@@ -112,7 +91,7 @@ mod device_resident {
 
         /// Decode an archive into a new device buffer (validated like every decode).
         pub fn decompress_device(&self, archive: &[u8]) -> Result<(DeviceBuffer, Header)> {
-            let Backend::Cuda(dev) = &self.backend else {
+            let Backend::Cuda(dev) = self.backend() else {
                 return Err(Error::BackendUnavailable("device-resident output needs the CUDA backend".into()));
             };
             executor::decompress_device(dev, DecodePlan::new(archive)?)

@@ -1,5 +1,5 @@
-//! Backend dispatch of compress and decompress, and repeated, timed runs for `fzmod bench`
-//! (a benchmark, never a test).
+//! Repeated, timed runs for `fzmod bench` (a benchmark, never a test); the dispatch itself is
+//! the run layer's (`run.rs`).
 
 #[cfg(feature = "cuda")]
 use crate::backend::cuda::{executor, CudaDevice};
@@ -7,21 +7,8 @@ use crate::backend::Backend;
 use crate::element::{Buffer, View};
 use crate::error::Result;
 use crate::graph::{self, DecodePlan, Pipeline};
+use crate::run::RunOptions;
 use std::time::Instant;
-
-/// How a pipeline runs on a device backend.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RunOptions {
-    /// Let fusion rules replace matching sub-graphs (same bytes, fewer passes). Off runs
-    /// every stage's own kernels.
-    pub fusion: bool,
-}
-
-impl Default for RunOptions {
-    fn default() -> Self {
-        RunOptions { fusion: true }
-    }
-}
 
 /// Timings of `runs` compress and decompress calls after one warm-up of each.
 pub struct BenchTiming {
@@ -40,52 +27,6 @@ pub struct BenchTiming {
 }
 
 impl Pipeline {
-    /// Compress on a chosen backend with the default options (fusion on).
-    pub fn compress_on(&self, backend: &Backend, input: &Buffer, shape: &[usize]) -> Result<Vec<u8>> {
-        self.compress_with(backend, input, shape, RunOptions::default())
-    }
-
-    /// Compress on a chosen backend. The archive bytes are the same on every backend and with
-    /// fusion on or off.
-    #[cfg_attr(not(feature = "cuda"), allow(unused_variables))]
-    pub fn compress_with(
-        &self,
-        backend: &Backend,
-        input: &Buffer,
-        shape: &[usize],
-        opts: RunOptions,
-    ) -> Result<Vec<u8>> {
-        match backend {
-            Backend::Cpu => self.compress(input, shape),
-            #[cfg(feature = "cuda")]
-            Backend::Cuda(_) => self.compress_view(backend, input.view(), shape, opts),
-        }
-    }
-
-    /// Compress borrowed memory. The device path uploads straight from it; the CPU reference
-    /// path takes one owned copy (its stages consume their inputs).
-    #[cfg_attr(not(feature = "cuda"), allow(unused_variables))]
-    pub(crate) fn compress_view(
-        &self,
-        backend: &Backend,
-        input: View,
-        shape: &[usize],
-        opts: RunOptions,
-    ) -> Result<Vec<u8>> {
-        match backend {
-            Backend::Cpu => self.compress_borrowed(input, shape),
-            #[cfg(feature = "cuda")]
-            Backend::Cuda(dev) => {
-                let mut p = self.clone();
-                p.finalize()?;
-                p.check_input(input, shape)?;
-                let mut job = executor::compress_job(dev, &p, input, shape, opts.fusion)?;
-                job.kernels()?;
-                crate::fallback::smaller_of(job.finish()?, input)
-            }
-        }
-    }
-
     /// Time compress and decompress on `backend`.
     #[cfg_attr(not(feature = "cuda"), allow(unused_variables))]
     pub fn bench_on(
@@ -96,35 +37,13 @@ impl Pipeline {
         runs: usize,
         opts: RunOptions,
     ) -> Result<BenchTiming> {
-        let mut p = self.clone();
-        p.finalize()?;
+        let p = self.finalized()?;
         p.check_input(input.view(), shape)?;
         match backend {
             #[cfg(feature = "cuda")]
             Backend::Cuda(dev) => bench_cuda(dev, &p, input.view(), shape, runs, opts),
             Backend::Cpu => bench_cpu(&p, input, shape, runs),
         }
-    }
-}
-
-/// Decompress on a chosen backend with the default options.
-pub fn decompress_on(backend: &Backend, archive: &[u8]) -> Result<graph::Decompressed> {
-    decompress_with(backend, archive, RunOptions::default())
-}
-
-/// Decompress on a chosen backend. The archive is validated once, by the same front end
-/// ([`DecodePlan`]) whichever backend then runs it.
-#[cfg_attr(not(feature = "cuda"), allow(unused_variables))]
-pub fn decompress_with(backend: &Backend, archive: &[u8], opts: RunOptions) -> Result<graph::Decompressed> {
-    let plan = DecodePlan::new(archive)?;
-    match backend {
-        #[cfg(feature = "cuda")]
-        Backend::Cuda(dev) => {
-            let mut job = executor::decompress_job(dev, plan, opts.fusion)?;
-            job.kernels()?;
-            job.finish()
-        }
-        Backend::Cpu => plan.run_cpu(),
     }
 }
 
@@ -203,7 +122,7 @@ fn bench_cuda(
         job.kernels()?;
         dev.synchronize()?;
         let device = ms(t) - validate - upload;
-        job.finish()?;
+        executor::finish(job.as_mut())?;
         Ok(format!(
             "end-to-end decompress: validate {validate:.1} ms, upload {upload:.1} ms, device work {device:.1} ms, download {:.1} ms",
             ms(t) - validate - upload - device
@@ -216,7 +135,7 @@ fn bench_cuda(
     notes.extend([compress_phases, decompress_phases]);
     let mut job = executor::decompress_job(dev, DecodePlan::new(&archive)?, opts.fusion)?;
     let decomp = (0..runs).map(|_| dev.time(|| job.kernels())).collect::<Result<Vec<_>>>()?;
-    let decoded = job.finish()?.data;
+    let decoded = executor::finish(job.as_mut())?.data;
     Ok(BenchTiming {
         compress_seconds: comp,
         decompress_seconds: decomp,

@@ -112,6 +112,12 @@ impl Error {
     }
 }
 
+/// Shorthand for an `Error::Corrupt` with a formatted message.
+macro_rules! corrupt {
+    ($($arg:tt)*) => { $crate::error::Error::Corrupt(format!($($arg)*)) };
+}
+pub(crate) use corrupt;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,9 +132,3 @@ mod tests {
         assert_eq!(Error::OutOfMemory("x".into()).in_stage("q").kind(), ErrorKind::OutOfMemory);
     }
 }
-
-/// Shorthand for an `Error::Corrupt` with a formatted message.
-macro_rules! corrupt {
-    ($($arg:tt)*) => { $crate::error::Error::Corrupt(format!($($arg)*)) };
-}
-pub(crate) use corrupt;

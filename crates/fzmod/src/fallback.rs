@@ -6,39 +6,44 @@
 use crate::archive::{self, Header, InputRef, SegmentEntry, StageRecord};
 use crate::element::{DType, View};
 use crate::error::Result;
-use crate::stage::{ForwardContext, Stage};
+use crate::graph::Pipeline;
 use crate::stages::store::{self, Store};
 
-/// The smaller of `archive` and the archive that stores `input` as it is (ties keep `archive`).
-/// Only floating-point inputs (what users compress) fall back; pipelines over integer inputs
-/// (stage tests, lossless experiments) keep their archive.
-pub(crate) fn smaller_of(archive: Vec<u8>, input: View) -> Result<Vec<u8>> {
+/// The smaller of `archive` (what `pipeline` made of `input`) and the archive that stores
+/// `input` as it is (ties keep `archive`). Only floating-point inputs (what users compress)
+/// fall back; pipelines over integer inputs (stage tests, lossless experiments) keep their
+/// archive. Every entry point and backend ends here, so the decision is the same everywhere.
+pub(crate) fn smaller_of(pipeline: &Pipeline, archive: Vec<u8>, input: View, shape: &[usize]) -> Result<Vec<u8>> {
     if archive.len() <= input.byte_len() || !matches!(input.dtype(), DType::F32 | DType::F64) {
         return Ok(archive);
     }
-    let requested = archive::parse(&archive)?.header;
-    let stored = store_raw(requested, input)?;
+    let stored = store_raw(pipeline, input, shape)?;
     Ok(if stored.len() < archive.len() { stored } else { archive })
 }
 
-/// An archive with the header fields of `requested` whose only stage stores `input`.
-fn store_raw(requested: Header, input: View) -> Result<Vec<u8>> {
+/// An archive with the pipeline's header fields (bound, mode, preset) whose only stage stores
+/// `input`; the values are written once, straight into their place.
+fn store_raw(pipeline: &Pipeline, input: View, shape: &[usize]) -> Result<Vec<u8>> {
     let stage = Store::new(input.dtype())?;
-    let shape: Vec<usize> = requested.shape.iter().map(|&d| d as usize).collect();
-    let forwarded = stage.forward(vec![input.to_buffer()?], &ForwardContext { shape: &shape })?;
-    let values = forwarded.outputs.into_iter().next().expect("Store has one output");
     let header = Header {
         stages: vec![StageRecord {
             type_id: store::KIND.id,
             name: "store".into(),
             param_version: store::KIND.param_version,
-            params: forwarded.record,
+            params: stage.record(input.len()),
             inputs: vec![InputRef::External],
         }],
-        segments: vec![SegmentEntry { stage: 0, port: 0, dtype: values.dtype(), offset: 0, len: 0, crc32c: 0 }],
-        ..requested
+        segments: vec![SegmentEntry { stage: 0, port: 0, dtype: input.dtype(), offset: 0, len: 0, crc32c: 0 }],
+        ..pipeline.header(input.dtype(), shape, Vec::new(), std::iter::empty())
     };
-    Ok(archive::write(header, &[values.to_le_bytes()]))
+    archive::write_with(header, &[input.byte_len()], |slots| {
+        if cfg!(target_endian = "little") {
+            slots[0].copy_from_slice(input.native_bytes());
+        } else {
+            slots[0].copy_from_slice(&input.to_buffer()?.to_le_bytes());
+        }
+        Ok(())
+    })
 }
 
 /// Did compression fall back to storing the input as it is?

@@ -42,13 +42,14 @@ mod fallback;
 pub mod graph;
 pub mod metrics;
 pub mod policy;
+mod run;
 pub mod shape;
 pub mod stage;
 pub mod stages;
 
 pub use api::{compress, decompress_into, Compressor};
 pub use archive::{ErrorMode, Header};
-pub use bench::{decompress_on, decompress_with, BenchTiming, RunOptions};
+pub use bench::BenchTiming;
 pub use config::{from_toml, preset, to_toml, PRESETS};
 pub use element::{Buffer, DType, Element, View};
 pub use error::{Error, ErrorKind, Result};
@@ -56,6 +57,7 @@ pub use fallback::is_stored_raw;
 pub use graph::{decompress, Decompressed, Pipeline};
 pub use metrics::{compare, Quality};
 pub use policy::{ArchiveFacts, QualityFacts, Verdict, DEFAULT_BOUND, DEFAULT_PRESET};
+pub use run::{decompress_on, decompress_with, Decoder, RunOptions};
 pub use shape::parse_shape;
 pub use stage::{ErrorBound, Stage};
 

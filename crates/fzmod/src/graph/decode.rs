@@ -5,8 +5,8 @@
 
 use super::Decompressed;
 use crate::archive::{self, Header, InputRef};
-use crate::element::Buffer;
-use crate::error::{corrupt, Result};
+use crate::element::{Buffer, DType};
+use crate::error::{corrupt, Error, Result};
 use crate::stage::{self, Stage};
 
 /// A validated archive, ready to run inverse.
@@ -83,13 +83,11 @@ impl<'a> DecodePlan<'a> {
         &self.header.stages[i].name
     }
 
-    /// Check a decoded result against the header.
-    pub fn check_result(&self, data: &Buffer) -> Result<()> {
-        if data.dtype() != self.header.dtype || Some(data.len() as u64) != self.header.num_elements().ok() {
+    /// Check a decoded result (its element type and count) against the header.
+    pub fn check_result(&self, dtype: DType, len: usize) -> Result<()> {
+        if dtype != self.header.dtype || Some(len as u64) != self.header.num_elements().ok() {
             return Err(corrupt!(
-                "decoded {} {} elements, header says {} of shape {:?}",
-                data.len(),
-                data.dtype(),
+                "decoded {len} {dtype} elements, header says {} of shape {:?}",
                 self.header.dtype,
                 self.header.shape
             ));
@@ -99,6 +97,26 @@ impl<'a> DecodePlan<'a> {
 
     /// Run the plan on the CPU (the reference decoder).
     pub fn run_cpu(self) -> Result<Decompressed> {
+        let (header, data) = self.run_cpu_buffer()?;
+        Ok(Decompressed { header, data, backend: "cpu" })
+    }
+
+    /// Run the plan on the CPU into `dst` (native bytes of exactly the header's elements).
+    pub fn run_cpu_into(self, dst: &mut [u8]) -> Result<Header> {
+        let (header, data) = self.run_cpu_buffer()?;
+        let bytes = data.native_bytes();
+        if dst.len() != bytes.len() {
+            return Err(Error::InvalidArgument(format!(
+                "destination of {} bytes for {} bytes",
+                dst.len(),
+                bytes.len()
+            )));
+        }
+        dst.copy_from_slice(bytes);
+        Ok(header)
+    }
+
+    fn run_cpu_buffer(self) -> Result<(Header, Buffer)> {
         let mut pending: Vec<Vec<Option<Buffer>>> = self.archived.iter().map(|ports| vec![None; ports.len()]).collect();
         for (i, ports) in self.archived.iter().enumerate() {
             for (p, segment) in ports.iter().enumerate() {
@@ -126,8 +144,8 @@ impl<'a> DecodePlan<'a> {
             }
         }
         let data = result.ok_or_else(|| corrupt!("no stage reconstructs the pipeline input"))?;
-        self.check_result(&data)?;
-        Ok(Decompressed { header: self.header, data, backend: "cpu" })
+        self.check_result(data.dtype(), data.len())?;
+        Ok((self.header, data))
     }
 }
 

@@ -241,20 +241,20 @@ impl Pipeline {
         Ok(())
     }
 
-    /// Compress `input` (C-order `shape`) into archive bytes.
-    pub fn compress(&self, input: &Buffer, shape: &[usize]) -> Result<Vec<u8>> {
-        self.compress_borrowed(input.view(), shape)
+    /// Has [`Pipeline::finalize`] run since the last change?
+    pub fn is_finalized(&self) -> bool {
+        self.finalized
     }
 
-    /// [`Pipeline::compress`] of borrowed memory: the stages consume their inputs, so the
+    /// Compress `input` (C-order `shape`) into archive bytes on the CPU (the reference).
+    pub fn compress(&self, input: &Buffer, shape: &[usize]) -> Result<Vec<u8>> {
+        self.compress_view(&crate::backend::Backend::Cpu, input.view(), shape, Default::default())
+    }
+
+    /// The CPU forward walk of a finalized pipeline over a checked input, assembled into an
+    /// archive (before the stored-raw decision). The stages consume their inputs, so the
     /// pipeline input is copied once into an owned buffer (the only copy on this path).
-    pub(crate) fn compress_borrowed(&self, input: View, shape: &[usize]) -> Result<Vec<u8>> {
-        if !self.finalized {
-            let mut p = self.clone();
-            p.finalize()?;
-            return p.compress_borrowed(input, shape);
-        }
-        self.check_input(input, shape)?;
+    pub(crate) fn compress_checked(&self, input: View, shape: &[usize]) -> Result<Vec<u8>> {
         let ctx = ForwardContext { shape };
         // produced[stage][port]: outputs waiting for their consumer.
         let mut produced: Vec<Vec<Option<Buffer>>> = Vec::with_capacity(self.nodes.len());
@@ -296,7 +296,7 @@ impl Pipeline {
             .flat_map(|(s, ports)| ports.into_iter().enumerate().filter_map(move |(p, b)| b.map(|b| (s, p, b))))
             .map(|(s, p, b)| Leaf { stage: s, port: p, dtype: b.dtype(), bytes: b.to_le_bytes() })
             .collect();
-        crate::fallback::smaller_of(self.assemble(input.dtype(), shape, records, leaves), input)
+        Ok(self.assemble(input.dtype(), shape, records, leaves))
     }
 
     /// Write the archive of a finished forward run: one parameter record per stage (in
@@ -327,7 +327,7 @@ impl Pipeline {
 
     /// The header of a finished forward run: one record per stage (in stage order) and one
     /// segment entry per unconnected output (in stage, then port order).
-    fn header(
+    pub(crate) fn header(
         &self,
         dtype: DType,
         shape: &[usize],

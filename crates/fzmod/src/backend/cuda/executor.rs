@@ -7,7 +7,7 @@
 
 use super::device::{DeviceBuffer, DeviceRun, Len, PendingRecord};
 use super::{device_error, CudaDevice};
-use crate::archive::InputRef;
+use crate::archive::{Header, InputRef};
 use crate::element::{Buffer, DType, View};
 use crate::error::{corrupt, Error, Result};
 use crate::graph::{check_inverse, DecodePlan, Decompressed, Pipeline};
@@ -25,8 +25,21 @@ pub trait CompressJob {
 /// A decompress prepared on the device, like [`CompressJob`].
 pub trait DecompressJob {
     fn kernels(&mut self) -> Result<()>;
-    fn finish(&mut self) -> Result<Decompressed>;
+    /// Synchronise, check the result and download it straight into `dst` (native bytes of
+    /// exactly the header's elements: the caller's memory, no staging copy).
+    fn finish_into(&mut self, dst: &mut [u8]) -> Result<()>;
+    /// The header of the archive being decoded.
+    fn header(&self) -> &Header;
     fn notes(&self) -> Vec<String>;
+}
+
+/// Finish a decompress into a new host buffer.
+pub fn finish(job: &mut dyn DecompressJob) -> Result<Decompressed> {
+    let header = job.header().clone();
+    let n = usize::try_from(header.num_elements()?).map_err(|_| corrupt!("{:?} elements", header.shape))?;
+    let mut data = Buffer::zeroed(header.dtype, n)?;
+    job.finish_into(data.native_bytes_mut())?;
+    Ok(Decompressed { header, data, backend: "cuda" })
 }
 
 /// A fusion rule: recognises a pipeline (by its concrete stages, which the rule lives beside)
@@ -122,9 +135,7 @@ pub fn decompress_device(dev: &CudaDevice, plan: DecodePlan) -> Result<(DeviceBu
     let (run, data) = job.result.take().ok_or_else(|| Error::Device("no result".into()))?;
     run.stream().synchronize().map_err(device_error)?;
     let n = host_len(&run, &data)?;
-    if data.dtype != job.plan.header.dtype || Some(n as u64) != job.plan.header.num_elements().ok() {
-        return Err(corrupt!("decoded {n} {} elements, the header says otherwise", data.dtype));
-    }
+    job.plan.check_result(data.dtype, n)?;
     Ok((data, job.plan.header.clone()))
 }
 
@@ -357,13 +368,19 @@ impl DecompressJob for UnfusedDecompress<'_> {
         Ok(())
     }
 
-    fn finish(&mut self) -> Result<Decompressed> {
+    fn finish_into(&mut self, dst: &mut [u8]) -> Result<()> {
         let (run, data) = self.result.take().ok_or_else(|| Error::Device("finish before kernels".into()))?;
         let len = host_len(&run, &data)?;
-        let host = to_host(&run, &data, len)?;
-        run.stream().synchronize().map_err(device_error)?;
-        self.plan.check_result(&host)?;
-        Ok(Decompressed { header: self.plan.header.clone(), data: host, backend: "cuda" })
+        self.plan.check_result(data.dtype, len)?;
+        if dst.len() != len * data.dtype.size() {
+            return Err(Error::InvalidArgument(format!("destination of {} bytes for {len} {}", dst.len(), data.dtype)));
+        }
+        run.download_into(&data, dst)?;
+        run.stream().synchronize().map_err(device_error)
+    }
+
+    fn header(&self) -> &Header {
+        &self.plan.header
     }
 
     fn notes(&self) -> Vec<String> {

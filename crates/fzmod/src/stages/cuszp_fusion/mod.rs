@@ -9,7 +9,7 @@
 use crate::archive::InputRef;
 use crate::backend::cuda::executor::{CompressJob, DecompressJob, FusionRule};
 use crate::backend::cuda::{device_error, CudaDevice, Program, Workspace};
-use crate::element::{Buffer, DType, View};
+use crate::element::{DType, View};
 use crate::error::{corrupt, Error, Result};
 use crate::graph::DecodePlan;
 use crate::graph::Pipeline;
@@ -283,8 +283,11 @@ impl DecompressJob for DeviceDecompress<'_> {
     fn kernels(&mut self) -> Result<()> {
         DeviceDecompress::kernels(self)
     }
-    fn finish(&mut self) -> Result<crate::graph::Decompressed> {
-        DeviceDecompress::finish(self)
+    fn finish_into(&mut self, dst: &mut [u8]) -> Result<()> {
+        DeviceDecompress::finish_into(self, dst)
+    }
+    fn header(&self) -> &crate::Header {
+        &self.header
     }
     fn notes(&self) -> Vec<String> {
         vec!["fusion rule cuszp".into()]
@@ -831,11 +834,11 @@ impl<'a> DeviceDecompress<'a> {
         result
     }
 
-    /// Check the device's verdict and download the values.
-    pub(crate) fn finish(&mut self) -> Result<crate::graph::Decompressed> {
+    /// Check the device's verdict and download the values into `dst` (the caller's memory).
+    pub(crate) fn finish_into(&mut self, dst: &mut [u8]) -> Result<()> {
         let s = self.dev.stream().clone();
         let (err, offsets, out) = (self.buffer("d_err"), self.buffer("d_offsets"), self.buffer("d_out"));
-        let checked = (|| -> Result<Buffer> {
+        let checked = (|| -> Result<()> {
             let total = read_u64(&s, &offsets, self.geometry.nblocks as usize)?;
             let flag = read_u64(&s, &err, 0)? & 0xffff_ffff;
             if flag != 0 || total != self.payload_len {
@@ -844,12 +847,18 @@ impl<'a> DeviceDecompress<'a> {
                     self.payload_len
                 ));
             }
-            let mut values = Buffer::zeroed(self.dtype, self.geometry.n as usize)?;
-            self.dev.download_into(&out, values.native_bytes_mut())?;
-            Ok(values)
+            if dst.len() != self.geometry.n as usize * self.dtype.size() {
+                return Err(Error::InvalidArgument(format!(
+                    "destination of {} bytes for {} {}",
+                    dst.len(),
+                    self.geometry.n,
+                    self.dtype
+                )));
+            }
+            self.dev.download_into(&out, dst)
         })();
         self.buffers.extend([("d_err", err), ("d_offsets", offsets), ("d_out", out)]);
-        Ok(crate::graph::Decompressed { header: self.header.clone(), data: checked?, backend: "cuda" })
+        checked
     }
 }
 

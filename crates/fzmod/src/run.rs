@@ -1,0 +1,158 @@
+//! The run layer: compress and decompress dispatched to a backend. Every entry point (the
+//! free functions, [`crate::Compressor`], [`Decoder`], the CLI, the bindings) ends here, so
+//! the same input and pipeline take the same decisions (fusion, stored-raw fallback) and give
+//! the same bytes, and every archive is parsed and checked once, by [`DecodePlan`].
+
+#[cfg(feature = "cuda")]
+use crate::backend::cuda::executor;
+use crate::backend::Backend;
+use crate::element::{Buffer, Element, View};
+use crate::error::{Error, Result};
+use crate::graph::{DecodePlan, Decompressed, Pipeline};
+use crate::Header;
+use std::borrow::Cow;
+
+/// How a pipeline runs on a device backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Let fusion rules replace matching sub-graphs (same bytes, fewer passes). Off runs
+    /// every stage's own kernels.
+    pub fusion: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions { fusion: true }
+    }
+}
+
+impl Pipeline {
+    /// Compress on a chosen backend with the default options (fusion on).
+    pub fn compress_on(&self, backend: &Backend, input: &Buffer, shape: &[usize]) -> Result<Vec<u8>> {
+        self.compress_with(backend, input, shape, RunOptions::default())
+    }
+
+    /// Compress on a chosen backend. The archive bytes are the same on every backend and with
+    /// fusion on or off.
+    pub fn compress_with(
+        &self,
+        backend: &Backend,
+        input: &Buffer,
+        shape: &[usize],
+        opts: RunOptions,
+    ) -> Result<Vec<u8>> {
+        self.compress_view(backend, input.view(), shape, opts)
+    }
+
+    /// Compress borrowed memory. The device path uploads straight from it; the CPU reference
+    /// path takes one owned copy (its stages consume their inputs).
+    #[cfg_attr(not(feature = "cuda"), allow(unused_variables))]
+    pub(crate) fn compress_view(
+        &self,
+        backend: &Backend,
+        input: View,
+        shape: &[usize],
+        opts: RunOptions,
+    ) -> Result<Vec<u8>> {
+        let p = self.finalized()?;
+        p.check_input(input, shape)?;
+        let archive = match backend {
+            Backend::Cpu => p.compress_checked(input, shape)?,
+            #[cfg(feature = "cuda")]
+            Backend::Cuda(dev) => {
+                let mut job = executor::compress_job(dev, &p, input, shape, opts.fusion)?;
+                job.kernels()?;
+                job.finish()?
+            }
+        };
+        crate::fallback::smaller_of(&p, archive, input, shape)
+    }
+
+    /// This pipeline, validated (borrowed when it already is: a `Compressor` finalizes once).
+    pub(crate) fn finalized(&self) -> Result<Cow<'_, Pipeline>> {
+        if self.is_finalized() {
+            return Ok(Cow::Borrowed(self));
+        }
+        let mut p = self.clone();
+        p.finalize()?;
+        Ok(Cow::Owned(p))
+    }
+}
+
+/// Decompress on a chosen backend with the default options.
+pub fn decompress_on(backend: &Backend, archive: &[u8]) -> Result<Decompressed> {
+    decompress_with(backend, archive, RunOptions::default())
+}
+
+/// Decompress on a chosen backend. The archive is validated once, by the same front end
+/// ([`DecodePlan`]) whichever backend then runs it.
+pub fn decompress_with(backend: &Backend, archive: &[u8], opts: RunOptions) -> Result<Decompressed> {
+    run_plan(backend, DecodePlan::new(archive)?, opts)
+}
+
+#[cfg_attr(not(feature = "cuda"), allow(unused_variables))]
+fn run_plan(backend: &Backend, plan: DecodePlan, opts: RunOptions) -> Result<Decompressed> {
+    match backend {
+        #[cfg(feature = "cuda")]
+        Backend::Cuda(dev) => {
+            let mut job = executor::decompress_job(dev, plan, opts.fusion)?;
+            job.kernels()?;
+            executor::finish(job.as_mut())
+        }
+        Backend::Cpu => plan.run_cpu(),
+    }
+}
+
+/// Decodes archives on one backend: into caller memory ([`Decoder::decompress_into`]) or into
+/// a new buffer. Cheap to build and `Send + Sync`.
+#[derive(Clone, Debug)]
+pub struct Decoder {
+    backend: Backend,
+    opts: RunOptions,
+}
+
+impl Decoder {
+    pub fn new(backend: Backend) -> Decoder {
+        Decoder { backend, opts: RunOptions::default() }
+    }
+
+    /// The same decoder with other run options (e.g. fusion off).
+    pub fn with_options(self, opts: RunOptions) -> Decoder {
+        Decoder { opts, ..self }
+    }
+
+    pub fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    /// Decode an archive into a new buffer.
+    pub fn decompress(&self, archive: &[u8]) -> Result<Decompressed> {
+        decompress_with(&self.backend, archive, self.opts)
+    }
+
+    /// Decode an archive into `out`, which must hold exactly its elements, of its type. The
+    /// archive is parsed and checked once; the GPU downloads straight into `out`.
+    pub fn decompress_into<T: Element>(&self, archive: &[u8], out: &mut [T]) -> Result<Header> {
+        let plan = DecodePlan::new(archive)?;
+        let n = plan.header.num_elements()?;
+        if plan.header.dtype != T::DTYPE || n != out.len() as u64 {
+            return Err(Error::InvalidArgument(format!(
+                "the archive holds {n} {} values (shape {:?}); the destination holds {} {}",
+                plan.header.dtype,
+                plan.header.shape,
+                out.len(),
+                T::DTYPE
+            )));
+        }
+        match &self.backend {
+            #[cfg(feature = "cuda")]
+            Backend::Cuda(dev) => {
+                let mut job = executor::decompress_job(dev, plan, self.opts.fusion)?;
+                job.kernels()?;
+                job.finish_into(bytemuck::cast_slice_mut(out))?;
+                Ok(job.header().clone())
+            }
+            Backend::Cpu => plan.run_cpu_into(bytemuck::cast_slice_mut(out)),
+        }
+    }
+}
