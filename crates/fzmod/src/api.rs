@@ -75,18 +75,35 @@ pub fn decompress_into<T: Element>(archive: &[u8], out: &mut [T]) -> Result<Head
 mod device_resident {
     use super::*;
     use crate::backend::cuda::device::DeviceBuffer;
-    use crate::backend::cuda::executor;
+    use crate::backend::cuda::executor::{self, Source};
     use crate::error::Error;
     use crate::graph::DecodePlan;
 
     impl Compressor {
-        /// Compress values already in device memory (the unfused device path; nothing crosses
-        /// the host link but the archive). Needs a CUDA backend.
+        /// Compress values already in device memory: the same path as host input (fusion
+        /// rules included) and the same bytes; only the archive crosses the host link, and
+        /// the input too in the rare case that storing it as is wins. Needs a CUDA backend.
         pub fn compress_device(&self, input: &DeviceBuffer, shape: &[usize]) -> Result<Vec<u8>> {
             let Backend::Cuda(dev) = self.backend() else {
                 return Err(Error::BackendUnavailable("device-resident input needs the CUDA backend".into()));
             };
-            executor::compress_device(dev, &self.pipeline, input, shape)
+            let source = Source::device(input)?;
+            let n = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+            if n != Some(source.len()) || source.is_empty() {
+                return Err(Error::InvalidArgument(format!(
+                    "shape {shape:?} does not match {} device elements",
+                    source.len()
+                )));
+            }
+            let mut job = executor::compress_job(dev, &self.pipeline, source, shape, self.opts.fusion)?;
+            job.kernels()?;
+            let archive = job.finish()?;
+            drop(job);
+            if archive.len() <= source.byte_len() {
+                return Ok(archive);
+            }
+            let host = dev.to_host(input)?;
+            crate::fallback::smaller_of(&self.pipeline, archive, host.view(), shape)
         }
 
         /// Decode an archive into a new device buffer (validated like every decode).

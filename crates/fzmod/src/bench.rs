@@ -86,7 +86,7 @@ fn bench_cuda(
     let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
     let whole = |input: View| -> Result<(Vec<u8>, String)> {
         let t = Instant::now();
-        let mut job = executor::compress_job(dev, p, input, shape, opts.fusion)?;
+        let mut job = executor::compress_job(dev, p, executor::Source::Host(input), shape, opts.fusion)?;
         let upload = ms(t);
         job.kernels()?;
         dev.synchronize()?;
@@ -106,7 +106,7 @@ fn bench_cuda(
     if again != archive {
         return Err(Error::Device("two GPU compressions of the same input differ".into()));
     }
-    let mut job = executor::compress_job(dev, p, input, shape, opts.fusion)?;
+    let mut job = executor::compress_job(dev, p, executor::Source::Host(input), shape, opts.fusion)?;
     let mut notes = job.notes();
     let comp = (0..runs).map(|_| dev.time(|| job.kernels())).collect::<Result<Vec<_>>>()?;
     if job.finish()? != archive {

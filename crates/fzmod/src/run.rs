@@ -60,7 +60,7 @@ impl Pipeline {
             Backend::Cpu => p.compress_checked(input, shape)?,
             #[cfg(feature = "cuda")]
             Backend::Cuda(dev) => {
-                let mut job = executor::compress_job(dev, &p, input, shape, opts.fusion)?;
+                let mut job = executor::compress_job(dev, &p, executor::Source::Host(input), shape, opts.fusion)?;
                 job.kernels()?;
                 job.finish()?
             }

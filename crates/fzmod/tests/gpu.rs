@@ -267,6 +267,19 @@ fn embedding_api_and_device_resident_entry_points() {
         let (on_device, header) = gpu.decompress_device(&cpu).unwrap();
         assert_eq!(header.shape, [64, 1000]);
         assert!(dev.to_host(&on_device).unwrap().to_le_bytes() == fzmod::Buffer::F32(reference.clone()).to_le_bytes());
+        // Incompressible values at a bound near float precision: every entry point stores
+        // them as they are, with the same bytes.
+        let mut rng = Rng(7);
+        let noise: Vec<f32> = (0..64_000).map(|_| f32::from_bits(0x3f80_0000 | (rng.next() as u32 >> 9))).collect();
+        let tight = ErrorBound::new(ErrorMode::Abs, 1e-9).unwrap();
+        let stored = fzmod::compress(&noise, &shape, "cuszp3-outlier", tight).unwrap();
+        assert!(fzmod::is_stored_raw(&fzmod::inspect(&stored).unwrap()));
+        let gpu = fzmod::Compressor::preset::<f32>("cuszp3-outlier", &shape, tight, BackendChoice::Cuda)
+            .unwrap()
+            .with_options(RunOptions { fusion });
+        assert!(gpu.compress(&noise, &shape).unwrap() == stored, "fusion {fusion}: stored raw from host memory");
+        let on_device = dev.to_device(&noise).unwrap();
+        assert!(gpu.compress_device(&on_device, &shape).unwrap() == stored, "fusion {fusion}: stored raw from device");
     }
 }
 

@@ -42,6 +42,53 @@ pub fn finish(job: &mut dyn DecompressJob) -> Result<Decompressed> {
     Ok(Decompressed { header, data, backend: "cuda" })
 }
 
+/// Where a compress reads the pipeline input: host memory (uploaded by the job) or the
+/// caller's device memory. Both take the same path through the rules and the executor, so a
+/// device-resident array gets the bytes the same array gets from host memory.
+#[derive(Clone, Copy)]
+pub enum Source<'a> {
+    Host(View<'a>),
+    Device { buffer: &'a DeviceBuffer, len: usize },
+}
+
+impl<'a> Source<'a> {
+    /// A device buffer whose length is known on the host.
+    pub fn device(buffer: &'a DeviceBuffer) -> Result<Source<'a>> {
+        Ok(Source::Device { buffer, len: buffer.known_len()? })
+    }
+
+    pub fn dtype(&self) -> DType {
+        match self {
+            Source::Host(v) => v.dtype(),
+            Source::Device { buffer, .. } => buffer.dtype,
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        match self {
+            Source::Host(v) => v.len(),
+            Source::Device { len, .. } => *len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn byte_len(&self) -> usize {
+        self.len() * self.dtype().size()
+    }
+
+    /// Put the input at device address `dst`: an upload, or a copy on the device.
+    pub fn copy_to(&self, dev: &CudaDevice, dst: u64) -> Result<()> {
+        match self {
+            Source::Host(v) => dev.upload_to(v.native_bytes(), dst),
+            Source::Device { buffer, .. } => dev.copy_on_device(buffer.ptr(dev.stream()), dst, self.byte_len()),
+        }
+    }
+}
+
 /// A fusion rule: recognises a pipeline (by its concrete stages, which the rule lives beside)
 /// and runs it as fused kernels whose archive bytes equal the unfused path's.
 pub trait FusionRule: Sync {
@@ -51,7 +98,7 @@ pub trait FusionRule: Sync {
         &self,
         dev: &'a CudaDevice,
         pipeline: &'a Pipeline,
-        input: View,
+        input: Source<'a>,
         shape: &[usize],
     ) -> Result<Option<Box<dyn CompressJob + 'a>>>;
     /// `Ok(None)` when the rule does not apply to this archive.
@@ -66,7 +113,7 @@ pub trait FusionRule: Sync {
 pub fn compress_job<'a>(
     dev: &'a CudaDevice,
     pipeline: &'a Pipeline,
-    input: View,
+    input: Source<'a>,
     shape: &[usize],
     fusion: bool,
 ) -> Result<Box<dyn CompressJob + 'a>> {
@@ -100,32 +147,6 @@ pub fn decompress_job<'a>(
 /// Download a buffer into a host [`Buffer`] (its length must be known or in `scalars`).
 fn to_host(run: &DeviceRun, b: &DeviceBuffer, len: usize) -> Result<Buffer> {
     run.download_buffer(b, len)
-}
-
-/// Compress values already in device memory (unfused: the fusion rules read host input).
-pub fn compress_device(
-    dev: &CudaDevice,
-    pipeline: &Pipeline,
-    input: &DeviceBuffer,
-    shape: &[usize],
-) -> Result<Vec<u8>> {
-    let n = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
-    if n != Some(input.known_len()?) || n == Some(0) {
-        return Err(Error::InvalidArgument(format!(
-            "shape {shape:?} does not match {} device elements",
-            input.known_len()?
-        )));
-    }
-    let mut job = UnfusedCompress {
-        dev,
-        pipeline,
-        shape: shape.to_vec(),
-        input: Input::Borrowed(input),
-        learnt: Vec::new(),
-        done: None,
-    };
-    job.kernels()?;
-    job.finish()
 }
 
 /// Decode a validated archive into a new device buffer (unfused), ready when this returns.
@@ -173,9 +194,13 @@ struct Forward<'a> {
 }
 
 impl<'a> UnfusedCompress<'a> {
-    fn new(dev: &'a CudaDevice, pipeline: &'a Pipeline, input: View, shape: &[usize]) -> Result<Self> {
-        let run = DeviceRun::new(dev, shape.to_vec(), Vec::new())?;
-        let input = Input::Owned(run.upload(input.dtype(), input.native_bytes())?);
+    fn new(dev: &'a CudaDevice, pipeline: &'a Pipeline, input: Source<'a>, shape: &[usize]) -> Result<Self> {
+        let input = match input {
+            Source::Host(view) => Input::Owned(
+                DeviceRun::new(dev, shape.to_vec(), Vec::new())?.upload(view.dtype(), view.native_bytes())?,
+            ),
+            Source::Device { buffer, .. } => Input::Borrowed(buffer),
+        };
         Ok(UnfusedCompress { dev, pipeline, shape: shape.to_vec(), input, learnt: Vec::new(), done: None })
     }
 

@@ -265,6 +265,17 @@ impl CudaDevice {
         })
     }
 
+    /// Device address `src` → device address `dst`, `bytes` long (enqueued on the stream).
+    pub(crate) fn copy_on_device(&self, src: u64, dst: u64, bytes: usize) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        self.bind()?;
+        // SAFETY: the callers pass ranges that lie in live device buffers of `bytes` bytes.
+        unsafe { cudarc::driver::result::memcpy_dtod_async(dst, src, bytes, self.stream.cu_stream()) }
+            .map_err(device_error)
+    }
+
     /// Copy host values into a new device buffer (for device-resident callers and tests).
     pub fn to_device<T: crate::element::Element>(&self, values: &[T]) -> Result<device::DeviceBuffer> {
         let run = device::DeviceRun::new(self, Vec::new(), Vec::new())?;

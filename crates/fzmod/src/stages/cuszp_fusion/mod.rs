@@ -7,9 +7,9 @@
 //! writers, the Quantizer's own outlier-channel encoder, and the shared archive assembly.
 
 use crate::archive::InputRef;
-use crate::backend::cuda::executor::{CompressJob, DecompressJob, FusionRule};
+use crate::backend::cuda::executor::{CompressJob, DecompressJob, FusionRule, Source};
 use crate::backend::cuda::{device_error, CudaDevice, Program, Workspace};
-use crate::element::{DType, View};
+use crate::element::DType;
 use crate::error::{corrupt, Error, Result};
 use crate::graph::DecodePlan;
 use crate::graph::Pipeline;
@@ -240,7 +240,7 @@ impl FusionRule for CuszpFusion {
         &self,
         dev: &'a CudaDevice,
         pipeline: &'a Pipeline,
-        input: View,
+        input: Source<'a>,
         shape: &[usize],
     ) -> Result<Option<Box<dyn CompressJob + 'a>>> {
         if mismatch(pipeline).is_some() {
@@ -466,7 +466,7 @@ pub(crate) struct DeviceCompress<'a> {
 
 impl<'a> DeviceCompress<'a> {
     /// Recognise the chain, take buffers and upload the input.
-    pub(crate) fn new(dev: &'a CudaDevice, pipeline: &'a Pipeline, input: View, shape: &[usize]) -> Result<Self> {
+    pub(crate) fn new(dev: &'a CudaDevice, pipeline: &'a Pipeline, input: Source, shape: &[usize]) -> Result<Self> {
         let nodes = pipeline.nodes();
         let stages: Vec<&dyn Stage> = nodes.iter().map(|n| n.stage.as_ref()).collect();
         let inputs: Vec<Vec<InputRef>> = nodes.iter().map(|n| n.inputs.iter().flatten().copied().collect()).collect();
@@ -492,10 +492,10 @@ impl<'a> DeviceCompress<'a> {
         let program = chain.program(input.dtype());
         let max_out = geometry.meta_len + geometry.nblocks * chain.max_block_bytes();
         let mut ws = dev.workspace()?;
-        let mut buffers =
+        let buffers =
             CompressBuffers::take(&mut ws, dev.stream(), input.byte_len(), &geometry, max_out, chain.tiles(&geometry))?;
         drop(ws);
-        dev.upload(input.native_bytes(), &mut buffers.input)?;
+        input.copy_to(dev, crate::backend::cuda::device::address(&buffers.input, dev.stream()))?;
         let kernels = Kernels::load(dev, &program)?;
         Ok(DeviceCompress {
             dev,
