@@ -11,13 +11,12 @@ pub mod cuszp_fusion;
 pub mod difference;
 pub mod lorenzo;
 pub mod lorenzo_quant;
-pub mod negabinary;
 pub mod quantizer;
 pub mod rze;
 pub mod store;
 pub mod tiled_lorenzo;
+pub mod word_map;
 pub mod words;
-pub mod zigzag;
 
 use crate::stage::StageKind;
 
@@ -31,8 +30,8 @@ pub static ALL: &[&StageKind] = &[
     &lorenzo_quant::KIND,
     &bitplane_rze::KIND,
     &difference::KIND,
-    &zigzag::KIND,
-    &negabinary::KIND,
+    &word_map::ZIGZAG,
+    &word_map::NEGABINARY,
     &bitshuffle::KIND,
     &rze::KIND,
 ];

@@ -184,12 +184,13 @@ mod tests {
             bits in prop::collection::vec(any::<u32>(), 0..2000), t in 0usize..4, chunk in 0u32..200, m in 0usize..3,
         ) {
             use crate::stage::{ForwardContext, Stage};
-            use crate::stages::{difference, negabinary, zigzag};
+            use crate::stages::difference;
+            use crate::stages::word_map::{Map, WordMap, NEGABINARY, ZIGZAG};
             let dtype = INTEGER_TYPES[t];
             let map = ["none", "negabinary", "zigzag"][m];
             let stages: Vec<(Box<dyn Stage>, &crate::stage::StageKind)> = vec![
-                (Box::new(zigzag::Zigzag::new(dtype).unwrap()), &zigzag::KIND),
-                (Box::new(negabinary::Negabinary::new(dtype).unwrap()), &negabinary::KIND),
+                (Box::new(WordMap::new(Map::Zigzag, dtype).unwrap()), &ZIGZAG),
+                (Box::new(WordMap::new(Map::Negabinary, dtype).unwrap()), &NEGABINARY),
                 (
                     (difference::KIND.from_toml)(&toml::toml! {
                         input_type = (dtype.toml_name()) chunk_size = (i64::from(chunk) * dtype.size() as i64)
