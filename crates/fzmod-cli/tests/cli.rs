@@ -83,7 +83,7 @@ fn roundtrip_reports_ratio_error_and_speed() {
         "compressed_bytes",
         "ratio",
         "error_mode",
-        "error_bound_abs",
+        "abs_bound",
         "max_abs_error",
         "psnr_db",
         "nrmse",
@@ -95,7 +95,7 @@ fn roundtrip_reports_ratio_error_and_speed() {
     ] {
         assert!(!report[key].is_null(), "JSON report lacks {key}: {report}");
     }
-    assert!(report["max_abs_error"].as_f64().unwrap() <= report["error_bound_abs"].as_f64().unwrap());
+    assert!(report["max_abs_error"].as_f64().unwrap() <= report["abs_bound"].as_f64().unwrap());
     assert_eq!(report["original_bytes"], 5_550_336);
 
     // The written archive decompresses and compares through the other subcommands.
