@@ -77,22 +77,18 @@ pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
 /// Read a `--config` pipeline file of at most [`MAX_CONFIG_BYTES`].
 pub fn read_config(path: &Path) -> Result<String> {
-    let context = || format!("cannot read pipeline file {}", shown(path));
+    let context = || format!("cannot read pipeline file {}", path.display());
     let mut bytes = Vec::new();
-    if is_stdio(path) {
-        std::io::stdin().lock().take(MAX_CONFIG_BYTES + 1).read_to_end(&mut bytes)
-    } else {
-        File::open(path).with_context(context)?.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut bytes)
-    }
-    .with_context(context)?;
+    let file = File::open(path).with_context(context)?;
+    file.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut bytes).with_context(context)?;
     if bytes.len() as u64 > MAX_CONFIG_BYTES {
         bail!(
             "pipeline file {} is larger than {}, the most a pipeline file may be",
-            shown(path),
+            path.display(),
             human(MAX_CONFIG_BYTES)
         );
     }
-    String::from_utf8(bytes).map_err(|e| anyhow::anyhow!("pipeline file {} is not UTF-8 text: {e}", shown(path)))
+    String::from_utf8(bytes).map_err(|e| anyhow::anyhow!("pipeline file {} is not UTF-8 text: {e}", path.display()))
 }
 
 /// Fail unless a regular file at `path` holds exactly the array's bytes; other kinds of

@@ -133,10 +133,10 @@ struct Job {
     /// (`-`, FIFO, device) must deliver that many bytes, and anything after them is not read.
     #[arg(long)]
     shape: String,
-    /// Built-in pipeline (see `fzmod presets`). Default, without --config: cuszp2.
-    #[arg(long, conflicts_with = "config")]
-    preset: Option<String>,
-    /// Pipeline from a TOML file (at most 1 MiB; `-` = standard input).
+    /// Built-in pipeline (see `fzmod presets`); the default applies when --config is not given.
+    #[arg(long, conflicts_with = "config", default_value = fzmod::DEFAULT_PRESET)]
+    preset: String,
+    /// Pipeline from a TOML file (at most 1 MiB).
     #[arg(long)]
     config: Option<PathBuf>,
     /// Error-bound mode: abs, rel (relative to the value range) or noa (= rel). Default: rel
@@ -211,11 +211,11 @@ fn prepare(path: &Path, job: &Job, max_memory: u64) -> Result<Prepared> {
     let (mut pipeline, origin) = match &job.config {
         Some(file) => {
             let text = io::read_config(file)?;
-            let pipeline = fzmod::from_toml(&text).with_context(|| format!("pipeline file {}", shown(file)))?;
-            (pipeline, format!("pipeline file {}", shown(file)))
+            let origin = format!("pipeline file {}", file.display());
+            (fzmod::from_toml(&text).with_context(|| origin.clone())?, origin)
         }
         None => {
-            let name = job.preset.as_deref().unwrap_or(fzmod::DEFAULT_PRESET);
+            let name = &job.preset;
             let pipeline = fzmod::preset(name, &shape).with_context(|| {
                 format!("--preset {name} (`fzmod presets` lists them; --config FILE.toml gives your own pipeline)")
             })?;

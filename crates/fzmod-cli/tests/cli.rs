@@ -489,7 +489,7 @@ fn config_files_are_read_with_a_bound() {
     // So is a regular file of 2 MiB, by its name.
     let big = scratch("big.toml");
     std::fs::write(&big, vec![b'#'; 2 << 20]).unwrap();
-    let mut a = args("-");
+    let mut a = args("/dev/zero");
     a[7] = big.to_str().unwrap();
     assert_fails_cleanly(&a, &out, "big.toml is larger than 1.0 MiB");
     // A pipeline file that does not parse is named in the message.
