@@ -237,17 +237,17 @@ fn prepare(path: &Path, job: &Job, max_memory: u64) -> Result<Prepared> {
     Ok(Prepared { input, shape, pipeline, backend, note, opts: job.fusion.into() })
 }
 
-/// Decode `archive` (read from `input`) under the --max-memory limit.
+/// Decode `archive` (named `what` in messages) under the --max-memory limit.
 ///
 /// LIBRARY LIMIT GOES HERE: this is the one place where the limit reaches decoding. Once
 /// `fzmod::DecodeLimits` is in the library, pass `DecodeLimits { max_memory }` to the decode
 /// (`DecodePlan::new_with_limits`, through a `decompress_with` that takes limits) and drop the
 /// CLI's own size check below, which only covers the decoded array, not the stages' scratch.
-fn decode(backend: &Backend, archive: &[u8], input: &Path, opts: RunOptions, max_memory: u64) -> Result<Decompressed> {
-    let header = fzmod::inspect(archive).with_context(|| format!("archive {}", shown(input)))?;
+fn decode(backend: &Backend, archive: &[u8], what: &str, opts: RunOptions, max_memory: u64) -> Result<Decompressed> {
+    let header = fzmod::inspect(archive).with_context(|| what.to_string())?;
     let decoded_bytes = header.num_elements().unwrap_or(u64::MAX).saturating_mul(header.dtype.size() as u64);
-    io::within_limit(&format!("decoding archive {}", shown(input)), decoded_bytes, max_memory)?;
-    fzmod::decompress_with(backend, archive, opts).with_context(|| format!("decompressing {}", shown(input)))
+    io::within_limit(&format!("decoding {what}"), decoded_bytes, max_memory)?;
+    fzmod::decompress_with(backend, archive, opts).with_context(|| format!("decompressing {what}"))
 }
 
 impl Output {
@@ -349,7 +349,8 @@ fn run(cli: Cli) -> Result<()> {
             let dest = io::destination(&output, out.force, &inputs)?;
             let json = out.json_destination(&inputs, Some(&dest))?;
             let bytes = io::read_archive(&input, max_memory)?;
-            let header = fzmod::inspect(&bytes).with_context(|| format!("archive {}", shown(&input)))?;
+            let what = format!("archive {}", shown(&input));
+            let header = fzmod::inspect(&bytes).with_context(|| what.clone())?;
             let shape: Vec<usize> = header.shape.iter().map(|&d| d as usize).collect();
             if let Some(original) = &compare {
                 io::check_size(original, header.dtype, &shape).context("--compare")?;
@@ -357,7 +358,7 @@ fn run(cli: Cli) -> Result<()> {
             let (backend, note) = Backend::select(backend)?;
             let message = format!("decompressing {} on {}", shown(&input), backend.name());
             let (decoded, secs) =
-                timed(message, out.quiet, || decode(&backend, &bytes, &input, fusion.into(), max_memory));
+                timed(message, out.quiet, || decode(&backend, &bytes, &what, fusion.into(), max_memory));
             let decoded = decoded?;
             let mut r = Report::new(&decoded.header, bytes.len(), shown(&input));
             r.backend = decoded.backend.into();
@@ -380,10 +381,9 @@ fn run(cli: Cli) -> Result<()> {
             let (archive, c_secs) =
                 timed(message, out.quiet, || p.pipeline.compress_with(&p.backend, &p.input, &p.shape, p.opts));
             let archive = archive.with_context(|| format!("compressing {}", shown(&input)))?;
-            let (decoded, d_secs) = timed("decompressing".into(), out.quiet, || {
-                decode(&p.backend, &archive, &input, p.opts, max_memory)
-                    .with_context(|| format!("the new archive of {}", shown(&input)))
-            });
+            let what = format!("the new archive of {}", shown(&input));
+            let (decoded, d_secs) =
+                timed("decompressing".into(), out.quiet, || decode(&p.backend, &archive, &what, p.opts, max_memory));
             let decoded = decoded?;
             let mut r = Report::new(&decoded.header, archive.len(), shown(&input));
             (r.backend, r.backend_note) = (p.backend.name().into(), p.note);
@@ -477,7 +477,7 @@ fn bench(input: &Path, job: &Job, runs: usize, json: Option<&io::Destination>, m
     let json_text = json
         .map(|_| {
             let v = serde_json::json!({
-                "dataset": shown(input), "dtype": p.input.dtype().toml_name(), "shape": job.shape,
+                "dataset": shown(input), "dtype": p.input.dtype().short_name(), "shape": job.shape,
                 "preset": p.pipeline.preset, "backend": p.backend.name(), "device": p.backend.device_name(),
                 "timing_method": timing.method, "runs": runs, "ratio": ratio, "max_abs_error": quality.max_abs_error,
                 "compress_gbps": {"median": c_med, "min": c_min, "max": c_max},
