@@ -1,8 +1,8 @@
 //! `fzmod inspect`: the header, pipeline and segment table of an archive.
 
-use crate::report::num;
+use crate::report::{fields, num};
 use fzmod::archive::InputRef;
-use fzmod::Header;
+use fzmod::{ArchiveFacts, Header};
 use serde_json::{json, Value};
 
 fn stage_type(id: u16) -> String {
@@ -86,26 +86,29 @@ pub fn to_text(h: &Header, archive_len: usize) -> String {
     s
 }
 
-pub fn to_json(h: &Header, archive_len: usize) -> Value {
-    json!({
-        "format_version": [h.version.0, h.version.1],
-        "dtype": h.dtype.short_name(),
-        "shape": h.shape,
-        "archive_bytes": archive_len,
-        "preset": h.preset,
-        "error_mode": h.error_mode.name(),
-        "error_bound": h.error_bound,
-        "error_bound_abs": fzmod::archived_abs_bound(h),
-        "stored_raw": fzmod::is_stored_raw(h),
-        "stages": h.stages.iter().map(|st| json!({
-            "name": st.name, "type": stage_type(st.type_id), "type_id": st.type_id,
-            "param_version": st.param_version, "param_bytes": st.params.len(),
-            "parameters": parameters(st).map_or(serde_json::Value::Null, |t| serde_json::to_value(t).unwrap_or_default()),
-            "inputs": st.inputs.iter().map(|r| source(h, r)).collect::<Vec<_>>(),
-        })).collect::<Vec<_>>(),
-        "segments": h.segments.iter().map(|e| json!({
-            "stage": h.stages.get(e.stage).map_or("?", |st| st.name.as_str()), "port": port_name(h, e.stage, e.port), "dtype": e.dtype.short_name(),
-            "offset": e.offset, "bytes": e.len, "crc32c": format!("{:08x}", e.crc32c),
-        })).collect::<Vec<_>>(),
-    })
+/// The archive's facts under the shared names (`fzmod::ArchiveFacts`), each stage with what
+/// only inspect shows (type id, parameters, inputs), and the segment table.
+pub fn to_json(h: &Header, archive_len: usize) -> anyhow::Result<Value> {
+    let mut m = fields(serde_json::to_value(ArchiveFacts::of(h, archive_len))?)?;
+    let stages = h
+        .stages
+        .iter()
+        .map(|st| {
+            Ok(json!({
+                "name": st.name, "type": stage_type(st.type_id), "type_id": st.type_id,
+                "param_version": st.param_version, "param_bytes": st.params.len(),
+                "parameters": parameters(st).ok().map(serde_json::to_value).transpose()?,
+                "inputs": st.inputs.iter().map(|r| source(h, r)).collect::<Vec<_>>(),
+            }))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    m.insert("stages".into(), Value::Array(stages));
+    let segments = h.segments.iter().map(|e| {
+        json!({
+            "stage": h.stages.get(e.stage).map_or("?", |st| st.name.as_str()), "port": port_name(h, e.stage, e.port),
+            "dtype": e.dtype.toml_name(), "offset": e.offset, "bytes": e.len, "crc32c": format!("{:08x}", e.crc32c),
+        })
+    });
+    m.insert("segments".into(), Value::Array(segments.collect()));
+    Ok(Value::Object(m))
 }

@@ -1,13 +1,17 @@
 //! File handling of the CLI.
 //!
-//! Inputs are read with a bound: exactly the bytes the shape needs, checked against a regular
-//! file's size before anything is read, so `/dev/zero` or an endless pipe cannot exhaust memory.
-//!
 //! Outputs are checked before any work starts and written only when all of it succeeded:
 //! `-` is standard output; an existing device or FIFO is written through, never replaced; a
 //! symlink is followed; the input itself and existing regular files (without `--force`) are
-//! refused; a regular file is written as a temporary file beside it and renamed into place,
-//! so a failure at any point leaves nothing behind.
+//! refused; a regular file is written as a temporary file `.NAME.PID.tmp` beside it and
+//! published only at the end, so a failure at any point leaves nothing behind. Publishing
+//! never replaces a file unless --force: see [`publish`]. A run killed outright (kill -9)
+//! cannot clean up; its temporary file is removed by the next run that writes the same name
+//! (see [`remove_stale_temps`]).
+//!
+//! Everything read is bounded by what can be valid and by the --max-memory limit, checked
+//! before buffering: a `--config` pipeline file by [`MAX_CONFIG_BYTES`], a raw array by its
+//! shape, an archive stream by the length its header announces.
 
 use anyhow::{bail, Context, Result};
 use fzmod::{Buffer, DType};
@@ -43,6 +47,50 @@ fn byte_count(dtype: DType, shape: &[usize]) -> Result<usize> {
         .with_context(|| format!("shape {} is too large", shape_string(shape)))
 }
 
+/// Bytes in the units people read (`1.50 GiB`).
+pub fn human(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 30 => format!("{:.2} GiB", b as f64 / f64::from(1u32 << 30)),
+        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / f64::from(1u32 << 20)),
+        b => format!("{b} bytes"),
+    }
+}
+
+/// Refuse to hold `bytes` of `what` when that is more than the --max-memory limit; called
+/// before anything is buffered, so a header or shape that asks for too much costs nothing.
+pub fn within_limit(what: &str, bytes: u64, max_memory: u64) -> Result<()> {
+    if bytes > max_memory {
+        bail!(
+            "{what} needs {bytes} bytes ({}), more than the --max-memory limit of {}; \
+             raise --max-memory if that is genuine",
+            human(bytes),
+            human(max_memory)
+        );
+    }
+    Ok(())
+}
+
+/// The largest pipeline file `--config` reads. A pipeline is a few hundred bytes of TOML;
+/// the cap keeps `--config /dev/zero` (or any endless or huge file) from being read until
+/// memory runs out.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// Read a `--config` pipeline file of at most [`MAX_CONFIG_BYTES`].
+pub fn read_config(path: &Path) -> Result<String> {
+    let context = || format!("cannot read pipeline file {}", path.display());
+    let mut bytes = Vec::new();
+    let file = File::open(path).with_context(context)?;
+    file.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut bytes).with_context(context)?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        bail!(
+            "pipeline file {} is larger than {}, the most a pipeline file may be",
+            path.display(),
+            human(MAX_CONFIG_BYTES)
+        );
+    }
+    String::from_utf8(bytes).map_err(|e| anyhow::anyhow!("pipeline file {} is not UTF-8 text: {e}", path.display()))
+}
+
 /// Fail unless a regular file at `path` holds exactly the array's bytes; other kinds of
 /// input (stdin, FIFOs, devices) have no size to check and are read with a bound instead.
 pub fn check_size(path: &Path, dtype: DType, shape: &[usize]) -> Result<()> {
@@ -69,9 +117,12 @@ fn check_metadata(path: &Path, meta: &std::fs::Metadata, dtype: DType, shape: &[
     Ok(())
 }
 
-/// Read a raw little-endian array of exactly `shape` (`-` = standard input).
-pub fn read_array(path: &Path, dtype: DType, shape: &[usize]) -> Result<Buffer> {
+/// Read a raw little-endian array of exactly `shape` (`-` = standard input), refused before
+/// reading when the shape needs more than `max_memory` bytes.
+pub fn read_array(path: &Path, dtype: DType, shape: &[usize], max_memory: u64) -> Result<Buffer> {
     let expected = byte_count(dtype, shape)?;
+    let what = format!("raw input {} (shape {} of {dtype})", shown(path), shape_string(shape));
+    within_limit(&what, expected as u64, max_memory)?;
     let bytes = if is_stdio(path) {
         read_exactly(std::io::stdin().lock(), expected, path, shape, dtype)?
     } else {
@@ -80,13 +131,13 @@ pub fn read_array(path: &Path, dtype: DType, shape: &[usize]) -> Result<Buffer> 
         check_metadata(path, &meta, dtype, shape)?;
         read_exactly(file, expected, path, shape, dtype)?
     };
-    Ok(Buffer::from_le_bytes(dtype, &bytes)?)
+    Buffer::from_le_bytes(dtype, &bytes).with_context(|| format!("raw input {}", shown(path)))
 }
 
 /// Read `n` bytes and no more; a source that ends sooner is an error.
-fn read_exactly(source: impl Read, n: usize, path: &Path, shape: &[usize], dtype: DType) -> Result<Vec<u8>> {
+fn read_exactly(mut source: impl Read, n: usize, path: &Path, shape: &[usize], dtype: DType) -> Result<Vec<u8>> {
     let mut bytes = Vec::new();
-    source.take(n as u64).read_to_end(&mut bytes).with_context(|| format!("cannot read {}", shown(path)))?;
+    fill_to(&mut source, &mut bytes, n as u64).with_context(|| format!("cannot read {}", shown(path)))?;
     if bytes.len() != n {
         bail!(
             "{} ended after {} bytes, but shape {} of {dtype} needs {n}",
@@ -98,28 +149,52 @@ fn read_exactly(source: impl Read, n: usize, path: &Path, shape: &[usize], dtype
     Ok(bytes)
 }
 
-/// Read an archive (`-` = standard input). A regular file is read whole; any other source
-/// only as far as the archive's header announces, so `/dev/zero` or an endless pipe is
-/// refused or stopped instead of being read until memory runs out.
-pub fn read_archive(path: &Path) -> Result<Vec<u8>> {
-    let context = || format!("cannot read {}", shown(path));
-    if is_stdio(path) {
-        return read_announced(std::io::stdin().lock(), path);
+/// Append from `source` until `bytes` holds `total` bytes or the source ends. Reads in chunks
+/// and grows the buffer only by what arrived, so a length announced by a header costs memory
+/// only as far as the bytes really come.
+fn fill_to(source: &mut impl Read, bytes: &mut Vec<u8>, total: u64) -> std::io::Result<()> {
+    let mut chunk = vec![0u8; 1 << 16];
+    while (bytes.len() as u64) < total {
+        let want = (total - bytes.len() as u64).min(chunk.len() as u64) as usize;
+        match source.read(&mut chunk[..want]) {
+            Ok(0) => break,
+            Ok(n) => bytes.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
     }
-    let file = File::open(path).with_context(context)?;
-    if file.metadata().with_context(context)?.is_file() {
-        std::fs::read(path).with_context(context)
-    } else {
-        read_announced(file, path)
-    }
+    Ok(())
 }
 
-/// Read the preamble and header of an archive stream, then exactly the length they announce.
-fn read_announced(mut source: impl Read, path: &Path) -> Result<Vec<u8>> {
+/// Read an archive (`-` = standard input) of at most `max_memory` bytes. A regular file is
+/// read whole after its size is checked; any other source only as far as the archive's
+/// header announces, and only after that length is checked against the limit, so
+/// `/dev/zero`, an endless pipe or a header announcing a terabyte is refused or stopped
+/// instead of being read until memory runs out.
+pub fn read_archive(path: &Path, max_memory: u64) -> Result<Vec<u8>> {
+    let context = || format!("cannot read {}", shown(path));
+    if is_stdio(path) {
+        return read_announced(std::io::stdin().lock(), path, max_memory);
+    }
+    let mut file = File::open(path).with_context(context)?;
+    let meta = file.metadata().with_context(context)?;
+    if !meta.is_file() {
+        return read_announced(file, path, max_memory);
+    }
+    within_limit(&format!("archive {}", path.display()), meta.len(), max_memory)?;
+    // Exactly the size just checked: a file that grows meanwhile cannot slip past the limit.
+    let mut bytes = Vec::new();
+    fill_to(&mut file, &mut bytes, meta.len()).with_context(context)?;
+    Ok(bytes)
+}
+
+/// Read the preamble and header of an archive stream, then exactly the length they announce;
+/// each length is checked against `max_memory` before it is read.
+fn read_announced(mut source: impl Read, path: &Path, max_memory: u64) -> Result<Vec<u8>> {
     let mut bytes = Vec::new();
     let mut read_up_to = |bytes: &mut Vec<u8>, total: u64| -> Result<()> {
-        let missing = total.saturating_sub(bytes.len() as u64);
-        (&mut source).take(missing).read_to_end(bytes).with_context(|| format!("cannot read {}", shown(path)))?;
+        within_limit(&format!("the archive on {}, as its header announces,", shown(path)), total, max_memory)?;
+        fill_to(&mut source, bytes, total).with_context(|| format!("cannot read {}", shown(path)))?;
         if (bytes.len() as u64) < total {
             bail!("{} ended after {} bytes, inside the archive ({total} bytes expected)", shown(path), bytes.len());
         }
@@ -145,11 +220,16 @@ pub struct Destination {
 #[derive(Debug)]
 enum Target {
     Stdout,
+    /// The human report when standard output carries the data.
+    Stderr,
     /// An existing device, FIFO or socket: opened and written, never replaced.
     WriteThrough(PathBuf),
-    /// A regular file (symlinks resolved): staged beside it, then renamed into place.
+    /// A regular file (symlinks resolved): staged beside it, then published.
     Regular {
         path: PathBuf,
+        /// --force: an existing file is replaced; without it nothing ever is.
+        force: bool,
+        /// The file existed when checked (only possible with --force).
         existed: bool,
     },
 }
@@ -157,6 +237,11 @@ enum Target {
 impl Destination {
     pub fn is_stdout(&self) -> bool {
         matches!(self.target, Target::Stdout)
+    }
+
+    /// Where the human report goes: standard error when standard output carries the data.
+    pub fn report(data_on_stdout: bool) -> Destination {
+        Destination { target: if data_on_stdout { Target::Stderr } else { Target::Stdout } }
     }
 }
 
@@ -194,7 +279,7 @@ pub fn destination(path: &Path, force: bool, inputs: &[&Path]) -> Result<Destina
                 bail!("{} already exists; use --force (-f) to overwrite it", path.display());
             }
             let resolved = std::fs::canonicalize(path).with_context(|| format!("cannot resolve {}", path.display()))?;
-            Target::Regular { path: resolved, existed: true }
+            Target::Regular { path: resolved, force, existed: true }
         }
         Ok(meta) if meta.is_dir() => bail!("{} is a directory", path.display()),
         Ok(_) => Target::WriteThrough(path.to_path_buf()),
@@ -211,7 +296,7 @@ pub fn destination(path: &Path, force: bool, inputs: &[&Path]) -> Result<Destina
             if !dir.is_dir() {
                 bail!("cannot write {}: {} is not a folder", path.display(), dir.display());
             }
-            Target::Regular { path: dir.join(name), existed: false }
+            Target::Regular { path: dir.join(name), force, existed: false }
         }
         Err(e) => return Err(e).with_context(|| format!("cannot write {}", path.display())),
     };
@@ -231,36 +316,99 @@ pub fn distinct(a: &Destination, b: &Destination) -> Result<()> {
     Ok(())
 }
 
-/// Temporary files not yet renamed into place; dropping this removes them.
+/// The temporary file that stages `path`: hidden, beside it (so publishing it is a link or
+/// rename within one folder), and named after this process so that a later run can tell a
+/// leftover of a killed run from one still being written.
+fn temp_path(path: &Path) -> Result<PathBuf> {
+    let name = path.file_name().context("output path has no file name")?.to_string_lossy();
+    Ok(path.with_file_name(format!(".{name}.{}.tmp", std::process::id())))
+}
+
+/// Remove the temporary files that killed runs (kill -9, power loss) left beside `path`:
+/// `.NAME.PID.tmp` whose process no longer runs, judged by /proc/PID. Only where /proc lists
+/// processes (Linux); elsewhere such files stay. A process of another PID namespace or host
+/// writing to the same folder looks dead here: its temporary file goes, and that run then
+/// fails to publish instead of publishing something wrong.
+fn remove_stale_temps(path: &Path) {
+    let proc = Path::new("/proc");
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else { return };
+    if !proc.join("self").exists() {
+        return;
+    }
+    let prefix = format!(".{}.", name.to_string_lossy());
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let file = entry.file_name();
+        let pid = file.to_str().and_then(|f| f.strip_prefix(&prefix)?.strip_suffix(".tmp")?.parse::<u32>().ok());
+        // This process stages each path once, so a file with its own PID is a leftover too.
+        if pid.is_some_and(|pid| pid == std::process::id() || !proc.join(pid.to_string()).exists()) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Put the staged `tmp` in place at `path`. With `force`, a rename (replacing any file
+/// there). Without, a hard link, which fails atomically when `path` exists — also when another
+/// process created it after the check at the start — so nothing is ever replaced; on a file
+/// system without hard links, a file created exclusively and filled from `tmp` instead.
+fn publish(tmp: &Path, path: &Path, force: bool) -> std::io::Result<()> {
+    if force {
+        return std::fs::rename(tmp, path);
+    }
+    match std::fs::hard_link(tmp, path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Err(e),
+        Err(_) => {
+            let mut staged = File::open(tmp)?;
+            let mut out = OpenOptions::new().write(true).create_new(true).open(path)?;
+            if let Err(e) = std::io::copy(&mut staged, &mut out).and_then(|_| out.sync_all()) {
+                let _ = std::fs::remove_file(path);
+                return Err(e);
+            }
+        }
+    }
+    // Published; the temporary name is only a second link to it now.
+    let _ = std::fs::remove_file(tmp);
+    Ok(())
+}
+
+/// Temporary files not yet published; dropping this removes them.
 #[derive(Default)]
 struct Staged {
-    /// (temporary file, final path, whether the final path existed before)
-    files: Vec<(PathBuf, PathBuf, bool)>,
+    /// (temporary file, final path, --force, whether the final path existed before)
+    files: Vec<(PathBuf, PathBuf, bool, bool)>,
 }
 
 impl Staged {
-    fn stage(&mut self, path: &Path, existed: bool, bytes: &[u8]) -> Result<()> {
-        let name = path.file_name().context("output path has no file name")?.to_string_lossy();
-        let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    fn stage(&mut self, path: &Path, force: bool, existed: bool, bytes: &[u8]) -> Result<()> {
+        remove_stale_temps(path);
+        let tmp = temp_path(path)?;
         // Registered before writing, so a partial temporary file is removed too.
         let created = OpenOptions::new().write(true).create_new(true).open(&tmp);
         let mut file = created.with_context(|| format!("cannot write {}", tmp.display()))?;
-        self.files.push((tmp, path.to_path_buf(), existed));
+        self.files.push((tmp, path.to_path_buf(), force, existed));
         file.write_all(bytes).with_context(|| format!("cannot write {}", path.display()))
     }
 
-    /// Rename every staged file into place. If one rename fails, the files this run created
-    /// are removed again (files it replaced cannot be restored, but renames in one folder of
-    /// a file we just wrote practically never fail).
+    /// Publish every staged file. If one fails, the files this run created are removed again
+    /// (files it replaced with --force cannot be restored, but renames in one folder of a file
+    /// just written practically never fail).
     fn commit(mut self) -> Result<()> {
         let mut done: Vec<(PathBuf, bool)> = Vec::new();
-        for (tmp, path, existed) in std::mem::take(&mut self.files) {
-            if let Err(e) = std::fs::rename(&tmp, &path) {
+        for (tmp, path, force, existed) in std::mem::take(&mut self.files) {
+            if let Err(e) = publish(&tmp, &path, force) {
                 let _ = std::fs::remove_file(&tmp);
                 for (created, existed) in done {
                     if !existed {
                         let _ = std::fs::remove_file(created);
                     }
+                }
+                if e.kind() == std::io::ErrorKind::AlreadyExists {
+                    bail!(
+                        "{} already exists (another process created it while this run worked); \
+                         nothing was replaced; use --force (-f) to overwrite it",
+                        path.display()
+                    );
                 }
                 return Err(e).with_context(|| format!("cannot write {}", path.display()));
             }
@@ -272,27 +420,39 @@ impl Staged {
 
 impl Drop for Staged {
     fn drop(&mut self) {
-        for (tmp, _, _) in &self.files {
+        for (tmp, ..) in &self.files {
             let _ = std::fs::remove_file(tmp);
         }
     }
 }
 
-/// Write every output or none of the regular files: these are staged first, then streams
-/// and devices are written, then the staged files are renamed into place.
+/// Write `text` to standard output (or error), flushed: a report or listing that cannot be
+/// written (a full disk, `/dev/full`, a closed pipe) fails the run instead of vanishing.
+pub fn print(text: &[u8], to_stderr: bool) -> Result<()> {
+    let (result, name) = if to_stderr {
+        let mut err = std::io::stderr().lock();
+        (err.write_all(text).and_then(|_| err.flush()), "standard error")
+    } else {
+        let mut out = std::io::stdout().lock();
+        (out.write_all(text).and_then(|_| out.flush()), "standard output")
+    };
+    result.with_context(|| format!("cannot write to {name}"))
+}
+
+/// Write every output or none of the regular files: these are staged first, then streams,
+/// devices and the report (in the order given) are written, then the staged files are
+/// published. A failure before publishing leaves no regular file behind.
 pub fn write_all(outputs: &[(&Destination, &[u8])]) -> Result<()> {
     let mut staged = Staged::default();
     for (dest, bytes) in outputs {
-        if let Target::Regular { path, existed } = &dest.target {
-            staged.stage(path, *existed, bytes)?;
+        if let Target::Regular { path, force, existed } = &dest.target {
+            staged.stage(path, *force, *existed, bytes)?;
         }
     }
     for (dest, bytes) in outputs {
         match &dest.target {
-            Target::Stdout => {
-                let mut out = std::io::stdout().lock();
-                out.write_all(bytes).and_then(|_| out.flush()).context("cannot write to standard output")?;
-            }
+            Target::Stdout => print(bytes, false)?,
+            Target::Stderr => print(bytes, true)?,
             Target::WriteThrough(path) => {
                 let mut file = OpenOptions::new()
                     .write(true)

@@ -2,12 +2,13 @@
 
 mod inspect;
 mod io;
+mod memory;
 mod report;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use fzmod::backend::{Backend, BackendChoice};
-use fzmod::{Buffer, DType, ErrorBound, ErrorMode, Pipeline, RunOptions};
+use fzmod::{Buffer, DType, Decompressed, ErrorBound, ErrorMode, Pipeline, RunOptions};
 use io::shown;
 use report::{num, Report};
 use std::path::{Path, PathBuf};
@@ -16,8 +17,15 @@ use std::time::Instant;
 /// How outputs are written (shown by --help).
 const OUTPUTS: &str = "OUTPUTS: `-` is standard output. An existing regular file is refused unless --force; \
 a device or FIFO (e.g. /dev/null) is written through, never replaced; a symlink is followed; the input \
-itself is refused. Regular files are written as a temporary file beside the target and renamed into \
-place only when everything (compare, JSON report) succeeded, so a failed run leaves no files behind.";
+itself is refused. Regular files are written as a hidden temporary file `.NAME.PID.tmp` beside the \
+target and published only when everything (compare, JSON report, printed report) succeeded, so a failed \
+run leaves no files behind. Publishing never replaces a file without --force, not even one that another \
+process created while this run worked (that run then fails with 'already exists'). A temporary file left \
+by a killed run is removed by the next run writing the same name.
+
+EXIT STATUS: 0 success; 1 failure: a bound violation found by --compare or roundtrip (nothing is \
+written then), or any other error, reported on one line naming the file, stage or value at fault; \
+2 a command line the parser rejects.";
 
 #[derive(Parser)]
 #[command(
@@ -29,6 +37,12 @@ place only when everything (compare, JSON report) succeeded, so a failed run lea
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Most memory one thing read or decoded may take (an archive, a raw array, a decoded
+    /// array), checked before it is read: 512M, 4G, 1.5GiB or plain bytes (K/M/G/T and
+    /// KiB..TiB are powers of 1024, KB..TB powers of 1000). Default: half the physical memory
+    /// (8 GiB where unknown).
+    #[arg(long, global = true, value_name = "SIZE", value_parser = memory::parse_size)]
+    max_memory: Option<u64>,
 }
 
 #[derive(Subcommand)]
@@ -58,8 +72,9 @@ enum Command {
         /// writes nothing.
         #[arg(long)]
         compare: Option<PathBuf>,
-        #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
-        backend: BackendArg,
+        /// auto (GPU when usable, else CPU), cpu, or cuda (alias gpu; fails without a GPU).
+        #[arg(long, default_value = "auto", value_parser = backend_choice)]
+        backend: BackendChoice,
         /// GPU fusion rules (same output either way).
         #[arg(long, value_enum, default_value_t = Fusion::On)]
         fusion: Fusion,
@@ -118,21 +133,23 @@ struct Job {
     /// (`-`, FIFO, device) must deliver that many bytes, and anything after them is not read.
     #[arg(long)]
     shape: String,
-    /// Built-in pipeline (see `fzmod presets`).
-    #[arg(long, conflicts_with = "config", required_unless_present = "config")]
-    preset: Option<String>,
-    /// Pipeline from a TOML file.
+    /// Built-in pipeline (see `fzmod presets`); the default applies when --config is not given.
+    #[arg(long, conflicts_with = "config", default_value = fzmod::DEFAULT_PRESET)]
+    preset: String,
+    /// Pipeline from a TOML file (at most 1 MiB).
     #[arg(long)]
     config: Option<PathBuf>,
     /// Error-bound mode: abs, rel (relative to the value range) or noa (= rel). Default: rel
     /// when -e is given; with neither -m nor -e, the pipeline's own bound (presets: rel 1e-3).
+    /// -m without -e keeps the pipeline's value only if its bound has that mode.
     #[arg(short = 'm', long = "mode", allow_hyphen_values = true)]
     mode: Option<String>,
     /// Error bound (> 0). Default: the pipeline's own bound (presets: 1e-3).
     #[arg(short = 'e', long = "error-bound", allow_hyphen_values = true)]
     error_bound: Option<f64>,
-    #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
-    backend: BackendArg,
+    /// auto (GPU when usable, else CPU), cpu, or cuda (alias gpu; fails without a GPU).
+    #[arg(long, default_value = "auto", value_parser = backend_choice)]
+    backend: BackendChoice,
     /// GPU fusion rules (same bytes either way): `off` runs every stage's own kernels.
     #[arg(long, value_enum, default_value_t = Fusion::On)]
     fusion: Fusion,
@@ -166,21 +183,9 @@ struct Output {
     quiet: bool,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum BackendArg {
-    Auto,
-    Cpu,
-    Cuda,
-}
-
-impl From<BackendArg> for BackendChoice {
-    fn from(b: BackendArg) -> Self {
-        match b {
-            BackendArg::Auto => BackendChoice::Auto,
-            BackendArg::Cpu => BackendChoice::Cpu,
-            BackendArg::Cuda => BackendChoice::Cuda,
-        }
-    }
+/// Backend names as the library spells them, so every front end accepts the same ones.
+fn backend_choice(name: &str) -> Result<BackendChoice, fzmod::Error> {
+    name.parse()
 }
 
 fn main() {
@@ -200,36 +205,49 @@ struct Prepared {
     opts: RunOptions,
 }
 
-fn prepare(path: &Path, job: &Job) -> Result<Prepared> {
-    let dtype = DType::parse(&job.dtype)?;
-    let shape = fzmod::parse_shape(&job.shape)?;
-    let mut pipeline = match (&job.preset, &job.config) {
-        (Some(name), _) => fzmod::preset(name, &shape)?,
-        (None, Some(file)) => {
-            let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
-            fzmod::from_toml(&text).with_context(|| format!("in {}", file.display()))?
+fn prepare(path: &Path, job: &Job, max_memory: u64) -> Result<Prepared> {
+    let dtype = DType::parse(&job.dtype).context("--dtype")?;
+    let shape = fzmod::parse_shape(&job.shape).with_context(|| format!("--shape {}", job.shape))?;
+    let (mut pipeline, origin) = match &job.config {
+        Some(file) => {
+            let text = io::read_config(file)?;
+            let origin = format!("pipeline file {}", file.display());
+            (fzmod::from_toml(&text).with_context(|| origin.clone())?, origin)
         }
-        (None, None) => bail!("give --preset or --config"),
+        None => {
+            let name = &job.preset;
+            let pipeline = fzmod::preset(name, &shape).with_context(|| {
+                format!("--preset {name} (`fzmod presets` lists them; --config FILE.toml gives your own pipeline)")
+            })?;
+            (pipeline, format!("preset {name}"))
+        }
     };
-    let bound = match (job.mode.as_deref(), job.error_bound) {
-        (mode, Some(value)) => {
-            Some(ErrorBound::new(mode.map(ErrorMode::parse).transpose()?.unwrap_or(ErrorMode::Rel), value)?)
-        }
-        (Some(mode), None) => {
-            let value =
-                pipeline.error_bound().context("-m given without -e, and the pipeline has no default bound")?.value;
-            Some(ErrorBound::new(ErrorMode::parse(mode)?, value)?)
-        }
-        (None, None) => None,
-    };
+    let mode = job.mode.as_deref().map(str::parse::<ErrorMode>).transpose().context("-m/--mode")?;
+    let bound = ErrorBound::from_parts(mode, job.error_bound, pipeline.error_bound())
+        .with_context(|| format!("error bound (-m/-e) for {origin}"))?;
     if let Some(b) = bound {
-        pipeline.set_error_bound(b)?;
+        pipeline
+            .set_error_bound(b)
+            .with_context(|| format!("error bound {} {:e} for {origin}", b.mode.name(), b.value))?;
     }
-    pipeline.set_input_dtype(dtype)?;
-    pipeline.finalize()?;
-    let input = io::read_array(path, dtype, &shape)?;
-    let (backend, note) = Backend::select(job.backend.into())?;
+    pipeline.set_input_dtype(dtype).with_context(|| format!("--dtype {} for {origin}", job.dtype))?;
+    pipeline.finalize().with_context(|| origin.clone())?;
+    let input = io::read_array(path, dtype, &shape, max_memory)?;
+    let (backend, note) = Backend::select(job.backend)?;
     Ok(Prepared { input, shape, pipeline, backend, note, opts: job.fusion.into() })
+}
+
+/// Decode `archive` (named `what` in messages) under the --max-memory limit.
+///
+/// LIBRARY LIMIT GOES HERE: this is the one place where the limit reaches decoding. Once
+/// `fzmod::DecodeLimits` is in the library, pass `DecodeLimits { max_memory }` to the decode
+/// (`DecodePlan::new_with_limits`, through a `decompress_with` that takes limits) and drop the
+/// CLI's own size check below, which only covers the decoded array, not the stages' scratch.
+fn decode(backend: &Backend, archive: &[u8], what: &str, opts: RunOptions, max_memory: u64) -> Result<Decompressed> {
+    let header = fzmod::inspect(archive).with_context(|| what.to_string())?;
+    let decoded_bytes = header.num_elements().unwrap_or(u64::MAX).saturating_mul(header.dtype.size() as u64);
+    io::within_limit(&format!("decoding {what}"), decoded_bytes, max_memory)?;
+    fzmod::decompress_with(backend, archive, opts).with_context(|| format!("decompressing {what}"))
 }
 
 impl Output {
@@ -243,37 +261,35 @@ impl Output {
         Ok(Some(json))
     }
 
-    /// Write the data and the JSON report (all or nothing), then print the report.
+    /// Write the data, the JSON report and the printed report (all or nothing: a report that
+    /// cannot be printed fails the run before any regular file is published).
     fn finish(
         &self,
         report: &Report,
         data: Option<(&io::Destination, &[u8])>,
         json: Option<&io::Destination>,
     ) -> Result<()> {
-        let text = serde_json::to_string_pretty(&report.to_json())?;
+        let json_text = serde_json::to_string_pretty(&report.to_json()?)?;
+        let text = report.to_text();
+        let printed = io::Destination::report(data.is_some_and(|(d, _)| d.is_stdout()));
         let mut outputs: Vec<(&io::Destination, &[u8])> = data.into_iter().collect();
-        outputs.extend(json.map(|j| (j, text.as_bytes())));
-        io::write_all(&outputs)?;
-        self.print(report, data.is_some_and(|(d, _)| d.is_stdout()));
-        Ok(())
-    }
-
-    /// Print the human report, on standard error when standard output carries the data.
-    fn print(&self, report: &Report, data_on_stdout: bool) {
-        if !self.report {
-            return;
+        outputs.extend(json.map(|j| (j, json_text.as_bytes())));
+        if self.report {
+            outputs.push((&printed, text.as_bytes()));
         }
-        if data_on_stdout {
-            report.print(&mut std::io::stderr().lock());
-        } else {
-            report.print(&mut std::io::stdout().lock());
-        }
+        io::write_all(&outputs)
     }
 
     /// Refuse a result outside its bound: print the report, write nothing, exit 1.
     fn check_bound(&self, report: &Report, data_on_stdout: bool) -> Result<()> {
         if let Some(why) = report.violation() {
-            self.print(report, data_on_stdout);
+            if self.report {
+                // The violation is the error either way; a report that cannot be printed
+                // adds to its message rather than replacing it.
+                if let Err(e) = io::print(report.to_text().as_bytes(), data_on_stdout) {
+                    bail!("{why}; nothing was written (and the report could not be printed: {e:#})");
+                }
+            }
             bail!("{why}; nothing was written");
         }
         Ok(())
@@ -312,20 +328,19 @@ fn timed<T>(message: String, quiet: bool, f: impl FnOnce() -> T) -> (T, f64) {
 }
 
 fn run(cli: Cli) -> Result<()> {
+    let max_memory = cli.max_memory.unwrap_or_else(memory::default_max_memory);
     match cli.command {
         Command::Compress { input, output, job, out } => {
             let dest = io::destination(&output, out.force, &[&input])?;
             let json = out.json_destination(&[&input], Some(&dest))?;
-            let p = prepare(&input, &job)?;
+            let p = prepare(&input, &job, max_memory)?;
             let message = format!("compressing {} on {}", shown(&input), p.backend.name());
             let (archive, secs) =
                 timed(message, out.quiet, || p.pipeline.compress_with(&p.backend, &p.input, &p.shape, p.opts));
             let archive = archive.with_context(|| format!("compressing {}", shown(&input)))?;
-            let header = fzmod::inspect(&archive)?;
-            let mut r = Report::from_header(&header);
-            r.input = shown(&input);
+            let header = fzmod::inspect(&archive).with_context(|| format!("the archive of {}", shown(&input)))?;
+            let mut r = Report::new(&header, archive.len(), shown(&input));
             (r.backend, r.backend_note) = (p.backend.name().into(), p.note);
-            r.compressed_bytes = archive.len() as u64;
             r.compress_seconds = Some(secs);
             out.finish(&r, Some((&dest, &archive)), json.as_ref())
         }
@@ -333,25 +348,27 @@ fn run(cli: Cli) -> Result<()> {
             let inputs: Vec<&Path> = std::iter::once(input.as_path()).chain(compare.as_deref()).collect();
             let dest = io::destination(&output, out.force, &inputs)?;
             let json = out.json_destination(&inputs, Some(&dest))?;
-            let bytes = io::read_archive(&input)?;
-            let header = fzmod::inspect(&bytes).with_context(|| format!("decompressing {}", input.display()))?;
+            let bytes = io::read_archive(&input, max_memory)?;
+            let what = format!("archive {}", shown(&input));
+            let header = fzmod::inspect(&bytes).with_context(|| what.clone())?;
             let shape: Vec<usize> = header.shape.iter().map(|&d| d as usize).collect();
             if let Some(original) = &compare {
-                io::check_size(original, header.dtype, &shape)?;
+                io::check_size(original, header.dtype, &shape).context("--compare")?;
             }
-            let (backend, note) = Backend::select(backend.into())?;
-            let message = format!("decompressing {} on {}", input.display(), backend.name());
-            let (decoded, secs) = timed(message, out.quiet, || fzmod::decompress_with(&backend, &bytes, fusion.into()));
-            let decoded = decoded.with_context(|| format!("decompressing {}", input.display()))?;
-            let mut r = Report::from_header(&decoded.header);
-            r.input = input.display().to_string();
+            let (backend, note) = Backend::select(backend)?;
+            let message = format!("decompressing {} on {}", shown(&input), backend.name());
+            let (decoded, secs) =
+                timed(message, out.quiet, || decode(&backend, &bytes, &what, fusion.into(), max_memory));
+            let decoded = decoded?;
+            let mut r = Report::new(&decoded.header, bytes.len(), shown(&input));
             r.backend = decoded.backend.into();
             r.backend_note = note;
-            r.compressed_bytes = bytes.len() as u64;
             r.decompress_seconds = Some(secs);
-            if let Some(original) = &compare {
-                let original = io::read_array(original, decoded.header.dtype, &shape)?;
-                r.quality = Some(fzmod::compare(&original, &decoded.data)?);
+            if let Some(original_path) = &compare {
+                let original = io::read_array(original_path, decoded.header.dtype, &shape, max_memory)?;
+                let quality = fzmod::compare(&original, &decoded.data)
+                    .with_context(|| format!("comparing {} with {}", shown(&input), shown(original_path)))?;
+                r.set_quality(quality);
             }
             out.check_bound(&r, dest.is_stdout())?;
             out.finish(&r, Some((&dest, &decoded.data.to_le_bytes())), json.as_ref())
@@ -359,50 +376,56 @@ fn run(cli: Cli) -> Result<()> {
         Command::Roundtrip { input, output, job, out } => {
             let dest = output.map(|o| io::destination(&o, out.force, &[&input])).transpose()?;
             let json = out.json_destination(&[&input], dest.as_ref())?;
-            let p = prepare(&input, &job)?;
+            let p = prepare(&input, &job, max_memory)?;
             let message = format!("compressing {} on {}", shown(&input), p.backend.name());
             let (archive, c_secs) =
                 timed(message, out.quiet, || p.pipeline.compress_with(&p.backend, &p.input, &p.shape, p.opts));
-            let archive = archive?;
+            let archive = archive.with_context(|| format!("compressing {}", shown(&input)))?;
+            let what = format!("the new archive of {}", shown(&input));
             let (decoded, d_secs) =
-                timed("decompressing".into(), out.quiet, || fzmod::decompress_with(&p.backend, &archive, p.opts));
+                timed("decompressing".into(), out.quiet, || decode(&p.backend, &archive, &what, p.opts, max_memory));
             let decoded = decoded?;
-            let mut r = Report::from_header(&decoded.header);
-            r.input = shown(&input);
+            let mut r = Report::new(&decoded.header, archive.len(), shown(&input));
             (r.backend, r.backend_note) = (p.backend.name().into(), p.note);
-            r.compressed_bytes = archive.len() as u64;
             r.compress_seconds = Some(c_secs);
             r.decompress_seconds = Some(d_secs);
-            r.quality = Some(fzmod::compare(&p.input, &decoded.data)?);
+            let quality = fzmod::compare(&p.input, &decoded.data)
+                .with_context(|| format!("comparing {} with its reconstruction", shown(&input)))?;
+            r.set_quality(quality);
             let on_stdout = dest.as_ref().is_some_and(io::Destination::is_stdout);
             out.check_bound(&r, on_stdout)?;
             out.finish(&r, dest.as_ref().map(|d| (d, archive.as_slice())), json.as_ref())
         }
         Command::Bench { input, job, runs, json, force } => {
             let json = json.map(|j| io::destination(&j, force, &[&input])).transpose()?;
-            bench(&input, &job, runs as usize, json.as_ref())
+            bench(&input, &job, runs as usize, json.as_ref(), max_memory)
         }
         Command::Inspect { input, json } => {
-            let bytes = io::read_archive(&input)?;
-            let header = fzmod::inspect(&bytes).with_context(|| format!("in {}", input.display()))?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&inspect::to_json(&header, bytes.len()))?);
+            let bytes = io::read_archive(&input, max_memory)?;
+            let header = fzmod::inspect(&bytes).with_context(|| format!("archive {}", shown(&input)))?;
+            let text = if json {
+                serde_json::to_string_pretty(&inspect::to_json(&header, bytes.len())?)? + "\n"
             } else {
-                print!("{}", inspect::to_text(&header, bytes.len()));
-            }
-            Ok(())
+                inspect::to_text(&header, bytes.len())
+            };
+            io::print(text.as_bytes(), false)
         }
         Command::Presets => {
-            for p in fzmod::PRESETS {
-                println!("{:<16} {}", p.name, p.summary);
-            }
-            Ok(())
+            let text: String = fzmod::PRESETS
+                .iter()
+                .map(|p| {
+                    let default = if p.name == fzmod::DEFAULT_PRESET { " (default)" } else { "" };
+                    format!("{:<16} {}{default}\n", p.name, p.summary)
+                })
+                .collect();
+            io::print(text.as_bytes(), false)
         }
         Command::Stages => {
-            for k in fzmod::stage::registry() {
-                println!("{:<16} id {:<3} {}", k.name, k.id, k.summary);
-            }
-            Ok(())
+            let text: String = fzmod::stage::registry()
+                .iter()
+                .map(|k| format!("{:<16} id {:<3} {}\n", k.name, k.id, k.summary))
+                .collect();
+            io::print(text.as_bytes(), false)
         }
     }
 }
@@ -413,50 +436,63 @@ fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
     (median, v[0], v[v.len() - 1])
 }
 
-fn bench(input: &Path, job: &Job, runs: usize, json: Option<&io::Destination>) -> Result<()> {
-    let p = prepare(input, job)?;
+fn bench(input: &Path, job: &Job, runs: usize, json: Option<&io::Destination>, max_memory: u64) -> Result<()> {
+    let p = prepare(input, job, max_memory)?;
     let bytes = p.input.byte_len() as f64;
     let message = format!("benchmarking {} runs on {}", runs, p.backend.name());
     let (timing, _) = timed(message, false, || p.pipeline.bench_on(&p.backend, &p.input, &p.shape, runs, p.opts));
-    let timing = timing?;
+    let timing = timing.with_context(|| format!("benchmarking {}", shown(input)))?;
     let quality = fzmod::compare(&p.input, &timing.decoded)?;
     let gb = |secs: &[f64]| stats(secs.iter().map(|s| bytes / s / 1e9).collect());
     let (c_med, c_min, c_max) = gb(&timing.compress_seconds);
     let (d_med, d_min, d_max) = gb(&timing.decompress_seconds);
     let ratio = bytes / timing.archive_bytes as f64;
     let bound = p.pipeline.error_bound().map_or("none".into(), |b| format!("{} {:e}", b.mode.name(), b.value));
-    println!("dataset      {} ({} {})", shown(input), p.input.dtype(), job.shape);
-    println!("pipeline     {}", if p.pipeline.preset.is_empty() { "custom" } else { &p.pipeline.preset });
-    println!("backend      {} ({}) — {}", p.backend.name(), p.backend.device_name(), timing.method);
-    println!("bound        {bound}");
-    println!("ratio        {}   max abs error {}", num(ratio), num(quality.max_abs_error));
-    println!("runs         {runs} (after 1 warm-up)");
-    println!("compress     median {} GB/s  (min {}, max {})", num(c_med), num(c_min), num(c_max));
-    println!("decompress   median {} GB/s  (min {}, max {})", num(d_med), num(d_min), num(d_max));
+    let mut text = String::new();
+    let mut line = |l: String| {
+        text += &l;
+        text.push('\n');
+    };
+    line(format!("dataset      {} ({} {})", shown(input), p.input.dtype(), job.shape));
+    line(format!("pipeline     {}", if p.pipeline.preset.is_empty() { "custom" } else { &p.pipeline.preset }));
+    line(format!("backend      {} ({}) — {}", p.backend.name(), p.backend.device_name(), timing.method));
+    line(format!("bound        {bound}"));
+    line(format!("ratio        {}   max abs error {}", num(ratio), num(quality.max_abs_error)));
+    line(format!("runs         {runs} (after 1 warm-up)"));
+    line(format!("compress     median {} GB/s  (min {}, max {})", num(c_med), num(c_min), num(c_max)));
+    line(format!("decompress   median {} GB/s  (min {}, max {})", num(d_med), num(d_min), num(d_max)));
     for note in &timing.notes {
-        println!("device path  {note}");
+        line(format!("device path  {note}"));
     }
     if let Some((c, d)) = timing.end_to_end_seconds {
-        println!(
+        line(format!(
             "end-to-end   compress {} / decompress {} GB/s including transfers",
             num(bytes / c / 1e9),
             num(bytes / d / 1e9)
-        );
+        ));
     }
     if let Some(peak) = timing.peak_device_bytes {
-        println!("peak device  {} MiB", num(peak as f64 / (1 << 20) as f64));
+        line(format!("peak device  {} MiB", num(peak as f64 / (1 << 20) as f64)));
     }
-    if let Some(dest) = json {
-        let v = serde_json::json!({
-            "dataset": shown(input), "dtype": p.input.dtype().short_name(), "shape": job.shape,
-            "preset": p.pipeline.preset, "backend": p.backend.name(), "device": p.backend.device_name(),
-            "timing_method": timing.method, "runs": runs, "ratio": ratio, "max_abs_error": quality.max_abs_error,
-            "compress_gbps": {"median": c_med, "min": c_min, "max": c_max},
-            "decompress_gbps": {"median": d_med, "min": d_min, "max": d_max},
-            "end_to_end_seconds": timing.end_to_end_seconds.map(|(c, d)| serde_json::json!({"compress": c, "decompress": d})),
-            "peak_device_bytes": timing.peak_device_bytes, "device_path": timing.notes,
-        });
-        io::write_all(&[(dest, serde_json::to_string_pretty(&v)?.as_bytes())])?;
+    let json_text = json
+        .map(|_| {
+            let v = serde_json::json!({
+                "dataset": shown(input), "dtype": p.input.dtype().short_name(), "shape": job.shape,
+                "preset": p.pipeline.preset, "backend": p.backend.name(), "device": p.backend.device_name(),
+                "timing_method": timing.method, "runs": runs, "ratio": ratio, "max_abs_error": quality.max_abs_error,
+                "compress_gbps": {"median": c_med, "min": c_min, "max": c_max},
+                "decompress_gbps": {"median": d_med, "min": d_min, "max": d_max},
+                "end_to_end_seconds": timing.end_to_end_seconds.map(|(c, d)| serde_json::json!({"compress": c, "decompress": d})),
+                "peak_device_bytes": timing.peak_device_bytes, "device_path": timing.notes,
+            });
+            serde_json::to_string_pretty(&v)
+        })
+        .transpose()?;
+    // The table and the JSON file succeed or fail together, like a compress run's outputs.
+    let table = io::Destination::report(false);
+    let mut outputs: Vec<(&io::Destination, &[u8])> = vec![(&table, text.as_bytes())];
+    if let (Some(dest), Some(j)) = (json, &json_text) {
+        outputs.push((dest, j.as_bytes()));
     }
-    Ok(())
+    io::write_all(&outputs)
 }

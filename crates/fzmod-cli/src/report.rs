@@ -1,30 +1,23 @@
 //! The run report: printed for humans with --report, written as JSON with --json.
 
-use fzmod::{Header, Quality};
+use anyhow::{bail, Result};
+use fzmod::policy::position;
+use fzmod::{ArchiveFacts, Header, Quality, QualityFacts, Verdict};
 use serde_json::{json, Map, Value};
-use std::io::Write;
+use std::fmt::Write;
 
 /// Everything a compress/decompress run measured.
-#[derive(Default)]
 pub struct Report {
+    /// The archive, under the names every front end reports.
+    pub facts: ArchiveFacts,
+    /// The input as named in messages.
     pub input: String,
-    pub dtype: String,
-    pub shape: Vec<u64>,
-    pub preset: String,
-    pub pipeline: Vec<(String, String)>,
-    /// The pipeline's archive was larger than the input, so the input was stored as it is.
-    pub stored_raw: bool,
     pub backend: String,
     pub backend_note: String,
-    pub error_mode: String,
-    pub error_bound: f64,
-    pub error_bound_abs: Option<f64>,
-    pub num_elements: u64,
-    pub original_bytes: u64,
-    pub compressed_bytes: u64,
     pub compress_seconds: Option<f64>,
     pub decompress_seconds: Option<f64>,
-    pub quality: Option<Quality>,
+    /// The comparison with the original and the library's verdict on it.
+    quality: Option<(Quality, Verdict)>,
 }
 
 /// A number with about six significant digits: plain when it reads well, scientific otherwise.
@@ -54,95 +47,64 @@ fn gbps(bytes: u64, seconds: Option<f64>) -> Option<f64> {
     seconds.filter(|&s| s > 0.0).map(|s| bytes as f64 / s / 1e9)
 }
 
-/// The C-order index of flat element `flat` in `shape`, e.g. `[12, 40, 7]`.
-fn nd_index(flat: usize, shape: &[u64]) -> Vec<u64> {
-    let mut rest = flat as u64;
-    let mut index: Vec<u64> = shape
-        .iter()
-        .rev()
-        .map(|&extent| {
-            let i = rest % extent.max(1);
-            rest /= extent.max(1);
-            i
-        })
-        .collect();
-    index.reverse();
-    index
+/// The fields of a serialized fact struct (each is an object).
+pub fn fields(value: Value) -> Result<Map<String, Value>> {
+    match value {
+        Value::Object(m) => Ok(m),
+        other => bail!("report facts serialized to {other}, not an object"),
+    }
 }
 
 impl Report {
-    pub fn from_header(h: &Header) -> Report {
-        let num_elements = h.num_elements().unwrap_or(0);
+    /// A report of the archive `header` of `compressed_bytes` bytes, made from `input`.
+    pub fn new(header: &Header, compressed_bytes: usize, input: String) -> Report {
         Report {
-            dtype: h.dtype.short_name().into(),
-            shape: h.shape.clone(),
-            preset: h.preset.clone(),
-            pipeline: h
-                .stages
-                .iter()
-                .map(|s| {
-                    let kind = fzmod::stage::kind_by_id(s.type_id).map(|k| k.name).unwrap_or("?");
-                    (s.name.clone(), kind.to_string())
-                })
-                .collect(),
-            stored_raw: fzmod::is_stored_raw(h),
-            error_mode: h.error_mode.name().into(),
-            error_bound: h.error_bound,
-            error_bound_abs: fzmod::archived_abs_bound(h),
-            num_elements,
-            original_bytes: num_elements * h.dtype.size() as u64,
-            ..Report::default()
+            facts: ArchiveFacts::of(header, compressed_bytes),
+            input,
+            backend: String::new(),
+            backend_note: String::new(),
+            compress_seconds: None,
+            decompress_seconds: None,
+            quality: None,
         }
     }
 
-    pub fn ratio(&self) -> f64 {
-        self.original_bytes as f64 / self.compressed_bytes.max(1) as f64
+    /// Record how the reconstruction compares with the original, judged by the library's
+    /// verdict against the archive's guarantee.
+    pub fn set_quality(&mut self, quality: Quality) {
+        let verdict = Verdict::judge(&quality, self.facts.abs_bound);
+        self.quality = Some((quality, verdict));
     }
 
-    pub fn bits_per_value(&self) -> f64 {
-        8.0 * self.compressed_bytes as f64 / self.num_elements.max(1) as f64
-    }
-
-    /// The error every element must meet: the quantizer's bound, or 0 for lossless archives.
-    fn guaranteed_error(&self) -> f64 {
-        self.error_bound_abs.unwrap_or(0.0)
-    }
-
-    fn within_bound(&self, q: &Quality) -> bool {
-        q.max_abs_error <= self.guaranteed_error() && q.special_mismatches == 0
+    fn shape(&self) -> Vec<usize> {
+        self.facts.shape.iter().map(|&d| d as usize).collect()
     }
 
     /// Why the measured quality breaks the archive's guarantee, if it does.
     pub fn violation(&self) -> Option<String> {
-        let q = self.quality.as_ref()?;
-        if self.within_bound(q) {
-            return None;
-        }
-        Some(format!(
-            "BOUND VIOLATED: max error {} at {:?} > bound {}, {} NaN/Inf values changed",
-            num(q.max_abs_error),
-            nd_index(q.max_error_index, &self.shape),
-            num(self.guaranteed_error()),
-            q.special_mismatches
-        ))
+        let (_, verdict) = self.quality.as_ref()?;
+        verdict.violation(&self.shape())
     }
 
-    pub fn print(&self, out: &mut dyn Write) {
-        // A report that cannot be printed (closed pipe) is not worth failing the run for.
-        let _ = self.write_text(out);
+    /// The human-readable report.
+    pub fn to_text(&self) -> String {
+        let mut s = String::new();
+        self.write_text(&mut s).expect("formatting into a String cannot fail");
+        s
     }
 
-    fn write_text(&self, out: &mut dyn Write) -> std::io::Result<()> {
-        let shape: Vec<String> = self.shape.iter().map(|d| d.to_string()).collect();
-        let stages: Vec<String> = self.pipeline.iter().map(|(n, t)| format!("{n}:{t}")).collect();
-        writeln!(out, "input        {} ({} {})", self.input, self.dtype, shape.join("x"))?;
+    fn write_text(&self, out: &mut String) -> std::fmt::Result {
+        let f = &self.facts;
+        let shape: Vec<String> = f.shape.iter().map(|d| d.to_string()).collect();
+        let stages: Vec<String> = f.stages.iter().map(|st| format!("{}:{}", st.name, st.type_name)).collect();
+        writeln!(out, "input        {} ({} {})", self.input, f.dtype, shape.join("x"))?;
         writeln!(
             out,
             "pipeline     {} [{}]",
-            if self.preset.is_empty() { "custom" } else { &self.preset },
+            if f.preset.is_empty() { "custom" } else { &f.preset },
             stages.join(" -> ")
         )?;
-        if self.stored_raw {
+        if f.stored_raw {
             writeln!(
                 out,
                 "stored       as is (lossless): the pipeline's archive would have been larger than the input"
@@ -150,45 +112,43 @@ impl Report {
         }
         let note = if self.backend_note.is_empty() { String::new() } else { format!(" ({})", self.backend_note) };
         writeln!(out, "backend      {}{note}", self.backend)?;
-        match self.error_bound_abs {
-            Some(abs) => {
-                writeln!(out, "bound        {} {:e} (absolute {})", self.error_mode, self.error_bound, num(abs))?
-            }
-            None if self.stored_raw => {
-                writeln!(out, "bound        {} {:e} requested; values are exact", self.error_mode, self.error_bound)?
+        match f.abs_bound {
+            Some(abs) => writeln!(out, "bound        {} {:e} (absolute {})", f.error_mode, f.error_bound, num(abs))?,
+            None if f.stored_raw => {
+                writeln!(out, "bound        {} {:e} requested; values are exact", f.error_mode, f.error_bound)?
             }
             None => writeln!(out, "bound        none (lossless pipeline)")?,
         }
         writeln!(
             out,
             "size         {} -> {} bytes, ratio {}, {} bits/value",
-            self.original_bytes,
-            self.compressed_bytes,
-            num(self.ratio()),
-            num(self.bits_per_value())
+            f.original_bytes,
+            f.compressed_bytes,
+            num(f.ratio),
+            num(f.bits_per_value)
         )?;
         for (what, seconds) in [("compress  ", self.compress_seconds), ("decompress", self.decompress_seconds)] {
             if let Some(s) = seconds {
-                let speed = gbps(self.original_bytes, Some(s)).map_or("-".into(), num);
+                let speed = gbps(f.original_bytes, Some(s)).map_or("-".into(), num);
                 writeln!(out, "{what}   {} s, {speed} GB/s", num(s))?;
             }
         }
-        if let Some(q) = &self.quality {
-            self.write_quality(q, out)?;
+        if let Some((q, verdict)) = &self.quality {
+            self.write_quality(q, verdict, out)?;
         }
         Ok(())
     }
 
-    fn write_quality(&self, q: &Quality, out: &mut dyn Write) -> std::io::Result<()> {
+    fn write_quality(&self, q: &Quality, verdict: &Verdict, out: &mut String) -> std::fmt::Result {
         if q.value_min <= q.value_max {
             let (lo, hi) = (num(q.value_min), num(q.value_max));
             writeln!(out, "value range  {lo} .. {hi} (range {})", num(q.value_range()))?;
         } else {
             writeln!(out, "value range  none (no finite values)")?;
         }
-        let verdict = if self.within_bound(q) { "within bound" } else { "BOUND VIOLATED" };
-        let at = nd_index(q.max_error_index, &self.shape);
-        writeln!(out, "max error    {} at {at:?}, {verdict}", num(q.max_abs_error))?;
+        let judged = if verdict.within_bound() { "within bound" } else { "BOUND VIOLATED" };
+        let at = position(q.max_error_index, &self.shape());
+        writeln!(out, "max error    {} at {at:?}, {judged}", num(q.max_abs_error))?;
         if q.mse == 0.0 {
             writeln!(out, "PSNR         inf (exact reconstruction)")?;
         } else if q.value_range() == 0.0 {
@@ -202,46 +162,27 @@ impl Report {
         Ok(())
     }
 
-    pub fn to_json(&self) -> Value {
+    /// The JSON report: the shared facts of the archive and of the comparison
+    /// (`fzmod::ArchiveFacts`, `fzmod::QualityFacts`: the names every front end reports), then
+    /// what only a CLI run knows (tool, input, backend, timing, the error's position).
+    pub fn to_json(&self) -> Result<Value> {
         let mut m = Map::new();
         m.insert("tool".into(), json!({"name": "fzmod", "version": env!("CARGO_PKG_VERSION")}));
+        m.append(&mut fields(serde_json::to_value(&self.facts)?)?);
+        if let Some((q, verdict)) = &self.quality {
+            m.append(&mut fields(serde_json::to_value(QualityFacts::of(q, verdict))?)?);
+            m.insert("max_error_position".into(), json!(position(q.max_error_index, &self.shape())));
+        }
         m.insert("input".into(), json!(self.input));
-        m.insert("dtype".into(), json!(self.dtype));
-        m.insert("shape".into(), json!(self.shape));
-        m.insert("preset".into(), json!(self.preset));
-        m.insert(
-            "pipeline".into(),
-            Value::Array(self.pipeline.iter().map(|(n, t)| json!({"name": n, "type": t})).collect()),
-        );
-        m.insert("stored_raw".into(), json!(self.stored_raw));
         m.insert("backend".into(), json!(self.backend));
         m.insert("backend_note".into(), json!(self.backend_note));
-        m.insert("error_mode".into(), json!(self.error_mode));
-        m.insert("error_bound".into(), json!(self.error_bound));
-        m.insert("error_bound_abs".into(), json!(self.error_bound_abs));
-        m.insert("original_bytes".into(), json!(self.original_bytes));
-        m.insert("compressed_bytes".into(), json!(self.compressed_bytes));
-        m.insert("ratio".into(), json!(self.ratio()));
-        m.insert("bits_per_value".into(), json!(self.bits_per_value()));
         m.insert("compress_seconds".into(), json!(self.compress_seconds));
         m.insert("decompress_seconds".into(), json!(self.decompress_seconds));
         let total = self.compress_seconds.unwrap_or(0.0) + self.decompress_seconds.unwrap_or(0.0);
         m.insert("compress_plus_decompress_seconds".into(), json!(total));
-        m.insert("compress_gbps".into(), json!(gbps(self.original_bytes, self.compress_seconds)));
-        m.insert("decompress_gbps".into(), json!(gbps(self.original_bytes, self.decompress_seconds)));
-        if let Some(q) = &self.quality {
-            let finite = q.value_min <= q.value_max;
-            m.insert("value_min".into(), json!(finite.then_some(q.value_min)));
-            m.insert("value_max".into(), json!(finite.then_some(q.value_max)));
-            m.insert("max_abs_error".into(), json!(q.max_abs_error));
-            m.insert("max_error_index".into(), json!(q.max_error_index));
-            m.insert("max_error_position".into(), json!(nd_index(q.max_error_index, &self.shape)));
-            m.insert("psnr_db".into(), json!((q.value_range() > 0.0 && q.mse > 0.0).then_some(q.psnr_db)));
-            m.insert("nrmse".into(), json!(q.nrmse));
-            m.insert("special_value_mismatches".into(), json!(q.special_mismatches));
-            m.insert("within_bound".into(), json!(self.within_bound(q)));
-        }
-        Value::Object(m)
+        m.insert("compress_gbps".into(), json!(gbps(self.facts.original_bytes, self.compress_seconds)));
+        m.insert("decompress_gbps".into(), json!(gbps(self.facts.original_bytes, self.decompress_seconds)));
+        Ok(Value::Object(m))
     }
 }
 
@@ -258,12 +199,5 @@ mod tests {
         assert_eq!(num(1.0e-9), "1e-9");
         assert_eq!(num(12_345_678.0), "1.23457e7");
         assert_eq!(num(f64::INFINITY), "inf");
-    }
-
-    #[test]
-    fn flat_indices_become_c_order_positions() {
-        assert_eq!(nd_index(0, &[3, 4, 5]), vec![0, 0, 0]);
-        assert_eq!(nd_index(5 * 4 + 7, &[3, 4, 5]), vec![1, 1, 2]);
-        assert_eq!(nd_index(59, &[3, 4, 5]), vec![2, 3, 4]);
     }
 }

@@ -83,7 +83,7 @@ fn roundtrip_reports_ratio_error_and_speed() {
         "compressed_bytes",
         "ratio",
         "error_mode",
-        "error_bound_abs",
+        "abs_bound",
         "max_abs_error",
         "psnr_db",
         "nrmse",
@@ -95,7 +95,7 @@ fn roundtrip_reports_ratio_error_and_speed() {
     ] {
         assert!(!report[key].is_null(), "JSON report lacks {key}: {report}");
     }
-    assert!(report["max_abs_error"].as_f64().unwrap() <= report["error_bound_abs"].as_f64().unwrap());
+    assert!(report["max_abs_error"].as_f64().unwrap() <= report["abs_bound"].as_f64().unwrap());
     assert_eq!(report["original_bytes"], 5_550_336);
 
     // The written archive decompresses and compares through the other subcommands.
@@ -441,4 +441,284 @@ fn archives_from_streams_are_read_only_as_far_as_they_announce() {
     // A stream that ends inside the archive says so.
     let o = fzmod_with_stdin(&["inspect", "-"], &piped[..1000]);
     assert!(!o.status.success() && stderr(&o).contains("ended after 1000 bytes"), "{}", stderr(&o));
+}
+
+/// Run with `head` and then endless zero bytes on standard input, giving up after `seconds`
+/// (a regression that buffers the stream must fail the test, not hang it).
+fn fzmod_fed_endlessly(args: &[&str], head: Vec<u8>, seconds: u64) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fzmod"))
+        .current_dir(repo())
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // Ends with a broken pipe once the child stops reading or exits.
+    let feeder = std::thread::spawn(move || {
+        let zeros = vec![0u8; 1 << 16];
+        let _ = stdin.write_all(&head);
+        while stdin.write_all(&zeros).is_ok() {}
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("{args:?} still reading after {seconds} s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    feeder.join().unwrap();
+    out
+}
+
+#[test]
+fn config_files_are_read_with_a_bound() {
+    let out = scratch("config-bound.fzm");
+    let o = out.to_str().unwrap();
+    let args = |config: &'static str| {
+        vec!["compress", FIELD, "--dtype", "f32", "--shape", "132x73x144", "--config", config, "-o", o]
+    };
+    // An endless file is refused after the first MiB instead of being read until memory runs out.
+    let run = fzmod_within(&args("/dev/zero"), std::process::Stdio::null(), 20);
+    assert!(!run.status.success() && !out.exists());
+    assert!(stderr(&run).contains("/dev/zero is larger than 1.0 MiB"), "{}", stderr(&run));
+    // So is a regular file of 2 MiB, by its name.
+    let big = scratch("big.toml");
+    std::fs::write(&big, vec![b'#'; 2 << 20]).unwrap();
+    let mut a = args("/dev/zero");
+    a[7] = big.to_str().unwrap();
+    assert_fails_cleanly(&a, &out, "big.toml is larger than 1.0 MiB");
+    // A pipeline file that does not parse is named in the message.
+    let bad = scratch("bad-pipeline.toml");
+    std::fs::write(&bad, "[[stage]]\ntype = \"NoSuchStage\"\n").unwrap();
+    a[7] = bad.to_str().unwrap();
+    assert_fails_cleanly(&a, &out, "pipeline file");
+    assert_fails_cleanly(&a, &out, "bad-pipeline.toml");
+}
+
+/// The first bytes of an archive whose header announces `data_len` bytes of segments (the
+/// header checksum is wrong, but a reader must refuse the length before it gets that far).
+fn header_announcing(data_len: u64) -> Vec<u8> {
+    let mut body = Vec::new();
+    let mut v = data_len;
+    loop {
+        let low = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            body.push(low);
+            break;
+        }
+        body.push(low | 0x80);
+    }
+    body.resize(8, 0);
+    let mut head = fzmod::archive::MAGIC.to_vec();
+    head.extend_from_slice(&1u16.to_le_bytes());
+    head.extend_from_slice(&0u16.to_le_bytes());
+    head.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    head.extend_from_slice(&body);
+    head.extend_from_slice(&[0; 4]);
+    head
+}
+
+#[test]
+fn reads_are_bounded_by_what_the_header_announces_and_by_max_memory() {
+    let raw = scratch("announce.f32");
+    let r = raw.to_str().unwrap();
+    // A header announcing a TiB, then endless zeros on standard input: refused at once, by
+    // the explicit limit and by the default one (half the physical memory).
+    let tib = header_announcing(1 << 40);
+    let o = fzmod_fed_endlessly(&["decompress", "-", "-o", r, "--max-memory", "64M"], tib.clone(), 20);
+    assert!(!o.status.success() && !raw.exists());
+    let err = stderr(&o);
+    assert!(err.contains("as its header announces") && err.contains("--max-memory limit of 64.0 MiB"), "{err}");
+    let o = fzmod_fed_endlessly(&["decompress", "-", "-o", r], tib, 20);
+    assert!(!o.status.success() && stderr(&o).contains("--max-memory"), "{}", stderr(&o));
+
+    // A genuine archive is refused above the limit, from a stream or a file, and read below it.
+    let archive = scratch("announce.fzm");
+    let a = archive.to_str().unwrap();
+    assert!(fzmod(&compress_args(a, &[])).status.success());
+    let bytes = std::fs::read(&archive).unwrap();
+    let o = fzmod_with_stdin(&["inspect", "-", "--max-memory", "1K"], &bytes);
+    assert!(!o.status.success() && stderr(&o).contains("--max-memory limit of 1024 bytes"), "{}", stderr(&o));
+    assert_fails_cleanly(&["inspect", a, "--max-memory", "1K"], Path::new("/nonexistent"), "--max-memory");
+    let o = fzmod_with_stdin(&["inspect", "-", "--max-memory", "1.5GiB"], &bytes);
+    assert!(o.status.success(), "{}", stderr(&o));
+
+    // A raw array from a stream is refused by its shape before a byte is read.
+    let out = scratch("announce-raw.fzm");
+    let o = fzmod_fed_endlessly(
+        &["compress", "-", "--dtype", "f32", "--shape", "1000000", "-o", out.to_str().unwrap(), "--max-memory", "1M"],
+        Vec::new(),
+        20,
+    );
+    assert!(!o.status.success() && !out.exists());
+    assert!(stderr(&o).contains("raw input standard input") && stderr(&o).contains("--max-memory"), "{}", stderr(&o));
+
+    // Decoding is refused when the decoded array would exceed the limit (a constant field
+    // compresses to almost nothing, so the archive alone passes).
+    let constant = scratch("announce-constant.f32");
+    std::fs::write(&constant, 1.25f32.to_le_bytes().repeat(1 << 20)).unwrap();
+    let small = scratch("announce-constant.fzm");
+    let c = ["compress", constant.to_str().unwrap(), "--dtype", "f32", "--shape", "1048576", "-m", "abs", "-e", "0.5"];
+    assert!(fzmod(&[&c[..], &["-o", small.to_str().unwrap()]].concat()).status.success());
+    assert!(std::fs::metadata(&small).unwrap().len() < 1 << 20);
+    assert_fails_cleanly(&["decompress", small.to_str().unwrap(), "-o", r, "--max-memory", "1M"], &raw, "decoding");
+
+    // Sizes are parsed with their unit; nonsense is a usage error.
+    let o = fzmod(&["inspect", a, "--max-memory", "12 parsecs"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+#[test]
+fn concurrent_writers_without_force_never_replace_each_other() {
+    let dir = scratch("race");
+    std::fs::create_dir_all(&dir).unwrap();
+    let target = dir.join("race.fzm");
+    let t = target.to_str().unwrap().to_string();
+    let children: Vec<_> = (0..8)
+        .map(|_| {
+            Command::new(env!("CARGO_BIN_EXE_fzmod"))
+                .current_dir(repo())
+                .args(compress_args(&t, &[]))
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outputs: Vec<Output> = children.into_iter().map(|c| c.wait_with_output().unwrap()).collect();
+    let won = outputs.iter().filter(|o| o.status.success()).count();
+    assert_eq!(won, 1, "{won} of 8 writers succeeded");
+    for o in outputs.iter().filter(|o| !o.status.success()) {
+        assert!(stderr(o).contains("already exists") && stderr(o).contains("--force"), "{}", stderr(o));
+    }
+    let archive = std::fs::read(&target).unwrap();
+    assert_eq!(fzmod::inspect(&archive).unwrap().shape, vec![132, 73, 144]);
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("race.fzm")], "temporary files left behind");
+}
+
+#[test]
+fn temporary_files_of_killed_runs_are_removed_by_the_next_run() {
+    let dir = scratch("stale");
+    std::fs::create_dir_all(&dir).unwrap();
+    // No process has this PID (Linux caps PIDs at 2^22); this test's own process runs.
+    let dead = dir.join(".out.fzm.999999999.tmp");
+    let alive = dir.join(format!(".out.fzm.{}.tmp", std::process::id()));
+    let other = dir.join(".out.fzm.notapid.tmp");
+    for f in [&dead, &alive, &other] {
+        std::fs::write(f, b"partial").unwrap();
+    }
+    let out = dir.join("out.fzm");
+    let o = fzmod(&compress_args(out.to_str().unwrap(), &[]));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!dead.exists(), "the temporary file of a dead process stayed");
+    assert!(alive.exists() && other.exists(), "a file that is not a stale temporary file was removed");
+}
+
+#[test]
+fn reports_that_cannot_be_written_fail_the_run() {
+    let full = || std::fs::File::options().write(true).open("/dev/full").unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_fzmod"))
+            .current_dir(repo())
+            .args(args)
+            .stdout(full())
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap()
+    };
+    let out = scratch("full.fzm");
+    let o = run(&compress_args(out.to_str().unwrap(), &["--report"]));
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("cannot write to standard output"), "{}", stderr(&o));
+    assert!(!out.exists(), "the archive was published although its report failed");
+    assert!(fzmod(&compress_args(out.to_str().unwrap(), &[])).status.success());
+    for args in
+        [vec!["inspect", out.to_str().unwrap()], vec!["inspect", out.to_str().unwrap(), "--json"], vec!["presets"]]
+    {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("cannot write to standard output"), "{}", stderr(&o));
+    }
+}
+
+#[test]
+fn bounds_backends_and_presets_follow_the_library_policy() {
+    let out = scratch("policy.fzm");
+    let o = out.to_str().unwrap();
+    // -m abs alone would reuse the preset's relative 1e-3 as an absolute bound: refused.
+    assert_fails_cleanly(&compress_args(o, &["-m", "abs"]), &out, "without a value");
+    // -m rel alone keeps the preset's (relative) bound.
+    assert!(fzmod(&compress_args(o, &["-m", "rel"])).status.success());
+    std::fs::remove_file(&out).unwrap();
+    // Without --preset and --config, the library's default preset.
+    let plain = fzmod(&["compress", FIELD, "--dtype", "f32", "--shape", "132x73x144", "-o", o]);
+    assert!(plain.status.success(), "{}", stderr(&plain));
+    assert_eq!(fzmod::inspect(&std::fs::read(&out).unwrap()).unwrap().preset, fzmod::DEFAULT_PRESET);
+    std::fs::remove_file(&out).unwrap();
+    // An unknown preset points at --config too.
+    let mut args = compress_args(o, &[]);
+    args[7] = "nope";
+    assert_fails_cleanly(&args, &out, "--config");
+    // Backend names are the library's: `gpu` is an alias of cuda.
+    let o = fzmod(&["roundtrip", FIELD, "--dtype", "f32", "--shape", "132x73x144", "--backend", "GPU"]);
+    assert!(o.status.success() || stderr(&o).contains("backend unavailable"), "{}", stderr(&o));
+    // A command line the parser rejects exits with 2.
+    assert_eq!(fzmod(&["compress"]).status.code(), Some(2));
+}
+
+#[test]
+fn inspect_and_reports_use_the_shared_fact_names() {
+    let archive = scratch("facts.fzm");
+    let json = scratch("facts.json");
+    let a = archive.to_str().unwrap();
+    let o = fzmod(&[
+        "roundtrip",
+        FIELD,
+        "--dtype",
+        "f32",
+        "--shape",
+        "132x73x144",
+        "-o",
+        a,
+        "--json",
+        json.to_str().unwrap(),
+        "--backend",
+        "cpu",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let o = fzmod(&["inspect", a, "--json"]);
+    let inspected: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let facts = serde_json::to_value(fzmod::ArchiveFacts::of(
+        &fzmod::inspect(&std::fs::read(&archive).unwrap()).unwrap(),
+        std::fs::metadata(&archive).unwrap().len() as usize,
+    ))
+    .unwrap();
+    // Every archive fact appears under its shared name in both, with the same value; inspect
+    // adds to each stage, so only the stages' shared keys are compared there.
+    for (key, value) in facts.as_object().unwrap() {
+        if key == "stages" {
+            for (i, stage) in value.as_array().unwrap().iter().enumerate() {
+                for (k, v) in stage.as_object().unwrap() {
+                    assert_eq!(&inspected["stages"][i][k], v, "inspect stage {i} {k}");
+                }
+            }
+            assert_eq!(&report[key], value, "report {key}");
+        } else {
+            assert_eq!(&inspected[key], value, "inspect {key}");
+            assert_eq!(&report[key], value, "report {key}");
+        }
+    }
+    assert_eq!(report["dtype"], "float32");
+    for key in ["abs_bound", "compressed_bytes", "special_value_mismatches", "within_bound", "max_abs_error"] {
+        assert!(!report[key].is_null(), "report lacks {key}: {report}");
+    }
+    assert_eq!(report["within_bound"], true);
 }
