@@ -123,30 +123,41 @@ pub fn read_array(path: &Path, dtype: DType, shape: &[usize], max_memory: u64) -
     let expected = byte_count(dtype, shape)?;
     let what = format!("raw input {} (shape {} of {dtype})", shown(path), shape_string(shape));
     within_limit(&what, expected as u64, max_memory)?;
-    let bytes = if is_stdio(path) {
-        read_exactly(std::io::stdin().lock(), expected, path, shape, dtype)?
+    // The values are read straight into the array the pipeline takes: one copy, from the
+    // kernel, whatever the size.
+    let mut values = Buffer::zeroed(dtype, expected / dtype.size()).with_context(|| what.clone())?;
+    let filled = if is_stdio(path) {
+        fill_exactly(&mut std::io::stdin().lock(), values.native_bytes_mut())
     } else {
         let file = File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
         let meta = file.metadata().with_context(|| format!("cannot read {}", path.display()))?;
         check_metadata(path, &meta, dtype, shape)?;
-        read_exactly(file, expected, path, shape, dtype)?
+        fill_exactly(&mut &file, values.native_bytes_mut())
     };
-    Buffer::from_le_bytes(dtype, &bytes).with_context(|| format!("raw input {}", shown(path)))
-}
-
-/// Read `n` bytes and no more; a source that ends sooner is an error.
-fn read_exactly(mut source: impl Read, n: usize, path: &Path, shape: &[usize], dtype: DType) -> Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    fill_to(&mut source, &mut bytes, n as u64).with_context(|| format!("cannot read {}", shown(path)))?;
-    if bytes.len() != n {
+    let filled = filled.with_context(|| format!("cannot read {}", shown(path)))?;
+    if filled != expected {
         bail!(
-            "{} ended after {} bytes, but shape {} of {dtype} needs {n}",
+            "{} ended after {filled} bytes, but shape {} of {dtype} needs {expected}",
             shown(path),
-            bytes.len(),
             shape_string(shape)
         );
     }
-    Ok(bytes)
+    values.from_le_in_place();
+    Ok(values)
+}
+
+/// Fill `dst` from `source`; returns how many bytes arrived (fewer when the source ends).
+fn fill_exactly(source: &mut impl Read, dst: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < dst.len() {
+        match source.read(&mut dst[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
 }
 
 /// Append from `source` until `bytes` holds `total` bytes or the source ends. Reads in chunks

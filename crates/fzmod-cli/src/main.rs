@@ -371,7 +371,7 @@ fn run(cli: Cli) -> Result<()> {
                 r.set_quality(quality);
             }
             out.check_bound(&r, dest.is_stdout())?;
-            out.finish(&r, Some((&dest, &decoded.data.to_le_bytes())), json.as_ref())
+            out.finish(&r, Some((&dest, &decoded.data.le_bytes())), json.as_ref())
         }
         Command::Roundtrip { input, output, job, out } => {
             let dest = output.map(|o| io::destination(&o, out.force, &[&input])).transpose()?;

@@ -241,6 +241,16 @@ impl Buffer {
         self.len() * self.dtype().size()
     }
 
+    /// Little-endian bytes, borrowed where the host is little-endian (writing decoded values
+    /// out costs no copy there).
+    pub fn le_bytes(&self) -> std::borrow::Cow<'_, [u8]> {
+        if cfg!(target_endian = "little") {
+            std::borrow::Cow::Borrowed(self.native_bytes())
+        } else {
+            std::borrow::Cow::Owned(self.to_le_bytes())
+        }
+    }
+
     /// Little-endian bytes, as stored in an archive segment.
     pub fn to_le_bytes(&self) -> Vec<u8> {
         if cfg!(target_endian = "little") {
@@ -254,6 +264,23 @@ impl Buffer {
             Buffer::I32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             Buffer::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             Buffer::F64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        }
+    }
+
+    /// Reorder little-endian bytes read into [`Buffer::native_bytes_mut`] into native order
+    /// (nothing to do on little-endian hosts).
+    pub fn from_le_in_place(&mut self) {
+        if cfg!(target_endian = "little") {
+            return;
+        }
+        match self {
+            Buffer::U8(_) => {}
+            Buffer::U16(v) => v.iter_mut().for_each(|x| *x = u16::from_le(*x)),
+            Buffer::U32(v) => v.iter_mut().for_each(|x| *x = u32::from_le(*x)),
+            Buffer::I16(v) => v.iter_mut().for_each(|x| *x = i16::from_le(*x)),
+            Buffer::I32(v) => v.iter_mut().for_each(|x| *x = i32::from_le(*x)),
+            Buffer::F32(v) => v.iter_mut().for_each(|x| *x = f32::from_bits(u32::from_le(x.to_bits()))),
+            Buffer::F64(v) => v.iter_mut().for_each(|x| *x = f64::from_bits(u64::from_le(x.to_bits()))),
         }
     }
 
