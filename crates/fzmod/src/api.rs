@@ -75,8 +75,8 @@ pub fn decompress_into<T: Element>(archive: &[u8], out: &mut [T]) -> Result<Head
 mod device_resident {
     use super::*;
     use crate::backend::cuda::device::DeviceBuffer;
-    use crate::backend::cuda::executor::{self, Source};
     use crate::error::Error;
+    use crate::executor::{self, Source};
     use crate::graph::DecodePlan;
 
     impl Compressor {

@@ -2,10 +2,11 @@
 //! the run layer's (`run.rs`).
 
 #[cfg(feature = "cuda")]
-use crate::backend::cuda::{executor, CudaDevice};
+use crate::backend::cuda::CudaDevice;
 use crate::backend::Backend;
 use crate::element::{Buffer, View};
 use crate::error::Result;
+use crate::executor;
 use crate::graph::{self, DecodePlan, Pipeline};
 use crate::run::RunOptions;
 use std::time::Instant;

@@ -38,6 +38,8 @@ mod bench;
 pub mod config;
 pub mod element;
 pub mod error;
+#[cfg(feature = "cuda")]
+mod executor;
 mod fallback;
 pub mod graph;
 pub mod metrics;

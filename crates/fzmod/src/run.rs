@@ -3,11 +3,11 @@
 //! the same input and pipeline take the same decisions (fusion, stored-raw fallback) and give
 //! the same bytes, and every archive is parsed and checked once, by [`DecodePlan`].
 
-#[cfg(feature = "cuda")]
-use crate::backend::cuda::executor;
 use crate::backend::Backend;
 use crate::element::{Buffer, Element, View};
 use crate::error::{Error, Result};
+#[cfg(feature = "cuda")]
+use crate::executor;
 use crate::graph::{DecodePlan, Decompressed, Pipeline};
 use crate::Header;
 use std::borrow::Cow;

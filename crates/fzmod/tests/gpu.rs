@@ -6,8 +6,9 @@
 mod common;
 
 use common::*;
-use fzmod::backend::cuda::{compile_all, CudaDevice};
+use fzmod::backend::cuda::CudaDevice;
 use fzmod::backend::Backend;
+use fzmod::stages::compile_all;
 use fzmod::{Buffer, ErrorBound, ErrorMode, Pipeline, RunOptions};
 
 const FUSED: RunOptions = RunOptions { fusion: true };

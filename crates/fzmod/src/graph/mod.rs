@@ -14,6 +14,8 @@ use crate::stage::{ErrorBound, ForwardContext, Stage};
 
 mod decode;
 #[cfg(feature = "cuda")]
+pub mod fusion;
+#[cfg(feature = "cuda")]
 pub(crate) use decode::check_inverse;
 pub use decode::DecodePlan;
 

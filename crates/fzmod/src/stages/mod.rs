@@ -38,7 +38,14 @@ pub static ALL: &[&StageKind] = &[
 
 /// The fusion rules the GPU executor tries, in order, before running stages one by one.
 #[cfg(feature = "cuda")]
-pub static FUSION_RULES: &[&dyn crate::backend::cuda::executor::FusionRule] = &[&cuszp_fusion::CuszpFusion];
+pub static FUSION_RULES: &[&dyn crate::graph::fusion::FusionRule] = &[&cuszp_fusion::CuszpFusion];
+
+/// Compile every device program this build has (each stage's, each fusion rule's variants)
+/// for `arch` without a device (NVRTC only); returns how many.
+#[cfg(feature = "cuda")]
+pub fn compile_all(arch: &str) -> crate::error::Result<usize> {
+    crate::backend::cuda::compile_programs(&device_programs(), arch)
+}
 
 /// Every device program: each stage's variants and each fusion rule's.
 #[cfg(feature = "cuda")]
@@ -66,4 +73,17 @@ pub(crate) fn device_programs() -> Vec<crate::backend::cuda::Program> {
     }
     programs.extend(cuszp_fusion::programs());
     programs
+}
+
+#[cfg(all(test, feature = "cuda"))]
+mod nvrtc_tests {
+    /// Compiles without a device: run where NVRTC is on the library path (gpu-check.sh, or a
+    /// development machine with the `nvidia-cuda-nvrtc` wheel).
+    #[test]
+    #[ignore = "needs NVRTC (libnvrtc.so) on the library path"]
+    fn every_device_program_compiles_for_sm_90() {
+        // SAFETY: only probes for the library by name.
+        assert!(unsafe { crate::backend::cuda::nvrtc_present() }, "NVRTC not found");
+        assert!(super::compile_all("sm_90").unwrap() >= 40);
+    }
 }

@@ -169,16 +169,3 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
-
-#[cfg(test)]
-mod nvrtc_tests {
-    /// Compiles without a device: run where NVRTC is on the library path (gpu-check.sh, or a
-    /// development machine with the `nvidia-cuda-nvrtc` wheel).
-    #[test]
-    #[ignore = "needs NVRTC (libnvrtc.so) on the library path"]
-    fn every_device_program_compiles_for_sm_90() {
-        // SAFETY: only probes for the library by name.
-        assert!(unsafe { super::super::nvrtc_present() }, "NVRTC not found");
-        assert!(super::super::compile_all("sm_90").unwrap() >= 40);
-    }
-}

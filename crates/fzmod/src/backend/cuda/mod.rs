@@ -9,7 +9,6 @@
 
 mod compile;
 pub mod device;
-pub mod executor;
 
 pub use compile::Program;
 
@@ -370,11 +369,9 @@ impl Workspace {
     }
 }
 
-/// Compile every device program this build has (each stage's, each fusion rule's variants)
-/// for `arch` without a device (NVRTC only); returns how many.
-pub fn compile_all(arch: &str) -> Result<usize> {
-    let programs = crate::stages::device_programs();
-    for p in &programs {
+/// Compile `programs` for `arch` without a device (NVRTC only; fills the disk cache).
+pub fn compile_programs(programs: &[Program], arch: &str) -> Result<usize> {
+    for p in programs {
         compile::cubin(p, arch)?;
     }
     Ok(programs.len())

@@ -7,10 +7,10 @@
 //! writers, the Quantizer's own outlier-channel encoder, and the shared archive assembly.
 
 use crate::archive::InputRef;
-use crate::backend::cuda::executor::{CompressJob, DecompressJob, FusionRule, Source};
 use crate::backend::cuda::{device_error, CudaDevice, Program, Workspace};
 use crate::element::DType;
 use crate::error::{corrupt, Error, Result};
+use crate::graph::fusion::{CompressJob, DecompressJob, FusionRule, Source};
 use crate::graph::DecodePlan;
 use crate::graph::Pipeline;
 use crate::shape::Grid;
