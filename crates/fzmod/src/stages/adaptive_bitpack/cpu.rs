@@ -311,6 +311,11 @@ fn decode_block<T: Code>(
         mags[0] = u32::from_le_bytes(raw);
     }
     for (i, o) in out.iter_mut().enumerate() {
+        // The encoder writes a sign only for negative values: a set sign on a zero magnitude
+        // ("−0") is a second encoding of 0, which a canonical archive never holds.
+        if signs[i] && mags[i] == 0 {
+            return Err(corrupt!("AdaptiveBitpack sign bit set on a zero magnitude (non-canonical)"));
+        }
         *o = T::join(signs[i], mags[i])
             .ok_or_else(|| corrupt!("AdaptiveBitpack magnitude {} does not fit {}", mags[i], T::DTYPE))?;
     }

@@ -134,8 +134,12 @@ extern "C" __global__ void fz_resolve(const double* pmin, const double* pmax, u3
         hi = fmax(hi, __shfl_xor_sync(FULL_MASK, hi, o));
     }
     if (threadIdx.x == 0) {
+        // As resolve_abs_bound (quantizer/mod.rs): when max - min overflows (f64 inputs
+        // spanning more than DBL_MAX) scale each end first; products kept unfused to match.
         double range = lo <= hi ? hi - lo : 0.0;
-        double abs_bound = relative ? value * range : value;
+        double abs_bound = !relative ? value
+                         : isinf(range) ? __dsub_rn(__dmul_rn(value, hi), __dmul_rn(value, lo))
+                         : __dmul_rn(value, range);
         real step = at_most(abs_bound);
         real recip = (real)0.5 / step;
         out->abs_bound = abs_bound;
