@@ -420,6 +420,20 @@ mod tests {
     }
 
     #[test]
+    fn a_sign_on_a_zero_magnitude_is_corrupt() {
+        // The seed block: elements 3..=6 are 0; setting element 3's sign bit encodes "−0".
+        let v = [1i32, -2, 3, 0, 0, 0, 0, -1];
+        let mut bytes = encode(&v, 8, Layout::Plain);
+        bytes[1] |= 1 << 3;
+        let err = decode::<i32>(&bytes, 8, 8, Layout::Plain).unwrap_err().to_string();
+        assert!(err.contains("non-canonical"), "{err}");
+        // The same for a whole-zero value in an i16 block.
+        let mut bytes = encode(&[0i16, 5], 2, Layout::Plain);
+        bytes[1] |= 1;
+        assert!(decode::<i16>(&bytes, 2, 2, Layout::Plain).is_err());
+    }
+
+    #[test]
     fn rate_32_uses_the_packed_escape() {
         let v = [5, i32::MIN, 7, 1];
         let bytes = encode(&v, 4, Layout::Packed);
