@@ -133,12 +133,15 @@ fn recorded_step_and_bounds_are_checked_against_each_other() {
     }
 }
 
+/// One named change to a header.
+type HeaderEdit = Box<dyn Fn(&mut Header)>;
+
 #[test]
 fn lorenzo_quant_records_are_checked_against_the_header() {
     let data = buffer(&field(4096), DType::F32);
     let archive = compress("fzgpu", &data, &[32, 128], ErrorBound::new(ErrorMode::Rel, 1e-3).unwrap()).unwrap();
     assert!(fzmod::decompress(&archive).is_ok());
-    let edits: [(&str, Box<dyn Fn(&mut Header)>); 4] = [
+    let edits: [(&str, HeaderEdit); 4] = [
         ("bound NaN", Box::new(|h| h.error_bound = f64::NAN)),
         ("bound doubled", Box::new(|h| h.error_bound *= 2.0)),
         ("mode rel -> abs", Box::new(|h| h.error_mode = ErrorMode::Abs)),
