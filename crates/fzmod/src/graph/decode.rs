@@ -36,7 +36,11 @@ impl Default for DecodeLimits {
     /// decode may use a large share of the machine, but an archive alone cannot make it
     /// exhaust the memory.
     fn default() -> Self {
-        DecodeLimits { max_memory: physical_memory().map_or(FALLBACK_MAX_MEMORY, |m| m / 2) }
+        // Read once per process: small archives decode in microseconds, the file read would
+        // dominate them.
+        static DEFAULT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+        let max_memory = *DEFAULT.get_or_init(|| physical_memory().map_or(FALLBACK_MAX_MEMORY, |m| m / 2));
+        DecodeLimits { max_memory }
     }
 }
 
@@ -48,7 +52,7 @@ fn physical_memory() -> Option<u64> {
     kib.checked_mul(1024)
 }
 
-/// Bytes in the units people read (`1.05 GB`).
+/// Bytes in the units people read (`1.05 GiB`).
 fn human(bytes: u64) -> String {
     match bytes {
         b if b >= 1 << 30 => format!("{:.2} GiB", b as f64 / f64::from(1u32 << 30)),
@@ -143,8 +147,10 @@ impl<'a> DecodePlan<'a> {
     /// The host memory a decode of `header` needs, estimated from the header alone: the
     /// decoded array (elements × element size), plus the widest intermediate a stage's
     /// inverse holds beside it (every stage of the registry keeps at most 4 bytes per element
-    /// between stages: i32/u32 codes, u16 codes, or their bytes), plus a copy of the archived
-    /// segments (they are read into typed buffers). The CPU decoder's peak stays within it.
+    /// between stages: i32/u32 codes, u16 codes, or their bytes; TiledLorenzo's tile padding
+    /// adds at most a tile's edge per dimension), plus a copy of the archived segments (they
+    /// are read into typed buffers). It is an estimate of the CPU decoder's peak, not a bound
+    /// on every allocator's view of it.
     pub fn memory_needed(header: &Header) -> Result<u64> {
         let n = header.num_elements()?;
         let values = n.checked_mul(header.dtype.size() as u64);
