@@ -1,6 +1,6 @@
 //! Never much bigger than the input: when a pipeline's archive is larger than the raw input
 //! (bounds near float precision, noise), the input is stored losslessly instead, as a
-//! one-stage Store pipeline (docs/FORMAT.md 6.5). The header keeps the requested bound, mode
+//! one-stage Store pipeline (docs/FORMAT.md 6.12). The header keeps the requested bound, mode
 //! and preset, so `inspect` and reports show what was asked for and that it was stored.
 
 use crate::archive::{self, Header, InputRef, SegmentEntry, StageRecord};

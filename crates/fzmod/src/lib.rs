@@ -56,22 +56,26 @@ pub use config::{from_toml, preset, to_toml, PRESETS};
 pub use element::{Buffer, DType, Element, View};
 pub use error::{Error, ErrorKind, Result};
 pub use fallback::is_stored_raw;
-pub use graph::{decompress, Decompressed, Pipeline};
+pub use graph::{decompress, DecodeLimits, Decompressed, Pipeline};
 pub use metrics::{compare, Quality};
 pub use policy::{ArchiveFacts, QualityFacts, Verdict, DEFAULT_BOUND, DEFAULT_PRESET};
 pub use run::{decompress_on, decompress_with, Decoder, RunOptions};
 pub use shape::parse_shape;
 pub use stage::{ErrorBound, Stage};
 
-/// The absolute bound the archive's first quantizer guarantees, if it has one.
+/// The absolute bound the reconstruction of an archive guarantees (what reports print), from
+/// the first stage record that states one and agrees with the header; `None` when the
+/// pipeline is exact or a record does not decode. [`graph::DecodePlan::guaranteed_abs_bound`]
+/// gives the same for a validated archive.
 pub fn archived_abs_bound(header: &Header) -> Option<f64> {
-    header.stages.iter().find_map(|s| match s.type_id {
-        id if id == stages::quantizer::KIND.id => stages::quantizer::recorded_abs_bound(s.param_version, &s.params),
-        id if id == stages::lorenzo_quant::KIND.id => {
-            stages::lorenzo_quant::recorded_abs_bound(s.param_version, &s.params)
+    for rec in &header.stages {
+        let kind = stage::kind_by_id(rec.type_id).ok()?;
+        let s = (kind.from_record)(rec.param_version, &rec.params).ok()?;
+        if let Some(bound) = s.recorded_abs_bound() {
+            return s.check_header(header).ok().map(|()| bound);
         }
-        _ => None,
-    })
+    }
+    None
 }
 
 /// Parse and verify an archive's header without decoding the data.

@@ -1,6 +1,6 @@
 //! How stages see the pipeline shape: as at most three dimensions (z, y, x), x fastest.
 
-use crate::archive::{Reader, Writer};
+use crate::archive::{Reader, Writer, MAX_DIMS};
 use crate::error::{corrupt, Error, Result};
 
 /// The shape seen by spatial stages.
@@ -84,7 +84,11 @@ pub fn parse_shape(s: &str) -> Result<Vec<usize>> {
     let dims: Option<Vec<usize>> =
         s.split(['x', 'X', ',', '*']).map(|d| d.trim().parse().ok().filter(|&d: &usize| d > 0)).collect();
     match dims {
-        Some(d) if !d.is_empty() && d.len() <= 16 => Ok(d),
+        Some(d) if d.len() > MAX_DIMS => Err(Error::InvalidArgument(format!(
+            "bad shape '{s}': {} dimensions, an archive holds at most {MAX_DIMS}",
+            d.len()
+        ))),
+        Some(d) if !d.is_empty() => Ok(d),
         _ => Err(Error::InvalidArgument(format!(
             "bad shape '{s}': expected positive extents like 2161x4320 (slowest first)"
         ))),
@@ -110,5 +114,13 @@ mod tests {
         assert!(parse_shape("0x5").is_err());
         assert!(parse_shape("ax5").is_err());
         assert!(parse_shape("").is_err());
+    }
+
+    #[test]
+    fn too_many_dimensions_name_the_limit() {
+        let shape = vec!["2"; MAX_DIMS + 1].join("x");
+        let err = parse_shape(&shape).unwrap_err().to_string();
+        assert!(err.contains("17 dimensions") && err.contains("at most 16"), "{err}");
+        assert_eq!(parse_shape(&vec!["2"; MAX_DIMS].join("x")).unwrap().len(), MAX_DIMS);
     }
 }

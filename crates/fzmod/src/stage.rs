@@ -68,6 +68,11 @@ pub trait Stage: Send + Sync + std::fmt::Debug {
     fn error_bound(&self) -> Option<ErrorBound> {
         None
     }
+    /// On a stage rebuilt from its record: the absolute bound its reconstruction guarantees
+    /// (checked against the header by [`Stage::check_header`]); `None` for exact stages.
+    fn recorded_abs_bound(&self) -> Option<f64> {
+        None
+    }
     /// Accept the pipeline input's element type (only stages fed by the pipeline input).
     fn set_input_dtype(&mut self, dtype: DType) -> Result<()> {
         match self.inputs().first() {

@@ -79,7 +79,7 @@ const GOLDENS: [Golden; 10] = [
         specials: false,
     },
     // A bound far below the data's precision: the pipeline's archive would exceed the input,
-    // so the writer falls back to a one-stage Store archive (docs/FORMAT.md 6.5).
+    // so the writer falls back to a one-stage Store archive (docs/FORMAT.md 6.12).
     Golden {
         file: "v1.0_store_fallback.fzm",
         preset: "cuszp2",

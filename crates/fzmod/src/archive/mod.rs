@@ -23,7 +23,8 @@ const PREAMBLE_LEN: usize = 16;
 /// Sanity limits on header counts (a header is kilobytes; these only stop absurd values).
 const MAX_STAGES: u64 = 4096;
 const MAX_PORTS: u64 = 256;
-const MAX_DIMS: u64 = 16;
+/// Most dimensions a shape may have (docs/FORMAT.md §2).
+pub const MAX_DIMS: usize = 16;
 
 /// How the user stated the error bound.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -353,7 +354,7 @@ fn decode_body(body: &[u8], version: (u16, u16)) -> Result<(Header, u64)> {
     let data_len = r.varint()?;
     let dtype_code = r.u8()?;
     let dtype = DType::from_code(dtype_code).ok_or_else(|| corrupt!("unknown element type code {dtype_code}"))?;
-    let ndim = r.count(MAX_DIMS, "number of dimensions")?;
+    let ndim = r.count(MAX_DIMS as u64, "number of dimensions")?;
     let shape = (0..ndim).map(|_| r.varint()).collect::<Result<Vec<_>>>()?;
     let error_mode = ErrorMode::from_code(r.u8()?)?;
     let error_bound = r.f64()?;

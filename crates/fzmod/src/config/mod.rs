@@ -139,6 +139,10 @@ pub fn from_toml(text: &str) -> Result<Pipeline> {
         let t = s.as_table().ok_or_else(|| config_err(format!("stage #{i} is not a table")))?;
         let field = |k: &str| t.get(k).and_then(|v| v.as_str());
         let name = field("name").ok_or_else(|| config_err(format!("stage #{i} has no string 'name'")))?;
+        // Names identify stages in wiring and archives (docs/FORMAT.md §2: unique).
+        if name.is_empty() || wiring.iter().any(|(n, _)| n == name) {
+            return Err(config_err(format!("stage #{i}: name '{name}' is empty or already used")));
+        }
         let type_name = field("type").ok_or_else(|| config_err(format!("stage '{name}' has no string 'type'")))?;
         let kind = stage::kind_by_name(type_name)?;
         let built = (kind.from_toml)(t).map_err(|e| config_err(format!("stage '{name}': {e}")))?;

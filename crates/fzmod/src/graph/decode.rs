@@ -1,13 +1,65 @@
 //! The decode front end: archive bytes are parsed and validated once into a [`DecodePlan`],
 //! which any backend then runs inverse. Backends therefore cannot disagree about what a valid
 //! archive is: checksums, versions, the stage graph, segment element types against their
-//! ports, and the header against the stage records are all checked here.
+//! ports, and the header against the stage records are all checked here, and so is the
+//! memory the decode will need ([`DecodeLimits`]), before any stage runs.
 
 use super::Decompressed;
 use crate::archive::{self, Header, InputRef};
 use crate::element::{Buffer, DType};
 use crate::error::{corrupt, Error, Result};
 use crate::stage::{self, Stage};
+
+/// Limits a decode must respect. An archive may legitimately decode to thousands of times
+/// its own size (docs/FORMAT.md §3: a constant field compresses to almost nothing), so the
+/// memory a decode needs is computed from the header before any stage runs and refused above
+/// `max_memory`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DecodeLimits {
+    /// Most bytes of host memory one decode may need (the estimate of
+    /// [`DecodePlan::memory_needed`]).
+    pub max_memory: u64,
+}
+
+/// The default limit where physical memory is unknown (non-Linux systems).
+const FALLBACK_MAX_MEMORY: u64 = 8 << 30;
+
+impl DecodeLimits {
+    /// A limit of `max_memory` bytes.
+    pub fn new(max_memory: u64) -> Self {
+        DecodeLimits { max_memory }
+    }
+}
+
+impl Default for DecodeLimits {
+    /// Half of the physical memory (`MemTotal` of /proc/meminfo on Linux), else 8 GiB: a
+    /// decode may use a large share of the machine, but an archive alone cannot make it
+    /// exhaust the memory.
+    fn default() -> Self {
+        // Read once per process: small archives decode in microseconds, the file read would
+        // dominate them.
+        static DEFAULT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+        let max_memory = *DEFAULT.get_or_init(|| physical_memory().map_or(FALLBACK_MAX_MEMORY, |m| m / 2));
+        DecodeLimits { max_memory }
+    }
+}
+
+/// Physical memory in bytes, from /proc/meminfo (`MemTotal:  16318412 kB`).
+fn physical_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.trim_start_matches("MemTotal:").trim().trim_end_matches("kB").trim().parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// Bytes in the units people read (`1.05 GiB`).
+fn human(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 30 => format!("{:.2} GiB", b as f64 / f64::from(1u32 << 30)),
+        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / f64::from(1u32 << 20)),
+        b => format!("{b} bytes"),
+    }
+}
 
 /// A validated archive, ready to run inverse.
 pub struct DecodePlan<'a> {
@@ -19,14 +71,33 @@ pub struct DecodePlan<'a> {
 }
 
 impl<'a> DecodePlan<'a> {
-    /// Parse and validate archive bytes.
+    /// Parse and validate archive bytes under the default [`DecodeLimits`].
     pub fn new(bytes: &'a [u8]) -> Result<Self> {
+        DecodePlan::new_with_limits(bytes, &DecodeLimits::default())
+    }
+
+    /// Parse and validate archive bytes; refuse (`InvalidArgument`) a decode that would need
+    /// more memory than `limits` allow, before any stage runs.
+    pub fn new_with_limits(bytes: &'a [u8], limits: &DecodeLimits) -> Result<Self> {
         let parsed = archive::parse(bytes)?;
         let header = parsed.header;
+        check_header_facts(&header)?;
+        let need = DecodePlan::memory_needed(&header)?;
+        if need > limits.max_memory {
+            return Err(Error::InvalidArgument(format!(
+                "decoding needs ~{} ({} {} values of shape {:?}), above the limit of {}; \
+                 raise it with --max-memory / DecodeLimits",
+                human(need),
+                header.num_elements()?,
+                header.dtype,
+                header.shape,
+                human(limits.max_memory)
+            )));
+        }
         let mut stages: Vec<Box<dyn Stage>> = Vec::with_capacity(header.stages.len());
         for rec in &header.stages {
             let kind = stage::kind_by_id(rec.type_id)?;
-            let s = (kind.from_record)(rec.param_version, &rec.params).map_err(|e| e.in_stage(&rec.name))?;
+            let s = (kind.from_record)(rec.param_version, &rec.params).map_err(|e| record_error(e, &rec.name))?;
             if s.inputs().len() != rec.inputs.len() {
                 return Err(corrupt!(
                     "stage '{}' records {} inputs, its type has {}",
@@ -35,7 +106,7 @@ impl<'a> DecodePlan<'a> {
                     s.inputs().len()
                 ));
             }
-            s.check_header(&header).map_err(|e| e.in_stage(&rec.name))?;
+            s.check_header(&header).map_err(|e| record_error(e, &rec.name))?;
             stages.push(s);
         }
         let consumed = consumed_outputs(&header, &stages)?;
@@ -71,6 +142,32 @@ impl<'a> DecodePlan<'a> {
             }
         }
         Ok(DecodePlan { header, stages, archived })
+    }
+
+    /// The host memory a decode of `header` needs, estimated from the header alone: the
+    /// decoded array (elements × element size), plus the widest intermediate a stage's
+    /// inverse holds beside it (every stage of the registry keeps at most 4 bytes per element
+    /// between stages: i32/u32 codes, u16 codes, or their bytes; TiledLorenzo's tile padding
+    /// adds at most a tile's edge per dimension), plus a copy of the archived segments (they
+    /// are read into typed buffers). It is an estimate of the CPU decoder's peak, not a bound
+    /// on every allocator's view of it.
+    pub fn memory_needed(header: &Header) -> Result<u64> {
+        let n = header.num_elements()?;
+        let values = n.checked_mul(header.dtype.size() as u64);
+        let intermediate = n.checked_mul(4);
+        let segments = header.segments.iter().try_fold(0u64, |a, e| a.checked_add(e.len));
+        values
+            .zip(intermediate)
+            .zip(segments)
+            .and_then(|((v, i), s)| v.checked_add(i)?.checked_add(s))
+            .ok_or_else(|| corrupt!("shape {:?} of {} overflows the memory estimate", header.shape, header.dtype))
+    }
+
+    /// The absolute bound the reconstruction guarantees: the first stage rebuilt from a record
+    /// that states one (its record was checked against the header); `None` when every stage is
+    /// exact (lossless pipelines and the Store fallback).
+    pub fn guaranteed_abs_bound(&self) -> Option<f64> {
+        self.stages.iter().find_map(|s| s.recorded_abs_bound())
     }
 
     /// Where each input of stage `i` comes from (its forward sources).
@@ -147,6 +244,31 @@ impl<'a> DecodePlan<'a> {
         self.check_result(data.dtype(), data.len())?;
         Ok((self.header, data))
     }
+}
+
+/// A stage's complaint about its record or the header is a corrupt archive: keep the variant
+/// callers match on (`Corrupt`), naming the stage in the message.
+fn record_error(e: Error, stage: &str) -> Error {
+    match e {
+        Error::Corrupt(m) => corrupt!("stage '{stage}': {m}"),
+        other => other.in_stage(stage),
+    }
+}
+
+/// Header facts that hold for every pipeline: stage names are unique and non-empty
+/// (docs/FORMAT.md §2), and the bound is +0 (lossless pipelines) or a finite positive number.
+fn check_header_facts(header: &Header) -> Result<()> {
+    let mut names = std::collections::BTreeSet::new();
+    for rec in &header.stages {
+        if rec.name.is_empty() || !names.insert(rec.name.as_str()) {
+            return Err(corrupt!("stage name '{}' is empty or not unique", rec.name));
+        }
+    }
+    let b = header.error_bound;
+    if !(b.to_bits() == 0 || (b.is_finite() && b > 0.0)) {
+        return Err(corrupt!("header error bound {b} is neither +0 nor a finite positive number"));
+    }
+    Ok(())
 }
 
 /// An inverse must return one buffer per forward input port, of the port's type.

@@ -17,7 +17,7 @@ mod decode;
 pub mod fusion;
 #[cfg(feature = "cuda")]
 pub(crate) use decode::check_inverse;
-pub use decode::DecodePlan;
+pub use decode::{DecodeLimits, DecodePlan};
 
 /// One stage of a pipeline and where its inputs come from.
 #[derive(Clone, Debug)]
@@ -230,6 +230,15 @@ impl Pipeline {
 
     /// The input must be non-empty and hold exactly the elements of `shape`.
     pub(crate) fn check_input(&self, input: View, shape: &[usize]) -> Result<()> {
+        // An archive records at most MAX_DIMS extents: a longer shape would write an archive
+        // no reader accepts.
+        if shape.len() > archive::MAX_DIMS {
+            return Err(Error::InvalidArgument(format!(
+                "shape {shape:?} has {} dimensions, an archive holds at most {}",
+                shape.len(),
+                archive::MAX_DIMS
+            )));
+        }
         let n = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
         if n != Some(input.len()) {
             return Err(Error::InvalidArgument(format!(

@@ -311,6 +311,11 @@ fn decode_block<T: Code>(
         mags[0] = u32::from_le_bytes(raw);
     }
     for (i, o) in out.iter_mut().enumerate() {
+        // The encoder writes a sign only for negative values: a set sign on a zero magnitude
+        // ("−0") is a second encoding of 0, which a canonical archive never holds.
+        if signs[i] && mags[i] == 0 {
+            return Err(corrupt!("AdaptiveBitpack sign bit set on a zero magnitude (non-canonical)"));
+        }
         *o = T::join(signs[i], mags[i])
             .ok_or_else(|| corrupt!("AdaptiveBitpack magnitude {} does not fit {}", mags[i], T::DTYPE))?;
     }
@@ -412,6 +417,20 @@ mod tests {
         let packed = encode(&v, 8, Layout::Packed);
         assert_eq!(packed[0], 0x80 | (1 << 5) | 1);
         assert_eq!(&packed[1..], &wide[2..]);
+    }
+
+    #[test]
+    fn a_sign_on_a_zero_magnitude_is_corrupt() {
+        // The seed block: elements 3..=6 are 0; setting element 3's sign bit encodes "−0".
+        let v = [1i32, -2, 3, 0, 0, 0, 0, -1];
+        let mut bytes = encode(&v, 8, Layout::Plain);
+        bytes[1] |= 1 << 3;
+        let err = decode::<i32>(&bytes, 8, 8, Layout::Plain).unwrap_err().to_string();
+        assert!(err.contains("non-canonical"), "{err}");
+        // The same for a whole-zero value in an i16 block.
+        let mut bytes = encode(&[0i16, 5], 2, Layout::Plain);
+        bytes[1] |= 1;
+        assert!(decode::<i16>(&bytes, 2, 2, Layout::Plain).is_err());
     }
 
     #[test]

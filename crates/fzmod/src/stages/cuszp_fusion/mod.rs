@@ -591,7 +591,7 @@ impl<'a> DeviceCompress<'a> {
         let bound = self.chain.quant.bound.expect("checked by kernels");
         let resolved = Resolved { abs_bound, step, num_elements: g.n, num_outliers: num_outliers as u64 };
         let nodes = self.pipeline.nodes();
-        let mut params = vec![self.chain.quant.record(bound, &resolved)];
+        let mut params = vec![self.chain.quant.record(bound, None, &resolved)?];
         if let Some(i) = self.chain.pred_stage {
             let stage = nodes[i].stage.as_ref();
             params.push(if let Some(l) = downcast::<Lorenzo>(stage) {

@@ -204,7 +204,7 @@ impl DeviceStage for LorenzoQuant {
                     num_delta_outliers: sc.u64(counts[0]),
                     num_value_outliers: sc.u64(counts[1]),
                 };
-                Ok(stage.record(bound, &resolved))
+                stage.record(bound, None, &resolved)
             }),
         })
     }

@@ -12,13 +12,14 @@ mod cpu;
 #[cfg(feature = "cuda")]
 pub(crate) mod device;
 
-use crate::archive::{ErrorMode, Reader, Writer};
+use crate::archive::{ErrorMode, Header, Reader, Writer};
 use crate::config::params::TomlParams;
 use crate::element::{Buffer, DType};
 use crate::error::{corrupt, Error, Result};
 use crate::shape::Grid;
 use crate::stage::{self, ErrorBound, ForwardContext, Forwarded, Port, Stage, StageKind};
-use crate::stages::quantizer::cpu::{finite_range, Float};
+use crate::stages::quantizer::cpu::{finite_min_max, Float};
+use crate::stages::quantizer::{check_recorded, check_resolved, check_stated_input, resolve_abs_bound};
 
 /// Registry entry.
 pub static KIND: StageKind = StageKind {
@@ -155,6 +156,8 @@ pub struct LorenzoQuant {
     pub mapping: CodeMapping,
     /// `None` = FZ-GPU's default tile for the grid's dimensionality.
     pub tile: Option<Tile>,
+    /// The TOML stated `input_type` (see the Quantizer's field of the same name).
+    pub input_stated: bool,
     pub bound: Option<ErrorBound>,
     pub resolved: Option<Resolved>,
 }
@@ -170,7 +173,7 @@ impl LorenzoQuant {
             }
         }
         let tile = tile.map(Tile::validate).transpose()?;
-        Ok(LorenzoQuant { input, mapping, tile, bound, resolved: None })
+        Ok(LorenzoQuant { input, mapping, tile, input_stated: false, bound, resolved: None })
     }
 
     fn from_toml(t: &toml::Table) -> Result<Box<dyn Stage>> {
@@ -204,7 +207,8 @@ impl LorenzoQuant {
             }
             (None, None) => None,
         };
-        Ok(Box::new(LorenzoQuant::new(input, mapping, tile, bound).map_err(|e| Error::Config(e.to_string()))?))
+        let stage = LorenzoQuant::new(input, mapping, tile, bound).map_err(|e| Error::Config(e.to_string()))?;
+        Ok(Box::new(LorenzoQuant { input_stated: t.contains_key("input_type"), ..stage }))
     }
 
     fn from_record(version: u32, bytes: &[u8]) -> Result<Box<dyn Stage>> {
@@ -233,20 +237,21 @@ impl LorenzoQuant {
         let num_delta_outliers = r.varint()?;
         let num_value_outliers = r.varint()?;
         r.finish()?;
-        if !(step >= 0.0 && step.is_finite()) || (input == DType::F32 && step as f32 as f64 != step) {
-            return Err(corrupt!("LorenzoQuant step {step} is not a valid bin half-width"));
-        }
         let n = grid.len() as u64;
         if num_delta_outliers > n || num_value_outliers > n {
             return Err(corrupt!("LorenzoQuant: outlier counts exceed {n} elements"));
         }
         let bound = ErrorBound::new(mode, value).map_err(|_| corrupt!("LorenzoQuant bound {value}"))?;
+        check_recorded("LorenzoQuant", input, bound, abs_bound, step)?;
         let resolved = Resolved { abs_bound, step, tile, grid, num_delta_outliers, num_value_outliers };
-        Ok(LorenzoQuant { input, mapping, tile: Some(tile), bound: Some(bound), resolved: Some(resolved) })
+        let (tile, bound, resolved) = (Some(tile), Some(bound), Some(resolved));
+        Ok(LorenzoQuant { input, mapping, tile, input_stated: true, bound, resolved })
     }
 
-    /// The parameter record (docs/FORMAT.md, "LorenzoQuant"); shared by every backend.
-    pub(crate) fn record(&self, bound: ErrorBound, r: &Resolved) -> Vec<u8> {
+    /// The parameter record (docs/FORMAT.md, "LorenzoQuant"); shared by every backend, so
+    /// each refuses a bound that resolved to something unusable before anything is written.
+    pub(crate) fn record(&self, bound: ErrorBound, range: Option<(f64, f64)>, r: &Resolved) -> Result<Vec<u8>> {
+        check_resolved("LorenzoQuant", self.input, bound, range, r.abs_bound, r.step)?;
         let mut w = Writer::default();
         w.u8(self.input.code());
         w.u8(bound.mode.code());
@@ -261,14 +266,17 @@ impl LorenzoQuant {
         r.grid.write_to(&mut w);
         w.varint(r.num_delta_outliers);
         w.varint(r.num_value_outliers);
-        w.bytes
+        Ok(w.bytes)
     }
 
-    fn run_forward<T: Float>(&self, x: &[T], bound: ErrorBound, grid: Grid) -> Forwarded {
-        let abs_bound = match bound.mode {
-            ErrorMode::Abs => bound.value,
-            ErrorMode::Rel => bound.value * finite_range(x),
+    fn run_forward<T: Float>(&self, x: &[T], bound: ErrorBound, grid: Grid) -> Result<Forwarded> {
+        let range = match bound.mode {
+            ErrorMode::Abs => None,
+            ErrorMode::Rel => finite_min_max(x),
         };
+        let abs_bound = resolve_abs_bound(bound, range);
+        // Refuse before quantizing: the work would be thrown away.
+        check_resolved("LorenzoQuant", self.input, bound, range, abs_bound, T::at_most(abs_bound).to_f64())?;
         let tile = self.tile.unwrap_or_else(|| Tile::default_for(grid.ndim));
         let f = cpu::forward(x, grid.dims, tile, self.mapping, abs_bound);
         let resolved = Resolved {
@@ -279,7 +287,8 @@ impl LorenzoQuant {
             num_delta_outliers: f.num_delta_outliers,
             num_value_outliers: f.num_value_outliers,
         };
-        Forwarded { outputs: vec![Buffer::U16(f.codes), Buffer::U8(f.outliers)], record: self.record(bound, &resolved) }
+        let record = self.record(bound, range, &resolved)?;
+        Ok(Forwarded { outputs: vec![Buffer::U16(f.codes), Buffer::U8(f.outliers)], record })
     }
 }
 
@@ -300,11 +309,11 @@ impl Stage for LorenzoQuant {
             Error::InvalidArgument("no error bound set (give -e/--error-bound or error_bound)".into())
         })?;
         let grid = Grid::for_stage(ctx.shape, inputs[0].len(), "LorenzoQuant")?;
-        Ok(match &inputs[0] {
+        match &inputs[0] {
             Buffer::F32(x) => self.run_forward(x, bound, grid),
             Buffer::F64(x) => self.run_forward(x, bound, grid),
             _ => unreachable!("checked by expect_buffers"),
-        })
+        }
     }
 
     fn inverse(&self, outputs: Vec<Buffer>) -> Result<Vec<Buffer>> {
@@ -326,7 +335,9 @@ impl Stage for LorenzoQuant {
 
     fn to_toml(&self) -> toml::Table {
         let mut t = toml::Table::new();
-        t.insert("input_type".into(), self.input.toml_name().into());
+        if self.input_stated {
+            t.insert("input_type".into(), self.input.toml_name().into());
+        }
         t.insert("code_type".into(), "uint16".into());
         t.insert("code_mapping".into(), self.mapping.name().into());
         if let CodeMapping::Radius(r) = self.mapping {
@@ -353,8 +364,38 @@ impl Stage for LorenzoQuant {
         self.bound
     }
 
+    fn recorded_abs_bound(&self) -> Option<f64> {
+        self.resolved.map(|r| r.abs_bound)
+    }
+
     fn set_input_dtype(&mut self, dtype: DType) -> Result<()> {
+        check_stated_input("LorenzoQuant", self.input_stated, self.input, dtype)?;
         *self = LorenzoQuant::new(dtype, self.mapping, self.tile, self.bound)?;
+        Ok(())
+    }
+
+    fn check_header(&self, header: &Header) -> Result<()> {
+        let r = self.resolved.ok_or_else(|| corrupt!("LorenzoQuant record incomplete"))?;
+        let bound = self.bound.ok_or_else(|| corrupt!("LorenzoQuant record has no bound"))?;
+        if header.dtype != self.input || header.num_elements().ok() != Some(r.grid.len() as u64) {
+            return Err(corrupt!(
+                "LorenzoQuant quantized {} {} elements, the header says {} of shape {:?}",
+                r.grid.len(),
+                self.input,
+                header.dtype,
+                header.shape
+            ));
+        }
+        r.grid.check_header(header, "LorenzoQuant")?;
+        if header.error_mode != bound.mode || header.error_bound.to_bits() != bound.value.to_bits() {
+            return Err(corrupt!(
+                "LorenzoQuant bound {} {} differs from the header's {} {}",
+                bound.mode.name(),
+                bound.value,
+                header.error_mode.name(),
+                header.error_bound
+            ));
+        }
         Ok(())
     }
 
@@ -370,9 +411,4 @@ impl Stage for LorenzoQuant {
     fn as_any(&self) -> &dyn std::any::Any {
         self
     }
-}
-
-/// The absolute bound a LorenzoQuant record guarantees (for reports), if the record decodes.
-pub fn recorded_abs_bound(version: u32, params: &[u8]) -> Option<f64> {
-    LorenzoQuant::decode_record(version, params).ok()?.resolved.map(|r| r.abs_bound)
 }

@@ -93,8 +93,9 @@ macro_rules! impl_float {
 impl_float!(f32, 4, 1 << 23, |v: f32| Some(v.to_bits()), |w| Some(f32::from_bits(w)));
 impl_float!(f64, 8, ESCAPE, |_| None, |_| None);
 
-/// max − min over the finite values (0 when there are none), in f64.
-pub(crate) fn finite_range<T: Float>(x: &[T]) -> f64 {
+/// Smallest and largest finite value, in f64 (exact for both element types); `None` when
+/// there is no finite value.
+pub(crate) fn finite_min_max<T: Float>(x: &[T]) -> Option<(f64, f64)> {
     let (lo, hi) = x
         .par_chunks(CHUNK)
         .map(|c| {
@@ -103,11 +104,7 @@ pub(crate) fn finite_range<T: Float>(x: &[T]) -> f64 {
                 .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v.to_f64()), hi.max(v.to_f64())))
         })
         .reduce(|| (f64::INFINITY, f64::NEG_INFINITY), |a, b| (a.0.min(b.0), a.1.max(b.1)));
-    if lo <= hi {
-        hi - lo
-    } else {
-        0.0
-    }
+    (lo <= hi).then_some((lo, hi))
 }
 
 /// Output of [`quantize`].

@@ -134,8 +134,14 @@ extern "C" __global__ void fz_resolve(const double* pmin, const double* pmax, u3
         hi = fmax(hi, __shfl_xor_sync(FULL_MASK, hi, o));
     }
     if (threadIdx.x == 0) {
+        // As resolve_abs_bound (quantizer/mod.rs): when max - min overflows (f64 inputs
+        // spanning more than DBL_MAX) scale each end first; products kept unfused to match.
+        // Both ends are finite, so hi - lo is finite or +inf.
         double range = lo <= hi ? hi - lo : 0.0;
-        double abs_bound = relative ? value * range : value;
+        bool overflow = range == __longlong_as_double(0x7ff0000000000000ll);
+        double abs_bound = !relative ? value
+                         : overflow ? __dsub_rn(__dmul_rn(value, hi), __dmul_rn(value, lo))
+                         : __dmul_rn(value, range);
         real step = at_most(abs_bound);
         real recip = (real)0.5 / step;
         out->abs_bound = abs_bound;

@@ -47,12 +47,103 @@ pub struct Resolved {
     pub num_outliers: u64,
 }
 
+/// The absolute bound a request resolves to for finite values spanning `range` (min, max).
+/// Relative bounds use `value · (max − min)`; when `max − min` overflows (f64 inputs spanning
+/// more than `f64::MAX`) the bound may still be finite, so each end is scaled first. Shared
+/// by every stage that resolves a bound on the CPU; device.cu's `fz_resolve` mirrors it.
+pub(crate) fn resolve_abs_bound(bound: ErrorBound, range: Option<(f64, f64)>) -> f64 {
+    match (bound.mode, range) {
+        (ErrorMode::Abs, _) => bound.value,
+        (ErrorMode::Rel, None) => 0.0,
+        (ErrorMode::Rel, Some((lo, hi))) if (hi - lo).is_finite() => bound.value * (hi - lo),
+        (ErrorMode::Rel, Some((lo, hi))) => bound.value * hi - bound.value * lo,
+    }
+}
+
+/// The half bin width an absolute bound gives in the element type: the largest value of the
+/// type that is ≤ the bound (saturating at the type's maximum), as f64.
+pub(crate) fn step_for(input: DType, abs_bound: f64) -> f64 {
+    match input {
+        DType::F32 => f32::at_most(abs_bound).to_f64(),
+        _ => f64::at_most(abs_bound),
+    }
+}
+
+/// Whether a resolved (bound, step) pair can be honoured: both finite, positive and normal in
+/// the element type, or both exactly +0 (a relative bound over a constant field: every value
+/// is then coded exactly, as zero or as an outlier). Anything else quantizes nonsense: an
+/// infinite bound passes every check and decodes every value as 0, a subnormal step
+/// overflows the reciprocal.
+fn usable(input: DType, abs_bound: f64, step: f64) -> bool {
+    let step_normal = match input {
+        DType::F32 => (step as f32).is_normal(),
+        _ => step.is_normal(),
+    };
+    let exact = abs_bound.to_bits() == 0 && step.to_bits() == 0;
+    exact || (abs_bound.is_normal() && abs_bound > 0.0 && step_normal && step > 0.0)
+}
+
+/// Refuse to write a record whose resolved bound cannot be honoured (every backend's record
+/// passes here, so CPU and GPU refuse the same inputs; nothing is written).
+pub(crate) fn check_resolved(
+    stage: &str,
+    input: DType,
+    bound: ErrorBound,
+    range: Option<(f64, f64)>,
+    abs_bound: f64,
+    step: f64,
+) -> Result<()> {
+    if usable(input, abs_bound, step) {
+        return Ok(());
+    }
+    let range = match range {
+        Some((lo, hi)) => format!("the value range [{lo:e}, {hi:e}]"),
+        None => "the input's value range".into(),
+    };
+    Err(Error::InvalidArgument(format!(
+        "{stage}: the {} bound {:e} over {range} resolves to an absolute bound of {abs_bound:e} \
+         (step {step:e} in {input}), which is not a finite normal number; nothing was written \
+         (give a bound whose absolute value is a normal {input} number)",
+        bound.mode.name(),
+        bound.value
+    )))
+}
+
+/// Check the recorded facts that depend on each other: the step is exactly the one the
+/// encoder derives from the recorded absolute bound, the pair is usable, and an absolute
+/// bound is the requested value itself. (A relative bound's range is not recorded.)
+pub(crate) fn check_recorded(stage: &str, input: DType, bound: ErrorBound, abs_bound: f64, step: f64) -> Result<()> {
+    if step.to_bits() != step_for(input, abs_bound).to_bits() || !usable(input, abs_bound, step) {
+        return Err(corrupt!("{stage} step {step:e} is not the {input} half bin width of the bound {abs_bound:e}"));
+    }
+    if bound.mode == ErrorMode::Abs && abs_bound.to_bits() != bound.value.to_bits() {
+        return Err(corrupt!("{stage} absolute bound {abs_bound:e} differs from the requested {:e}", bound.value));
+    }
+    Ok(())
+}
+
+/// A pipeline whose TOML states the input type refuses data of another type (a silent
+/// override would compress with a pipeline other than the one written down).
+pub(crate) fn check_stated_input(stage: &str, stated: bool, input: DType, dtype: DType) -> Result<()> {
+    if stated && input != dtype {
+        return Err(Error::Config(format!(
+            "{stage}: the pipeline states input_type = \"{}\" but the data is {dtype} \
+             (remove input_type to accept either, or give {input} data)",
+            input.toml_name()
+        )));
+    }
+    Ok(())
+}
+
 /// The quantizer stage.
 #[derive(Clone, Debug)]
 pub struct Quantizer {
     pub input: DType,
     /// PFPL inline words (`u32` codes) instead of `i32` codes plus the indexed channel.
     pub inline_outliers: bool,
+    /// The TOML stated `input_type`: the pipeline input must then have that type (a preset
+    /// states none and takes f32 or f64).
+    pub input_stated: bool,
     pub bound: Option<ErrorBound>,
     pub resolved: Option<Resolved>,
 }
@@ -62,7 +153,7 @@ impl Quantizer {
         if !matches!(input, DType::F32 | DType::F64) {
             return Err(Error::InvalidArgument(format!("Quantizer input must be f32 or f64, not {input}")));
         }
-        Ok(Quantizer { input, inline_outliers: false, bound, resolved: None })
+        Ok(Quantizer { input, inline_outliers: false, input_stated: false, bound, resolved: None })
     }
 
     fn from_toml(t: &toml::Table) -> Result<Box<dyn Stage>> {
@@ -88,7 +179,8 @@ impl Quantizer {
             }
             (None, None) => None,
         };
-        Ok(Box::new(Quantizer { inline_outliers: inline, ..Quantizer::new(input, bound)? }))
+        let input_stated = t.contains_key("input_type");
+        Ok(Box::new(Quantizer { inline_outliers: inline, input_stated, ..Quantizer::new(input, bound)? }))
     }
 
     fn from_record(version: u32, bytes: &[u8]) -> Result<Box<dyn Stage>> {
@@ -116,19 +208,19 @@ impl Quantizer {
             },
         };
         r.finish()?;
-        if !(step >= 0.0 && step.is_finite()) || (input == DType::F32 && step as f32 as f64 != step) {
-            return Err(corrupt!("Quantizer step {step} is not a valid bin half-width"));
-        }
         if num_outliers > num_elements {
             return Err(corrupt!("Quantizer: {num_outliers} outliers among {num_elements} elements"));
         }
         let bound = ErrorBound::new(mode, value).map_err(|_| corrupt!("Quantizer bound {value}"))?;
+        check_recorded("Quantizer", input, bound, abs_bound, step)?;
         let resolved = Resolved { abs_bound, step, num_elements, num_outliers };
-        Ok(Quantizer { input, inline_outliers, bound: Some(bound), resolved: Some(resolved) })
+        Ok(Quantizer { input, inline_outliers, input_stated: true, bound: Some(bound), resolved: Some(resolved) })
     }
 
-    /// The parameter record (docs/FORMAT.md 6.1); shared by every backend.
-    pub(crate) fn record(&self, bound: ErrorBound, r: &Resolved) -> Vec<u8> {
+    /// The parameter record (docs/FORMAT.md 6.1); shared by every backend, so each refuses a
+    /// bound that resolved to something unusable before anything is written.
+    pub(crate) fn record(&self, bound: ErrorBound, range: Option<(f64, f64)>, r: &Resolved) -> Result<Vec<u8>> {
+        check_resolved("Quantizer", self.input, bound, range, r.abs_bound, r.step)?;
         let mut w = Writer::default();
         w.u8(self.input.code());
         w.u8(bound.mode.code());
@@ -140,14 +232,17 @@ impl Quantizer {
         if self.inline_outliers {
             w.u8(1);
         }
-        w.bytes
+        Ok(w.bytes)
     }
 
-    fn run_forward<T: Float>(&self, x: &[T], bound: ErrorBound) -> Forwarded {
-        let abs_bound = match bound.mode {
-            ErrorMode::Abs => bound.value,
-            ErrorMode::Rel => bound.value * cpu::finite_range(x),
+    fn run_forward<T: Float>(&self, x: &[T], bound: ErrorBound) -> Result<Forwarded> {
+        let range = match bound.mode {
+            ErrorMode::Abs => None,
+            ErrorMode::Rel => cpu::finite_min_max(x),
         };
+        let abs_bound = resolve_abs_bound(bound, range);
+        // Refuse before quantizing: the work would be thrown away.
+        check_resolved("Quantizer", self.input, bound, range, abs_bound, T::at_most(abs_bound).to_f64())?;
         let (outputs, step, num_outliers) = if self.inline_outliers {
             let q = quantize_inline(x, abs_bound);
             (vec![Buffer::U32(q.words), Buffer::U8(q.outliers)], T::at_most(abs_bound).to_f64(), q.num_outliers)
@@ -156,7 +251,7 @@ impl Quantizer {
             (vec![Buffer::I32(q.codes), Buffer::U8(q.outliers)], q.step.to_f64(), q.num_outliers)
         };
         let resolved = Resolved { abs_bound, step, num_elements: x.len() as u64, num_outliers };
-        Forwarded { outputs, record: self.record(bound, &resolved) }
+        Ok(Forwarded { outputs, record: self.record(bound, range, &resolved)? })
     }
 }
 
@@ -177,11 +272,11 @@ impl Stage for Quantizer {
         let bound = self.bound.ok_or_else(|| {
             Error::InvalidArgument("no error bound set (give -e/--error-bound or error_bound)".into())
         })?;
-        Ok(match &inputs[0] {
+        match &inputs[0] {
             Buffer::F32(x) => self.run_forward(x, bound),
             Buffer::F64(x) => self.run_forward(x, bound),
             _ => unreachable!("checked by expect_buffers"),
-        })
+        }
     }
 
     fn inverse(&self, outputs: Vec<Buffer>) -> Result<Vec<Buffer>> {
@@ -202,7 +297,9 @@ impl Stage for Quantizer {
 
     fn to_toml(&self) -> toml::Table {
         let mut t = toml::Table::new();
-        t.insert("input_type".into(), self.input.toml_name().into());
+        if self.input_stated {
+            t.insert("input_type".into(), self.input.toml_name().into());
+        }
         t.insert("code_type".into(), if self.inline_outliers { "uint32" } else { "int32" }.into());
         t.insert("linear_mode".into(), true.into());
         if self.inline_outliers {
@@ -253,7 +350,12 @@ impl Stage for Quantizer {
         self.bound
     }
 
+    fn recorded_abs_bound(&self) -> Option<f64> {
+        self.resolved.map(|r| r.abs_bound)
+    }
+
     fn set_input_dtype(&mut self, dtype: DType) -> Result<()> {
+        check_stated_input("Quantizer", self.input_stated, self.input, dtype)?;
         *self = Quantizer { inline_outliers: self.inline_outliers, ..Quantizer::new(dtype, self.bound)? };
         Ok(())
     }
@@ -265,9 +367,4 @@ impl Stage for Quantizer {
     fn as_any(&self) -> &dyn std::any::Any {
         self
     }
-}
-
-/// The absolute bound a Quantizer record guarantees (for reports), if the record decodes.
-pub fn recorded_abs_bound(version: u32, params: &[u8]) -> Option<f64> {
-    Quantizer::decode_record(version, params).ok()?.resolved.map(|r| r.abs_bound)
 }

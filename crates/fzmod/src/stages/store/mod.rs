@@ -59,7 +59,7 @@ impl Store {
         Ok(Box::new(Store { input, num_elements: Some(num_elements) }))
     }
 
-    /// The parameter record (docs/FORMAT.md 6.5).
+    /// The parameter record (docs/FORMAT.md 6.12).
     pub(crate) fn record(&self, num_elements: usize) -> Vec<u8> {
         let mut w = Writer::default();
         w.u8(self.input.code());

@@ -99,7 +99,7 @@ impl Quantizer {
                     num_elements: n as u64,
                     num_outliers: sc.u64(outliers_slot),
                 };
-                Ok(stage.record(bound, &resolved))
+                stage.record(bound, None, &resolved)
             }),
         })
     }
