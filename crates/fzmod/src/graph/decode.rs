@@ -97,7 +97,7 @@ impl<'a> DecodePlan<'a> {
         let mut stages: Vec<Box<dyn Stage>> = Vec::with_capacity(header.stages.len());
         for rec in &header.stages {
             let kind = stage::kind_by_id(rec.type_id)?;
-            let s = (kind.from_record)(rec.param_version, &rec.params).map_err(|e| record_error(e, &rec.name))?;
+            let s = (kind.from_record)(rec.param_version, &rec.params).map_err(|e| e.in_stage(&rec.name))?;
             if s.inputs().len() != rec.inputs.len() {
                 return Err(corrupt!(
                     "stage '{}' records {} inputs, its type has {}",
@@ -106,7 +106,7 @@ impl<'a> DecodePlan<'a> {
                     s.inputs().len()
                 ));
             }
-            s.check_header(&header).map_err(|e| record_error(e, &rec.name))?;
+            s.check_header(&header).map_err(|e| e.in_stage(&rec.name))?;
             stages.push(s);
         }
         let consumed = consumed_outputs(&header, &stages)?;
@@ -243,15 +243,6 @@ impl<'a> DecodePlan<'a> {
         let data = result.ok_or_else(|| corrupt!("no stage reconstructs the pipeline input"))?;
         self.check_result(data.dtype(), data.len())?;
         Ok((self.header, data))
-    }
-}
-
-/// A stage's complaint about its record or the header is a corrupt archive: keep the variant
-/// callers match on (`Corrupt`), naming the stage in the message.
-fn record_error(e: Error, stage: &str) -> Error {
-    match e {
-        Error::Corrupt(m) => corrupt!("stage '{stage}': {m}"),
-        other => other.in_stage(stage),
     }
 }
 
