@@ -6,12 +6,12 @@ use fzmod::{ArchiveFacts, Header};
 use serde_json::{json, Value};
 
 fn stage_type(id: u16) -> String {
-    fzmod::stage::kind_by_id(id).map_or_else(|_| format!("unknown#{id}"), |k| k.name.to_string())
+    fzmod::stages::kind_by_id(id).map_or_else(|_| format!("unknown#{id}"), |k| k.name.to_string())
 }
 
 /// The stage's parameters as recorded (decoded through the registry), or why they cannot be.
 fn parameters(st: &fzmod::archive::StageRecord) -> Result<toml::Table, String> {
-    let kind = fzmod::stage::kind_by_id(st.type_id).map_err(|e| e.to_string())?;
+    let kind = fzmod::stages::kind_by_id(st.type_id).map_err(|e| e.to_string())?;
     let stage = (kind.from_record)(st.param_version, &st.params).map_err(|e| e.to_string())?;
     Ok(stage.to_toml())
 }
@@ -28,7 +28,7 @@ fn parameters_text(st: &fzmod::archive::StageRecord) -> String {
 /// look at suspicious archives.
 fn port_name(h: &Header, stage: usize, port: usize) -> String {
     let Some(st) = h.stages.get(stage) else { return format!("stage#{stage}:{port}") };
-    let named = fzmod::stage::kind_by_id(st.type_id)
+    let named = fzmod::stages::kind_by_id(st.type_id)
         .ok()
         .and_then(|k| (k.from_record)(st.param_version, &st.params).ok())
         .and_then(|s| s.outputs().get(port).map(|p| p.name.to_string()));

@@ -421,7 +421,7 @@ fn run(cli: Cli) -> Result<()> {
             io::print(text.as_bytes(), false)
         }
         Command::Stages => {
-            let text: String = fzmod::stage::registry()
+            let text: String = fzmod::stages::registry()
                 .iter()
                 .map(|k| format!("{:<16} id {:<3} {}\n", k.name, k.id, k.summary))
                 .collect();

@@ -296,7 +296,7 @@ fn inputs_are_read_with_the_shapes_bound() {
 #[test]
 fn inspect_reports_a_segment_of_a_missing_stage_without_panicking() {
     use fzmod::archive::{self, ErrorMode, Header, InputRef, SegmentEntry, StageRecord};
-    let store = fzmod::stage::kind_by_name("Store").unwrap();
+    let store = fzmod::stages::kind_by_name("Store").unwrap();
     let header = Header {
         version: (archive::FORMAT_MAJOR, archive::FORMAT_MINOR),
         dtype: fzmod::DType::F32,

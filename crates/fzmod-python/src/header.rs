@@ -31,7 +31,7 @@ pub fn to_dict<'py>(py: Python<'py>, header: &fzmod::Header, archive_bytes: usiz
         .map(|s| {
             let stage = PyDict::new(py);
             stage.set_item("name", &s.name)?;
-            stage.set_item("type", fzmod::stage::kind_by_id(s.type_id).map_or("unknown", |k| k.name))?;
+            stage.set_item("type", fzmod::stages::kind_by_id(s.type_id).map_or("unknown", |k| k.name))?;
             Ok(stage)
         })
         .collect::<PyResult<Vec<_>>>()?;

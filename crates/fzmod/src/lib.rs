@@ -69,7 +69,7 @@ pub use stage::{ErrorBound, Stage};
 /// gives the same for a validated archive.
 pub fn archived_abs_bound(header: &Header) -> Option<f64> {
     for rec in &header.stages {
-        let kind = stage::kind_by_id(rec.type_id).ok()?;
+        let kind = stages::kind_by_id(rec.type_id).ok()?;
         let s = (kind.from_record)(rec.param_version, &rec.params).ok()?;
         if let Some(bound) = s.recorded_abs_bound() {
             return s.check_header(header).ok().map(|()| bound);

@@ -199,7 +199,7 @@ impl ArchiveFacts {
                 .iter()
                 .map(|s| StageFacts {
                     name: s.name.clone(),
-                    type_name: crate::stage::kind_by_id(s.type_id)
+                    type_name: crate::stages::kind_by_id(s.type_id)
                         .map_or_else(|_| format!("unknown#{}", s.type_id), |k| k.name.to_string()),
                 })
                 .collect(),

@@ -8,7 +8,7 @@ use crate::element::{Buffer, Element, View};
 use crate::error::{Error, Result};
 #[cfg(feature = "cuda")]
 use crate::executor;
-use crate::graph::{DecodePlan, Decompressed, Pipeline};
+use crate::graph::{DecodeLimits, DecodePlan, Decompressed, Pipeline};
 use crate::Header;
 use std::borrow::Cow;
 
@@ -76,6 +76,19 @@ impl Pipeline {
         let mut p = self.clone();
         p.finalize()?;
         Ok(Cow::Owned(p))
+    }
+}
+
+impl<'a> DecodePlan<'a> {
+    /// Parse and validate archive bytes under the default [`DecodeLimits`].
+    pub fn new(bytes: &'a [u8]) -> Result<Self> {
+        DecodePlan::new_with_limits(bytes, &DecodeLimits::default())
+    }
+
+    /// Parse and validate archive bytes against this build's stage registry; refuse a decode
+    /// that would need more memory than `limits` allow, before any stage runs.
+    pub fn new_with_limits(bytes: &'a [u8], limits: &DecodeLimits) -> Result<Self> {
+        DecodePlan::with_registry(bytes, limits, crate::stages::ALL)
     }
 }
 

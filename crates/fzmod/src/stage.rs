@@ -1,10 +1,10 @@
 //! The stage abstraction: typed ports, versioned parameters, forward and inverse runs,
-//! and the registry that rebuilds stages from archive records and TOML tables.
+//! and the stage types' registry entries (the registry itself, `stages::ALL`, sits above the
+//! stages and hands its lookups down).
 
 use crate::archive::{ErrorMode, Header};
 use crate::element::{Buffer, DType};
 use crate::error::{Error, Result};
-use crate::stages;
 
 /// A named, typed port. Forward inputs/outputs; the inverse swaps the roles.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -127,24 +127,6 @@ impl std::fmt::Debug for StageKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}#{}", self.name, self.id)
     }
-}
-
-/// Every stage type this build knows.
-pub fn registry() -> &'static [&'static StageKind] {
-    stages::ALL
-}
-
-/// Look a stage type up by on-disk id.
-pub fn kind_by_id(id: u16) -> Result<&'static StageKind> {
-    registry().iter().copied().find(|k| k.id == id).ok_or(Error::UnknownStage(id))
-}
-
-/// Look a stage type up by TOML name.
-pub fn kind_by_name(name: &str) -> Result<&'static StageKind> {
-    registry().iter().copied().find(|k| k.name == name).ok_or_else(|| {
-        let known: Vec<_> = registry().iter().map(|k| k.name).collect();
-        Error::Config(format!("unknown stage type '{name}' (known: {})", known.join(", ")))
-    })
 }
 
 /// Refuse a record written with a parameter version this build cannot read.

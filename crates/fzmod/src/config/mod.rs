@@ -19,7 +19,6 @@ pub(crate) mod params;
 use crate::error::{Error, Result};
 use crate::graph::Pipeline;
 use crate::shape::Grid;
-use crate::stage;
 
 /// `from` value that names the pipeline input.
 pub const EXTERNAL: &str = "__external__";
@@ -144,7 +143,7 @@ pub fn from_toml(text: &str) -> Result<Pipeline> {
             return Err(config_err(format!("stage #{i}: name '{name}' is empty or already used")));
         }
         let type_name = field("type").ok_or_else(|| config_err(format!("stage '{name}' has no string 'type'")))?;
-        let kind = stage::kind_by_name(type_name)?;
+        let kind = crate::stages::kind_by_name(type_name)?;
         let built = (kind.from_toml)(t).map_err(|e| config_err(format!("stage '{name}': {e}")))?;
         pipeline.add_stage(name, built)?;
         wiring.push((name.to_string(), t.get("inputs")));

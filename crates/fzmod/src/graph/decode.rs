@@ -71,14 +71,14 @@ pub struct DecodePlan<'a> {
 }
 
 impl<'a> DecodePlan<'a> {
-    /// Parse and validate archive bytes under the default [`DecodeLimits`].
-    pub fn new(bytes: &'a [u8]) -> Result<Self> {
-        DecodePlan::new_with_limits(bytes, &DecodeLimits::default())
-    }
-
-    /// Parse and validate archive bytes; refuse (`InvalidArgument`) a decode that would need
-    /// more memory than `limits` allow, before any stage runs.
-    pub fn new_with_limits(bytes: &'a [u8], limits: &DecodeLimits) -> Result<Self> {
+    /// Parse and validate archive bytes, rebuilding stages with the `registry` handed down
+    /// (`stages::ALL`; [`DecodePlan::new`] passes it); refuse (`InvalidArgument`) a decode
+    /// that would need more memory than `limits` allow, before any stage runs.
+    pub fn with_registry(
+        bytes: &'a [u8],
+        limits: &DecodeLimits,
+        registry: &[&'static stage::StageKind],
+    ) -> Result<Self> {
         let parsed = archive::parse(bytes)?;
         let header = parsed.header;
         check_header_facts(&header)?;
@@ -96,7 +96,8 @@ impl<'a> DecodePlan<'a> {
         }
         let mut stages: Vec<Box<dyn Stage>> = Vec::with_capacity(header.stages.len());
         for rec in &header.stages {
-            let kind = stage::kind_by_id(rec.type_id)?;
+            let kind =
+                registry.iter().copied().find(|k| k.id == rec.type_id).ok_or(Error::UnknownStage(rec.type_id))?;
             let s = (kind.from_record)(rec.param_version, &rec.params).map_err(|e| e.in_stage(&rec.name))?;
             if s.inputs().len() != rec.inputs.len() {
                 return Err(corrupt!(

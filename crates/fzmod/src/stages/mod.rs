@@ -18,6 +18,7 @@ pub mod tiled_lorenzo;
 pub mod word_map;
 pub mod words;
 
+use crate::error::{Error, Result};
 use crate::stage::StageKind;
 
 /// The registry: every stage type this build can construct or decode.
@@ -35,6 +36,24 @@ pub static ALL: &[&StageKind] = &[
     &bitshuffle::KIND,
     &rze::KIND,
 ];
+
+/// Every stage type this build knows.
+pub fn registry() -> &'static [&'static StageKind] {
+    ALL
+}
+
+/// Look a stage type up by on-disk id.
+pub fn kind_by_id(id: u16) -> Result<&'static StageKind> {
+    ALL.iter().copied().find(|k| k.id == id).ok_or(Error::UnknownStage(id))
+}
+
+/// Look a stage type up by TOML name.
+pub fn kind_by_name(name: &str) -> Result<&'static StageKind> {
+    ALL.iter().copied().find(|k| k.name == name).ok_or_else(|| {
+        let known: Vec<_> = ALL.iter().map(|k| k.name).collect();
+        Error::Config(format!("unknown stage type '{name}' (known: {})", known.join(", ")))
+    })
+}
 
 /// The fusion rules the GPU executor tries, in order, before running stages one by one.
 #[cfg(feature = "cuda")]
