@@ -1,7 +1,7 @@
 //! The plugin through its C ABI, as HDF5 calls it: the plugin entry points, then the filter
 //! callback on a malloc'd chunk, forward and reverse.
 
-use h5fzmod::params::{FilterParams, PRESET_IDS};
+use h5fzmod::params::{FilterParams, Settings, PRESET_IDS};
 use h5fzmod::{fzmod_filter, H5PLget_plugin_info, H5PLget_plugin_type, H5ZClass2, FILTER_ID};
 use std::ffi::{c_uint, c_void, CStr};
 
@@ -49,7 +49,7 @@ fn field(n: usize) -> Vec<f64> {
 
 fn cd_values(preset: &'static str, dtype: fzmod::DType, shape: &[usize], bound: f64) -> Vec<c_uint> {
     let bound = fzmod::ErrorBound::new(fzmod::ErrorMode::Abs, bound).unwrap();
-    FilterParams { preset, bound, dtype, chunk_shape: shape.to_vec() }.encode().unwrap()
+    FilterParams { settings: Settings { preset, bound }, dtype, chunk_shape: shape.to_vec() }.encode().unwrap()
 }
 
 #[test]
@@ -59,7 +59,7 @@ fn plugin_entry_points_describe_a_filter() {
     assert_eq!((class.version, class.id), (1, FILTER_ID));
     assert!((256..=511).contains(&class.id), "testing range");
     assert_eq!((class.encoder_present, class.decoder_present), (1, 1));
-    assert!(class.can_apply.is_none() && class.set_local.is_none() && class.filter.is_some());
+    assert!(class.can_apply.is_some() && class.set_local.is_some() && class.filter.is_some());
     let name = unsafe { CStr::from_ptr(class.name) }.to_str().unwrap();
     assert!(name.starts_with("fzmod"));
 }
@@ -126,8 +126,10 @@ fn failures_return_zero_and_keep_the_buffer() {
 #[test]
 fn cd_values_round_trip() {
     let p = FilterParams {
-        preset: "cuszp3-outlier",
-        bound: fzmod::ErrorBound::new(fzmod::ErrorMode::Rel, 1e-4).unwrap(),
+        settings: Settings {
+            preset: "cuszp3-outlier",
+            bound: fzmod::ErrorBound::new(fzmod::ErrorMode::Rel, 1e-4).unwrap(),
+        },
         dtype: fzmod::DType::F32,
         chunk_shape: vec![3, 5, 7],
     };
@@ -135,4 +137,26 @@ fn cd_values_round_trip() {
     assert_eq!(cd[..3], [1, 4, 1]);
     assert_eq!(&cd[5..], &[8, 3, 3, 5, 7]);
     assert_eq!(FilterParams::decode(&cd).unwrap(), p);
+    // What the user writes is the first words; set_local appends the dataset's.
+    assert_eq!(p.settings.encode().unwrap(), cd[..5]);
+    assert_eq!(Settings::decode(&cd[..5]).unwrap(), p.settings);
+    assert!(FilterParams::decode(&cd[..5]).is_err(), "no element type or chunk shape yet");
+}
+
+#[test]
+fn every_preset_has_an_hdf5_id() {
+    for preset in fzmod::PRESETS {
+        assert!(PRESET_IDS.iter().any(|(_, name)| *name == preset.name), "{} has no HDF5 id", preset.name);
+    }
+}
+
+#[test]
+fn dataset_callbacks_fail_without_an_hdf5_to_ask() {
+    // No libhdf5 is loaded into this test: the callbacks must refuse (HDF5 then fails the
+    // dataset's creation) rather than let chunks be written with guessed parameters.
+    let class = unsafe { &*H5PLget_plugin_info().cast::<H5ZClass2>() };
+    unsafe {
+        assert_eq!(class.can_apply.unwrap()(1, 2, 3), -1);
+        assert_eq!(class.set_local.unwrap()(1, 2, 3), -1);
+    }
 }

@@ -9,8 +9,9 @@ importing fzmod), Dask (threads and processes), HDF5. Bound checked on every ele
 def main():
     import os, sys, tempfile
     import numpy, fzmod
+    field = os.path.abspath(sys.argv[1])  # before the chdir: a relative path names the caller's folder
     os.chdir(tempfile.mkdtemp())
-    a = numpy.fromfile(sys.argv[1], dtype=numpy.float32).reshape(132, 73, 144)
+    a = numpy.fromfile(field, dtype=numpy.float32).reshape(132, 73, 144)
     def check(name, b, bound):
         err = numpy.abs(b.astype("f8") - a.astype("f8")).max()
         print(f"{name:38s} shape={b.shape} dtype={b.dtype} max_err={err:.3e} bound={bound:g} ok={err <= bound}")

@@ -4,7 +4,7 @@
 //! into C order. Decoded vectors become numpy arrays without a copy, and `out=` is filled by
 //! the library (`Compressor::decompress_into`), not by a copy here.
 
-use crate::errors::{from_library, invalid_argument, During};
+use crate::errors::{from_library, invalid_argument};
 use crate::host_memory::vec_for_copy;
 use fzmod::Compressor;
 use numpy::ndarray::{ArrayD, IxDyn};
@@ -86,7 +86,7 @@ pub fn compress<T: Float>(
     let shape = view.shape().to_vec();
     let mut copy = Vec::new();
     let values = c_order(view, &mut copy);
-    py.detach(|| compressor.compress(values, &shape)).map_err(|e| from_library(py, e, During::Compress))
+    py.detach(|| compressor.compress(values, &shape)).map_err(|e| from_library(py, e))
 }
 
 /// Hand a decoded buffer to numpy with the archive's shape (no copy).
@@ -153,6 +153,6 @@ fn decode_typed<T: Float>(
         return Err(invalid_argument(py, "out must be C-contiguous".to_string()));
     }
     let slice = writable.as_slice_mut().map_err(|_| invalid_argument(py, "out must be C-contiguous".to_string()))?;
-    py.detach(|| decoder.decompress_into(archive, slice)).map_err(|e| from_library(py, e, During::Decompress))?;
+    py.detach(|| decoder.decompress_into(archive, slice)).map_err(|e| from_library(py, e))?;
     Ok(())
 }

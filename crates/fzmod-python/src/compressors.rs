@@ -55,10 +55,7 @@ pub fn get(
     }
     // Built outside the lock: errors are turned into Python exceptions, which imports a module.
     let pipeline = pipeline::build(py, request, dtype, shape)?;
-    let built = Arc::new(
-        Compressor::new(pipeline, backend.clone())
-            .map_err(|e| crate::errors::from_library(py, e, crate::errors::During::Compress))?,
-    );
+    let built = Arc::new(Compressor::new(pipeline, backend.clone()).map_err(|e| crate::errors::from_library(py, e))?);
     let mut entries = lock();
     if entries.len() >= MAX_ENTRIES {
         entries.clear();
@@ -71,7 +68,7 @@ pub fn get(
 /// `Compressor` methods; decoding reads everything from the archive and never looks at the
 /// compressor's pipeline, so any valid one serves (a tiny preset, built once per backend).
 pub fn decoder(py: Python<'_>, backend: &Backend) -> PyResult<Arc<Compressor>> {
-    let request = PipelineRequest { preset: "cuszp2", toml: None, mode: Some("abs"), bound: Some(1.0) };
+    let request = PipelineRequest { preset: fzmod::DEFAULT_PRESET, toml: None, mode: Some("abs"), bound: Some(1.0) };
     get(py, &request, fzmod::DType::F32, &[1], backend)
 }
 

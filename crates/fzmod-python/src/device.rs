@@ -8,7 +8,7 @@
 //! selected, and every call below selects it first (no GPU → `BackendUnavailable`).
 
 use crate::compressors;
-use crate::errors::{from_library, invalid_argument, raise, During};
+use crate::errors::{from_library, invalid_argument, raise};
 use crate::header;
 use crate::pipeline::PipelineRequest;
 use cudarc::driver::{sys, CudaContext, DriverError};
@@ -23,14 +23,14 @@ const DEVICE_ORDINAL: usize = 0;
 
 /// The CUDA backend, or `BackendUnavailable`. A device array cannot go to the CPU backend
 /// without the host round trip this path exists to avoid.
-fn cuda(py: Python<'_>, choice: &str, during: During) -> PyResult<Backend> {
+fn cuda(py: Python<'_>, choice: &str) -> PyResult<Backend> {
     if !matches!(choice, "auto" | "cuda") {
         return Err(invalid_argument(
             py,
             format!("GPU arrays are (de)compressed on the CUDA backend, not '{choice}': copy to the host for the CPU"),
         ));
     }
-    Backend::select(BackendChoice::Cuda).map(|(b, _)| b).map_err(|e| from_library(py, e, during))
+    Backend::select(BackendChoice::Cuda).map(|(b, _)| b).map_err(|e| from_library(py, e))
 }
 
 fn driver_error(py: Python<'_>, what: &str, e: DriverError) -> PyErr {
@@ -93,7 +93,7 @@ pub fn compress_device(
     if !ptr.is_multiple_of(dtype.size() as u64) {
         return Err(invalid_argument(py, format!("device address {ptr:#x} is not aligned for {dtype}")));
     }
-    let backend = cuda(py, backend_choice, During::Compress)?;
+    let backend = cuda(py, backend_choice)?;
     // The pointer and the producer's stream belong to device 0's primary context (the one
     // CuPy and PyTorch use); `CudaContext::new` retains it and makes it current on this thread,
     // which the driver calls below act on.
@@ -118,7 +118,7 @@ pub fn compress_device(
     // producing array alive for this call. The producer's pending writes were waited for;
     // writes the caller starts during the call are the caller's race, as with any consumer.
     let input = unsafe { DeviceBuffer::borrowed(dtype, ptr, len) };
-    py.detach(|| compressor.compress_device(&input, &shape)).map_err(|e| from_library(py, e, During::Compress))
+    py.detach(|| compressor.compress_device(&input, &shape)).map_err(|e| from_library(py, e))
 }
 
 /// A decoded array in device memory, owned by this object and exposed through
@@ -170,13 +170,12 @@ pub fn decompress_device(
     backend_choice: &str,
 ) -> PyResult<DeviceArray> {
     let bytes = data.as_slice().map_err(|_| invalid_argument(py, "archive bytes must be contiguous".into()))?;
-    let backend = cuda(py, backend_choice, During::Decompress)?;
+    let backend = cuda(py, backend_choice)?;
     let Backend::Cuda(device) = &backend else {
         return Err(raise(py, "BackendUnavailable", "the CUDA backend is not available".into()));
     };
     let decoder = compressors::decoder(py, &backend)?;
-    let (buffer, header) =
-        py.detach(|| decoder.decompress_device(bytes)).map_err(|e| from_library(py, e, During::Decompress))?;
+    let (buffer, header) = py.detach(|| decoder.decompress_device(bytes)).map_err(|e| from_library(py, e))?;
     let typestr = match buffer.dtype {
         fzmod::DType::F32 => "<f4",
         fzmod::DType::F64 => "<f8",

@@ -1,34 +1,19 @@
 //! fzmod errors as Python exceptions. The exception classes live in `fzmod/errors.py` (so they
-//! can also derive from `ValueError` / `RuntimeError`); this file only picks the class and
-//! keeps the library's message.
+//! can also derive from `ValueError` / `RuntimeError`); this file only picks the class, from
+//! the library's `ErrorKind` (the same kind whatever the caller was doing: a wrong `out`
+//! while decoding is the caller's argument, not a damaged archive), and keeps the message.
 
+use fzmod::ErrorKind;
 use pyo3::prelude::*;
 
-/// What the caller was doing: the same library error means different things to a user who
-/// gave us an array (their argument is wrong) and to one who gave us archive bytes (the
-/// bytes are damaged).
-#[derive(Clone, Copy)]
-pub enum During {
-    Compress,
-    Decompress,
-}
-
-/// The Python exception class for a library error.
-fn class_name(error: &fzmod::Error, during: During) -> &'static str {
-    use fzmod::Error as E;
-    match error {
-        E::BadMagic
-        | E::UnsupportedVersion { .. }
-        | E::Truncated(_)
-        | E::Checksum { .. }
-        | E::Corrupt(_)
-        | E::UnknownStage(_) => "CorruptArchive",
-        E::InvalidArgument(_) | E::Pipeline(_) | E::Config(_) | E::Stage { .. } => match during {
-            During::Compress => "InvalidArgument",
-            During::Decompress => "CorruptArchive",
-        },
-        E::BackendUnavailable(_) => "BackendUnavailable",
-        E::OutOfMemory(_) | E::Device(_) => "DeviceError",
+/// The Python exception class for an error kind.
+fn class_name(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::CorruptArchive => "CorruptArchive",
+        ErrorKind::InvalidArgument => "InvalidArgument",
+        ErrorKind::BackendUnavailable => "BackendUnavailable",
+        ErrorKind::OutOfMemory | ErrorKind::Device => "DeviceError",
+        // Io, and any kind a newer library adds: the base class still catches it.
         _ => "FzmodError",
     }
 }
@@ -42,8 +27,8 @@ pub fn raise(py: Python<'_>, class: &str, message: String) -> PyErr {
 }
 
 /// Convert a library error.
-pub fn from_library(py: Python<'_>, error: fzmod::Error, during: During) -> PyErr {
-    raise(py, class_name(&error, during), error.to_string())
+pub fn from_library(py: Python<'_>, error: fzmod::Error) -> PyErr {
+    raise(py, class_name(error.kind()), error.to_string())
 }
 
 /// An argument the bindings themselves refuse (dtype, shape of `out`, ...).

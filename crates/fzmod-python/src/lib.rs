@@ -12,20 +12,22 @@ mod host_memory;
 mod pipeline;
 
 use arrays::HostArray;
-use errors::{from_library, invalid_argument, During};
+use errors::{from_library, invalid_argument, raise};
 use fzmod::backend::{Backend, BackendChoice};
-use numpy::{PyReadonlyArray1, PyUntypedArrayMethods};
+use numpy::PyReadonlyArray1;
+use pipeline::PipelineRequest;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-fn backend(py: Python<'_>, choice: &str, during: During) -> PyResult<(Backend, String)> {
-    let choice = match choice {
-        "auto" => BackendChoice::Auto,
-        "cpu" => BackendChoice::Cpu,
-        "cuda" => BackendChoice::Cuda,
-        other => return Err(invalid_argument(py, format!("unknown backend '{other}' (expected auto, cpu or cuda)"))),
-    };
-    Backend::select(choice).map_err(|e| from_library(py, e, during))
+fn backend(py: Python<'_>, choice: &str) -> PyResult<(Backend, String)> {
+    let choice: BackendChoice = choice.parse().map_err(|e| from_library(py, e))?;
+    Backend::select(choice).map_err(|e| from_library(py, e))
+}
+
+/// Facts under the library's shared report names, as JSON text: the Python side parses it
+/// with `json.loads`, so the names and value types are exactly the CLI's.
+fn facts_json(py: Python<'_>, facts: &impl serde::Serialize) -> PyResult<String> {
+    serde_json::to_string(facts).map_err(|e| raise(py, "FzmodError", format!("reporting facts: {e}")))
 }
 
 /// Compress a float32/float64 numpy array into archive bytes.
@@ -49,8 +51,8 @@ fn compress<'py>(
     if shape.is_empty() {
         return Err(invalid_argument(py, "a 0-d array has no shape to compress: reshape it to (1,)".into()));
     }
-    let request = pipeline::PipelineRequest { preset, toml: pipeline, mode, bound };
-    let (backend, _) = backend(py, backend_choice, During::Compress)?;
+    let request = PipelineRequest { preset, toml: pipeline, mode, bound };
+    let (backend, _) = backend(py, backend_choice)?;
     let compressor = compressors::get(py, &request, dtype, &shape, &backend)?;
     let archive = match &input {
         HostArray::F32(a) => arrays::compress(py, a, &compressor)?,
@@ -69,32 +71,30 @@ fn decompress<'py>(
     backend_choice: &str,
 ) -> PyResult<Bound<'py, PyAny>> {
     let bytes = data.as_slice().map_err(|_| invalid_argument(py, "archive bytes must be contiguous".into()))?;
-    let (backend, _) = backend(py, backend_choice, During::Decompress)?;
+    let (backend, _) = backend(py, backend_choice)?;
     match out {
         Some(out) => {
             // The header first, to check `out` before anything is written into it.
-            let header = fzmod::inspect(bytes).map_err(|e| from_library(py, e, During::Decompress))?;
+            let header = fzmod::inspect(bytes).map_err(|e| from_library(py, e))?;
             let shape = header::shape(py, &header)?;
             let decoder = compressors::decoder(py, &backend)?;
             arrays::decode_into(&out, bytes, &header, &shape, &decoder)?;
             Ok(out)
         }
         None => {
-            let decoded = py
-                .detach(|| fzmod::decompress_on(&backend, bytes))
-                .map_err(|e| from_library(py, e, During::Decompress))?;
+            let decoded = py.detach(|| fzmod::decompress_on(&backend, bytes)).map_err(|e| from_library(py, e))?;
             let shape = header::shape(py, &decoded.header)?;
             arrays::to_numpy(py, decoded.data, &shape)
         }
     }
 }
 
-/// The archive's header as a dict, without decoding the data.
+/// The archive's facts (`fzmod::ArchiveFacts`) as JSON text, without decoding the data.
 #[pyfunction]
-fn inspect<'py>(py: Python<'py>, data: PyReadonlyArray1<'py, u8>) -> PyResult<Bound<'py, PyDict>> {
+fn inspect<'py>(py: Python<'py>, data: PyReadonlyArray1<'py, u8>) -> PyResult<String> {
     let bytes = data.as_slice().map_err(|_| invalid_argument(py, "archive bytes must be contiguous".into()))?;
-    let parsed = fzmod::inspect(bytes).map_err(|e| from_library(py, e, During::Decompress))?;
-    header::to_dict(py, &parsed, data.len())
+    let parsed = fzmod::inspect(bytes).map_err(|e| from_library(py, e))?;
+    facts_json(py, &fzmod::ArchiveFacts::of(&parsed, bytes.len()))
 }
 
 /// `(name, summary)` of every built-in preset.
@@ -103,30 +103,46 @@ fn presets() -> Vec<(&'static str, &'static str)> {
     fzmod::PRESETS.iter().map(|p| (p.name, p.summary)).collect()
 }
 
-/// Distortion of `decoded` against `original` (same dtype and size), as a dict.
+/// How `decoded` compares with `original` (same dtype and shape), judged against the
+/// guaranteed absolute error `abs_bound` (`None`: the reconstruction must be exact), as the
+/// JSON text of `fzmod::QualityFacts`.
 #[pyfunction]
+#[pyo3(signature = (original, decoded, abs_bound))]
 fn compare<'py>(
     py: Python<'py>,
     original: &Bound<'py, PyAny>,
     decoded: &Bound<'py, PyAny>,
-) -> PyResult<Bound<'py, PyDict>> {
+    abs_bound: Option<f64>,
+) -> PyResult<String> {
     let (a, b) = (arrays::host_array(original)?, arrays::host_array(decoded)?);
     let (a_shape, b_shape) = (a.shape(), b.shape());
     if a_shape != b_shape {
         return Err(invalid_argument(py, format!("cannot compare shape {a_shape:?} with shape {b_shape:?}")));
     }
-    let q = fzmod::compare(&a.to_buffer(), &b.to_buffer()).map_err(|e| from_library(py, e, During::Compress))?;
-    let dict = PyDict::new(py);
-    dict.set_item("max_abs_error", q.max_abs_error)?;
-    dict.set_item("max_error_index", q.max_error_index)?;
-    dict.set_item("psnr_db", q.psnr_db)?;
-    dict.set_item("nrmse", q.nrmse)?;
-    dict.set_item("mse", q.mse)?;
-    dict.set_item("value_min", q.value_min)?;
-    dict.set_item("value_max", q.value_max)?;
-    dict.set_item("value_range", q.value_range())?;
-    dict.set_item("special_mismatches", q.special_mismatches)?;
-    Ok(dict)
+    let quality = fzmod::compare(&a.to_buffer(), &b.to_buffer()).map_err(|e| from_library(py, e))?;
+    let verdict = fzmod::Verdict::judge(&quality, abs_bound);
+    facts_json(py, &fzmod::QualityFacts::of(&quality, &verdict))
+}
+
+/// The bound `(mode, value)` that compressing with these settings runs at, or `None` for a
+/// pipeline without one; raises for what `compress` would refuse (unknown preset, bad TOML,
+/// a mode without a value the pipeline cannot supply, a bad backend name). Codecs call it when
+/// they are built, so a wrong setting fails there and not on the first chunk.
+#[pyfunction]
+#[pyo3(signature = (preset, pipeline, mode, bound, backend_choice))]
+fn resolve_settings(
+    py: Python<'_>,
+    preset: &str,
+    pipeline: Option<&str>,
+    mode: Option<&str>,
+    bound: Option<f64>,
+    backend_choice: &str,
+) -> PyResult<Option<(&'static str, f64)>> {
+    backend_choice.parse::<BackendChoice>().map_err(|e| from_library(py, e))?;
+    let request = PipelineRequest { preset, toml: pipeline, mode, bound };
+    // Presets take the shape only to pick block sizes; the bound does not depend on it.
+    let (_, resolved) = pipeline::resolve(py, &request, &[1])?;
+    Ok(resolved.map(|b| (b.mode.name(), b.value)))
 }
 
 /// A pipeline dict (the TOML schema as Python values) as TOML text.
@@ -138,7 +154,7 @@ fn pipeline_toml(py: Python<'_>, pipeline: &Bound<'_, PyDict>) -> PyResult<Strin
 /// The backend a choice resolves to here, and why (e.g. why `auto` fell back to the CPU).
 #[pyfunction]
 fn resolve_backend(py: Python<'_>, choice: &str) -> PyResult<(&'static str, String)> {
-    let (backend, note) = backend(py, choice, During::Compress)?;
+    let (backend, note) = backend(py, choice)?;
     Ok((backend.name(), note))
 }
 
@@ -148,6 +164,8 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(decompress, module)?)?;
     module.add_function(wrap_pyfunction!(inspect, module)?)?;
     module.add_function(wrap_pyfunction!(presets, module)?)?;
+    module.add_function(wrap_pyfunction!(resolve_settings, module)?)?;
+    module.add("DEFAULT_PRESET", fzmod::DEFAULT_PRESET)?;
     module.add_function(wrap_pyfunction!(compare, module)?)?;
     module.add_function(wrap_pyfunction!(pipeline_toml, module)?)?;
     module.add_function(wrap_pyfunction!(resolve_backend, module)?)?;

@@ -1,13 +1,9 @@
 //! Which pipeline to run: a preset, or a TOML pipeline given as text or as a Python dict
 //! (converted here with the `toml` crate, so quoting and nesting follow the TOML spec).
 
-use crate::errors::{from_library, invalid_argument, During};
+use crate::errors::{from_library, invalid_argument};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
-
-/// Bound of a preset when the caller gives none.
-const DEFAULT_MODE: fzmod::ErrorMode = fzmod::ErrorMode::Rel;
-const DEFAULT_BOUND: f64 = 1e-3;
 
 /// What the caller asked for, as received from Python.
 pub struct PipelineRequest<'a> {
@@ -17,31 +13,36 @@ pub struct PipelineRequest<'a> {
     pub bound: Option<f64>,
 }
 
-/// Build the pipeline for an input of `dtype` and `shape`. A preset runs at `mode`/`bound` (default
-/// rel 1e-3); a TOML pipeline keeps the bound written in it, except for what the caller gives.
+/// The pipeline a request names, before any bound is applied, and the bound it resolves to
+/// under the library's one policy (`ErrorBound::from_parts`: a bare value is relative, a bare
+/// mode must match the pipeline's own bound). `None`: the pipeline has no bound (lossless).
+pub fn resolve(
+    py: Python<'_>,
+    request: &PipelineRequest<'_>,
+    shape: &[usize],
+) -> PyResult<(fzmod::Pipeline, Option<fzmod::ErrorBound>)> {
+    let lib = |e| from_library(py, e);
+    let pipeline = match request.toml {
+        Some(text) => fzmod::from_toml(text).map_err(lib)?,
+        None => fzmod::preset(request.preset, shape).map_err(lib)?,
+    };
+    let mode = request.mode.map(str::parse::<fzmod::ErrorMode>).transpose().map_err(lib)?;
+    let bound = fzmod::ErrorBound::from_parts(mode, request.bound, pipeline.error_bound()).map_err(lib)?;
+    Ok((pipeline, bound))
+}
+
+/// Build the pipeline for an input of `dtype` and `shape`, at the bound [`resolve`] gives.
 pub fn build(
     py: Python<'_>,
     request: &PipelineRequest<'_>,
     dtype: fzmod::DType,
     shape: &[usize],
 ) -> PyResult<fzmod::Pipeline> {
-    let lib = |e| from_library(py, e, During::Compress);
-    let mut pipeline = match request.toml {
-        Some(text) => fzmod::from_toml(text).map_err(lib)?,
-        None => fzmod::preset(request.preset, shape).map_err(lib)?,
-    };
+    let lib = |e| from_library(py, e);
+    let (mut pipeline, bound) = resolve(py, request, shape)?;
     pipeline.set_input_dtype(dtype).map_err(lib)?;
-    let keeps_own_bound = request.toml.is_some() && request.mode.is_none() && request.bound.is_none();
-    if !keeps_own_bound {
-        // What the caller left unset comes from a TOML pipeline's own bound (a preset's
-        // built-in bound is not the user's: presets default to rel 1e-3).
-        let own = if request.toml.is_some() { pipeline.error_bound() } else { None };
-        let mode = match request.mode {
-            Some(m) => fzmod::ErrorMode::parse(m).map_err(lib)?,
-            None => own.map_or(DEFAULT_MODE, |b| b.mode),
-        };
-        let value = request.bound.or(own.map(|b| b.value)).unwrap_or(DEFAULT_BOUND);
-        pipeline.set_error_bound(fzmod::ErrorBound::new(mode, value).map_err(lib)?).map_err(lib)?;
+    if let Some(bound) = bound {
+        pipeline.set_error_bound(bound).map_err(lib)?;
     }
     Ok(pipeline)
 }

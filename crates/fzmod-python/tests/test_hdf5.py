@@ -33,14 +33,20 @@ def test_round_trip_with_each_preset(tmp_path, preset, dtype):
         # The stored chunk is an fzmod archive of the (full-size) chunk.
         _, chunk = dataset.id.read_direct_chunk((0, 0))
         info = fzmod.inspect(chunk)
-        assert (info["preset"], info["shape"], info["dtype"]) == (preset, (32, 32), field.dtype.name)
+        assert (info["preset"], info["shape"], info["dtype"]) == (preset, [32, 32], field.dtype.name)
+        # The plugin's set_local stored the dataset's own element type and chunk shape.
+        assert tuple(cd_values[5:]) == ({numpy.float32: 8, numpy.float64: 9}[dtype], 2, 32, 32)
+
+
+def test_every_preset_is_usable_through_hdf5():
+    assert set(fzmod.h5.PRESET_IDS) == set(fzmod.presets())
 
 
 def test_mapping_helper_with_create_dataset_kwargs(tmp_path):
     field = smooth_field((20, 30, 40), numpy.float32)
     path = tmp_path / "m.h5"
-    options = fzmod.h5.Fzmod(chunks=(10, 30, 20), dtype=field.dtype, mode="rel", bound=1e-3)
-    assert options["compression"] == 400 and len(options["compression_opts"]) == 10
+    options = fzmod.h5.Fzmod(mode="rel", bound=1e-3)
+    assert options["compression"] == 400 and len(options["compression_opts"]) == 5
     with h5py.File(path, "w") as f:
         f.create_dataset("x", data=field, chunks=(10, 30, 20), **options)
     with h5py.File(path, "r") as f:
@@ -65,33 +71,47 @@ def test_fresh_process_reads_with_the_plugin_path_only(tmp_path):
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"dtype": "int16"}, "float32 or float64"),
         ({"preset": "nope"}, "no HDF5 id"),
-        ({"mode": "sideways"}, "abs or rel"),
+        ({"mode": "sideways", "bound": 1e-3}, "sideways"),
         ({"bound": 0}, "bound"),
-        ({"chunks": ()}, "chunks"),
+        # A mode alone must not silently reuse the preset's relative 1e-3 as an absolute 1e-3.
+        ({"mode": "abs"}, "without a value"),
     ],
 )
 def test_helper_refuses_bad_settings(kwargs, message):
-    settings = {"chunks": (8, 8), "dtype": "float32", **kwargs}
     with pytest.raises(fzmod.InvalidArgument, match=message):
-        fzmod.h5.Fzmod(**settings)
+        fzmod.h5.Fzmod(**kwargs)
 
 
 def test_cd_values_layout():
-    cd = fzmod.h5.cd_values((4, 5), "float64", "cuszp3-plain", "abs", 0.5)
-    # version, preset id, mode, bound (f64 bits, low then high), dtype code, ndim, dims
-    assert cd == (1, 3, 0, 0, 0x3FE00000, 9, 2, 4, 5)
+    cd = fzmod.h5.cd_values("cuszp3-plain", "abs", 0.5)
+    # version, preset id, mode, bound (f64 bits, low then high); the plugin adds the rest
+    assert cd == (1, 3, 0, 0, 0x3FE00000)
+    assert fzmod.h5.cd_values()[:3] == (1, fzmod.h5.PRESET_IDS[fzmod.DEFAULT_PRESET], 1)
 
 
-def test_a_failing_chunk_is_stored_uncompressed_and_reads_back_exactly(tmp_path):
-    field = smooth_field((16, 16), numpy.float32)
-    float64_chunks = fzmod.h5.cd_values((16, 16), "float64", "cuszp2", "abs", 1e-3)  # the data is float32
-    with h5py.File(tmp_path / "raw.h5", "w") as f:
-        f.create_dataset("t", data=field, chunks=(16, 16), compression=fzmod.h5.FILTER_ID,
-                         compression_opts=float64_chunks)
-    with h5py.File(tmp_path / "raw.h5", "r") as f:
-        assert numpy.array_equal(f["t"][:], field)
+@pytest.mark.parametrize("stored_type", ["int32", "int16", "uint8", ">f4", ">f8"])
+def test_datasets_the_filter_cannot_compress_are_refused(tmp_path, stored_type):
+    # Was: an int32 dataset came back all zeros. Now the dataset is not created at all.
+    data = numpy.arange(256).reshape(16, 16).astype(stored_type)
+    with h5py.File(tmp_path / "refused.h5", "w") as f:
+        with pytest.raises((ValueError, OSError, RuntimeError)):
+            f.create_dataset("t", data=data, chunks=(16, 16), **fzmod.h5.Fzmod(mode="abs", bound=1e-3))
+        assert "t" not in f
+
+
+def test_dtype_and_chunk_shape_come_from_the_dataset_not_the_options(tmp_path):
+    # Old-style options claiming float64 chunks of 16x16 for a float32 dataset chunked 8x32:
+    # once stored uncompressed (with a line on stderr); the dataset's own layout wins now.
+    field = smooth_field((16, 64), numpy.float32)
+    stale = (1, 1, 0, 0xD2F1A9FC, 0x3F50624D, 9, 2, 16, 16)  # cuszp2, abs 1e-3
+    with h5py.File(tmp_path / "t.h5", "w") as f:
+        f.create_dataset("t", data=field, chunks=(8, 32), compression=fzmod.h5.FILTER_ID, compression_opts=stale)
+    with h5py.File(tmp_path / "t.h5", "r") as f:
+        assert_within(field, f["t"][:], 1e-3)
+        _, chunk = f["t"].id.read_direct_chunk((0, 0))
+        info = fzmod.inspect(chunk)
+        assert (info["shape"], info["dtype"], info["abs_bound"]) == ([8, 32], "float32", 1e-3)
 
 
 @pytest.mark.parametrize("order", ["import fzmod, h5py", "import h5py, fzmod"])

@@ -92,3 +92,17 @@ def test_zarr_v2_array_round_trip(tmp_path, dtype):
     import io
 
     assert_within(field, numpy.load(io.BytesIO(raw)), 1e-2)
+
+
+@pytest.mark.parametrize("settings", [{"mode": "absolute", "bound": 1e-3}, {"mode": "abs"}, {"preset": "nope"}])
+def test_bad_settings_raise_when_the_codec_is_built(settings):
+    with pytest.raises(fzmod.InvalidArgument):
+        Fzmod(**settings)
+
+
+def test_the_configuration_states_the_bound_it_runs_at():
+    assert Fzmod().get_config() == {
+        "id": "fzmod", "preset": fzmod.DEFAULT_PRESET, "mode": "rel", "bound": 1e-3, "backend": "auto", "pipeline": None,
+    }
+    with pytest.raises(fzmod.InvalidArgument, match="level"):
+        Fzmod.from_config({"id": "fzmod", "level": 3})

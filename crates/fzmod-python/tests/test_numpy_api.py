@@ -27,7 +27,7 @@ def test_default_is_rel_1e3_of_the_value_range(dtype):
     field = smooth_field((64, 64), dtype)
     archive = fzmod.compress(field)
     info = fzmod.inspect(archive)
-    assert (info["preset"], info["error_mode"], info["error_bound"]) == ("cuszp2", "rel", 1e-3)
+    assert (info["preset"], info["error_mode"], info["error_bound"]) == (fzmod.DEFAULT_PRESET, "rel", 1e-3)
     value_range = float(field.max()) - float(field.min())
     assert info["abs_bound"] <= 1e-3 * value_range * (1 + 1e-12)
     assert_within(field, fzmod.decompress(archive), 1e-3 * value_range)
@@ -72,7 +72,9 @@ def test_other_dtypes_are_refused_with_their_name(bad):
     "kwargs, message",
     [
         ({"preset": "nope"}, "unknown preset"),
-        ({"mode": "sideways"}, "unknown error-bound mode"),
+        ({"mode": "sideways", "bound": 1e-3}, "unknown error-bound mode"),
+        # A mode alone once meant that mode at 1e-3: abs 1e-3 is not the preset's rel 1e-3.
+        ({"mode": "abs"}, "without a value"),
         ({"bound": -1.0}, "bound"),
         ({"bound": float("nan")}, "bound"),
         ({"backend": "tpu"}, "backend"),
@@ -153,7 +155,7 @@ def test_inspect_describes_the_archive():
     archive = fzmod.compress(field, preset="cuszp3-outlier", mode="abs", bound=0.5)
     info = fzmod.inspect(archive)
     assert info["dtype"] == "float64" and numpy.dtype(info["dtype"]) == field.dtype
-    assert info["shape"] == (20, 30, 40)
+    assert info["shape"] == [20, 30, 40]
     assert (info["preset"], info["error_mode"], info["error_bound"], info["abs_bound"]) == (
         "cuszp3-outlier",
         "abs",
@@ -164,6 +166,12 @@ def test_inspect_describes_the_archive():
     assert info["compressed_bytes"] == len(archive)
     assert info["original_bytes"] == field.nbytes
     assert info["ratio"] == pytest.approx(field.nbytes / len(archive))
+    # The one schema of reported facts, shared with the CLI's `inspect --json`.
+    assert set(info) == {
+        "format_version", "dtype", "shape", "num_elements", "original_bytes", "compressed_bytes", "ratio",
+        "bits_per_value", "preset", "error_mode", "error_bound", "abs_bound", "stored_raw", "stages",
+    }
+    assert info["num_elements"] == field.size and info["stored_raw"] is False
 
 
 def test_presets_lists_every_preset_with_a_summary():
@@ -178,12 +186,30 @@ def test_report_with_archive_or_decoded_array(dtype):
     from_archive = fzmod.report(field, archive)
     from_array = fzmod.report(field, fzmod.decompress(archive))
     assert from_archive["ratio"] == pytest.approx(field.nbytes / len(archive))
-    assert from_array["ratio"] is None
-    for key in ["max_abs_error", "psnr_db", "nrmse"]:
+    assert from_archive["abs_bound"] == 1e-2 and from_archive["within_bound"] is True
+    assert "ratio" not in from_array and from_array["within_bound"] is None  # nothing to judge by
+    quality_names = {
+        "value_min", "value_max", "max_abs_error", "max_error_index", "psnr_db", "nrmse",
+        "special_value_mismatches", "within_bound",
+    }
+    assert set(from_array) == quality_names and quality_names < set(from_archive)
+    for key in ["max_abs_error", "psnr_db", "nrmse", "value_min", "value_max"]:
         assert from_archive[key] == from_array[key]
     assert 0 < from_archive["max_abs_error"] <= 1e-2
     assert from_archive["psnr_db"] > 40
-    assert from_archive["special_mismatches"] == 0
+    assert from_archive["special_value_mismatches"] == 0
+    assert fzmod.report(field, fzmod.decompress(archive), abs_bound=1e-2)["within_bound"] is True
+    assert fzmod.report(field, fzmod.decompress(archive), abs_bound=1e-9)["within_bound"] is False
+
+
+def test_bound_policy_a_bare_value_is_relative_and_a_bare_mode_keeps_the_presets_bound(dtype):
+    field = smooth_field((64, 64), dtype)
+    bare_value = fzmod.inspect(fzmod.compress(field, bound=1e-2))
+    assert (bare_value["error_mode"], bare_value["error_bound"]) == ("rel", 1e-2)
+    bare_mode = fzmod.inspect(fzmod.compress(field, mode="rel"))
+    assert (bare_mode["error_mode"], bare_mode["error_bound"]) == ("rel", 1e-3)
+    assert fzmod.resolve_bound(mode="abs", bound=0.5) == ("abs", 0.5)
+    assert fzmod.resolve_bound() == ("rel", 1e-3)
 
 
 PIPELINE = {
@@ -215,10 +241,17 @@ def test_pipeline_text_with_an_explicit_bound(dtype):
     text = fzmod.pipeline_text(PIPELINE)
     assert "[[stage]]" in text
     field = smooth_field((4096,), dtype)
-    archive = fzmod.compress(field, pipeline=text, bound=1e-3)
+    archive = fzmod.compress(field, pipeline=text, mode="abs", bound=1e-3)
     info = fzmod.inspect(archive)
     assert (info["error_mode"], info["error_bound"]) == ("abs", 1e-3)
     assert_within(field, fzmod.decompress(archive), 1e-3)
+    # A value alone is relative, whatever mode the pipeline was written with.
+    info = fzmod.inspect(fzmod.compress(field, pipeline=text, bound=1e-3))
+    assert (info["error_mode"], info["error_bound"]) == ("rel", 1e-3)
+    # The pipeline's own mode without a value keeps its value; another mode is refused.
+    assert fzmod.resolve_bound(pipeline=text, mode="abs") == ("abs", 0.25)
+    with pytest.raises(fzmod.InvalidArgument, match="without a value"):
+        fzmod.compress(field, pipeline=text, mode="rel")
 
 
 def test_pipeline_dict_with_unwritable_values_is_refused():

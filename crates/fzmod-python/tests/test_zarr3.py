@@ -20,10 +20,42 @@ def test_dict_round_trip():
     as_dict = codec.to_dict()
     assert as_dict == {
         "name": "fzmod",
-        "configuration": {"preset": "cuszp3-outlier", "mode": "abs", "bound": 0.5, "backend": "auto"},
+        "configuration": {"version": 1, "preset": "cuszp3-outlier", "mode": "abs", "bound": 0.5, "backend": "auto"},
     }
     assert FzmodCodec.from_dict(as_dict) == codec
     assert FzmodCodec.from_dict({"name": "fzmod"}) == FzmodCodec()
+    # Metadata written before the version field existed is version 1.
+    unversioned = {"name": "fzmod", "configuration": {"preset": "cuszp2", "mode": "rel", "bound": 1e-3}}
+    assert FzmodCodec.from_dict(unversioned) == FzmodCodec()
+    # The configuration states the bound it runs at, defaults included.
+    assert FzmodCodec().to_dict()["configuration"] == {
+        "version": 1, "preset": fzmod.DEFAULT_PRESET, "mode": "rel", "bound": 1e-3, "backend": "auto",
+    }
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"mode": "absolute", "bound": 1e-3}, "absolute"),
+        ({"mode": "abs"}, "without a value"),
+        ({"preset": "nope"}, "nope"),
+        ({"bound": 0}, "bound"),
+        ({"backend": "tpu"}, "tpu"),
+    ],
+)
+def test_bad_settings_raise_when_the_codec_is_built(settings, message):
+    # Once accepted here and raised from inside to_zarr, on the first chunk.
+    with pytest.raises(fzmod.InvalidArgument, match=message):
+        FzmodCodec(**settings)
+
+
+@pytest.mark.parametrize(
+    "configuration, message",
+    [({"version": 2}, "version 2"), ({"level": 3}, "level"), ({"version": "1"}, "version")],
+)
+def test_configurations_of_other_versions_or_with_unknown_fields_are_refused(configuration, message):
+    with pytest.raises(fzmod.InvalidArgument, match=message):
+        FzmodCodec.from_dict({"name": "fzmod", "configuration": configuration})
 
 
 def write(path, field, chunks, shards=None, codec=None):

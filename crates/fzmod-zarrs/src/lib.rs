@@ -3,9 +3,13 @@
 //! (`fzmod.zarr.FzmodCodec`), so arrays written by either side open on the other.
 //!
 //! ```json
-//! {"name": "fzmod", "configuration": {"preset": "cuszp2", "mode": "rel", "bound": 0.001,
-//!  "backend": "auto", "pipeline": "<optional TOML pipeline>"}}
+//! {"name": "fzmod", "configuration": {"version": 1, "preset": "cuszp2", "mode": "rel",
+//!  "bound": 0.001, "backend": "auto", "pipeline": "<optional TOML pipeline>"}}
 //! ```
+//!
+//! The bound follows the library's one policy (`fzmod::ErrorBound::from_parts`): a bound
+//! alone is relative, a mode alone needs the preset's or pipeline's bound to have that mode.
+//! The codec writes back the bound it resolved, so the metadata states the guarantee.
 //!
 //! Linking this crate registers the codec with zarrs (through `inventory`); use
 //! [`FzmodCodec`] as an array's `array_to_bytes_codec`, alone or inside sharding. Each chunk is
@@ -34,16 +38,25 @@ inventory::submit! {
     CodecPluginV3::new::<FzmodCodec>()
 }
 
-/// The codec's configuration in array metadata; defaults as in the Python package.
+/// The version of [`FzmodCodecConfiguration`] this build reads and writes. Arrays written
+/// before the field existed carry none: they are version 1.
+pub const CONFIGURATION_VERSION: u32 = 1;
+
+/// The codec's configuration in array metadata, as the Python package writes it. Unknown
+/// fields and other versions are refused: a setting this build would ignore could change
+/// what the array's values mean.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FzmodCodecConfiguration {
+    #[serde(default = "version_1")]
+    pub version: u32,
     #[serde(default = "default_preset")]
     pub preset: String,
-    #[serde(default = "default_mode")]
-    pub mode: String,
-    #[serde(default = "default_bound")]
-    pub bound: f64,
+    /// `abs` or `rel`; with neither mode nor bound, the preset's (or pipeline's) own bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound: Option<f64>,
     #[serde(default = "default_backend")]
     pub backend: String,
     /// A TOML pipeline that replaces the preset.
@@ -51,25 +64,23 @@ pub struct FzmodCodecConfiguration {
     pub pipeline: Option<String>,
 }
 
+fn version_1() -> u32 {
+    1
+}
 fn default_preset() -> String {
-    "cuszp2".into()
-}
-fn default_mode() -> String {
-    "rel".into()
-}
-fn default_bound() -> f64 {
-    1e-3
+    fzmod::DEFAULT_PRESET.into()
 }
 fn default_backend() -> String {
-    "auto".into()
+    fzmod::backend::BackendChoice::Auto.name().into()
 }
 
 impl Default for FzmodCodecConfiguration {
     fn default() -> Self {
         Self {
+            version: CONFIGURATION_VERSION,
             preset: default_preset(),
-            mode: default_mode(),
-            bound: default_bound(),
+            mode: None,
+            bound: None,
             backend: default_backend(),
             pipeline: None,
         }
@@ -82,34 +93,48 @@ impl ConfigurationSerialize for FzmodCodecConfiguration {}
 #[derive(Clone, Debug)]
 pub struct FzmodCodec {
     configuration: FzmodCodecConfiguration,
-    bound: fzmod::ErrorBound,
+    /// `None`: a pipeline without a bound (lossless), which runs as written.
+    bound: Option<fzmod::ErrorBound>,
     backend: fzmod::backend::BackendChoice,
 }
 
 impl FzmodCodec {
-    /// A codec for `configuration`, checked now (preset or pipeline, mode, bound, backend)
+    /// A codec for `configuration`, checked now (version, preset or pipeline, bound, backend)
     /// so that a bad configuration fails when the array is opened, not at the first chunk.
-    pub fn new(configuration: FzmodCodecConfiguration) -> Result<Self, PluginCreateError> {
-        let mode = fzmod::ErrorMode::parse(&configuration.mode).map_err(|e| e.to_string())?;
-        let bound = fzmod::ErrorBound::new(mode, configuration.bound).map_err(|e| e.to_string())?;
-        let backend = match configuration.backend.as_str() {
-            "auto" => fzmod::backend::BackendChoice::Auto,
-            "cpu" => fzmod::backend::BackendChoice::Cpu,
-            "cuda" => fzmod::backend::BackendChoice::Cuda,
-            other => return Err(format!("fzmod: unknown backend '{other}' (auto, cpu or cuda)").into()),
-        };
-        let codec = Self { configuration, bound, backend };
-        codec.pipeline(&[1]).map_err(|e| e.to_string())?;
-        Ok(codec)
+    pub fn new(mut configuration: FzmodCodecConfiguration) -> Result<Self, PluginCreateError> {
+        if configuration.version != CONFIGURATION_VERSION {
+            return Err(format!(
+                "fzmod: codec configuration version {} is not supported (this build reads {CONFIGURATION_VERSION})",
+                configuration.version
+            )
+            .into());
+        }
+        let mode = configuration.mode.as_deref().map(str::parse::<fzmod::ErrorMode>).transpose();
+        let backend = configuration.backend.parse().map_err(|e: fzmod::Error| e.to_string())?;
+        let unbound = Self { configuration: configuration.clone(), bound: None, backend };
+        let own = unbound.pipeline(&[1]).map_err(|e| e.to_string())?.error_bound();
+        let bound = fzmod::ErrorBound::from_parts(mode.map_err(|e| e.to_string())?, configuration.bound, own)
+            .map_err(|e| e.to_string())?;
+        configuration.mode = bound.map(|b| b.mode.name().to_string());
+        configuration.bound = bound.map(|b| b.value);
+        Ok(Self { configuration, bound, backend })
     }
 
+    /// The pipeline for chunks of `shape`, at the codec's bound.
     fn pipeline(&self, shape: &[usize]) -> fzmod::Result<fzmod::Pipeline> {
         let mut pipeline = match &self.configuration.pipeline {
             Some(toml) => fzmod::from_toml(toml)?,
             None => fzmod::preset(&self.configuration.preset, shape)?,
         };
-        pipeline.set_error_bound(self.bound)?;
+        if let Some(bound) = self.bound {
+            pipeline.set_error_bound(bound)?;
+        }
         Ok(pipeline)
+    }
+
+    /// The configuration written into array metadata (with the bound it resolved to).
+    pub fn resolved_configuration(&self) -> &FzmodCodecConfiguration {
+        &self.configuration
     }
 }
 

@@ -7,6 +7,8 @@ use std::sync::Arc;
 use zarrs::array::codec::array_to_bytes::sharding::ShardingCodecBuilder;
 use zarrs::array::{data_type, Array, ArrayBuilder, ArraySubset};
 use zarrs::filesystem::FilesystemStore;
+use zarrs_codec::CodecTraitsV3;
+use zarrs_metadata::v3::MetadataV3;
 
 const BOUND: f64 = 0.01;
 
@@ -15,7 +17,7 @@ fn field(rows: usize, cols: usize) -> Vec<f64> {
 }
 
 fn codec() -> Arc<FzmodCodec> {
-    let configuration = FzmodCodecConfiguration { mode: "abs".into(), bound: BOUND, ..Default::default() };
+    let configuration = FzmodCodecConfiguration { mode: Some("abs".into()), bound: Some(BOUND), ..Default::default() };
     Arc::new(FzmodCodec::new(configuration).unwrap())
 }
 
@@ -93,12 +95,41 @@ fn opens_an_array_written_by_the_python_package() {
 fn bad_configurations_are_refused() {
     for bad in [
         FzmodCodecConfiguration { preset: "zstd".into(), ..Default::default() },
-        FzmodCodecConfiguration { mode: "sideways".into(), ..Default::default() },
-        FzmodCodecConfiguration { bound: -1.0, ..Default::default() },
+        FzmodCodecConfiguration { mode: Some("sideways".into()), bound: Some(0.1), ..Default::default() },
+        FzmodCodecConfiguration { bound: Some(-1.0), ..Default::default() },
         FzmodCodecConfiguration { backend: "tpu".into(), ..Default::default() },
+        // A mode alone once meant that mode at 1e-3: abs 1e-3 is not the preset's rel 1e-3.
+        FzmodCodecConfiguration { mode: Some("abs".into()), ..Default::default() },
+        FzmodCodecConfiguration { version: 2, ..Default::default() },
     ] {
-        assert!(FzmodCodec::new(bad).is_err());
+        assert!(FzmodCodec::new(bad.clone()).is_err(), "{bad:?}");
     }
+}
+
+fn from_metadata(json: &str) -> Result<zarrs_codec::Codec, zarrs_plugin::PluginCreateError> {
+    let metadata: MetadataV3 = serde_json::from_str(json).unwrap();
+    <FzmodCodec as CodecTraitsV3>::create(&metadata)
+}
+
+#[test]
+fn metadata_of_other_versions_or_with_unknown_fields_is_refused() {
+    assert!(from_metadata(r#"{"name": "fzmod", "configuration": {"version": 1, "mode": "abs", "bound": 0.5}}"#).is_ok());
+    // Written before the version field existed: version 1.
+    assert!(from_metadata(r#"{"name": "fzmod", "configuration": {"mode": "abs", "bound": 0.5}}"#).is_ok());
+    assert!(from_metadata(r#"{"name": "fzmod", "configuration": {"version": 2}}"#).is_err());
+    assert!(from_metadata(r#"{"name": "fzmod", "configuration": {"level": 3}}"#).is_err());
+}
+
+#[test]
+fn the_metadata_states_the_bound_the_codec_runs_at() {
+    let default = FzmodCodec::new(FzmodCodecConfiguration::default()).unwrap();
+    let resolved = default.resolved_configuration();
+    assert_eq!(
+        (resolved.preset.as_str(), resolved.mode.as_deref(), resolved.bound),
+        (fzmod::DEFAULT_PRESET, Some("rel"), Some(1e-3))
+    );
+    let bare_value = FzmodCodec::new(FzmodCodecConfiguration { bound: Some(0.5), ..Default::default() }).unwrap();
+    assert_eq!(bare_value.resolved_configuration().mode.as_deref(), Some("rel"));
 }
 
 /// Regenerates tests/fixtures/rust_written.zarr, which the Python package's tests open

@@ -15,7 +15,11 @@ Codecs: ``fzmod.numcodecs.Fzmod`` (numcodecs / Zarr v2), ``fzmod.zarr.FzmodCodec
 ``fzmod.h5.Fzmod`` (HDF5 filter via h5py). See docs/PYTHON.md.
 """
 
+from __future__ import annotations
+
+import json
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any, Optional, Tuple, Union
 
 import numpy
 
@@ -27,6 +31,9 @@ try:
 except PackageNotFoundError:  # running from a source tree
     __version__ = "0+unknown"
 
+#: The preset used when neither a preset nor a pipeline is named (the library's default).
+DEFAULT_PRESET: str = _native.DEFAULT_PRESET
+
 __all__ = [
     "compress",
     "decompress",
@@ -34,6 +41,8 @@ __all__ = [
     "presets",
     "report",
     "backend",
+    "resolve_bound",
+    "DEFAULT_PRESET",
     "FzmodError",
     "InvalidArgument",
     "CorruptArchive",
@@ -41,31 +50,35 @@ __all__ = [
     "DeviceError",
 ]
 
-_BACKENDS = ("auto", "cpu", "cuda")
+#: A pipeline argument: TOML text or a dict of the same structure.
+Pipeline = Union[str, dict, None]
 
 
-def compress(array, preset="cuszp2", mode=None, bound=None, backend="auto", pipeline=None):
+def compress(
+    array: Any,
+    preset: Optional[str] = None,
+    mode: Optional[str] = None,
+    bound: Optional[float] = None,
+    backend: str = "auto",
+    pipeline: Pipeline = None,
+) -> bytes:
     """Compress a float32 or float64 array into archive bytes.
 
     array: anything ``numpy.asarray`` accepts with a float32/float64 dtype; non-contiguous and
         non-native-byte-order arrays are copied, C-contiguous ones are read in place. Arrays in
         GPU memory (``__cuda_array_interface__``: CuPy, PyTorch) are compressed on the GPU
         without a copy to the host; they must be C-contiguous.
-    preset: a name from ``presets()``; ignored when ``pipeline`` is given.
-    mode, bound: ``"abs"`` (|x - x'| <= bound) or ``"rel"`` (<= bound * value range).
-        Presets default to rel 1e-3; a pipeline keeps the bound written in it unless given.
+    preset: a name from ``presets()`` (default ``DEFAULT_PRESET``); ignored when ``pipeline``
+        is given.
+    mode, bound: ``"abs"`` (|x - x'| <= bound) or ``"rel"`` (<= bound * value range). A bound
+        alone is relative; a mode alone needs the preset's or pipeline's own bound to have that
+        mode (presets carry rel 1e-3), else ``InvalidArgument``; neither keeps that bound.
     backend: ``"auto"`` (GPU when usable, else CPU), ``"cpu"`` or ``"cuda"``. The archive
         bytes are the same on every backend.
     pipeline: a TOML pipeline (README "Pipelines as TOML") as text, or as a dict of the
         same structure, e.g. ``{"stage": [{"name": "quant", "type": "Quantizer", ...}, ...]}``.
     """
-    options = {
-        "preset": _text(preset, "preset"),
-        "pipeline": pipeline_text(pipeline),
-        "mode": None if mode is None else _text(mode, "mode"),
-        "bound": None if bound is None else _number(bound, "bound"),
-        "backend": _backend(backend),
-    }
+    options = _options(preset, mode, bound, backend, pipeline)
     if _device.is_device_array(array):
         return _device.compress(array, **options)
     host = _float_array(array, "array")
@@ -74,7 +87,21 @@ def compress(array, preset="cuszp2", mode=None, bound=None, backend="auto", pipe
     )
 
 
-def decompress(data, out=None, *, backend="auto", device=None):
+def resolve_bound(
+    preset: Optional[str] = None,
+    mode: Optional[str] = None,
+    bound: Optional[float] = None,
+    backend: str = "auto",
+    pipeline: Pipeline = None,
+) -> Optional[Tuple[str, float]]:
+    """The ``(mode, value)`` that ``compress`` with these settings runs at (``None`` for a
+    pipeline without a bound), raising ``InvalidArgument`` for any setting ``compress`` would
+    refuse. The codecs call it when they are built, so a wrong setting fails there."""
+    o = _options(preset, mode, bound, backend, pipeline)
+    return _native.resolve_settings(o["preset"], o["pipeline"], o["mode"], o["bound"], o["backend"])
+
+
+def decompress(data: Any, out: Optional[numpy.ndarray] = None, *, backend: str = "auto", device: Optional[str] = None) -> Any:
     """Decode archive bytes into a new numpy array with the archive's shape and dtype.
 
     data: bytes, bytearray, memoryview, or a numpy uint8 array (read without a copy).
@@ -95,41 +122,53 @@ def decompress(data, out=None, *, backend="auto", device=None):
     return _device.decompress(archive_view(data), _backend(backend))
 
 
-def inspect(data):
-    """The archive's header as a dict: dtype, shape, error mode and bound (as asked and as
-    an absolute bound), preset, stages, sizes and ratio. Verifies the checksums."""
-    return _native.inspect(archive_view(data))
+def inspect(data: Any) -> dict:
+    """The archive's facts, under the names the CLI's ``inspect --json`` uses (docs/FORMAT.md,
+    "Reported facts"): ``format_version``, ``dtype`` (numpy's name), ``shape`` (a list),
+    ``num_elements``, ``original_bytes``, ``compressed_bytes``, ``ratio``, ``bits_per_value``,
+    ``preset``, ``error_mode``, ``error_bound`` (as asked), ``abs_bound`` (the guaranteed
+    absolute error; ``None`` for lossless archives), ``stored_raw`` and ``stages``. Verifies
+    the checksums."""
+    return json.loads(_native.inspect(archive_view(data)))
 
 
-def presets():
+def presets() -> dict:
     """Built-in presets: ``{name: summary}``."""
     return dict(_native.presets())
 
 
-def report(original, result):
-    """Quality of a reconstruction: max abs error (and its flat index), PSNR, NRMSE, value
-    range, NaN/Inf mismatches; with archive bytes as ``result`` (decoded here) also the
-    compression ratio."""
+def report(original: Any, result: Any, abs_bound: Optional[float] = None) -> dict:
+    """How a reconstruction compares with its original, under the CLI's report names:
+    ``value_min``, ``value_max``, ``max_abs_error``, ``max_error_index`` (flat), ``psnr_db``,
+    ``nrmse``, ``special_value_mismatches`` (NaN/Inf not bit-identical) and ``within_bound``.
+
+    With archive bytes as ``result`` (decoded here) the archive's facts (``inspect``) are
+    included, and the reconstruction is judged against the archive's own ``abs_bound``. With
+    a decoded array, it is judged against ``abs_bound`` when given; else ``within_bound`` is
+    ``None`` (nothing to judge against)."""
     original = _float_array(original, "original")
     if isinstance(result, numpy.ndarray) and result.dtype.kind == "f":
-        decoded, archive_bytes = result, None
+        decoded, facts = result, {}
     else:
         view = archive_view(result)
-        decoded, archive_bytes = decompress(view), view.nbytes
-    quality = _native.compare(original, _float_array(decoded, "decoded"))
-    quality["original_bytes"] = original.nbytes
-    quality["compressed_bytes"] = archive_bytes
-    quality["ratio"] = original.nbytes / archive_bytes if archive_bytes else None
-    return quality
+        decoded, facts = decompress(view), inspect(view)
+        if abs_bound is None:
+            abs_bound = facts["abs_bound"]
+    judged = abs_bound is not None or bool(facts)
+    bound = None if abs_bound is None else _number(abs_bound, "abs_bound")
+    quality = json.loads(_native.compare(original, _float_array(decoded, "decoded"), bound))
+    if not judged:
+        quality["within_bound"] = None
+    return {**facts, **quality}
 
 
-def backend(choice="auto"):
+def backend(choice: str = "auto") -> dict:
     """Which backend ``choice`` runs on here: ``{"name": "cpu" | "cuda", "note": why}``."""
     name, note = _native.resolve_backend(_backend(choice))
     return {"name": name, "note": note}
 
 
-def pipeline_text(pipeline):
+def pipeline_text(pipeline: Pipeline) -> Optional[str]:
     """A pipeline argument (None, TOML text or dict) as TOML text or None."""
     if pipeline is None or isinstance(pipeline, str):
         return pipeline
@@ -138,7 +177,7 @@ def pipeline_text(pipeline):
     raise InvalidArgument(f"pipeline must be TOML text or a dict, got {type(pipeline).__name__}")
 
 
-def archive_view(data):
+def archive_view(data: Any) -> numpy.ndarray:
     """Archive bytes as a read-only uint8 numpy array, without a copy when contiguous."""
     if _device.is_device_array(data):
         raise BackendUnavailable("archive bytes in GPU memory: copy them to the host first")
@@ -174,9 +213,19 @@ def _number(value, what):
 
 
 def _backend(choice):
-    if choice not in _BACKENDS:
-        raise InvalidArgument(f"backend must be one of {', '.join(_BACKENDS)}, got {choice!r}")
-    return choice
+    # The library parses the name (and lists what it accepts when it refuses it).
+    return _text(choice, "backend")
+
+
+def _options(preset, mode, bound, backend, pipeline):
+    """compress's settings, type-checked and with the library's default preset."""
+    return {
+        "preset": DEFAULT_PRESET if preset is None else _text(preset, "preset"),
+        "pipeline": pipeline_text(pipeline),
+        "mode": None if mode is None else _text(mode, "mode"),
+        "bound": None if bound is None else _number(bound, "bound"),
+        "backend": _backend(backend),
+    }
 
 
 _hdf5_plugin.make_discoverable()

@@ -2,85 +2,93 @@
 
     import fzmod.h5, h5py
     with h5py.File("out.h5", "w") as f:
-        f.create_dataset("t", data=a, chunks=(64, 64),
-                         **fzmod.h5.Fzmod(chunks=(64, 64), dtype=a.dtype, mode="abs", bound=1e-3))
+        f.create_dataset("t", data=a, chunks=(64, 64), **fzmod.h5.Fzmod(mode="abs", bound=1e-3))
 
 The filter id (400) is from HDF5's range for testing (256-511) and is not registered with
-The HDF Group. The plugin itself (crates/fzmod-hdf5) does not link libhdf5, so it cannot ask
-HDF5 for the dataset's chunk shape and dtype (``set_local``); this helper writes them into
-the filter's ``cd_values`` (layout: crates/fzmod-hdf5/src/params.rs). ``mode="rel"`` is
-relative to each chunk's value range.
+The HDF Group. The filter's ``cd_values`` carry the preset and bound given here; when the
+dataset is created the plugin (crates/fzmod-hdf5) adds the dataset's own element type and
+chunk shape (HDF5's ``set_local``; layout: crates/fzmod-hdf5/src/params.rs), and refuses
+datasets it cannot compress (anything but float32/float64): the creation fails, nothing is
+stored uncompressed behind your back. ``mode="rel"`` is relative to each chunk's value range
+(``fzmod.xarray.encoding`` sets an absolute bound from a whole variable's range instead).
 """
 
+from __future__ import annotations
+
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any, Optional, Tuple
 
 import numpy
 
+import fzmod
+
 from . import _hdf5_plugin
-from .errors import InvalidArgument
 
 FILTER_ID = 400
 CD_LAYOUT_VERSION = 1
 # Fixed forever, as in crates/fzmod-hdf5/src/params.rs.
-PRESET_IDS = {"cuszp": 0, "cuszp2": 1, "cuszp3-fixed": 2, "cuszp3-plain": 3, "cuszp3-outlier": 4}
-_MODE_CODES = {"abs": 0, "rel": 1, "noa": 1}
-_DTYPE_CODES = {numpy.dtype("float32"): 8, numpy.dtype("float64"): 9}
+PRESET_IDS = {
+    "cuszp": 0,
+    "cuszp2": 1,
+    "cuszp3-fixed": 2,
+    "cuszp3-plain": 3,
+    "cuszp3-outlier": 4,
+    "fzgpu": 5,
+    "pfpl": 6,
+}
+_MODE_CODES = {"abs": 0, "rel": 1}
 
 
 class Fzmod(Mapping):
     """Keyword arguments for ``h5py.Group.create_dataset``: ``compression`` (the filter id)
-    and ``compression_opts`` (the cd_values), for chunks of ``chunks`` elements of ``dtype``.
-    h5py marks the filter optional: a chunk it fails on is stored uncompressed (and reads
-    back exactly). Mandatory is not offered: HDF5 1.14 crashes at file close after a
-    mandatory filter fails (seen in H5D__flush_all_cb)."""
+    and ``compression_opts`` (the cd_values of the preset and bound, as for
+    ``fzmod.compress``). Dtype and chunk shape come from the dataset itself."""
 
     filter_id = FILTER_ID
 
-    def __init__(self, chunks, dtype, preset="cuszp2", mode="rel", bound=1e-3):
+    def __init__(self, preset: Optional[str] = None, mode: Optional[str] = None, bound: Optional[float] = None):
         _ensure_plugin()
-        self.filter_options = cd_values(chunks, dtype, preset, mode, bound)
+        self.filter_options = cd_values(preset, mode, bound)
         self._kwargs = {"compression": FILTER_ID, "compression_opts": self.filter_options}
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: str) -> Any:
         return self._kwargs[key]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._kwargs)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._kwargs)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"fzmod.h5.Fzmod(filter_id={FILTER_ID}, cd_values={self.filter_options})"
 
 
-def create_dataset(group, name, data, chunks, preset="cuszp2", mode="rel", bound=1e-3, **kwargs):
-    """``group.create_dataset(name, data=data, chunks=chunks, ...)`` with the fzmod filter
-    for exactly these chunks and this dtype."""
+def create_dataset(
+    group: Any,
+    name: str,
+    data: Any,
+    chunks: Tuple[int, ...],
+    preset: Optional[str] = None,
+    mode: Optional[str] = None,
+    bound: Optional[float] = None,
+    **kwargs: Any,
+) -> Any:
+    """``group.create_dataset(name, data=data, chunks=chunks, ...)`` with the fzmod filter."""
     data = numpy.asarray(data)
-    options = Fzmod(chunks, data.dtype, preset=preset, mode=mode, bound=bound)
-    return group.create_dataset(name, data=data, chunks=tuple(chunks), **options, **kwargs)
+    return group.create_dataset(name, data=data, chunks=tuple(chunks), **Fzmod(preset, mode, bound), **kwargs)
 
 
-def cd_values(chunks, dtype, preset, mode, bound):
-    """The filter's cd_values (unsigned 32-bit words) for these settings."""
-    dtype = numpy.dtype(dtype)
-    if dtype not in _DTYPE_CODES:
-        raise InvalidArgument(f"the fzmod HDF5 filter takes float32 or float64 datasets, got {dtype}")
+def cd_values(preset: Optional[str] = None, mode: Optional[str] = None, bound: Optional[float] = None) -> tuple:
+    """The filter's cd_values (unsigned 32-bit words) for these settings, under the bound
+    policy of ``fzmod.compress`` (``fzmod.resolve_bound``)."""
+    preset = fzmod.DEFAULT_PRESET if preset is None else preset
     if preset not in PRESET_IDS:
-        raise InvalidArgument(f"preset {preset!r} has no HDF5 id (known: {', '.join(PRESET_IDS)})")
-    if mode not in _MODE_CODES:
-        raise InvalidArgument(f"mode must be abs or rel, got {mode!r}")
-    bound = float(bound)
-    if not (bound > 0 and bound != float("inf")):
-        raise InvalidArgument(f"bound must be a finite number > 0, got {bound}")
-    chunks = tuple(int(c) for c in chunks)
-    if not 1 <= len(chunks) <= 16 or any(not 1 <= c < 2**32 for c in chunks):
-        raise InvalidArgument(f"chunks must be 1 to 16 positive dimensions, got {chunks}")
+        raise fzmod.InvalidArgument(f"preset {preset!r} has no HDF5 id (known: {', '.join(PRESET_IDS)})")
+    mode, bound = fzmod.resolve_bound(preset, mode, bound)  # presets always carry a bound
     low, high = struct.unpack("<II", struct.pack("<d", bound))
-    header = (CD_LAYOUT_VERSION, PRESET_IDS[preset], _MODE_CODES[mode], low, high, _DTYPE_CODES[dtype], len(chunks))
-    return header + chunks
+    return (CD_LAYOUT_VERSION, PRESET_IDS[preset], _MODE_CODES[mode], low, high)
 
 
 def _ensure_plugin():

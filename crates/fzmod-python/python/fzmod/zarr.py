@@ -3,7 +3,8 @@
 so an array written with it opens in a process that never imported fzmod.
 
 Chunk shape and dtype come from Zarr's chunk spec (and are checked against the archive on
-decode). ``mode="rel"`` is relative to each chunk's value range. (De)compression runs in a
+decode). ``mode="rel"`` is relative to each chunk's value range (``fzmod.xarray.encoding``
+sets an absolute bound from a whole variable's range instead). (De)compression runs in a
 worker thread with the GIL released, so Zarr's concurrent chunk I/O compresses in parallel.
 
 Future work: with ``zarr.config.enable_gpu()`` the chunk buffers are CuPy arrays; the codec
@@ -22,36 +23,63 @@ import fzmod
 _FLOAT_DTYPES = (numpy.dtype("float32"), numpy.dtype("float64"))
 
 
+#: Version of the codec's configuration schema, written into array metadata; shared with the
+#: Rust codec (crates/fzmod-zarrs). Arrays written before it existed carry no version: 1.
+CONFIGURATION_VERSION = 1
+
+
 @dataclass(frozen=True)
 class FzmodCodec(ArrayBytesCodec):
-    """Zarr v3 serializer. Arguments as for ``fzmod.compress``; ``pipeline`` is kept as TOML
-    text so the array metadata stays JSON."""
+    """Zarr v3 serializer. Arguments as for ``fzmod.compress``, checked here (a wrong setting
+    raises ``fzmod.InvalidArgument`` now, not inside ``to_zarr``). The metadata records the
+    bound the codec runs at; ``pipeline`` is kept as TOML text so it stays JSON."""
 
     is_fixed_size = False
 
     preset: str
-    mode: str
-    bound: float
+    mode: "str | None"
+    bound: "float | None"
     backend: str
     pipeline: "str | None"
 
-    def __init__(self, *, preset="cuszp2", mode="rel", bound=1e-3, backend="auto", pipeline=None):
+    def __init__(
+        self,
+        *,
+        preset: "str | None" = None,
+        mode: "str | None" = None,
+        bound: "float | None" = None,
+        backend: str = "auto",
+        pipeline: "fzmod.Pipeline" = None,
+    ) -> None:
         pipeline = fzmod.pipeline_text(pipeline)
-        if pipeline is None and preset not in fzmod.presets():
-            raise fzmod.InvalidArgument(f"unknown preset {preset!r} (known: {', '.join(fzmod.presets())})")
+        preset = fzmod.DEFAULT_PRESET if preset is None else preset
+        resolved = fzmod.resolve_bound(preset, mode, bound, backend, pipeline)
+        mode, bound = resolved if resolved is not None else (None, None)
         object.__setattr__(self, "preset", preset)
         object.__setattr__(self, "mode", mode)
-        object.__setattr__(self, "bound", float(bound))
+        object.__setattr__(self, "bound", bound)
         object.__setattr__(self, "backend", backend)
         object.__setattr__(self, "pipeline", pipeline)
 
     @classmethod
-    def from_dict(cls, data):
+    def from_dict(cls, data) -> "FzmodCodec":
         _, configuration = parse_named_configuration(data, "fzmod", require_configuration=False)
-        return cls(**(configuration or {}))
+        settings = dict(configuration or {})
+        version = settings.pop("version", CONFIGURATION_VERSION)
+        if version != CONFIGURATION_VERSION:
+            raise fzmod.InvalidArgument(
+                f"fzmod codec configuration version {version!r} is not supported (this build reads "
+                f"{CONFIGURATION_VERSION})"
+            )
+        try:
+            return cls(**settings)
+        except TypeError as e:  # an unknown key: a configuration this version cannot honour
+            raise fzmod.InvalidArgument(f"fzmod codec configuration: {e}") from None
 
-    def to_dict(self):
-        configuration = {"preset": self.preset, "mode": self.mode, "bound": self.bound, "backend": self.backend}
+    def to_dict(self) -> dict:
+        configuration = {"version": CONFIGURATION_VERSION, "preset": self.preset, "backend": self.backend}
+        if self.mode is not None:
+            configuration.update(mode=self.mode, bound=self.bound)
         if self.pipeline is not None:
             configuration["pipeline"] = self.pipeline
         return {"name": "fzmod", "configuration": configuration}

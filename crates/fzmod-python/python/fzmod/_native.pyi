@@ -1,0 +1,55 @@
+# Type stub of the compiled module (crates/fzmod-python/src). The public API is the `fzmod`
+# package, which normalises arguments before calling these.
+
+from typing import List, Optional, Tuple
+
+import numpy
+
+DEFAULT_PRESET: str
+
+def compress(
+    array: numpy.ndarray,
+    preset: str,
+    pipeline: Optional[str],
+    mode: Optional[str],
+    bound: Optional[float],
+    backend_choice: str,
+) -> bytes: ...
+def decompress(data: numpy.ndarray, out: Optional[numpy.ndarray], backend_choice: str) -> numpy.ndarray: ...
+def inspect(data: numpy.ndarray) -> str:
+    """JSON text of the archive's facts (fzmod::ArchiveFacts)."""
+
+def presets() -> List[Tuple[str, str]]: ...
+def compare(original: numpy.ndarray, decoded: numpy.ndarray, abs_bound: Optional[float]) -> str:
+    """JSON text of the reconstruction's quality (fzmod::QualityFacts)."""
+
+def resolve_settings(
+    preset: str,
+    pipeline: Optional[str],
+    mode: Optional[str],
+    bound: Optional[float],
+    backend_choice: str,
+) -> Optional[Tuple[str, float]]: ...
+def pipeline_toml(pipeline: dict) -> str: ...
+def resolve_backend(choice: str) -> Tuple[str, str]: ...
+def compress_device(
+    ptr: int,
+    typestr: str,
+    shape: List[int],
+    sync: bool,
+    stream: Optional[int],
+    preset: str,
+    pipeline: Optional[str],
+    mode: Optional[str],
+    bound: Optional[float],
+    backend_choice: str,
+) -> bytes: ...
+def decompress_device(data: numpy.ndarray, backend_choice: str) -> DeviceArray: ...
+
+class DeviceArray:
+    @property
+    def __cuda_array_interface__(self) -> dict: ...
+    @property
+    def shape(self) -> List[int]: ...
+    @property
+    def dtype(self) -> str: ...
