@@ -8,7 +8,7 @@ mod report;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use fzmod::backend::{Backend, BackendChoice};
-use fzmod::{Buffer, DType, Decompressed, ErrorBound, ErrorMode, Pipeline, RunOptions};
+use fzmod::{Buffer, DType, DecodeLimits, Decoder, ErrorBound, ErrorMode, Pipeline, RunOptions};
 use io::shown;
 use report::{num, Report};
 use std::path::{Path, PathBuf};
@@ -237,17 +237,10 @@ fn prepare(path: &Path, job: &Job, max_memory: u64) -> Result<Prepared> {
     Ok(Prepared { input, shape, pipeline, backend, note, opts: job.fusion.into() })
 }
 
-/// Decode `archive` (named `what` in messages) under the --max-memory limit.
-///
-/// LIBRARY LIMIT GOES HERE: this is the one place where the limit reaches decoding. Once
-/// `fzmod::DecodeLimits` is in the library, pass `DecodeLimits { max_memory }` to the decode
-/// (`DecodePlan::new_with_limits`, through a `decompress_with` that takes limits) and drop the
-/// CLI's own size check below, which only covers the decoded array, not the stages' scratch.
-fn decode(backend: &Backend, archive: &[u8], what: &str, opts: RunOptions, max_memory: u64) -> Result<Decompressed> {
-    let header = fzmod::inspect(archive).with_context(|| what.to_string())?;
-    let decoded_bytes = header.num_elements().unwrap_or(u64::MAX).saturating_mul(header.dtype.size() as u64);
-    io::within_limit(&format!("decoding {what}"), decoded_bytes, max_memory)?;
-    fzmod::decompress_with(backend, archive, opts).with_context(|| format!("decompressing {what}"))
+/// The decoder of a run: its backend, fusion option and the --max-memory limit, which the
+/// library checks against the archive's needs before any stage runs.
+fn decoder(backend: Backend, opts: RunOptions, max_memory: u64) -> Decoder {
+    Decoder::new(backend).with_options(opts).with_limits(DecodeLimits::new(max_memory))
 }
 
 impl Output {
@@ -328,7 +321,7 @@ fn timed<T>(message: String, quiet: bool, f: impl FnOnce() -> T) -> (T, f64) {
 }
 
 fn run(cli: Cli) -> Result<()> {
-    let max_memory = cli.max_memory.unwrap_or_else(memory::default_max_memory);
+    let max_memory = cli.max_memory.unwrap_or_else(|| DecodeLimits::default().max_memory);
     match cli.command {
         Command::Compress { input, output, job, out } => {
             let dest = io::destination(&output, out.force, &[&input])?;
@@ -350,16 +343,17 @@ fn run(cli: Cli) -> Result<()> {
             let json = out.json_destination(&inputs, Some(&dest))?;
             let bytes = io::read_archive(&input, max_memory)?;
             let what = format!("archive {}", shown(&input));
-            let header = fzmod::inspect(&bytes).with_context(|| what.clone())?;
-            let shape: Vec<usize> = header.shape.iter().map(|&d| d as usize).collect();
-            if let Some(original) = &compare {
-                io::check_size(original, header.dtype, &shape).context("--compare")?;
-            }
             let (backend, note) = Backend::select(backend)?;
-            let message = format!("decompressing {} on {}", shown(&input), backend.name());
-            let (decoded, secs) =
-                timed(message, out.quiet, || decode(&backend, &bytes, &what, fusion.into(), max_memory));
-            let decoded = decoded?;
+            let decoder = decoder(backend, fusion.into(), max_memory);
+            // Parsed and checked once: the plan gives the header, then runs.
+            let plan = decoder.plan(&bytes).with_context(|| what.clone())?;
+            let shape: Vec<usize> = plan.header.shape.iter().map(|&d| d as usize).collect();
+            if let Some(original) = &compare {
+                io::check_size(original, plan.header.dtype, &shape).context("--compare")?;
+            }
+            let message = format!("decompressing {} on {}", shown(&input), decoder.backend().name());
+            let (decoded, secs) = timed(message, out.quiet, || decoder.run(plan));
+            let decoded = decoded.with_context(|| format!("decompressing {what}"))?;
             let mut r = Report::new(&decoded.header, bytes.len(), shown(&input));
             r.backend = decoded.backend.into();
             r.backend_note = note;
@@ -382,9 +376,9 @@ fn run(cli: Cli) -> Result<()> {
                 timed(message, out.quiet, || p.pipeline.compress_with(&p.backend, &p.input, &p.shape, p.opts));
             let archive = archive.with_context(|| format!("compressing {}", shown(&input)))?;
             let what = format!("the new archive of {}", shown(&input));
-            let (decoded, d_secs) =
-                timed("decompressing".into(), out.quiet, || decode(&p.backend, &archive, &what, p.opts, max_memory));
-            let decoded = decoded?;
+            let decoder = decoder(p.backend.clone(), p.opts, max_memory);
+            let (decoded, d_secs) = timed("decompressing".into(), out.quiet, || decoder.decompress(&archive));
+            let decoded = decoded.with_context(|| format!("decompressing {what}"))?;
             let mut r = Report::new(&decoded.header, archive.len(), shown(&input));
             (r.backend, r.backend_note) = (p.backend.name().into(), p.note);
             r.compress_seconds = Some(c_secs);

@@ -1,23 +1,6 @@
 //! The `--max-memory SIZE` limit: how many bytes one thing the CLI reads or decodes (an
-//! archive, a raw array, a decoded array) may take.
-
-/// Where physical memory is unknown (no /proc/meminfo), the same fallback the library uses.
-const FALLBACK_MAX_MEMORY: u64 = 8 << 30;
-
-/// The limit without --max-memory: half the physical memory (`MemTotal` of /proc/meminfo),
-/// else 8 GiB. This mirrors the default of the library's decode limit (`DecodeLimits`), so
-/// that reading and decoding refuse at the same size.
-pub fn default_max_memory() -> u64 {
-    physical_memory().map_or(FALLBACK_MAX_MEMORY, |m| m / 2)
-}
-
-/// Physical memory in bytes, from /proc/meminfo (`MemTotal:  16318412 kB`).
-fn physical_memory() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
-    let kib: u64 = line.trim_start_matches("MemTotal:").trim().trim_end_matches("kB").trim().parse().ok()?;
-    kib.checked_mul(1024)
-}
+//! archive, a raw array, a decoded array) may take; by default the library's decode limit
+//! (`DecodeLimits::default()`), so reading and decoding refuse at the same size.
 
 /// Parse a size: plain bytes (`1048576`), or a number (fractions allowed) with a unit. As in
 /// GNU tools, `K`, `M`, `G`, `T` and `KiB` … `TiB` are powers of 1024 and `KB` … `TB` powers
@@ -64,11 +47,5 @@ mod tests {
         for bad in ["", "0", "0.1", "-1G", "G", "4X", "1.2.3M", "99999999999T", "NaN", "inf"] {
             assert!(parse_size(bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn the_default_is_a_share_of_the_machine() {
-        let limit = default_max_memory();
-        assert!(limit > 0 && physical_memory().is_none_or(|m| limit < m), "{limit}");
     }
 }

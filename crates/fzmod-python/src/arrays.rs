@@ -2,11 +2,12 @@
 //! the array's own memory while the GIL is released (the `PyReadonlyArray` borrow keeps the
 //! array alive and refuses writable Rust borrows meanwhile). Other layouts are gathered once
 //! into C order. Decoded vectors become numpy arrays without a copy, and `out=` is filled by
-//! the library (`Compressor::decompress_into`), not by a copy here.
+//! the library (`Decoder::run_into`), not by a copy here.
 
 use crate::errors::{from_library, invalid_argument};
 use crate::host_memory::vec_for_copy;
-use fzmod::Compressor;
+use fzmod::graph::DecodePlan;
+use fzmod::{Compressor, Decoder};
 use numpy::ndarray::{ArrayD, IxDyn};
 use numpy::{IntoPyArray, PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::prelude::*;
@@ -113,25 +114,19 @@ fn owned_array<'py, T: numpy::Element>(
 
 /// Decode `archive` (whose header is `header`) straight into the caller's array, which must
 /// match it exactly: dtype, shape, C-contiguous, writable.
-pub fn decode_into(
-    out: &Bound<'_, PyAny>,
-    archive: &[u8],
-    header: &fzmod::Header,
-    shape: &[usize],
-    decoder: &Compressor,
-) -> PyResult<()> {
-    match header.dtype {
-        fzmod::DType::F32 => decode_typed::<f32>(out, archive, shape, decoder),
-        fzmod::DType::F64 => decode_typed::<f64>(out, archive, shape, decoder),
+pub fn decode_into(out: &Bound<'_, PyAny>, plan: DecodePlan, shape: &[usize], decoder: &Decoder) -> PyResult<()> {
+    match plan.header.dtype {
+        fzmod::DType::F32 => decode_typed::<f32>(out, plan, shape, decoder),
+        fzmod::DType::F64 => decode_typed::<f64>(out, plan, shape, decoder),
         other => Err(invalid_argument(out.py(), format!("archive holds {other} data"))),
     }
 }
 
 fn decode_typed<T: Float>(
     out: &Bound<'_, PyAny>,
-    archive: &[u8],
+    plan: DecodePlan,
     shape: &[usize],
-    decoder: &Compressor,
+    decoder: &Decoder,
 ) -> PyResult<()> {
     let py = out.py();
     let wanted = numpy::dtype::<T>(py);
@@ -153,6 +148,6 @@ fn decode_typed<T: Float>(
         return Err(invalid_argument(py, "out must be C-contiguous".to_string()));
     }
     let slice = writable.as_slice_mut().map_err(|_| invalid_argument(py, "out must be C-contiguous".to_string()))?;
-    py.detach(|| decoder.decompress_into(archive, slice)).map_err(|e| from_library(py, e))?;
+    py.detach(|| decoder.run_into(plan, slice)).map_err(|e| from_library(py, e))?;
     Ok(())
 }

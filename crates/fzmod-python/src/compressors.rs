@@ -64,14 +64,6 @@ pub fn get(
     Ok(built)
 }
 
-/// A compressor to decode with on `backend`. The library's decode-into-memory entry points are
-/// `Compressor` methods; decoding reads everything from the archive and never looks at the
-/// compressor's pipeline, so any valid one serves (a tiny preset, built once per backend).
-pub fn decoder(py: Python<'_>, backend: &Backend) -> PyResult<Arc<Compressor>> {
-    let request = PipelineRequest { preset: fzmod::DEFAULT_PRESET, toml: None, mode: Some("abs"), bound: Some(1.0) };
-    get(py, &request, fzmod::DType::F32, &[1], backend)
-}
-
 /// A poisoned lock only means another thread panicked between lookup and insert; the map
 /// itself is always consistent, so keep using it.
 fn lock() -> std::sync::MutexGuard<'static, HashMap<Key, Arc<Compressor>>> {

@@ -174,7 +174,7 @@ pub fn decompress_device(
     let Backend::Cuda(device) = &backend else {
         return Err(raise(py, "BackendUnavailable", "the CUDA backend is not available".into()));
     };
-    let decoder = compressors::decoder(py, &backend)?;
+    let decoder = fzmod::Decoder::new(backend.clone());
     let (buffer, header) = py.detach(|| decoder.decompress_device(bytes)).map_err(|e| from_library(py, e))?;
     let typestr = match buffer.dtype {
         fzmod::DType::F32 => "<f4",

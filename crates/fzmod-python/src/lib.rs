@@ -74,11 +74,11 @@ fn decompress<'py>(
     let (backend, _) = backend(py, backend_choice)?;
     match out {
         Some(out) => {
-            // The header first, to check `out` before anything is written into it.
-            let header = fzmod::inspect(bytes).map_err(|e| from_library(py, e))?;
-            let shape = header::shape(py, &header)?;
-            let decoder = compressors::decoder(py, &backend)?;
-            arrays::decode_into(&out, bytes, &header, &shape, &decoder)?;
+            // The checked plan first, to check `out` before anything is written into it.
+            let decoder = fzmod::Decoder::new(backend);
+            let plan = decoder.plan(bytes).map_err(|e| from_library(py, e))?;
+            let shape = header::shape(py, &plan.header)?;
+            arrays::decode_into(&out, plan, &shape, &decoder)?;
             Ok(out)
         }
         None => {

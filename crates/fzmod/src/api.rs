@@ -77,7 +77,6 @@ mod device_resident {
     use crate::backend::cuda::device::DeviceBuffer;
     use crate::error::Error;
     use crate::executor::{self, Source};
-    use crate::graph::DecodePlan;
 
     impl Compressor {
         /// Compress values already in device memory: the same path as host input (fusion
@@ -108,10 +107,18 @@ mod device_resident {
 
         /// Decode an archive into a new device buffer (validated like every decode).
         pub fn decompress_device(&self, archive: &[u8]) -> Result<(DeviceBuffer, Header)> {
+            self.decoder.decompress_device(archive)
+        }
+    }
+
+    impl Decoder {
+        /// Decode an archive into a new device buffer (validated like every decode, under
+        /// this decoder's limits). Needs a CUDA backend.
+        pub fn decompress_device(&self, archive: &[u8]) -> Result<(DeviceBuffer, Header)> {
             let Backend::Cuda(dev) = self.backend() else {
                 return Err(Error::BackendUnavailable("device-resident output needs the CUDA backend".into()));
             };
-            executor::decompress_device(dev, DecodePlan::new(archive)?)
+            executor::decompress_device(dev, self.plan(archive)?)
         }
     }
 }

@@ -116,17 +116,22 @@ fn run_plan(backend: &Backend, plan: DecodePlan, opts: RunOptions) -> Result<Dec
     }
 }
 
-/// Decodes archives on one backend: into caller memory ([`Decoder::decompress_into`]) or into
-/// a new buffer. Cheap to build and `Send + Sync`.
+/// Decodes archives on one backend, under memory limits: into caller memory
+/// ([`Decoder::decompress_into`]) or into a new buffer. Cheap to build and `Send + Sync`.
+///
+/// A caller that needs the header before the data (to check its destination, as the CLI and
+/// the bindings do) takes the [`Decoder::plan`] and runs it: the archive is still parsed and
+/// checked once.
 #[derive(Clone, Debug)]
 pub struct Decoder {
     backend: Backend,
     opts: RunOptions,
+    limits: DecodeLimits,
 }
 
 impl Decoder {
     pub fn new(backend: Backend) -> Decoder {
-        Decoder { backend, opts: RunOptions::default() }
+        Decoder { backend, opts: RunOptions::default(), limits: DecodeLimits::default() }
     }
 
     /// The same decoder with other run options (e.g. fusion off).
@@ -134,19 +139,38 @@ impl Decoder {
         Decoder { opts, ..self }
     }
 
+    /// The same decoder under other memory limits.
+    pub fn with_limits(self, limits: DecodeLimits) -> Decoder {
+        Decoder { limits, ..self }
+    }
+
     pub fn backend(&self) -> &Backend {
         &self.backend
     }
 
+    /// Parse and check an archive under this decoder's limits.
+    pub fn plan<'a>(&self, archive: &'a [u8]) -> Result<DecodePlan<'a>> {
+        DecodePlan::new_with_limits(archive, &self.limits)
+    }
+
     /// Decode an archive into a new buffer.
     pub fn decompress(&self, archive: &[u8]) -> Result<Decompressed> {
-        decompress_with(&self.backend, archive, self.opts)
+        self.run(self.plan(archive)?)
+    }
+
+    /// Run a checked plan into a new buffer.
+    pub fn run(&self, plan: DecodePlan) -> Result<Decompressed> {
+        run_plan(&self.backend, plan, self.opts)
     }
 
     /// Decode an archive into `out`, which must hold exactly its elements, of its type. The
     /// archive is parsed and checked once; the GPU downloads straight into `out`.
     pub fn decompress_into<T: Element>(&self, archive: &[u8], out: &mut [T]) -> Result<Header> {
-        let plan = DecodePlan::new(archive)?;
+        self.run_into(self.plan(archive)?, out)
+    }
+
+    /// Run a checked plan into `out` (see [`Decoder::decompress_into`]).
+    pub fn run_into<T: Element>(&self, plan: DecodePlan, out: &mut [T]) -> Result<Header> {
         let n = plan.header.num_elements()?;
         if plan.header.dtype != T::DTYPE || n != out.len() as u64 {
             return Err(Error::InvalidArgument(format!(
