@@ -47,7 +47,7 @@ pub struct Forwarded {
 /// A pipeline stage. Stages are immutable during a run: data-dependent values (resolved
 /// bound, element counts, dims) go into the record returned by `forward`, and the inverse
 /// runs on a stage rebuilt from that record, so decode never depends on compress state.
-pub trait Stage: Send + Sync + std::fmt::Debug {
+pub trait Stage: StageObject + Send + Sync + std::fmt::Debug {
     /// The registry entry of this stage's type.
     fn kind(&self) -> &'static StageKind;
     /// Forward input ports.
@@ -90,10 +90,23 @@ pub trait Stage: Send + Sync + std::fmt::Debug {
     fn device(&self) -> Option<&dyn crate::backend::cuda::device::DeviceStage> {
         None
     }
+}
+
+/// What every stage gets for free from being a `Clone` type: cloning behind the trait object,
+/// and the concrete type for fusion rules, which recognise the stages they fuse.
+pub trait StageObject {
     /// Clone behind the trait object.
     fn clone_box(&self) -> Box<dyn Stage>;
-    /// For fusion rules, which recognise the concrete stages they fuse.
     fn as_any(&self) -> &dyn std::any::Any;
+}
+
+impl<T: Stage + Clone + 'static> StageObject for T {
+    fn clone_box(&self) -> Box<dyn Stage> {
+        Box::new(self.clone())
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
 }
 
 impl Clone for Box<dyn Stage> {

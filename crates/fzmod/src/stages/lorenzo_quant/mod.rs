@@ -403,12 +403,4 @@ impl Stage for LorenzoQuant {
     fn device(&self) -> Option<&dyn crate::backend::cuda::device::DeviceStage> {
         Some(self)
     }
-
-    fn clone_box(&self) -> Box<dyn Stage> {
-        Box::new(self.clone())
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
 }

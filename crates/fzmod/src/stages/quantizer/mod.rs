@@ -359,12 +359,4 @@ impl Stage for Quantizer {
         *self = Quantizer { inline_outliers: self.inline_outliers, ..Quantizer::new(dtype, self.bound)? };
         Ok(())
     }
-
-    fn clone_box(&self) -> Box<dyn Stage> {
-        Box::new(self.clone())
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
 }

@@ -120,12 +120,4 @@ impl Stage for Rze {
     fn device(&self) -> Option<&dyn crate::backend::cuda::device::DeviceStage> {
         Some(self)
     }
-
-    fn clone_box(&self) -> Box<dyn Stage> {
-        Box::new(self.clone())
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
 }
