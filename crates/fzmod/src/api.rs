@@ -1,13 +1,13 @@
 //! The embedding API: borrowed slices in, archive bytes out, and back into caller memory;
 //! a reusable [`Compressor`]; and device-resident entry points for GPU-native callers.
 
+use crate::archive::Header;
 use crate::backend::{Backend, BackendChoice};
 use crate::element::{Element, View};
 use crate::error::Result;
 use crate::graph::Pipeline;
 use crate::run::{Decoder, RunOptions};
 use crate::stage::ErrorBound;
-use crate::Header;
 
 /// A finalized pipeline bound to a backend, reused across calls.
 ///

@@ -7,7 +7,7 @@ use crate::backend::Backend;
 use crate::element::{Buffer, View};
 use crate::error::Result;
 use crate::executor;
-use crate::graph::{self, DecodePlan, Pipeline};
+use crate::graph::{DecodePlan, Pipeline};
 use crate::run::RunOptions;
 use std::time::Instant;
 
@@ -50,14 +50,14 @@ impl Pipeline {
 
 fn bench_cpu(p: &Pipeline, input: &Buffer, shape: &[usize], runs: usize) -> Result<BenchTiming> {
     let archive = p.compress(input, shape)?;
-    let mut decoded = graph::decompress(&archive)?.data;
+    let mut decoded = crate::run::decompress(&archive)?.data;
     let (mut comp, mut decomp) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
     for _ in 0..runs {
         let t = Instant::now();
         let a = p.compress(input, shape)?;
         comp.push(t.elapsed().as_secs_f64());
         let t = Instant::now();
-        decoded = graph::decompress(&a)?.data;
+        decoded = crate::run::decompress(&a)?.data;
         decomp.push(t.elapsed().as_secs_f64());
     }
     Ok(BenchTiming {

@@ -55,7 +55,7 @@ fn to_host(run: &DeviceRun, b: &DeviceBuffer, len: usize) -> Result<Buffer> {
 }
 
 /// Decode a validated archive into a new device buffer (unfused), ready when this returns.
-pub fn decompress_device(dev: &CudaDevice, plan: DecodePlan) -> Result<(DeviceBuffer, crate::Header)> {
+pub fn decompress_device(dev: &CudaDevice, plan: DecodePlan) -> Result<(DeviceBuffer, crate::archive::Header)> {
     let mut job = UnfusedDecompress::new(dev, plan)?;
     job.kernels()?;
     let (run, data) = job.result.take().ok_or_else(|| Error::Device("no result".into()))?;

@@ -3,13 +3,13 @@
 //! the same input and pipeline take the same decisions (fusion, stored-raw fallback) and give
 //! the same bytes, and every archive is parsed and checked once, by [`DecodePlan`].
 
+use crate::archive::Header;
 use crate::backend::Backend;
 use crate::element::{Buffer, Element, View};
 use crate::error::{Error, Result};
 #[cfg(feature = "cuda")]
 use crate::executor;
 use crate::graph::{DecodeLimits, DecodePlan, Decompressed, Pipeline};
-use crate::Header;
 use std::borrow::Cow;
 
 /// How a pipeline runs on a device backend.
@@ -27,6 +27,11 @@ impl Default for RunOptions {
 }
 
 impl Pipeline {
+    /// Compress `input` (C-order `shape`) into archive bytes on the CPU (the reference).
+    pub fn compress(&self, input: &Buffer, shape: &[usize]) -> Result<Vec<u8>> {
+        self.compress_view(&Backend::Cpu, input.view(), shape, RunOptions::default())
+    }
+
     /// Compress on a chosen backend with the default options (fusion on).
     pub fn compress_on(&self, backend: &Backend, input: &Buffer, shape: &[usize]) -> Result<Vec<u8>> {
         self.compress_with(backend, input, shape, RunOptions::default())
@@ -90,6 +95,11 @@ impl<'a> DecodePlan<'a> {
     pub fn new_with_limits(bytes: &'a [u8], limits: &DecodeLimits) -> Result<Self> {
         DecodePlan::with_registry(bytes, limits, crate::stages::ALL)
     }
+}
+
+/// Decode archive bytes on the CPU: a pure function of the bytes and the stage registry.
+pub fn decompress(bytes: &[u8]) -> Result<Decompressed> {
+    DecodePlan::new(bytes)?.run_cpu()
 }
 
 /// Decompress on a chosen backend with the default options.

@@ -14,8 +14,6 @@
 //! ```
 //! A stage without `inputs` (or with `from = "__external__"`) reads the pipeline input.
 
-pub(crate) mod params;
-
 use crate::error::{Error, Result};
 use crate::graph::Pipeline;
 use crate::shape::Grid;

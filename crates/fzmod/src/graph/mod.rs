@@ -257,11 +257,6 @@ impl Pipeline {
         self.finalized
     }
 
-    /// Compress `input` (C-order `shape`) into archive bytes on the CPU (the reference).
-    pub fn compress(&self, input: &Buffer, shape: &[usize]) -> Result<Vec<u8>> {
-        self.compress_view(&crate::backend::Backend::Cpu, input.view(), shape, Default::default())
-    }
-
     /// The CPU forward walk of a finalized pipeline over a checked input, assembled into an
     /// archive (before the stored-raw decision). The stages consume their inputs, so the
     /// pipeline input is copied once into an owned buffer (the only copy on this path).
@@ -372,9 +367,4 @@ impl Pipeline {
             segments,
         }
     }
-}
-
-/// Decode archive bytes on the CPU: a pure function of the bytes and the stage registry.
-pub fn decompress(bytes: &[u8]) -> Result<Decompressed> {
-    DecodePlan::new(bytes)?.run_cpu()
 }

@@ -11,9 +11,9 @@ mod cpu;
 pub(crate) mod device;
 
 use crate::archive::{Reader, Writer};
-use crate::config::params::TomlParams;
 use crate::element::{Buffer, DType};
 use crate::error::{corrupt, Error, Result};
+use crate::params::TomlParams;
 use crate::stage::{self, ForwardContext, Forwarded, Port, Stage, StageKind};
 
 pub use cpu::Layout;

@@ -286,7 +286,7 @@ impl DecompressJob for DeviceDecompress<'_> {
     fn finish_into(&mut self, dst: &mut [u8]) -> Result<()> {
         DeviceDecompress::finish_into(self, dst)
     }
-    fn header(&self) -> &crate::Header {
+    fn header(&self) -> &crate::archive::Header {
         &self.header
     }
     fn notes(&self) -> Vec<String> {

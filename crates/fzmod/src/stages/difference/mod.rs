@@ -10,9 +10,9 @@ mod cpu;
 pub(crate) mod device;
 
 use crate::archive::{Reader, Writer};
-use crate::config::params::TomlParams;
 use crate::element::{Buffer, DType};
 use crate::error::{corrupt, Error, Result};
+use crate::params::TomlParams;
 use crate::stage::{self, ForwardContext, Forwarded, Port, Stage, StageKind};
 use crate::stages::words::{self, Word, Words};
 

@@ -13,9 +13,9 @@ mod cpu;
 pub(crate) mod device;
 
 use crate::archive::{ErrorMode, Header, Reader, Writer};
-use crate::config::params::TomlParams;
 use crate::element::{Buffer, DType};
 use crate::error::{corrupt, Error, Result};
+use crate::params::TomlParams;
 use crate::shape::Grid;
 use crate::stage::{self, ErrorBound, ForwardContext, Forwarded, Port, Stage, StageKind};
 use crate::stages::quantizer::cpu::{finite_min_max, Float};

@@ -16,9 +16,9 @@ pub(crate) mod cpu;
 pub(crate) mod device;
 
 use crate::archive::{ErrorMode, Header, Reader, Writer};
-use crate::config::params::TomlParams;
 use crate::element::{Buffer, DType};
 use crate::error::{corrupt, Error, Result};
+use crate::params::TomlParams;
 use crate::stage::{self, ErrorBound, ForwardContext, Forwarded, Port, Stage, StageKind};
 
 use cpu::Float;

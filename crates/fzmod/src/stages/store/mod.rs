@@ -2,7 +2,7 @@
 //!
 //! Compression ends with it as a fallback: when a pipeline's archive would be larger than the
 //! raw input (bounds near float precision, noise), the input is stored instead
-//! (crate::fallback). It can also be configured on its own as a lossless pipeline.
+//! (`fallback.rs`, in the run layer). It can also be configured on its own as a lossless pipeline.
 //! Layout: docs/FORMAT.md, "Store".
 
 mod cpu;
@@ -10,9 +10,9 @@ mod cpu;
 mod device;
 
 use crate::archive::{Reader, Writer};
-use crate::config::params::TomlParams;
 use crate::element::{Buffer, DType};
 use crate::error::{corrupt, Error, Result};
+use crate::params::TomlParams;
 use crate::stage::{self, ForwardContext, Forwarded, Port, Stage, StageKind};
 
 /// Registry entry.
