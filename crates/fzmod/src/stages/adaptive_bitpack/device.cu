@@ -119,7 +119,8 @@ extern "C" __global__ void ab_costs(const u8* meta, u64 nblocks, u64 b, u32* cos
     cost[blk] = bad ? 0 : (u32)block_cost(rate, ob, (b + 7) / 8);
 }
 
-// Decode pass 2: one warp per block; a magnitude that does not fit the code type is an error.
+// Decode pass 2: one warp per block; a magnitude that does not fit the code type is an error,
+// and so is a sign on a zero magnitude (a second encoding of 0; cpu.rs refuses it too).
 extern "C" __global__ void __launch_bounds__(AB_WARPS * 32)
 ab_decode(const u8* in, u64 meta_len, const u64* offsets, u64 n, u64 b, code_t* v, u32* err) {
     u64 blk = (u64)blockIdx.x * AB_WARPS + (threadIdx.x >> 5);
@@ -146,7 +147,7 @@ ab_decode(const u8* in, u64 meta_len, const u64* offsets, u64 n, u64 b, code_t* 
             u32 m = (i == 0 && ob) ? first : mags[j];
             bool neg = (signs >> j) & 1;
             u32 limit = neg ? (1u << (MAX_RATE - 1)) : (1u << (MAX_RATE - 1)) - 1u;
-            if (m > limit) atomicOr(err, 2u);
+            if (m > limit || (neg && m == 0)) atomicOr(err, 2u);
             v[start + i] = (code_t)(neg ? (i32)((u32)0 - m) : (i32)m);
         }
     }

@@ -141,7 +141,10 @@ impl DeviceStage for AdaptiveBitpack {
                 .map_err(device_error)?;
         }
         if run.download(&err, 1)? != [0, 0, 0, 0] {
-            return Err(corrupt!("AdaptiveBitpack: a magnitude does not fit {}", self.input));
+            return Err(corrupt!(
+                "AdaptiveBitpack: a magnitude does not fit {}, or a zero has a sign (non-canonical)",
+                self.input
+            ));
         }
         Ok(vec![out])
     }

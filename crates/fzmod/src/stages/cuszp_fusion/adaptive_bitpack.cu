@@ -349,7 +349,8 @@ fz_decode(const u8* segment, u64 payload_len, const u64* offsets, const Params* 
     bool bad = false;
     for (int i = 0; i < M; i++) {
         u64 k = blk * BLOCK + lane + 32 * i;
-        bad |= k < g.ncodes && mag[i] > (neg[i] ? 0x80000000u : 0x7fffffffu);
+        // As cpu.rs: a magnitude beyond i32, or a sign on a zero (non-canonical), is corrupt.
+        bad |= k < g.ncodes && (mag[i] > (neg[i] ? 0x80000000u : 0x7fffffffu) || (neg[i] && mag[i] == 0));
         v[i] = neg[i] ? (i32)(0u - mag[i]) : (i32)mag[i];
     }
     if (bad) *err = 1;

@@ -33,6 +33,7 @@ __device__ __forceinline__ i32 lq_decode(unsigned short c, u32 mapping, u32 radi
 struct Geometry {
     u64 nz, ny, nx, tz, ty, tx;
 };
+static_assert(sizeof(Geometry) == 48, "Geometry: lorenzo_quant/device.rs");
 
 // Pass 1: pre-quantized values (0 for value outliers, cpu.rs prequantize).
 extern "C" __global__ void lq_prequant(const real* x, u64 n, const Params* params, i32* p) {

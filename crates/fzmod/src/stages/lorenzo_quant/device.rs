@@ -33,6 +33,8 @@ struct Geometry {
     tile: [u64; 3],
 }
 
+const _: () = assert!(std::mem::size_of::<Geometry>() == 48);
+
 // SAFETY: plain #[repr(C)] integers, laid out as the CUDA struct.
 unsafe impl DeviceRepr for Geometry {}
 
