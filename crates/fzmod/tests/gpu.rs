@@ -153,6 +153,16 @@ fn integer_stages_alone_give_cpu_bytes() {
             assert_backends_agree(&p, &data, &shape, &format!("seed {seed}: {stage}"));
         }
     }
+    // Long lines take the N-D Lorenzo inverse's multi-pass scans: x beyond one 8192-element
+    // piece, y and z beyond one 256-element column piece.
+    let mut rng = Rng(17);
+    for shape in [vec![70_001], vec![3, 700, 40], vec![600, 2, 9000], vec![257, 1, 3]] {
+        let n: usize = shape.iter().product();
+        let data = Buffer::I32((0..n).map(|_| rng.below(1 << 31) as i32 - (1 << 30)).collect());
+        let mut p = fzmod::from_toml("[[stage]]\nname = \"s\"\ntype = \"Lorenzo\"\nblock_size = 0\n").unwrap();
+        p.set_input_dtype(data.dtype()).unwrap();
+        assert_backends_agree(&p, &data, &shape, &format!("N-D Lorenzo on {shape:?}"));
+    }
 }
 
 const BOUNDS: [(ErrorMode, f64); 4] =

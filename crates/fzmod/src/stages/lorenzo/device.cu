@@ -23,10 +23,10 @@ extern "C" __global__ void lz_nd_delta(const i32* q, u64 nz, u64 ny, u64 nx, i32
     d[i] = (i32)s;
 }
 
-// Inclusive prefix sum of `len` elements starting at `base`, stride `stride`, by one warp.
-__device__ __forceinline__ void warp_prefix(i32* d, u64 base, u64 stride, u64 len) {
+// Inclusive prefix sum of `len` elements starting at `base`, stride `stride`, by one warp,
+// starting from `carry` (the sum of what precedes them on their line).
+__device__ __forceinline__ void warp_prefix(i32* d, u64 base, u64 stride, u64 len, u32 carry = 0) {
     int lane = threadIdx.x & 31;
-    u32 carry = 0;
     for (u64 k0 = 0; k0 < len; k0 += 32) {
         u64 k = k0 + lane;
         u32 v = k < len ? (u32)d[base + k * stride] : 0u;
@@ -56,4 +56,101 @@ lz_axis_prefix(i32* d, u64 lines, u64 inner, u64 outer_stride, u64 inner_stride,
     u64 l = (u64)blockIdx.x * LZ_WARPS + (threadIdx.x >> 5);
     if (l >= lines) return;
     warp_prefix(d, (l / inner) * outer_stride + (l % inner) * inner_stride, stride, len);
+}
+
+// Long lines are scanned in three passes, so that a single line of 75 M elements (a 1-D array)
+// runs on the whole device instead of one warp. The sums wrap in u32 like cpu.rs, and wrapping
+// addition is associative: any split gives the CPU's bytes. Lines along x (contiguous) are
+// split into LZ_CHUNK-element pieces, one warp each; lines along y and z (stride > 1, adjacent
+// lines adjacent in memory) into LZ_COLUMN-element pieces, one thread each, a warp taking 32
+// adjacent lines so that every access is coalesced.
+#define LZ_CHUNK 8192
+#define LZ_COLUMN 256
+
+__device__ __forceinline__ u64 line_base(u64 l, u64 inner, u64 outer_stride, u64 inner_stride) {
+    return (l / inner) * outer_stride + (l % inner) * inner_stride;
+}
+
+// Contiguous lines, pass 1: the sum of each piece (line w / chunks, piece w % chunks).
+extern "C" __global__ void __launch_bounds__(LZ_WARPS * 32)
+lz_chunk_sums(const i32* d, u64 lines, u64 inner, u64 outer_stride, u64 inner_stride, u64 len, u64 chunks, u32* sums) {
+    u64 w = (u64)blockIdx.x * LZ_WARPS + (threadIdx.x >> 5);
+    if (w >= lines * chunks) return;
+    int lane = threadIdx.x & 31;
+    u64 base = line_base(w / chunks, inner, outer_stride, inner_stride);
+    u64 start = (w % chunks) * LZ_CHUNK, end = min(len, start + LZ_CHUNK);
+    u32 s = 0;
+    for (u64 k = start + lane; k < end; k += 32) s += (u32)d[base + k];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(FULL_MASK, s, o);
+    if (lane == 0) sums[w] = s;
+}
+
+// Contiguous lines, pass 2: each line's piece sums become exclusive carries, one warp a line.
+extern "C" __global__ void __launch_bounds__(LZ_WARPS * 32) lz_chunk_carries(u32* sums, u64 lines, u64 chunks) {
+    u64 l = (u64)blockIdx.x * LZ_WARPS + (threadIdx.x >> 5);
+    if (l >= lines) return;
+    int lane = threadIdx.x & 31;
+    u32 carry = 0;
+    for (u64 c0 = 0; c0 < chunks; c0 += 32) {
+        u64 c = c0 + lane;
+        u32 v = c < chunks ? sums[l * chunks + c] : 0u, incl = v;
+        for (int o = 1; o < 32; o <<= 1) {
+            u32 t = __shfl_up_sync(FULL_MASK, incl, o);
+            if (lane >= o) incl += t;
+        }
+        if (c < chunks) sums[l * chunks + c] = carry + incl - v;
+        carry += __shfl_sync(FULL_MASK, incl, 31);
+    }
+}
+
+// Contiguous lines, pass 3: each piece scanned from its carry.
+extern "C" __global__ void __launch_bounds__(LZ_WARPS * 32)
+lz_chunk_prefix(i32* d, u64 lines, u64 inner, u64 outer_stride, u64 inner_stride, u64 len, u64 chunks, const u32* carries) {
+    u64 w = (u64)blockIdx.x * LZ_WARPS + (threadIdx.x >> 5);
+    if (w >= lines * chunks) return;
+    u64 base = line_base(w / chunks, inner, outer_stride, inner_stride);
+    u64 start = (w % chunks) * LZ_CHUNK;
+    warp_prefix(d, base + start, 1, min((u64)LZ_CHUNK, len - start), carries[w]);
+}
+
+// Strided lines (line l starts at (l / inner) * outer_stride + l % inner): thread t takes line
+// t % lines, piece t / lines; sums and carries are stored piece-major, line fastest.
+__device__ __forceinline__ bool column_piece(u64 t, u64 lines, u64 inner, u64 outer_stride, u64 len, u64* base, u64* start, u64* end) {
+    u64 l = t % lines, c = t / lines;
+    *base = (l / inner) * outer_stride + l % inner;
+    *start = c * LZ_COLUMN;
+    *end = min(len, *start + LZ_COLUMN);
+    return *start < len;
+}
+
+// Strided lines, pass 1: the sum of each piece.
+extern "C" __global__ void lz_column_sums(const i32* d, u64 lines, u64 inner, u64 outer_stride, u64 len, u64 stride, u64 pieces, u32* sums) {
+    u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x, base, start, end;
+    if (t >= lines * pieces || !column_piece(t, lines, inner, outer_stride, len, &base, &start, &end)) return;
+    u32 s = 0;
+    for (u64 k = start; k < end; k++) s += (u32)d[base + k * stride];
+    sums[t] = s;
+}
+
+// Strided lines, pass 2: exclusive carries of each line's pieces, one thread a line.
+extern "C" __global__ void lz_column_carries(u32* sums, u64 lines, u64 pieces) {
+    u64 l = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (l >= lines) return;
+    u32 carry = 0;
+    for (u64 c = 0; c < pieces; c++) {
+        u32 v = sums[c * lines + l];
+        sums[c * lines + l] = carry;
+        carry += v;
+    }
+}
+
+// Strided lines, pass 3: each piece scanned from its carry (all carries 0 when one piece).
+extern "C" __global__ void lz_column_prefix(i32* d, u64 lines, u64 inner, u64 outer_stride, u64 len, u64 stride, u64 pieces, const u32* carries) {
+    u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x, base, start, end;
+    if (t >= lines * pieces || !column_piece(t, lines, inner, outer_stride, len, &base, &start, &end)) return;
+    u32 s = pieces > 1 ? carries[t] : 0u;
+    for (u64 k = start; k < end; k++) {
+        s += (u32)d[base + k * stride];
+        d[base + k * stride] = (i32)s;
+    }
 }

@@ -9,6 +9,10 @@ use cudarc::driver::PushKernelArg;
 
 /// Warps per thread block of the prefix kernels (`LZ_WARPS`).
 const WARPS: u64 = 4;
+/// Elements of a contiguous line per warp of the three-pass scan (`LZ_CHUNK`).
+const CHUNK: u64 = 8192;
+/// Elements of a strided line per thread (`LZ_COLUMN`).
+const COLUMN: u64 = 256;
 
 pub(crate) fn program() -> Program {
     Program::new(include_str!("device.cu"), String::new())
@@ -56,41 +60,143 @@ impl DeviceStage for Lorenzo {
         let out = run.copy(d, n)?;
         let s = run.stream().clone();
         let op = out.ptr(&s);
-        // SAFETY: argument lists match device.cu; every line lies inside the n elements.
-        unsafe {
-            if self.block_size > 0 {
-                let f = run.kernel(&program(), "lz_block_prefix")?;
-                let (n64, block) = (n as u64, u64::from(self.block_size));
-                let blocks = n64.div_ceil(block);
+        if self.block_size > 0 {
+            let f = run.kernel(&program(), "lz_block_prefix")?;
+            let (n64, block) = (n as u64, u64::from(self.block_size));
+            let blocks = n64.div_ceil(block);
+            // SAFETY: argument list matches device.cu; every block lies inside the n elements.
+            unsafe {
                 s.launch_builder(&f)
                     .arg(&op)
                     .arg(&n64)
                     .arg(&block)
                     .launch(grid(blocks * 32, WARPS * 32))
                     .map_err(device_error)?;
-            } else {
-                let f = run.kernel(&program(), "lz_axis_prefix")?;
-                let [nz, ny, nx] = g.dims.map(|d| d as u64);
-                // (lines, inner, outer stride, inner stride, length, stride) per axis x, y, z.
-                for axis in [
-                    [nz * ny, 1, nx, 0, nx, 1],
-                    [nz * nx, nx, ny * nx, 1, ny, nx],
-                    [ny * nx, ny * nx, 0, 1, nz, ny * nx],
-                ] {
-                    let [lines, inner, outer_stride, inner_stride, len, stride] = axis;
-                    s.launch_builder(&f)
-                        .arg(&op)
-                        .arg(&lines)
-                        .arg(&inner)
-                        .arg(&outer_stride)
-                        .arg(&inner_stride)
-                        .arg(&len)
-                        .arg(&stride)
-                        .launch(grid(lines * 32, WARPS * 32))
-                        .map_err(device_error)?;
-                }
+            }
+        } else {
+            let [nz, ny, nx] = g.dims.map(|d| d as u64);
+            contiguous_prefix(run, op, nz * ny, nx)?;
+            // (lines, inner, outer stride, length, stride) of the y and z axes.
+            for axis in [[nz * nx, nx, ny * nx, ny, nx], [ny * nx, ny * nx, 0, nz, ny * nx]] {
+                strided_prefix(run, op, axis)?;
             }
         }
         Ok(vec![out])
     }
+}
+
+/// Inclusive prefix sums along x of `lines` contiguous lines of `len` elements at `d`: one warp a
+/// line when lines are short, else three passes over `CHUNK`-element pieces (device.cu).
+fn contiguous_prefix(run: &DeviceRun, d: u64, lines: u64, len: u64) -> Result<()> {
+    let s = run.stream().clone();
+    let (inner, outer_stride, inner_stride) = (1u64, len, 0u64);
+    // SAFETY (each launch): argument lists match device.cu; every piece lies inside its line.
+    if len <= CHUNK {
+        let f = run.kernel(&program(), "lz_axis_prefix")?;
+        let stride = 1u64;
+        unsafe {
+            s.launch_builder(&f)
+                .arg(&d)
+                .arg(&lines)
+                .arg(&inner)
+                .arg(&outer_stride)
+                .arg(&inner_stride)
+                .arg(&len)
+                .arg(&stride)
+                .launch(grid(lines * 32, WARPS * 32))
+                .map_err(device_error)?;
+        }
+        return Ok(());
+    }
+    let chunks = len.div_ceil(CHUNK);
+    let sums = run.alloc(DType::U32, (lines * chunks) as usize)?;
+    let sp = sums.ptr(&s);
+    let (f_sums, f_carries, f_prefix) = (
+        run.kernel(&program(), "lz_chunk_sums")?,
+        run.kernel(&program(), "lz_chunk_carries")?,
+        run.kernel(&program(), "lz_chunk_prefix")?,
+    );
+    unsafe {
+        s.launch_builder(&f_sums)
+            .arg(&d)
+            .arg(&lines)
+            .arg(&inner)
+            .arg(&outer_stride)
+            .arg(&inner_stride)
+            .arg(&len)
+            .arg(&chunks)
+            .arg(&sp)
+            .launch(grid(lines * chunks * 32, WARPS * 32))
+            .map_err(device_error)?;
+        s.launch_builder(&f_carries)
+            .arg(&sp)
+            .arg(&lines)
+            .arg(&chunks)
+            .launch(grid(lines * 32, WARPS * 32))
+            .map_err(device_error)?;
+        s.launch_builder(&f_prefix)
+            .arg(&d)
+            .arg(&lines)
+            .arg(&inner)
+            .arg(&outer_stride)
+            .arg(&inner_stride)
+            .arg(&len)
+            .arg(&chunks)
+            .arg(&sp)
+            .launch(grid(lines * chunks * 32, WARPS * 32))
+            .map_err(device_error)?;
+    }
+    Ok(())
+}
+
+/// Inclusive prefix sums along a strided axis (`[lines, inner, outer_stride, len, stride]`:
+/// line l starts at (l / inner) · outer_stride + l % inner): a thread walks `COLUMN` elements of
+/// one line, a warp 32 adjacent lines; long lines take three passes (device.cu).
+fn strided_prefix(run: &DeviceRun, d: u64, axis: [u64; 5]) -> Result<()> {
+    let [lines, inner, outer_stride, len, stride] = axis;
+    if len <= 1 {
+        return Ok(());
+    }
+    let s = run.stream().clone();
+    let pieces = len.div_ceil(COLUMN);
+    let sums = run.alloc(DType::U32, if pieces > 1 { (lines * pieces) as usize } else { 1 })?;
+    let sp = sums.ptr(&s);
+    let threads = u64::from(THREADS);
+    // SAFETY (each launch): argument lists match device.cu; every piece lies inside its line.
+    unsafe {
+        if pieces > 1 {
+            let (f_sums, f_carries) =
+                (run.kernel(&program(), "lz_column_sums")?, run.kernel(&program(), "lz_column_carries")?);
+            s.launch_builder(&f_sums)
+                .arg(&d)
+                .arg(&lines)
+                .arg(&inner)
+                .arg(&outer_stride)
+                .arg(&len)
+                .arg(&stride)
+                .arg(&pieces)
+                .arg(&sp)
+                .launch(grid(lines * pieces, threads))
+                .map_err(device_error)?;
+            s.launch_builder(&f_carries)
+                .arg(&sp)
+                .arg(&lines)
+                .arg(&pieces)
+                .launch(grid(lines, threads))
+                .map_err(device_error)?;
+        }
+        let f = run.kernel(&program(), "lz_column_prefix")?;
+        s.launch_builder(&f)
+            .arg(&d)
+            .arg(&lines)
+            .arg(&inner)
+            .arg(&outer_stride)
+            .arg(&len)
+            .arg(&stride)
+            .arg(&pieces)
+            .arg(&sp)
+            .launch(grid(lines * pieces, threads))
+            .map_err(device_error)?;
+    }
+    Ok(())
 }
