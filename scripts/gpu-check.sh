@@ -47,8 +47,10 @@ if [ "${1:-}" != "--bench-only" ]; then
   done
 fi
 
-bench() { # name file dtype shape preset bound [mode [fusion]]
-  ./.gpu/fzmod bench "$2" --dtype "$3" --shape "$4" --preset "$5" -m "${7:-rel}" -e "$6" --backend cuda --runs 20 \
+bench() { # name file dtype shape preset-or-toml bound [mode [fusion]]
+  local pipeline=(--preset "$5")
+  [[ "$5" == *.toml ]] && pipeline=(--config "$5")
+  ./.gpu/fzmod bench "$2" --dtype "$3" --shape "$4" "${pipeline[@]}" -m "${7:-rel}" -e "$6" --backend cuda --runs 20 \
     --fusion "${8:-on}" \
     --json "/tmp/bench/$1.json" > "/tmp/bench/$1.txt" 2>&1 || echo "bench $1 failed: $(tail -1 "/tmp/bench/$1.txt")"
 }
@@ -73,6 +75,9 @@ bench f64-ncep-cuszp2 /tmp/fzdata/ncep_hgt500_djf_65x29x49.f64 f64 65x29x49 cusz
 bench 2d-fzgpu $E f32 2161x4320 fzgpu 1e-3
 bench 2d-pfpl $E f32 2161x4320 pfpl 1e-3
 bench x8-pfpl $E8 f32 74684160 pfpl 1e-3
+# Composed chains no fusion rule covers (scripts/chains/).
+bench x8-chain-nd-lorenzo $E8 f32 74684160 scripts/chains/nd-lorenzo-zigzag-rze.toml 1e-3
+bench x8-chain-tiled-negabinary $E8 f32 17288x4320 scripts/chains/tiled-negabinary-rze.toml 1e-3
 # The unfused device path: every stage's own kernels, same bytes.
 for preset in cuszp cuszp2 cuszp3-fixed; do bench "x8-$preset-unfused" $E8 f32 74684160 $preset 1e-3 rel off; done
 for preset in cuszp3-plain cuszp3-outlier; do bench "2d-$preset-unfused" $E f32 2161x4320 $preset 1e-3 rel off; done
