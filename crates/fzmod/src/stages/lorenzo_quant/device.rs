@@ -35,6 +35,11 @@ struct Geometry {
 
 const _: () = assert!(std::mem::size_of::<Geometry>() == 48);
 
+/// Largest tile (elements) whose inverse runs in shared memory (`LQ_TILE_MAX`), and that
+/// kernel's threads per tile (`LQ_TILE_THREADS`).
+const TILE_MAX: u64 = 4096;
+const INVERSE_THREADS: u64 = 256;
+
 // SAFETY: plain #[repr(C)] integers, laid out as the CUDA struct.
 unsafe impl DeviceRepr for Geometry {}
 
@@ -233,13 +238,8 @@ impl DeviceStage for LorenzoQuant {
         };
         let program = program(self.input);
         let k = |name| run.kernel(&program, name);
-        let (to_deltas, scatter_deltas, prefix, reconstruct, scatter_values) = (
-            k("lq_codes_to_deltas")?,
-            k("lq_scatter_deltas")?,
-            k("lq_prefix")?,
-            k("lq_reconstruct")?,
-            k("fz_scatter_outliers")?,
-        );
+        let (to_deltas, scatter_deltas, scatter_values) =
+            (k("lq_codes_to_deltas")?, k("lq_scatter_deltas")?, k("fz_scatter_outliers")?);
         let index_bytes = |list: &[usize]| list.iter().flat_map(|&i| (i as u64).to_le_bytes()).collect::<Vec<u8>>();
         let delta_index = run.upload(DType::U64, &index_bytes(&deltas.iter().map(|d| d.0).collect::<Vec<_>>()))?;
         let delta_value =
@@ -274,21 +274,33 @@ impl DeviceStage for LorenzoQuant {
                     .launch(grid(nd, threads))
                     .map_err(device_error)?;
             }
-            for axis in 0..3u32 {
-                s.launch_builder(&prefix)
+            if geometry.tile.iter().product::<u64>() <= TILE_MAX {
+                let tiles: u64 = (0..3).map(|a| geometry.dims[a].div_ceil(geometry.tile[a])).product();
+                s.launch_builder(&k("lq_tile_inverse")?)
                     .arg(&p(&d))
                     .arg(&geometry)
-                    .arg(&axis)
-                    .launch(grid(geometry.segments(axis as usize), threads))
+                    .arg(&r.step)
+                    .arg(&p(&out))
+                    .launch(grid(tiles * INVERSE_THREADS, INVERSE_THREADS))
+                    .map_err(device_error)?;
+            } else {
+                let prefix = k("lq_prefix")?;
+                for axis in 0..3u32 {
+                    s.launch_builder(&prefix)
+                        .arg(&p(&d))
+                        .arg(&geometry)
+                        .arg(&axis)
+                        .launch(grid(geometry.segments(axis as usize), threads))
+                        .map_err(device_error)?;
+                }
+                s.launch_builder(&k("lq_reconstruct")?)
+                    .arg(&p(&d))
+                    .arg(&n64)
+                    .arg(&r.step)
+                    .arg(&p(&out))
+                    .launch(grid(n64, threads))
                     .map_err(device_error)?;
             }
-            s.launch_builder(&reconstruct)
-                .arg(&p(&d))
-                .arg(&n64)
-                .arg(&r.step)
-                .arg(&p(&out))
-                .launch(grid(n64, threads))
-                .map_err(device_error)?;
             if nv > 0 {
                 s.launch_builder(&scatter_values)
                     .arg(&p(&value_index))
