@@ -253,42 +253,65 @@ extern "C" __global__ void lq_reconstruct(const i32* p, u64 n, double step, real
 
 // The whole inverse after the deltas, for tiles of at most LQ_TILE_MAX elements (all of
 // FZ-GPU's): one thread block per tile loads its deltas once into shared memory, sums them
-// along x, y and z restarting at the tile's edges, and writes the values — one pass over
+// along x (a warp per line, shuffles), y and z (a thread per column, adjacent threads on
+// adjacent columns) restarting at the tile's edges, and writes the values — one pass over
 // memory instead of lq_prefix's three and lq_reconstruct's one. The sums wrap in u32 as in
 // cpu.rs, so their order does not change a bit; positions outside the grid (edge tiles) hold 0
 // and only feed positions that are outside too.
 #define LQ_TILE_MAX 4096
 #define LQ_TILE_THREADS 256
-#define LQ_PER_THREAD (LQ_TILE_MAX / LQ_TILE_THREADS)
-
-// One step of a segmented inclusive scan: v[i] += v[i - offset] where `pos(i) >= step`.
-__device__ __forceinline__ void lq_tile_step(u32* v, u32 m, u32 offset, u32 step, u32 period, u32 extent) {
-    u32 add[LQ_PER_THREAD];
-    for (u32 k = 0, i = threadIdx.x; k < LQ_PER_THREAD; k++, i += LQ_TILE_THREADS)
-        add[k] = (i < m && (i / period) % extent >= step) ? v[i - offset] : 0u;
-    __syncthreads();
-    for (u32 k = 0, i = threadIdx.x; k < LQ_PER_THREAD; k++, i += LQ_TILE_THREADS)
-        if (i < m) v[i] += add[k];
-    __syncthreads();
-}
 
 extern "C" __global__ void __launch_bounds__(LQ_TILE_THREADS) lq_tile_inverse(const i32* d, Geometry g, double step, real* out) {
     __shared__ u32 v[LQ_TILE_MAX];
-    u32 tx = (u32)g.tx, ty = (u32)g.ty, tz = (u32)g.tz, m = tx * ty * tz;
-    u64 txs = (g.nx + g.tx - 1) / g.tx, tys = (g.ny + g.ty - 1) / g.ty, tzs = (g.nz + g.tz - 1) / g.tz;
+    const u32 tx = (u32)g.tx, ty = (u32)g.ty, tz = (u32)g.tz, plane = tx * ty, m = plane * tz, rows = ty * tz;
+    const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = LQ_TILE_THREADS / 32;
+    const u64 txs = (g.nx + g.tx - 1) / g.tx, tys = (g.ny + g.ty - 1) / g.ty, tzs = (g.nz + g.tz - 1) / g.tz;
     for (u64 tile = blockIdx.x; tile < txs * tys * tzs; tile += gridDim.x) {
-        u64 x0 = tile % txs * g.tx, y0 = tile / txs % tys * g.ty, z0 = tile / (txs * tys) * g.tz;
+        const u64 x0 = tile % txs * g.tx, y0 = tile / txs % tys * g.ty, z0 = tile / (txs * tys) * g.tz;
         for (u32 i = threadIdx.x; i < m; i += LQ_TILE_THREADS) {
-            u64 x = x0 + i % tx, y = y0 + i / tx % ty, z = z0 + i / (tx * ty);
-            v[i] = (x < g.nx && y < g.ny && z < g.nz) ? (u32)d[(z * g.ny + y) * g.nx + x] : 0u;
+            u32 r = i / tx, z = r / ty;
+            u64 x = x0 + (i - r * tx), y = y0 + (r - z * ty), zz = z0 + z;
+            v[i] = (x < g.nx && y < g.ny && zz < g.nz) ? (u32)d[(zz * g.ny + y) * g.nx + x] : 0u;
         }
         __syncthreads();
-        for (u32 o = 1; o < tx; o <<= 1) lq_tile_step(v, m, o, o, 1, tx);
-        for (u32 o = 1; o < ty; o <<= 1) lq_tile_step(v, m, o * tx, o, tx, ty);
-        for (u32 o = 1; o < tz; o <<= 1) lq_tile_step(v, m, o * tx * ty, o, tx * ty, tz);
+        for (u32 r = warp; r < rows; r += warps) {
+            u32 carry = 0;
+            for (u32 x0w = 0; x0w < tx; x0w += 32) {
+                u32 x = x0w + lane, val = x < tx ? v[r * tx + x] : 0u;
+                for (int o = 1; o < 32; o <<= 1) {
+                    u32 t = __shfl_up_sync(FULL_MASK, val, o);
+                    if ((int)lane >= o) val += t;
+                }
+                val += carry;
+                if (x < tx) v[r * tx + x] = val;
+                carry = __shfl_sync(FULL_MASK, val, 31);
+            }
+        }
+        __syncthreads();
+        if (ty > 1) {
+            for (u32 c = threadIdx.x; c < tx * tz; c += LQ_TILE_THREADS) {
+                u32 z = c / tx, at = z * plane + (c - z * tx), sum = 0;
+                for (u32 y = 0; y < ty; y++, at += tx) {
+                    sum += v[at];
+                    v[at] = sum;
+                }
+            }
+            __syncthreads();
+        }
+        if (tz > 1) {
+            for (u32 c = threadIdx.x; c < plane; c += LQ_TILE_THREADS) {
+                u32 sum = 0;
+                for (u32 at = c; at < m; at += plane) {
+                    sum += v[at];
+                    v[at] = sum;
+                }
+            }
+            __syncthreads();
+        }
         for (u32 i = threadIdx.x; i < m; i += LQ_TILE_THREADS) {
-            u64 x = x0 + i % tx, y = y0 + i / tx % ty, z = z0 + i / (tx * ty);
-            if (x < g.nx && y < g.ny && z < g.nz) out[(z * g.ny + y) * g.nx + x] = reconstruct((i32)v[i], (real)step);
+            u32 r = i / tx, z = r / ty;
+            u64 x = x0 + (i - r * tx), y = y0 + (r - z * ty), zz = z0 + z;
+            if (x < g.nx && y < g.ny && zz < g.nz) out[(zz * g.ny + y) * g.nx + x] = reconstruct((i32)v[i], (real)step);
         }
         __syncthreads();
     }
