@@ -19,12 +19,22 @@ fn rows_per_task(nx: usize) -> usize {
 
 /// Pre-quantize one value: `Some(p)` with `p = round(x / 2h)` when `x` is finite and its
 /// reconstruction `(p · h) · 2` lies within `abs_bound` (the decoder's own formula, checked in
-/// f64); `None` sends the value to the lossless value-outlier list.
+/// f64). When it does not, `x` lies within rounding error of a bin edge (or far out of range):
+/// the neighbouring bin on `x`'s side of that reconstruction is tried, under the same check.
+/// `None` (neither passes, or `x` is not finite) sends the value to the lossless value-outlier
+/// list.
 #[inline]
 pub fn prequantize<T: Float>(x: T, recip: T, step: T, abs_bound: f64) -> Option<i32> {
+    if !x.is_finite() {
+        return None;
+    }
+    let within = |p: i32| (x.to_f64() - T::reconstruct(p, step).to_f64()).abs() <= abs_bound;
     let p = x.quantize(recip);
-    let err = (x.to_f64() - T::reconstruct(p, step).to_f64()).abs();
-    (x.is_finite() && err <= abs_bound).then_some(p)
+    if within(p) {
+        return Some(p);
+    }
+    let neighbour = if x.to_f64() < T::reconstruct(p, step).to_f64() { p.checked_sub(1) } else { p.checked_add(1) };
+    neighbour.filter(|&n| within(n))
 }
 
 /// Lorenzo prediction error at one element from its 2×2×2 neighbourhood: `n[dz][dy][dx]` is
@@ -290,6 +300,41 @@ mod tests {
         let y = round_trip(&x, [1, 1, x.len()], Tile([1, 1, 4]), CodeMapping::SignMagnitude, 1e-2);
         check(&x, &y, 1e-2);
         assert_eq!(y[6].to_bits(), 0, "−0.0 quantizes to +0.0 within the bound");
+    }
+
+    #[test]
+    fn a_value_on_a_bin_edge_takes_the_neighbouring_bin() {
+        // trinidad_dem at rel 1e-4 (b = 1e-4 · (max − min)): x · (0.5 / h) is exactly 5040.5
+        // in f32, rounds up to 5041, and (5041 · h) · 2 misses x by more than b; bin 5040 keeps
+        // it (the value FZ-GPU and PFPL quantize there too).
+        let b = 1e-4 * (14176.16015625 - 4457.52001953125);
+        let x = 9_797.36_f32;
+        assert_eq!(f64::from(x), 9797.3603515625);
+        let (step, recip) = (f32::at_most(b), f32::half_recip(f32::at_most(b)));
+        assert_eq!(x.quantize(recip), 5041);
+        assert!((f64::from(x) - f64::from(f32::reconstruct(5041, step))).abs() > b);
+        assert_eq!(prequantize(x, recip, step, b), Some(5040));
+        let f = forward(&[x; 5], [1, 1, 5], Tile([1, 1, 4]), CodeMapping::SignMagnitude, b);
+        assert_eq!(f.num_value_outliers, 0);
+        check(&[x; 5], &round_trip(&[x; 5], [1, 1, 5], Tile([1, 1, 4]), CodeMapping::SignMagnitude, b), b);
+    }
+
+    proptest! {
+        #[test]
+        fn prequantize_keeps_the_bound_and_fails_only_when_both_bins_do(
+            bits in any::<u32>(), b in 1e-6f64..1e3,
+        ) {
+            let x = f32::from_bits(bits);
+            let (step, recip) = (f32::at_most(b), f32::half_recip(f32::at_most(b)));
+            let err = |p: i32| (f64::from(x) - f64::from(f32::reconstruct(p, step))).abs();
+            match prequantize(x, recip, step, b) {
+                Some(p) => prop_assert!(x.is_finite() && err(p) <= b),
+                None => {
+                    let p = x.quantize(recip);
+                    prop_assert!(!x.is_finite() || [p.wrapping_sub(1), p, p.wrapping_add(1)].iter().all(|&q| err(q) > b));
+                }
+            }
+        }
     }
 
     #[test]
