@@ -22,3 +22,33 @@ extern "C" __global__ void diff_finish(const u64* sums, void* out, u64 n, u32 bi
     u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) word_store(out, i, bits, (u32)(sums[i + 1] - sums[i / chunk * chunk]) & word_mask(bits));
 }
+
+// The whole inverse of chunks of at most DIFF_CHUNK_MAX words (PFPL's 16 KiB = 4096 u32): one
+// thread block per chunk loads it once into shared memory, undoes the map, sums each thread's
+// run of consecutive words and scans those sums across the block, then writes the prefix sums
+// — one pass instead of the global scan's five. Sums wrap to the word as cpu.rs's do, so the
+// grouping does not change a bit.
+#define DIFF_CHUNK_MAX 8192
+#define DIFF_THREADS 256
+
+extern "C" __global__ void __launch_bounds__(DIFF_THREADS) diff_inverse_chunks(const void* in, void* out, u64 n, u32 bits, u64 chunk, u32 op) {
+    __shared__ u32 w[DIFF_CHUNK_MAX];
+    u64 chunks = (n + chunk - 1) / chunk;
+    for (u64 c = blockIdx.x; c < chunks; c += gridDim.x) {
+        u64 start = c * chunk;
+        u32 len = (u32)min(chunk, n - start), per = (len + DIFF_THREADS - 1) / DIFF_THREADS;
+        for (u32 i = threadIdx.x; i < len; i += DIFF_THREADS) w[i] = word_undo(word_load(in, start + i, bits), bits, op);
+        __syncthreads();
+        u32 lo = min(len, threadIdx.x * per), hi = min(len, lo + per), run = 0;
+        for (u32 i = lo; i < hi; i++) run += w[i];
+        u64 total;
+        u32 acc = (u32)block_exclusive_scan(run, &total);
+        for (u32 i = lo; i < hi; i++) {
+            acc += w[i];
+            w[i] = acc;
+        }
+        __syncthreads();
+        for (u32 i = threadIdx.x; i < len; i += DIFF_THREADS) word_store(out, start + i, bits, w[i] & word_mask(bits));
+        __syncthreads();
+    }
+}

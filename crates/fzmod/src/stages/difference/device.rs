@@ -10,6 +10,12 @@ use crate::element::DType;
 use crate::error::{Error, Result};
 use cudarc::driver::PushKernelArg;
 
+/// Chunks (words) the one-pass inverse takes: at most `DIFF_CHUNK_MAX`, and enough to keep its
+/// `DIFF_THREADS` threads busy; other chunks go through the global scan.
+const CHUNK_MIN: u64 = 256;
+const CHUNK_MAX: u64 = 8192;
+const CHUNK_THREADS: u64 = 256;
+
 pub(crate) fn program() -> Program {
     Program::new(concat!(include_str!("../words.cu"), include_str!("device.cu")), String::new())
 }
@@ -53,6 +59,26 @@ impl DeviceStage for Difference {
         let [d] = outputs else { return Err(Error::Pipeline("Difference inverse takes one buffer".into())) };
         let n = d.known_len()?;
         let program = program();
+        let (n64, bits, chunk) = (n as u64, 8 * self.input.size() as u32, self.device_chunk(n));
+        let op = u32::from(self.map.code());
+        if (CHUNK_MIN..=CHUNK_MAX).contains(&chunk) {
+            let out = run.alloc(self.input, n)?;
+            let s = run.stream().clone();
+            let f = run.kernel(&program, "diff_inverse_chunks")?;
+            // SAFETY: argument list matches device.cu; `d` and `out` hold n words.
+            unsafe {
+                s.launch_builder(&f)
+                    .arg(&d.ptr(&s))
+                    .arg(&out.ptr(&s))
+                    .arg(&n64)
+                    .arg(&bits)
+                    .arg(&chunk)
+                    .arg(&op)
+                    .launch(grid(n64.div_ceil(chunk) * CHUNK_THREADS, CHUNK_THREADS))
+                    .map_err(device_error)?;
+            }
+            return Ok(vec![out]);
+        }
         let (undo, finish) = (run.kernel(&program, "diff_undo")?, run.kernel(&program, "diff_finish")?);
         let wide = run.alloc(DType::U32, n)?;
         let sums = run.alloc(DType::U64, n + 1)?;
@@ -60,8 +86,6 @@ impl DeviceStage for Difference {
         let out = run.alloc(self.input, n)?;
         let s = run.stream().clone();
         let p = |b: &DeviceBuffer| b.ptr(&s);
-        let (n64, bits, chunk) = (n as u64, 8 * self.input.size() as u32, self.device_chunk(n));
-        let op = u32::from(self.map.code());
         // SAFETY: argument lists match device.cu; `wide` and `out` hold n words, `sums` n + 1.
         unsafe {
             s.launch_builder(&undo)

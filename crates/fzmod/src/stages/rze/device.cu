@@ -5,6 +5,16 @@
 #define RZE_THREADS 256
 // Bitmap bytes of a 65535-byte chunk: B0 <= 8192, B1 <= 1024, B2 <= 128, B3 <= 16.
 #define RZE_MAP_BYTES (8192 + 1024 + 128 + 16)
+// Chunks up to this many bytes (PFPL's 16 KiB) are assembled in shared memory and then copied
+// out by consecutive threads: each thread of the rank walks writes a run of consecutive bytes,
+// which straight to global memory would be 32 scattered byte stores per warp instruction.
+#define RZE_STAGE 16384
+
+// Copy `len` bytes from shared memory to global memory, consecutive threads on consecutive
+// bytes (the whole block calls it).
+__device__ __forceinline__ void rze_copy_out(u8* dst, const u8* stage, u32 len) {
+    for (u32 i = threadIdx.x; i < len; i += blockDim.x) dst[i] = stage[i];
+}
 
 struct Maps {
     u32 len[4];  // bytes of B0..B3
@@ -87,6 +97,7 @@ __device__ u32 rze_build(const u8* src, u32 len, u32 word, const Maps& m, u32* p
 extern "C" __global__ void __launch_bounds__(RZE_THREADS)
 rze_encode(const u8* in, u64 n, u64 chunk, u32 word, u64 nchunks, u32* sizes, const u64* offsets, u8* out, u64 capacity, u32 write) {
     __shared__ u8 shared[RZE_MAP_BYTES];
+    __shared__ u8 stage[RZE_STAGE];
     for (u64 c = blockIdx.x; c < nchunks; c += gridDim.x) {
         const u8* src = in + c * chunk;
         u32 len = (u32)min(chunk, n - c * chunk);
@@ -106,21 +117,27 @@ rze_encode(const u8* in, u64 n, u64 chunk, u32 word, u64 nchunks, u32* sizes, co
             if (raw) {
                 for (u32 i = threadIdx.x; i < len; i += blockDim.x) dst[i] = src[i];
             } else {
-                for (u32 i = threadIdx.x; i < m.len[3]; i += blockDim.x) dst[i] = m.at[3][i];
+                bool staged = size <= RZE_STAGE;
+                u8* w = staged ? stage : dst;
+                for (u32 i = threadIdx.x; i < m.len[3]; i += blockDim.x) w[i] = m.at[3][i];
                 u32 pos = m.len[3];
                 for (int l = 3; l > 0; l--) {
                     const u8* below = m.at[l - 1];
                     rank_walk(m.at[l], m.len[l - 1], [&](u32 k, u32 set, u32 rank) {
-                        if (set) dst[pos + rank] = below[k];
+                        if (set) w[pos + rank] = below[k];
                     });
                     pos += pops[l];
                 }
                 rank_walk(m.at[0], len / word, [&](u32 i, u32 set, u32 rank) {
                     if (set)
-                        for (u32 b = 0; b < word; b++) dst[pos + rank * word + b] = src[i * word + b];
+                        for (u32 b = 0; b < word; b++) w[pos + rank * word + b] = src[i * word + b];
                 });
                 pos += pops[0] * word;
-                for (u32 t = threadIdx.x; t < len % word; t += blockDim.x) dst[pos + t] = src[len / word * word + t];
+                for (u32 t = threadIdx.x; t < len % word; t += blockDim.x) w[pos + t] = src[len / word * word + t];
+                if (staged) {
+                    __syncthreads();
+                    rze_copy_out(dst, stage, size);
+                }
             }
         }
         __syncthreads();
@@ -137,6 +154,7 @@ __device__ __forceinline__ bool padding_ok(const u8* map, u32 bytes, u32 valid) 
 extern "C" __global__ void __launch_bounds__(RZE_THREADS)
 rze_decode(const u8* seg, const u64* starts, u64 n, u64 chunk, u32 word, u64 nchunks, u8* out, u32* err) {
     __shared__ u8 shared[RZE_MAP_BYTES];
+    __shared__ u8 stage[RZE_STAGE];
     for (u64 c = blockIdx.x; c < nchunks; c += gridDim.x) {
         const u8* enc = seg + starts[c];
         u32 size = (u32)seg[2 * c] | (u32)seg[2 * c + 1] << 8;
@@ -166,11 +184,17 @@ rze_decode(const u8* seg, const u64* starts, u64 n, u64 chunk, u32 word, u64 nch
             if (!ok) {
                 if (threadIdx.x == 0) atomicOr(err, 1u);
             } else {
+                bool staged = len <= RZE_STAGE;
+                u8* w = staged ? stage : dst;
                 rank_walk(m.at[0], words, [&](u32 i, u32 set, u32 rank) {
-                    for (u32 b = 0; b < word; b++) dst[i * word + b] = set ? enc[pos + rank * word + b] : 0;
+                    for (u32 b = 0; b < word; b++) w[i * word + b] = set ? enc[pos + rank * word + b] : 0;
                 });
                 pos += count * word;
-                for (u32 t = threadIdx.x; t < len % word; t += blockDim.x) dst[words * word + t] = enc[pos + t];
+                for (u32 t = threadIdx.x; t < len % word; t += blockDim.x) w[words * word + t] = enc[pos + t];
+                if (staged) {
+                    __syncthreads();
+                    rze_copy_out(dst, stage, len);
+                }
             }
         }
         __syncthreads();
