@@ -1,4 +1,5 @@
-//! Bitshuffle on the device (kernel in device.cu): the same block layout, one thread per
+//! Bitshuffle on the device (kernels in device.cu): the same block layout; blocks up to 16 KiB
+//! are shuffled in shared memory by one thread block each, larger ones by one thread per
 //! 8-element group and element byte.
 
 use super::Bitshuffle;
@@ -12,16 +13,26 @@ pub(crate) fn program() -> Program {
     Program::new(include_str!("device.cu"), String::new())
 }
 
+/// Largest block (bytes) shuffled in shared memory (`BS_STAGE`), and that kernel's threads per
+/// block (`BS_THREADS`).
+const STAGE_BYTES: u64 = 16384;
+const STAGE_THREADS: u64 = 256;
+
 impl Bitshuffle {
     /// `len` bytes of `input` shuffled (or unshuffled) into `out`.
     fn launch(&self, run: &DeviceRun, input: &DeviceBuffer, out: &DeviceBuffer, len: u64, inverse: bool) -> Result<()> {
         if len == 0 {
             return Ok(());
         }
-        let f = run.kernel(&program(), "bs_run")?;
         let s = run.stream();
         let (width, block, inverse) = (u32::from(self.element_width), u64::from(self.block_bytes), u32::from(inverse));
-        // SAFETY: argument list matches device.cu; both buffers hold `len` bytes.
+        // Blocks that fit shared memory are shuffled there, one thread block each.
+        let (f, launch) = if block <= STAGE_BYTES {
+            (run.kernel(&program(), "bs_blocks")?, grid(len.div_ceil(block) * STAGE_THREADS, STAGE_THREADS))
+        } else {
+            (run.kernel(&program(), "bs_run")?, grid(len.div_ceil(8), u64::from(THREADS)))
+        };
+        // SAFETY: argument lists match device.cu; both buffers hold `len` bytes.
         unsafe {
             s.launch_builder(&f)
                 .arg(&input.ptr(s))
@@ -30,7 +41,7 @@ impl Bitshuffle {
                 .arg(&width)
                 .arg(&block)
                 .arg(&inverse)
-                .launch(grid(len.div_ceil(8), u64::from(THREADS)))
+                .launch(launch)
                 .map_err(device_error)?;
         }
         Ok(())
