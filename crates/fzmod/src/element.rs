@@ -156,6 +156,11 @@ impl<'a> View<'a> {
     pub fn native_bytes(&self) -> &'a [u8] {
         self.bytes
     }
+    /// The elements as `T`, when they are of that type and aligned for it (views of typed
+    /// slices always are).
+    pub fn typed<T: Element>(&self) -> Option<&'a [T]> {
+        (self.dtype == T::DTYPE).then(|| bytemuck::try_cast_slice(self.bytes).ok()).flatten()
+    }
     /// An owned copy (for stages that run on the CPU).
     ///
     /// Floats (the CPU path's copy of a caller's slice) go into a vector advised for huge

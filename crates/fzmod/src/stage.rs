@@ -3,7 +3,7 @@
 //! stages and hands its lookups down).
 
 use crate::archive::{ErrorMode, Header};
-use crate::element::{Buffer, DType};
+use crate::element::{Buffer, DType, View};
 use crate::error::{Error, Result};
 
 /// A named, typed port. Forward inputs/outputs; the inverse swaps the roles.
@@ -56,6 +56,12 @@ pub trait Stage: StageObject + Send + Sync + std::fmt::Debug {
     fn outputs(&self) -> Vec<Port>;
     /// Run forward: one buffer per input port in, one per output port out.
     fn forward(&self, inputs: Vec<Buffer>, ctx: &ForwardContext) -> Result<Forwarded>;
+    /// Run forward on the pipeline input, borrowed (the stage's one input). Stages that only
+    /// read it (the float front ends) override this, so the CPU path never copies the
+    /// caller's array; the default takes one owned copy for [`Stage::forward`].
+    fn forward_borrowed(&self, input: View, ctx: &ForwardContext) -> Result<Forwarded> {
+        self.forward(vec![input.to_buffer()?], ctx)
+    }
     /// Run inverse on a stage decoded from its record: forward outputs in, forward inputs out.
     fn inverse(&self, outputs: Vec<Buffer>) -> Result<Vec<Buffer>>;
     /// Configuration as TOML keys (snake_case), for saving pipelines.

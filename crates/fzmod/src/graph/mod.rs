@@ -258,35 +258,43 @@ impl Pipeline {
     }
 
     /// The CPU forward walk of a finalized pipeline over a checked input, assembled into an
-    /// archive (before the stored-raw decision). The stages consume their inputs, so the
-    /// pipeline input is copied once into an owned buffer (the only copy on this path).
+    /// archive (before the stored-raw decision). The stage that reads the pipeline input reads
+    /// the caller's memory (`Stage::forward_borrowed`; the float front ends take no copy);
+    /// every later stage consumes the buffers of the one before.
     pub(crate) fn compress_checked(&self, input: View, shape: &[usize]) -> Result<Vec<u8>> {
         let ctx = ForwardContext { shape };
         // produced[stage][port]: outputs waiting for their consumer.
         let mut produced: Vec<Vec<Option<Buffer>>> = Vec::with_capacity(self.nodes.len());
         let mut records = Vec::with_capacity(self.nodes.len());
-        let mut external = Some(input.to_buffer()?);
         for node in &self.nodes {
             let ports = node.stage.inputs();
-            let mut inputs = Vec::with_capacity(ports.len());
-            for (i, r) in node.inputs.iter().enumerate() {
-                let buffer = match r.expect("finalized") {
-                    InputRef::External => external.take(),
-                    InputRef::Stage { stage, port } => produced[stage][port].take(),
-                };
-                let buffer = buffer.expect("finalize guarantees one producer per input");
-                if buffer.dtype() != ports[i].dtype {
-                    return Err(Error::Pipeline(format!(
-                        "input '{}' expects {}, got {}",
-                        ports[i].name,
-                        ports[i].dtype,
-                        buffer.dtype()
-                    ))
-                    .in_stage(&node.name));
+            let mismatch = |i: usize, got: DType| {
+                Error::Pipeline(format!("input '{}' expects {}, got {got}", ports[i].name, ports[i].dtype))
+                    .in_stage(&node.name)
+            };
+            let out = if let [Some(InputRef::External)] = node.inputs.as_slice() {
+                // The stage that reads the pipeline input reads the caller's memory.
+                if input.dtype() != ports[0].dtype {
+                    return Err(mismatch(0, input.dtype()));
                 }
-                inputs.push(buffer);
+                node.stage.forward_borrowed(input, &ctx)
+            } else {
+                let mut inputs = Vec::with_capacity(ports.len());
+                for (i, r) in node.inputs.iter().enumerate() {
+                    let buffer = match r.expect("finalized") {
+                        InputRef::External => input.to_buffer()?,
+                        InputRef::Stage { stage, port } => {
+                            produced[stage][port].take().expect("finalize guarantees one producer per input")
+                        }
+                    };
+                    if buffer.dtype() != ports[i].dtype {
+                        return Err(mismatch(i, buffer.dtype()));
+                    }
+                    inputs.push(buffer);
+                }
+                node.stage.forward(inputs, &ctx)
             }
-            let out = node.stage.forward(inputs, &ctx).map_err(|e| e.in_stage(&node.name))?;
+            .map_err(|e| e.in_stage(&node.name))?;
             let declared = node.stage.outputs();
             if out.outputs.len() != declared.len()
                 || out.outputs.iter().zip(&declared).any(|(b, p)| b.dtype() != p.dtype)

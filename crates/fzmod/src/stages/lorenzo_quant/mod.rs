@@ -13,7 +13,7 @@ mod cpu;
 pub(crate) mod device;
 
 use crate::archive::{ErrorMode, Header, Reader, Writer};
-use crate::element::{Buffer, DType};
+use crate::element::{Buffer, DType, View};
 use crate::error::{corrupt, Error, Result};
 use crate::params::TomlParams;
 use crate::shape::Grid;
@@ -313,6 +313,17 @@ impl Stage for LorenzoQuant {
             Buffer::F32(x) => self.run_forward(x, bound, grid),
             Buffer::F64(x) => self.run_forward(x, bound, grid),
             _ => unreachable!("checked by expect_buffers"),
+        }
+    }
+
+    fn forward_borrowed(&self, input: View, ctx: &ForwardContext) -> Result<Forwarded> {
+        let bound = self.bound.filter(|_| input.dtype() == self.input);
+        let grid = Grid::for_stage(ctx.shape, input.len(), "LorenzoQuant")?;
+        match (bound, input.typed::<f32>(), input.typed::<f64>()) {
+            (Some(bound), Some(x), _) => self.run_forward(x, bound, grid),
+            (Some(bound), _, Some(x)) => self.run_forward(x, bound, grid),
+            // Misaligned memory, a wrong type or no bound: the owned path copies or refuses.
+            _ => self.forward(vec![input.to_buffer()?], ctx),
         }
     }
 

@@ -16,7 +16,7 @@ pub(crate) mod cpu;
 pub(crate) mod device;
 
 use crate::archive::{ErrorMode, Header, Reader, Writer};
-use crate::element::{Buffer, DType};
+use crate::element::{Buffer, DType, View};
 use crate::error::{corrupt, Error, Result};
 use crate::params::TomlParams;
 use crate::stage::{self, ErrorBound, ForwardContext, Forwarded, Port, Stage, StageKind};
@@ -276,6 +276,16 @@ impl Stage for Quantizer {
             Buffer::F32(x) => self.run_forward(x, bound),
             Buffer::F64(x) => self.run_forward(x, bound),
             _ => unreachable!("checked by expect_buffers"),
+        }
+    }
+
+    fn forward_borrowed(&self, input: View, ctx: &ForwardContext) -> Result<Forwarded> {
+        let bound = self.bound.filter(|_| input.dtype() == self.input);
+        match (bound, input.typed::<f32>(), input.typed::<f64>()) {
+            (Some(bound), Some(x), _) => self.run_forward(x, bound),
+            (Some(bound), _, Some(x)) => self.run_forward(x, bound),
+            // Misaligned memory, a wrong type or no bound: the owned path copies or refuses.
+            _ => self.forward(vec![input.to_buffer()?], ctx),
         }
     }
 
