@@ -422,13 +422,20 @@ extern "C" __global__ void __launch_bounds__(Q_THREADS) qi_count(const u32* word
     if (threadIdx.x == 0) tile_count[blockIdx.x] = (u32)total;
 }
 
-// Inverse, step 2: every word decoded; escapes read the channel at their rank.
+// Inverse, step 2: every word decoded (consecutive threads on consecutive words); then, only in
+// tiles that have escapes, the escapes read the channel at their rank (offsets[] holds
+// ntiles + 1 scanned counts).
 extern "C" __global__ void __launch_bounds__(Q_THREADS)
 qi_decode(const u32* words, u64 n, double step, const u64* offsets, const u8* channel, real* out) {
-    u64 first = (u64)blockIdx.x * Q_TILE + (u64)threadIdx.x * QI_RUN;
-    for (int j = 0; j < QI_RUN; j++)
-        if (first + j < n) out[first + j] = from_inline_word(words[first + j], (real)step);
+    u64 base = (u64)blockIdx.x * Q_TILE;
+    for (int j = 0; j < QI_RUN; j++) {
+        u64 i = base + (u64)j * Q_THREADS + threadIdx.x;
+        if (i < n) out[i] = from_inline_word(words[i], (real)step);
+    }
     u64 start = offsets[blockIdx.x];
+    if (offsets[blockIdx.x + 1] == start) return;
+    // Another thread decoded the word an escape overwrites: order the two writes.
+    __syncthreads();
     qi_walk_escapes(words, n, [&](u64 i, u64 rank) {
         const u8* c = channel + (start + rank) * sizeof(real);
         u64 bits = 0;
