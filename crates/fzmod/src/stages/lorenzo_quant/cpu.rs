@@ -17,24 +17,12 @@ fn rows_per_task(nx: usize) -> usize {
     (TASK_ELEMS / nx.max(1)).max(1)
 }
 
-/// Pre-quantize one value: `Some(p)` with `p = round(x / 2h)` when `x` is finite and its
-/// reconstruction `(p · h) · 2` lies within `abs_bound` (the decoder's own formula, checked in
-/// f64). When it does not, `x` lies within rounding error of a bin edge (or far out of range):
-/// the neighbouring bin on `x`'s side of that reconstruction is tried, under the same check.
-/// `None` (neither passes, or `x` is not finite) sends the value to the lossless value-outlier
-/// list.
+/// Pre-quantize one value: `Some(p)` with the Quantizer's bin choice ([`Float::bin`]: the
+/// reconstruction `(p · h) · 2`, the decoder's own formula, lies within `abs_bound`, checked in
+/// f64); `None` sends the value to the lossless value-outlier list.
 #[inline]
 pub fn prequantize<T: Float>(x: T, recip: T, step: T, abs_bound: f64) -> Option<i32> {
-    if !x.is_finite() {
-        return None;
-    }
-    let within = |p: i32| (x.to_f64() - T::reconstruct(p, step).to_f64()).abs() <= abs_bound;
-    let p = x.quantize(recip);
-    if within(p) {
-        return Some(p);
-    }
-    let neighbour = if x.to_f64() < T::reconstruct(p, step).to_f64() { p.checked_sub(1) } else { p.checked_add(1) };
-    neighbour.filter(|&n| within(n))
+    x.bin(recip, step, abs_bound)
 }
 
 /// Lorenzo prediction error at one element from its 2×2×2 neighbourhood: `n[dz][dy][dx]` is

@@ -35,28 +35,12 @@ struct Geometry {
 };
 static_assert(sizeof(Geometry) == 48, "Geometry: lorenzo_quant/device.rs");
 
-// cpu.rs prequantize: the Quantizer's code; for a finite x that misses the bound, the
-// neighbouring bin on x's side of that reconstruction under the same f64 check (no bin beyond
-// the i32 range). 0 with *outlier set when neither passes.
-__device__ __forceinline__ i32 lq_prequant_code(real x, const QParams& q, bool* outlier) {
-    i32 c = quant_code(x, q, outlier);
-    if (!*outlier || !is_finite_real(x)) return c;
-    i32 p = quantize(x, q.recip);
-    bool below = (double)x < (double)reconstruct(p, q.step);
-    if (p == (below ? (i32)0x80000000 : (i32)0x7fffffff)) return 0;
-    i32 n = below ? p - 1 : p + 1;
-    real r = reconstruct(n, q.step);
-    bool ok = fabs((double)x - (double)r) <= q.abs_bound;
-    *outlier = !ok;
-    return ok ? n : 0;
-}
-
 // Pass 1: pre-quantized values (0 for value outliers, cpu.rs prequantize).
 extern "C" __global__ void lq_prequant(const real* x, u64 n, const Params* params, i32* p) {
     u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     bool outlier;
-    p[i] = lq_prequant_code(x[i], load_params(params), &outlier);
+    p[i] = quant_code(x[i], load_params(params), &outlier);
 }
 
 // Pass 2: Lorenzo deltas inside tiles (wrapping, cpu.rs lorenzo_delta) and their codes;
@@ -95,7 +79,7 @@ struct ListSource {
     __device__ bool has(u64 i) const {
         if (list == LQ_VALUES) {
             bool outlier;
-            lq_prequant_code(x[i], q, &outlier);
+            quant_code(x[i], q, &outlier);
             return outlier;
         }
         unsigned short code;

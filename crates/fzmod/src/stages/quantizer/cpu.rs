@@ -33,6 +33,26 @@ pub(crate) trait Float: Copy + Send + Sync + PartialOrd + 'static {
     fn raw_word(self) -> Option<u32>;
     /// Inverse of [`Float::raw_word`].
     fn from_raw_word(w: u32) -> Option<Self>;
+
+    /// The code of a finite value whose reconstruction `(q · step) · 2` lies within
+    /// `abs_bound` (checked in f64): cuSZp's rounded code, or — when that misses because the
+    /// value sits within rounding error of a bin edge — the neighbouring code on the value's
+    /// side (PFPL rounds its bin width to nearest and keeps such values in a bin; with the
+    /// width at most the bound they would otherwise become outliers). `None`: an outlier.
+    /// device.cu's `quant_code` makes the same choice.
+    fn bin(self, recip: Self, step: Self, abs_bound: f64) -> Option<i32> {
+        if !self.is_finite() {
+            return None;
+        }
+        let x = self.to_f64();
+        let within = |q: i32| (x - Self::reconstruct(q, step).to_f64()).abs() <= abs_bound;
+        let q = self.quantize(recip);
+        if within(q) {
+            return Some(q);
+        }
+        let neighbour = if x < Self::reconstruct(q, step).to_f64() { q.checked_sub(1) } else { q.checked_add(1) };
+        neighbour.filter(|&n| within(n))
+    }
 }
 
 macro_rules! impl_float {
@@ -129,12 +149,9 @@ pub(crate) fn quantize<T: Float>(x: &[T], abs_bound: f64) -> Quantized<T> {
             let base = chunk * CHUNK;
             let mut outliers = Vec::new();
             for (i, (c, &v)) in codes.iter_mut().zip(x).enumerate() {
-                let q = v.quantize(recip);
-                let err = (v.to_f64() - T::reconstruct(q, step).to_f64()).abs();
-                if v.is_finite() && err <= abs_bound {
-                    *c = q;
-                } else {
-                    outliers.push((base + i, v));
+                match v.bin(recip, step, abs_bound) {
+                    Some(q) => *c = q,
+                    None => outliers.push((base + i, v)),
                 }
             }
             outliers
@@ -200,11 +217,11 @@ pub(crate) const ESCAPE: u32 = u32::MAX;
 /// mistaken for a bin or the escape; else [`ESCAPE`] (`true`: the value goes to the channel).
 #[inline]
 pub(crate) fn inline_word<T: Float>(x: T, recip: T, step: T, abs_bound: f64) -> (u32, bool) {
-    let q = x.quantize(recip);
-    let w = ((q << 1) ^ (q >> 31)) as u32;
-    let err = (x.to_f64() - T::reconstruct(q, step).to_f64()).abs();
-    if w < T::BIN_WORDS && x.is_finite() && err <= abs_bound {
-        return (w, false);
+    if let Some(q) = x.bin(recip, step, abs_bound) {
+        let w = ((q << 1) ^ (q >> 31)) as u32;
+        if w < T::BIN_WORDS {
+            return (w, false);
+        }
     }
     match x.raw_word() {
         Some(raw) if raw >= T::BIN_WORDS && raw != ESCAPE => (raw, false),

@@ -59,6 +59,9 @@ __device__ __forceinline__ QParams load_params(const Params* p) {
 // check is the CPU's f64 test |x - x'| <= b; for f32 a rounded f32 difference decides it when
 // it is clearly inside [accept] or outside [reject] (margins of 2^-20 relative), exactly as
 // the f64 test would, and the f64 test runs only in between.
+//
+// A finite value whose rounded code misses sits within rounding error of a bin edge: the
+// neighbouring code on its side is tried under the exact f64 test (cpu.rs Float::bin).
 __device__ __forceinline__ i32 quant_code(real x, const QParams& p, bool* outlier) {
     i32 q = quantize(x, p.recip);
     real r = reconstruct(q, p.step);
@@ -68,7 +71,18 @@ __device__ __forceinline__ i32 quant_code(real x, const QParams& p, bool* outlie
     float e = fabsf(x - r);
     bool ok = e <= p.accept || (!(e >= p.reject) && fabs((double)x - (double)r) <= p.abs_bound);
 #endif
-    ok = ok && is_finite_real(x);
+    if (!is_finite_real(x)) {
+        *outlier = true;
+        return 0;
+    }
+    if (!ok) {
+        bool below = (double)x < (double)r;
+        if (q != (below ? (i32)0x80000000 : (i32)0x7fffffff)) {
+            i32 n = below ? q - 1 : q + 1;
+            ok = fabs((double)x - (double)reconstruct(n, p.step)) <= p.abs_bound;
+            q = n;
+        }
+    }
     *outlier = !ok;
     return ok ? q : 0;
 }
