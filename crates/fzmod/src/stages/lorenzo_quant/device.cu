@@ -253,18 +253,48 @@ extern "C" __global__ void lq_reconstruct(const i32* p, u64 n, double step, real
 
 // The whole inverse after the deltas, for tiles of at most LQ_TILE_MAX elements (all of
 // FZ-GPU's): one thread block per tile loads its deltas once into shared memory, sums them
-// along x (a warp per line, shuffles), y and z (a thread per column, adjacent threads on
-// adjacent columns) restarting at the tile's edges, and writes the values — one pass over
+// along x, y and z restarting at the tile's edges, and writes the values — one pass over
 // memory instead of lq_prefix's three and lq_reconstruct's one. The sums wrap in u32 as in
 // cpu.rs, so their order does not change a bit; positions outside the grid (edge tiles) hold 0
 // and only feed positions that are outside too.
 #define LQ_TILE_MAX 4096
 #define LQ_TILE_THREADS 256
 
+// Inclusive sums along `lines` lines of `len` elements of the tile in shared memory; line l
+// starts at (l / inner) * outer + l % inner and steps by `stride`. With a line for every
+// thread, each thread walks one; with fewer lines (a 16×16 tile's 16 columns), a warp takes a
+// line and its lanes 32 consecutive elements at a time, so that no thread walks 16 alone.
+__device__ __forceinline__ void lq_tile_lines(u32* v, u32 lines, u32 len, u32 stride, u32 inner, u32 outer) {
+    if (lines >= LQ_TILE_THREADS) {
+        for (u32 l = threadIdx.x; l < lines; l += LQ_TILE_THREADS) {
+            u32 at = l / inner * outer + l % inner, sum = 0;
+            for (u32 k = 0; k < len; k++, at += stride) {
+                sum += v[at];
+                v[at] = sum;
+            }
+        }
+    } else {
+        u32 lane = threadIdx.x & 31;
+        for (u32 l = threadIdx.x >> 5; l < lines; l += LQ_TILE_THREADS / 32) {
+            u32 base = l / inner * outer + l % inner, carry = 0;
+            for (u32 k0 = 0; k0 < len; k0 += 32) {
+                u32 k = k0 + lane, val = k < len ? v[base + k * stride] : 0u;
+                for (int o = 1; o < 32; o <<= 1) {
+                    u32 t = __shfl_up_sync(FULL_MASK, val, o);
+                    if ((int)lane >= o) val += t;
+                }
+                val += carry;
+                if (k < len) v[base + k * stride] = val;
+                carry = __shfl_sync(FULL_MASK, val, 31);
+            }
+        }
+    }
+    __syncthreads();
+}
+
 extern "C" __global__ void __launch_bounds__(LQ_TILE_THREADS) lq_tile_inverse(const i32* d, Geometry g, double step, real* out) {
     __shared__ u32 v[LQ_TILE_MAX];
-    const u32 tx = (u32)g.tx, ty = (u32)g.ty, tz = (u32)g.tz, plane = tx * ty, m = plane * tz, rows = ty * tz;
-    const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = LQ_TILE_THREADS / 32;
+    const u32 tx = (u32)g.tx, ty = (u32)g.ty, tz = (u32)g.tz, plane = tx * ty, m = plane * tz;
     const u64 txs = (g.nx + g.tx - 1) / g.tx, tys = (g.ny + g.ty - 1) / g.ty, tzs = (g.nz + g.tz - 1) / g.tz;
     for (u64 tile = blockIdx.x; tile < txs * tys * tzs; tile += gridDim.x) {
         const u64 x0 = tile % txs * g.tx, y0 = tile / txs % tys * g.ty, z0 = tile / (txs * tys) * g.tz;
@@ -274,40 +304,9 @@ extern "C" __global__ void __launch_bounds__(LQ_TILE_THREADS) lq_tile_inverse(co
             v[i] = (x < g.nx && y < g.ny && zz < g.nz) ? (u32)d[(zz * g.ny + y) * g.nx + x] : 0u;
         }
         __syncthreads();
-        for (u32 r = warp; r < rows; r += warps) {
-            u32 carry = 0;
-            for (u32 x0w = 0; x0w < tx; x0w += 32) {
-                u32 x = x0w + lane, val = x < tx ? v[r * tx + x] : 0u;
-                for (int o = 1; o < 32; o <<= 1) {
-                    u32 t = __shfl_up_sync(FULL_MASK, val, o);
-                    if ((int)lane >= o) val += t;
-                }
-                val += carry;
-                if (x < tx) v[r * tx + x] = val;
-                carry = __shfl_sync(FULL_MASK, val, 31);
-            }
-        }
-        __syncthreads();
-        if (ty > 1) {
-            for (u32 c = threadIdx.x; c < tx * tz; c += LQ_TILE_THREADS) {
-                u32 z = c / tx, at = z * plane + (c - z * tx), sum = 0;
-                for (u32 y = 0; y < ty; y++, at += tx) {
-                    sum += v[at];
-                    v[at] = sum;
-                }
-            }
-            __syncthreads();
-        }
-        if (tz > 1) {
-            for (u32 c = threadIdx.x; c < plane; c += LQ_TILE_THREADS) {
-                u32 sum = 0;
-                for (u32 at = c; at < m; at += plane) {
-                    sum += v[at];
-                    v[at] = sum;
-                }
-            }
-            __syncthreads();
-        }
+        if (tx > 1) lq_tile_lines(v, ty * tz, tx, 1, 1, tx);
+        if (ty > 1) lq_tile_lines(v, tx * tz, ty, tx, tx, plane);
+        if (tz > 1) lq_tile_lines(v, plane, tz, plane, plane, 0);
         for (u32 i = threadIdx.x; i < m; i += LQ_TILE_THREADS) {
             u32 r = i / tx, z = r / ty;
             u64 x = x0 + (i - r * tx), y = y0 + (r - z * ty), zz = z0 + z;

@@ -10,10 +10,16 @@
 // which straight to global memory would be 32 scattered byte stores per warp instruction.
 #define RZE_STAGE 16384
 
-// Copy `len` bytes from shared memory to global memory, consecutive threads on consecutive
-// bytes (the whole block calls it).
-__device__ __forceinline__ void rze_copy_out(u8* dst, const u8* stage, u32 len) {
-    for (u32 i = threadIdx.x; i < len; i += blockDim.x) dst[i] = stage[i];
+// Copy `len` bytes between global and shared memory, consecutive threads on consecutive
+// 4-byte words where both ends are aligned, else on bytes (the whole block calls it). Chunks
+// are read the same way into shared memory first: building the bitmaps and walking the ranks
+// then read a thread's run of consecutive bytes from there, not from global memory.
+__device__ __forceinline__ void rze_copy(u8* dst, const u8* src, u32 len) {
+    if (((u64)dst | (u64)src | len) % 4 == 0) {
+        for (u32 i = threadIdx.x; i < len / 4; i += blockDim.x) ((u32*)dst)[i] = ((const u32*)src)[i];
+    } else {
+        for (u32 i = threadIdx.x; i < len; i += blockDim.x) dst[i] = src[i];
+    }
 }
 
 struct Maps {
@@ -97,10 +103,16 @@ __device__ u32 rze_build(const u8* src, u32 len, u32 word, const Maps& m, u32* p
 extern "C" __global__ void __launch_bounds__(RZE_THREADS)
 rze_encode(const u8* in, u64 n, u64 chunk, u32 word, u64 nchunks, u32* sizes, const u64* offsets, u8* out, u64 capacity, u32 write) {
     __shared__ u8 shared[RZE_MAP_BYTES];
-    __shared__ u8 stage[RZE_STAGE];
+    __shared__ __align__(16) u8 stage[RZE_STAGE];
+    __shared__ __align__(16) u8 input[RZE_STAGE];
     for (u64 c = blockIdx.x; c < nchunks; c += gridDim.x) {
         const u8* src = in + c * chunk;
         u32 len = (u32)min(chunk, n - c * chunk);
+        if (len <= RZE_STAGE) {
+            rze_copy(input, src, len);
+            __syncthreads();
+            src = input;
+        }
         Maps m = rze_maps(shared, len / word);
         u32 pops[4];
         u32 size = rze_build(src, len, word, m, pops);
@@ -136,7 +148,7 @@ rze_encode(const u8* in, u64 n, u64 chunk, u32 word, u64 nchunks, u32* sizes, co
                 for (u32 t = threadIdx.x; t < len % word; t += blockDim.x) w[pos + t] = src[len / word * word + t];
                 if (staged) {
                     __syncthreads();
-                    rze_copy_out(dst, stage, size);
+                    rze_copy(dst, stage, size);
                 }
             }
         }
@@ -154,10 +166,16 @@ __device__ __forceinline__ bool padding_ok(const u8* map, u32 bytes, u32 valid) 
 extern "C" __global__ void __launch_bounds__(RZE_THREADS)
 rze_decode(const u8* seg, const u64* starts, u64 n, u64 chunk, u32 word, u64 nchunks, u8* out, u32* err) {
     __shared__ u8 shared[RZE_MAP_BYTES];
-    __shared__ u8 stage[RZE_STAGE];
+    __shared__ __align__(16) u8 stage[RZE_STAGE];
+    __shared__ __align__(16) u8 input[RZE_STAGE];
     for (u64 c = blockIdx.x; c < nchunks; c += gridDim.x) {
         const u8* enc = seg + starts[c];
         u32 size = (u32)seg[2 * c] | (u32)seg[2 * c + 1] << 8;
+        if (size <= RZE_STAGE) {
+            rze_copy(input, enc, size);
+            __syncthreads();
+            enc = input;
+        }
         u32 len = (u32)min(chunk, n - c * chunk), words = len / word;
         u8* dst = out + c * chunk;
         Maps m = rze_maps(shared, words);
@@ -193,7 +211,7 @@ rze_decode(const u8* seg, const u64* starts, u64 n, u64 chunk, u32 word, u64 nch
                 for (u32 t = threadIdx.x; t < len % word; t += blockDim.x) w[words * word + t] = enc[pos + t];
                 if (staged) {
                     __syncthreads();
-                    rze_copy_out(dst, stage, len);
+                    rze_copy(dst, stage, len);
                 }
             }
         }
