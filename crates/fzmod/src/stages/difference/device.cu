@@ -24,29 +24,40 @@ extern "C" __global__ void diff_finish(const u64* sums, void* out, u64 n, u32 bi
 }
 
 // The whole inverse of chunks of at most DIFF_CHUNK_MAX words (PFPL's 16 KiB = 4096 u32): one
-// thread block per chunk loads it once into shared memory, undoes the map, sums each thread's
-// run of consecutive words and scans those sums across the block, then writes the prefix sums
-// — one pass instead of the global scan's five. Sums wrap to the word as cpu.rs's do, so the
-// grouping does not change a bit.
+// thread block per chunk loads it once into shared memory and undoes the map; each warp scans
+// its eighth of the chunk 32 words at a time (shuffles, consecutive lanes on consecutive
+// words: no bank conflicts), then adds the totals of the warps before it; the prefix sums are
+// written out — one pass instead of the global scan's five. Sums wrap to the word as cpu.rs's
+// do, so the grouping does not change a bit.
 #define DIFF_CHUNK_MAX 8192
 #define DIFF_THREADS 256
 
 extern "C" __global__ void __launch_bounds__(DIFF_THREADS) diff_inverse_chunks(const void* in, void* out, u64 n, u32 bits, u64 chunk, u32 op) {
     __shared__ u32 w[DIFF_CHUNK_MAX];
+    __shared__ u32 warp_total[DIFF_THREADS / 32];
+    const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = DIFF_THREADS / 32;
     u64 chunks = (n + chunk - 1) / chunk;
     for (u64 c = blockIdx.x; c < chunks; c += gridDim.x) {
         u64 start = c * chunk;
-        u32 len = (u32)min(chunk, n - start), per = (len + DIFF_THREADS - 1) / DIFF_THREADS;
+        u32 len = (u32)min(chunk, n - start), per = (len + 32 * warps - 1) / (32 * warps) * 32;
         for (u32 i = threadIdx.x; i < len; i += DIFF_THREADS) w[i] = word_undo(word_load(in, start + i, bits), bits, op);
         __syncthreads();
-        u32 lo = min(len, threadIdx.x * per), hi = min(len, lo + per), run = 0;
-        for (u32 i = lo; i < hi; i++) run += w[i];
-        u64 total;
-        u32 acc = (u32)block_exclusive_scan(run, &total);
-        for (u32 i = lo; i < hi; i++) {
-            acc += w[i];
-            w[i] = acc;
+        u32 lo = min(len, warp * per), hi = min(len, lo + per), carry = 0;
+        for (u32 k0 = lo; k0 < hi; k0 += 32) {
+            u32 k = k0 + lane, val = k < hi ? w[k] : 0u;
+            for (int o = 1; o < 32; o <<= 1) {
+                u32 t = __shfl_up_sync(FULL_MASK, val, o);
+                if ((int)lane >= o) val += t;
+            }
+            val += carry;
+            if (k < hi) w[k] = val;
+            carry = __shfl_sync(FULL_MASK, val, 31);
         }
+        if (lane == 0) warp_total[warp] = carry;
+        __syncthreads();
+        u32 offset = 0;
+        for (u32 j = 0; j < warp; j++) offset += warp_total[j];
+        for (u32 k = lo + lane; k < hi; k += 32) w[k] += offset;
         __syncthreads();
         for (u32 i = threadIdx.x; i < len; i += DIFF_THREADS) word_store(out, start + i, bits, w[i] & word_mask(bits));
         __syncthreads();
