@@ -6,7 +6,9 @@
 extern "C" __global__ void diff_forward(const void* in, void* out, u64 n, u32 bits, u64 chunk, u32 op) {
     u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    u32 prev = i % chunk == 0 ? 0u : word_load(in, i - 1, bits);
+    // 32-bit division where it fits: a quarter of the cost of 64-bit division.
+    bool first = (n >> 32 == 0 && chunk >> 32 == 0) ? (u32)i % (u32)chunk == 0 : i % chunk == 0;
+    u32 prev = first ? 0u : word_load(in, i - 1, bits);
     word_store(out, i, bits, word_apply(word_load(in, i, bits) - prev, bits, op));
 }
 

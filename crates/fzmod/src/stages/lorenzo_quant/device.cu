@@ -46,10 +46,19 @@ extern "C" __global__ void lq_prequant(const real* x, u64 n, const Params* param
 // Pass 2: Lorenzo deltas inside tiles (wrapping, cpu.rs lorenzo_delta) and their codes;
 // deltas without a code leave code 0 and are kept for the delta-outlier list.
 extern "C" __global__ void lq_delta(const i32* p, Geometry g, u32 mapping, u32 radius, unsigned short* codes, i32* deltas) {
-    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= g.nz * g.ny * g.nx) return;
-    u64 x = i % g.nx, y = i / g.nx % g.ny, z = i / (g.nx * g.ny);
-    bool has[3] = {z % g.tz != 0, y % g.ty != 0, x % g.tx != 0};
+    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x, n = g.nz * g.ny * g.nx;
+    if (i >= n) return;
+    u64 x, y, z;
+    bool has[3];
+    if (n >> 32 == 0) {
+        // 32-bit division where everything fits: a quarter of the cost of 64-bit division.
+        u32 i32_ = (u32)i, nx = (u32)g.nx, ny = (u32)g.ny, row = i32_ / nx;
+        x = i32_ - row * nx, y = row % ny, z = row / ny;
+        has[0] = (u32)z % (u32)g.tz != 0, has[1] = (u32)y % (u32)g.ty != 0, has[2] = (u32)x % (u32)g.tx != 0;
+    } else {
+        x = i % g.nx, y = i / g.nx % g.ny, z = i / (g.nx * g.ny);
+        has[0] = z % g.tz != 0, has[1] = y % g.ty != 0, has[2] = x % g.tx != 0;
+    }
     u32 plane[2];
     for (int dz = 0; dz < 2; dz++) {
         u32 m[2][2];
