@@ -52,8 +52,8 @@ extern "C" __global__ void lq_delta(const i32* p, Geometry g, u32 mapping, u32 r
     bool has[3];
     if (n >> 32 == 0) {
         // 32-bit division where everything fits: a quarter of the cost of 64-bit division.
-        u32 i32_ = (u32)i, nx = (u32)g.nx, ny = (u32)g.ny, row = i32_ / nx;
-        x = i32_ - row * nx, y = row % ny, z = row / ny;
+        u32 j = (u32)i, nx = (u32)g.nx, ny = (u32)g.ny, row = j / nx;
+        x = j - row * nx, y = row % ny, z = row / ny;
         has[0] = (u32)z % (u32)g.tz != 0, has[1] = (u32)y % (u32)g.ty != 0, has[2] = (u32)x % (u32)g.tx != 0;
     } else {
         x = i % g.nx, y = i / g.nx % g.ny, z = i / (g.nx * g.ny);
