@@ -171,9 +171,15 @@ __device__ u64 block_exclusive_max(u64 v, u64 carry) {
 
 // `write` = 0: tile_bytes[tile] = the tile's entry bytes. `write` = 1: the entries at
 // base + offsets[tile] of `out`, when the whole list (base + offsets[ntiles]) fits `capacity`.
+// A tile without entries (tile_count, from lq_list_count) is skipped: outliers are rare, and
+// finding them again costs a full read (and, for values, a quantization) of the tile.
 extern "C" __global__ void __launch_bounds__(Q_THREADS)
 lq_list_bytes(u32 list, u32 mapping, u32 radius, const i32* deltas, const real* x, const Params* params, u64 n,
-              const u64* tile_next, u64 ntiles, u32* tile_bytes, const u64* base_at, const u64* offsets, u8* out, u64 capacity, u32 write) {
+              const u32* tile_count, const u64* tile_next, u64 ntiles, u32* tile_bytes, const u64* base_at, const u64* offsets, u8* out, u64 capacity, u32 write) {
+    if (tile_count[blockIdx.x] == 0) {
+        if (!write && threadIdx.x == 0) tile_bytes[blockIdx.x] = 0;
+        return;
+    }
     ListSource src = list_source(list, mapping, radius, deltas, x, params);
     u64 first = (u64)blockIdx.x * Q_TILE + (u64)threadIdx.x * QI_RUN;
     u64 last = 0;

@@ -142,6 +142,7 @@ impl DeviceStage for LorenzoQuant {
                         .arg(&p(x))
                         .arg(&p(&params))
                         .arg(&n64)
+                        .arg(&p(&tile_count))
                         .arg(&p(&tile_next))
                         .arg(&ntiles)
                         .arg(&p(&tile_bytes))
