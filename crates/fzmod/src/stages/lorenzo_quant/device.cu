@@ -276,11 +276,12 @@ extern "C" __global__ void lq_reconstruct(const i32* p, u64 n, double step, real
 #define LQ_TILE_THREADS 256
 
 // Inclusive sums along `lines` lines of `len` elements of the tile in shared memory; line l
-// starts at (l / inner) * outer + l % inner and steps by `stride`. With a line for every
-// thread, each thread walks one; with fewer lines (a 16×16 tile's 16 columns), a warp takes a
-// line and its lanes 32 consecutive elements at a time, so that no thread walks 16 alone.
+// starts at (l / inner) * outer + l % inner and steps by `stride`. Contiguous lines (x) are
+// scanned by a warp each, its lanes on 32 consecutive elements at a time; strided lines (y, z)
+// by a thread each, adjacent threads on adjacent lines — both without bank conflicts (a warp
+// on a strided line would have them).
 __device__ __forceinline__ void lq_tile_lines(u32* v, u32 lines, u32 len, u32 stride, u32 inner, u32 outer) {
-    if (lines >= LQ_TILE_THREADS) {
+    if (stride > 1) {
         for (u32 l = threadIdx.x; l < lines; l += LQ_TILE_THREADS) {
             u32 at = l / inner * outer + l % inner, sum = 0;
             for (u32 k = 0; k < len; k++, at += stride) {
@@ -293,13 +294,13 @@ __device__ __forceinline__ void lq_tile_lines(u32* v, u32 lines, u32 len, u32 st
         for (u32 l = threadIdx.x >> 5; l < lines; l += LQ_TILE_THREADS / 32) {
             u32 base = l / inner * outer + l % inner, carry = 0;
             for (u32 k0 = 0; k0 < len; k0 += 32) {
-                u32 k = k0 + lane, val = k < len ? v[base + k * stride] : 0u;
+                u32 k = k0 + lane, val = k < len ? v[base + k] : 0u;
                 for (int o = 1; o < 32; o <<= 1) {
                     u32 t = __shfl_up_sync(FULL_MASK, val, o);
                     if ((int)lane >= o) val += t;
                 }
                 val += carry;
-                if (k < len) v[base + k * stride] = val;
+                if (k < len) v[base + k] = val;
                 carry = __shfl_sync(FULL_MASK, val, 31);
             }
         }
