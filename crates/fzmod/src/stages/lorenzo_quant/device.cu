@@ -267,19 +267,22 @@ extern "C" __global__ void lq_reconstruct(const i32* p, u64 n, double step, real
 }
 
 // The whole inverse after the deltas, for tiles of at most LQ_TILE_MAX elements (all of
-// FZ-GPU's): one thread block per tile loads its deltas once into shared memory, sums them
-// along x, y and z restarting at the tile's edges, and writes the values — one pass over
-// memory instead of lq_prefix's three and lq_reconstruct's one. The sums wrap in u32 as in
-// cpu.rs, so their order does not change a bit; positions outside the grid (edge tiles) hold 0
-// and only feed positions that are outside too.
+// FZ-GPU's): a thread block loads the deltas of up to LQ_GROUP consecutive tiles (LQ_TILE_MAX
+// elements in all) once into shared memory, tile after tile, sums them along x, y and z
+// restarting at each tile's edges, and writes the values — one pass over memory instead of
+// lq_prefix's three and lq_reconstruct's one. A group keeps every thread busy on small tiles
+// (a 16×16 tile alone has 16 columns for 256 threads) and makes rows of consecutive tiles
+// one contiguous load. The sums wrap in u32 as in cpu.rs, so their order does not change a
+// bit; positions outside the grid (edge tiles) hold 0 and only feed positions outside too.
 #define LQ_TILE_MAX 4096
 #define LQ_TILE_THREADS 256
+#define LQ_GROUP 64
 
-// Inclusive sums along `lines` lines of `len` elements of the tile in shared memory; line l
-// starts at (l / inner) * outer + l % inner and steps by `stride`. Contiguous lines (x) are
-// scanned by a warp each, its lanes on 32 consecutive elements at a time; strided lines (y, z)
-// by a thread each, adjacent threads on adjacent lines — both without bank conflicts (a warp
-// on a strided line would have them).
+// Inclusive sums along `lines` lines of `len` elements in shared memory; line l starts at
+// (l / inner) * outer + l % inner and steps by `stride`. Contiguous lines (x) are scanned by a
+// warp each, its lanes on 32 consecutive elements at a time; strided lines (y, z) by a thread
+// each, adjacent threads on adjacent lines — both without bank conflicts (a warp on a strided
+// line would have them).
 __device__ __forceinline__ void lq_tile_lines(u32* v, u32 lines, u32 len, u32 stride, u32 inner, u32 outer) {
     if (stride > 1) {
         for (u32 l = threadIdx.x; l < lines; l += LQ_TILE_THREADS) {
@@ -308,25 +311,41 @@ __device__ __forceinline__ void lq_tile_lines(u32* v, u32 lines, u32 len, u32 st
     __syncthreads();
 }
 
+// Element i of a group (tile i / m, position i % m inside it, x fastest): its grid index, or
+// ~0 outside the grid.
+__device__ __forceinline__ u64 lq_group_index(u32 i, u32 m, u32 tx, u32 ty, const u64* origin, const Geometry& g) {
+    u32 t = i / m, local = i - t * m, r = local / tx, z = r / ty;
+    u64 x = origin[3 * t + 2] + (local - r * tx), y = origin[3 * t + 1] + (r - z * ty), zz = origin[3 * t] + z;
+    return (x < g.nx && y < g.ny && zz < g.nz) ? (zz * g.ny + y) * g.nx + x : ~0ull;
+}
+
 extern "C" __global__ void __launch_bounds__(LQ_TILE_THREADS) lq_tile_inverse(const i32* d, Geometry g, double step, real* out) {
     __shared__ u32 v[LQ_TILE_MAX];
+    __shared__ u64 origin[3 * LQ_GROUP];
     const u32 tx = (u32)g.tx, ty = (u32)g.ty, tz = (u32)g.tz, plane = tx * ty, m = plane * tz;
+    const u32 group = min((u32)LQ_GROUP, LQ_TILE_MAX / m);
     const u64 txs = (g.nx + g.tx - 1) / g.tx, tys = (g.ny + g.ty - 1) / g.ty, tzs = (g.nz + g.tz - 1) / g.tz;
-    for (u64 tile = blockIdx.x; tile < txs * tys * tzs; tile += gridDim.x) {
-        const u64 x0 = tile % txs * g.tx, y0 = tile / txs % tys * g.ty, z0 = tile / (txs * tys) * g.tz;
-        for (u32 i = threadIdx.x; i < m; i += LQ_TILE_THREADS) {
-            u32 r = i / tx, z = r / ty;
-            u64 x = x0 + (i - r * tx), y = y0 + (r - z * ty), zz = z0 + z;
-            v[i] = (x < g.nx && y < g.ny && zz < g.nz) ? (u32)d[(zz * g.ny + y) * g.nx + x] : 0u;
+    const u64 ntiles = txs * tys * tzs;
+    for (u64 first = (u64)blockIdx.x * group; first < ntiles; first += (u64)gridDim.x * group) {
+        u32 tiles = (u32)min((u64)group, ntiles - first), size = tiles * m;
+        for (u32 t = threadIdx.x; t < tiles; t += LQ_TILE_THREADS) {
+            u64 tile = first + t;
+            origin[3 * t] = tile / (txs * tys) * g.tz;
+            origin[3 * t + 1] = tile / txs % tys * g.ty;
+            origin[3 * t + 2] = tile % txs * g.tx;
         }
         __syncthreads();
-        if (tx > 1) lq_tile_lines(v, ty * tz, tx, 1, 1, tx);
-        if (ty > 1) lq_tile_lines(v, tx * tz, ty, tx, tx, plane);
-        if (tz > 1) lq_tile_lines(v, plane, tz, plane, plane, 0);
-        for (u32 i = threadIdx.x; i < m; i += LQ_TILE_THREADS) {
-            u32 r = i / tx, z = r / ty;
-            u64 x = x0 + (i - r * tx), y = y0 + (r - z * ty), zz = z0 + z;
-            if (x < g.nx && y < g.ny && zz < g.nz) out[(zz * g.ny + y) * g.nx + x] = reconstruct((i32)v[i], (real)step);
+        for (u32 i = threadIdx.x; i < size; i += LQ_TILE_THREADS) {
+            u64 at = lq_group_index(i, m, tx, ty, origin, g);
+            v[i] = at != ~0ull ? (u32)d[at] : 0u;
+        }
+        __syncthreads();
+        if (tx > 1) lq_tile_lines(v, tiles * ty * tz, tx, 1, 1, tx);
+        if (ty > 1) lq_tile_lines(v, tiles * tx * tz, ty, tx, tx, plane);
+        if (tz > 1) lq_tile_lines(v, tiles * plane, tz, plane, plane, m);
+        for (u32 i = threadIdx.x; i < size; i += LQ_TILE_THREADS) {
+            u64 at = lq_group_index(i, m, tx, ty, origin, g);
+            if (at != ~0ull) out[at] = reconstruct((i32)v[i], (real)step);
         }
         __syncthreads();
     }

@@ -39,6 +39,8 @@ const _: () = assert!(std::mem::size_of::<Geometry>() == 48);
 /// kernel's threads per tile (`LQ_TILE_THREADS`).
 const TILE_MAX: u64 = 4096;
 const INVERSE_THREADS: u64 = 256;
+/// Most tiles one thread block of that kernel takes (`LQ_GROUP`).
+const GROUP: u64 = 64;
 
 // SAFETY: plain #[repr(C)] integers, laid out as the CUDA struct.
 unsafe impl DeviceRepr for Geometry {}
@@ -277,12 +279,14 @@ impl DeviceStage for LorenzoQuant {
             }
             if geometry.tile.iter().product::<u64>() <= TILE_MAX {
                 let tiles: u64 = (0..3).map(|a| geometry.dims[a].div_ceil(geometry.tile[a])).product();
+                // A thread block takes a group of tiles (`LQ_GROUP`, at most TILE_MAX elements).
+                let group = (TILE_MAX / geometry.tile.iter().product::<u64>()).clamp(1, GROUP);
                 s.launch_builder(&k("lq_tile_inverse")?)
                     .arg(&p(&d))
                     .arg(&geometry)
                     .arg(&r.step)
                     .arg(&p(&out))
-                    .launch(grid(tiles * INVERSE_THREADS, INVERSE_THREADS))
+                    .launch(grid(tiles.div_ceil(group) * INVERSE_THREADS, INVERSE_THREADS))
                     .map_err(device_error)?;
             } else {
                 let prefix = k("lq_prefix")?;
