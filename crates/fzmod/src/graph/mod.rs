@@ -261,6 +261,11 @@ impl Pipeline {
     /// archive (before the stored-raw decision). The stages consume their inputs, so the
     /// pipeline input is copied once into an owned buffer (the only copy on this path).
     pub(crate) fn compress_checked(&self, input: View, shape: &[usize]) -> Result<Vec<u8>> {
+        // On a pool thread, as DecodePlan::run_cpu: stages' parallel loops start locally.
+        rayon::scope(|_| self.walk_forward(input, shape))
+    }
+
+    fn walk_forward(&self, input: View, shape: &[usize]) -> Result<Vec<u8>> {
         let ctx = ForwardContext { shape };
         // produced[stage][port]: outputs waiting for their consumer.
         let mut produced: Vec<Vec<Option<Buffer>>> = Vec::with_capacity(self.nodes.len());

@@ -31,8 +31,9 @@ pub(crate) trait Float: Copy + Send + Sync + PartialOrd + 'static {
     const BIN_WORDS: u32;
     /// The value's bits as an inline raw word, if the type fits one (f32 only).
     fn raw_word(self) -> Option<u32>;
-    /// Inverse of [`Float::raw_word`].
-    fn from_raw_word(w: u32) -> Option<Self>;
+    /// Inverse of [`Float::raw_word`]; zero for types without inline raw words (never read:
+    /// the caller selects it only for non-bin words), so a decode loop needs no branch.
+    fn from_raw_word(w: u32) -> Self;
 }
 
 macro_rules! impl_float {
@@ -59,7 +60,9 @@ macro_rules! impl_float {
             #[inline]
             fn quantize(self, recip: Self) -> i32 {
                 let d = self * recip;
-                let t = (d + 0.5).trunc() as i32;
+                // `as` truncates toward zero with the same saturation and NaN → 0 as
+                // `trunc(…) as i32`, without a libm call: the loop stays vectorizable.
+                let t = (d + 0.5) as i32;
                 if d >= -0.5 {
                     t
                 } else {
@@ -84,14 +87,15 @@ macro_rules! impl_float {
             fn raw_word(self) -> Option<u32> {
                 $raw(self)
             }
-            fn from_raw_word(w: u32) -> Option<Self> {
+            #[inline]
+            fn from_raw_word(w: u32) -> Self {
                 $from_raw(w)
             }
         }
     };
 }
-impl_float!(f32, 4, 1 << 23, |v: f32| Some(v.to_bits()), |w| Some(f32::from_bits(w)));
-impl_float!(f64, 8, ESCAPE, |_| None, |_| None);
+impl_float!(f32, 4, 1 << 23, |v: f32| Some(v.to_bits()), f32::from_bits);
+impl_float!(f64, 8, ESCAPE, |_| None, |_| 0.0);
 
 /// Smallest and largest finite value, in f64 (exact for both element types); `None` when
 /// there is no finite value.
@@ -120,24 +124,28 @@ pub(crate) struct Quantized<T> {
 pub(crate) fn quantize<T: Float>(x: &[T], abs_bound: f64) -> Quantized<T> {
     let step = T::at_most(abs_bound);
     let recip = T::half_recip(step);
+    // Whether `v` keeps its code: finite and reconstructed within the bound.
+    let keeps = move |v: T, q: i32| v.is_finite() && (v.to_f64() - T::reconstruct(q, step).to_f64()).abs() <= abs_bound;
     let mut codes = vec![0i32; x.len()];
     let per_chunk: Vec<Vec<(usize, T)>> = codes
         .par_chunks_mut(CHUNK)
         .zip(x.par_chunks(CHUNK))
         .enumerate()
         .map(|(chunk, (codes, x))| {
-            let base = chunk * CHUNK;
-            let mut outliers = Vec::new();
-            for (i, (c, &v)) in codes.iter_mut().zip(x).enumerate() {
+            // Branch-free first pass (it vectorizes); outliers are rare, so only a chunk that
+            // has some is scanned again to list them in index order.
+            let mut failed = 0usize;
+            for (c, &v) in codes.iter_mut().zip(x) {
                 let q = v.quantize(recip);
-                let err = (v.to_f64() - T::reconstruct(q, step).to_f64()).abs();
-                if v.is_finite() && err <= abs_bound {
-                    *c = q;
-                } else {
-                    outliers.push((base + i, v));
-                }
+                let ok = keeps(v, q);
+                *c = if ok { q } else { 0 };
+                failed += usize::from(!ok);
             }
-            outliers
+            if failed == 0 {
+                return Vec::new();
+            }
+            let base = chunk * CHUNK;
+            x.iter().enumerate().filter(|&(_, &v)| !keeps(v, v.quantize(recip))).map(|(i, &v)| (base + i, v)).collect()
         })
         .collect();
     let list: Vec<(u64, u64)> = per_chunk.into_iter().flatten().map(|(i, v)| (i as u64, v.bits())).collect();
@@ -212,18 +220,6 @@ pub(crate) fn inline_word<T: Float>(x: T, recip: T, step: T, abs_bound: f64) -> 
     }
 }
 
-/// Inverse of [`inline_word`]: `Ok(None)` for an escape.
-#[inline]
-pub(crate) fn from_inline_word<T: Float>(w: u32, step: T) -> Result<Option<T>> {
-    if w < T::BIN_WORDS {
-        Ok(Some(T::reconstruct(((w >> 1) as i32) ^ -((w & 1) as i32), step)))
-    } else if w == ESCAPE {
-        Ok(None)
-    } else {
-        T::from_raw_word(w).map(Some).ok_or_else(|| corrupt!("inline word {w:#x} is neither a bin nor an escape"))
-    }
-}
-
 /// Output of [`quantize_inline`].
 pub(crate) struct InlineQuantized {
     pub words: Vec<u32>,
@@ -241,15 +237,17 @@ pub(crate) fn quantize_inline<T: Float>(x: &[T], abs_bound: f64) -> InlineQuanti
         .par_chunks_mut(CHUNK)
         .zip(x.par_chunks(CHUNK))
         .map(|(words, x)| {
-            let mut list = Vec::new();
+            // Escapes are rare: count them in the main loop, collect them only where found.
+            let mut escapes = 0usize;
             for (w, &v) in words.iter_mut().zip(x) {
                 let (word, escape) = inline_word(v, recip, step, abs_bound);
                 *w = word;
-                if escape {
-                    list.push(v);
-                }
+                escapes += usize::from(escape);
             }
-            list
+            if escapes == 0 {
+                return Vec::new();
+            }
+            x.iter().zip(words.iter()).filter(|&(_, &w)| w == ESCAPE).map(|(&v, _)| v).collect()
         })
         .collect();
     let mut w = Writer::default();
@@ -268,25 +266,39 @@ pub(crate) fn reconstruct_inline<T: Float>(
     outliers: &[u8],
     num_outliers: u64,
 ) -> Result<Vec<T>> {
-    let escapes = words.par_iter().filter(|&&w| w == ESCAPE).count() as u64;
+    let mut out = vec![T::ZERO; words.len()];
+    // One branch-free pass. Every word is a bin (below `BIN_WORDS`), the escape, or (f32
+    // only, where `BIN_WORDS` < escape) a raw value: f64 puts every non-escape word in the bin
+    // range, so no word is invalid. Bin and raw value are both computed and one selected; the
+    // escapes are counted on the way and checked against the channel below.
+    let escapes: usize = out
+        .par_chunks_mut(CHUNK)
+        .zip(words.par_chunks(CHUNK))
+        .map(|(o, w)| {
+            let mut escapes = 0usize;
+            for (o, &w) in o.iter_mut().zip(w) {
+                let bin = T::reconstruct(((w >> 1) as i32) ^ -((w & 1) as i32), step);
+                let raw = if w == ESCAPE { T::ZERO } else { T::from_raw_word(w) };
+                *o = if w < T::BIN_WORDS { bin } else { raw };
+                escapes += usize::from(w == ESCAPE);
+            }
+            escapes
+        })
+        .sum();
+    let escapes = escapes as u64;
     if escapes != num_outliers || Some(outliers.len()) != (escapes as usize).checked_mul(std::mem::size_of::<T>()) {
         return Err(corrupt!(
             "Quantizer: {escapes} escapes, {num_outliers} outliers, {} channel bytes",
             outliers.len()
         ));
     }
-    let mut out = vec![T::ZERO; words.len()];
-    out.par_chunks_mut(CHUNK).zip(words.par_chunks(CHUNK)).try_for_each(|(o, w)| {
-        for (o, &w) in o.iter_mut().zip(w) {
-            *o = from_inline_word(w, step)?.unwrap_or(T::ZERO);
+    if escapes > 0 {
+        let mut r = Reader::new(outliers, "Quantizer outlier channel");
+        for (o, _) in out.iter_mut().zip(words).filter(|(_, &w)| w == ESCAPE) {
+            *o = T::read_le(&mut r)?;
         }
-        Ok::<(), crate::error::Error>(())
-    })?;
-    let mut r = Reader::new(outliers, "Quantizer outlier channel");
-    for (o, _) in out.iter_mut().zip(words).filter(|(_, &w)| w == ESCAPE) {
-        *o = T::read_le(&mut r)?;
+        r.finish()?;
     }
-    r.finish()?;
     Ok(out)
 }
 

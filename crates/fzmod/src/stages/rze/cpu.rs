@@ -26,15 +26,23 @@ fn bit(map: &[u8], i: usize) -> bool {
 
 /// `B0` of a chunk (bit per word: non-zero) and its non-zero words in order.
 fn nonzero_words<const W: usize>(chunk: &[u8]) -> (Vec<u8>, Vec<u8>) {
-    let words = chunk.chunks_exact(W);
-    let mut map = vec![0u8; words.len().div_ceil(8)];
-    let mut kept = Vec::with_capacity(chunk.len());
-    for (i, w) in words.enumerate() {
-        if w != [0u8; W] {
-            map[i / 8] |= 1 << (i % 8);
-            kept.extend_from_slice(w);
+    let body = &chunk[..chunk.len() / W * W];
+    let mut map = vec![0u8; (body.len() / W).div_ceil(8)];
+    // Every word is stored at the cursor and the cursor moves past the non-zero ones only:
+    // no branch per word, and the cursor never passes the word being read.
+    let mut kept = vec![0u8; body.len()];
+    let mut at = 0;
+    for (m, group) in map.iter_mut().zip(body.chunks(8 * W)) {
+        let mut bits = 0u8;
+        for (j, w) in group.chunks_exact(W).enumerate() {
+            let nonzero = w.iter().fold(0u8, |a, &b| a | b) != 0;
+            kept[at..at + W].copy_from_slice(w);
+            at += W * usize::from(nonzero);
+            bits |= u8::from(nonzero) << j;
         }
+        *m = bits;
     }
+    kept.truncate(at);
     (map, kept)
 }
 
@@ -42,15 +50,19 @@ fn nonzero_words<const W: usize>(chunk: &[u8]) -> (Vec<u8>, Vec<u8>) {
 /// byte 0) and those bytes in order.
 fn repetition_level(prev: &[u8]) -> (Vec<u8>, Vec<u8>) {
     let mut map = vec![0u8; prev.len().div_ceil(8)];
-    let mut kept = Vec::new();
-    let mut before = 0u8;
-    for (k, &b) in prev.iter().enumerate() {
-        if b != before {
-            map[k / 8] |= 1 << (k % 8);
-            kept.push(b);
+    let mut kept = vec![0u8; prev.len()];
+    let (mut at, mut before) = (0, 0u8);
+    for (m, group) in map.iter_mut().zip(prev.chunks(8)) {
+        let mut bits = 0u8;
+        for (j, &b) in group.iter().enumerate() {
+            kept[at] = b;
+            at += usize::from(b != before);
+            bits |= u8::from(b != before) << j;
+            before = b;
         }
-        before = b;
+        *m = bits;
     }
+    kept.truncate(at);
     (map, kept)
 }
 
@@ -84,17 +96,21 @@ pub fn encode_chunk(chunk: &[u8], word: usize) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// Rebuild a bitmap of `len` bytes from the level above it and its kept bytes.
+/// Rebuild a bitmap of `len` bytes from the level above it (padding already checked, so
+/// its set bits count the kept bytes) and its kept bytes.
 fn expand(r: &mut Reader, above: &[u8], len: usize) -> Result<Vec<u8>> {
-    let mut prev = 0u8;
-    (0..len)
-        .map(|k| {
-            if bit(above, k) {
-                prev = r.u8()?;
-            }
-            Ok(prev)
-        })
-        .collect()
+    let count = above.iter().map(|b| b.count_ones() as usize).sum();
+    let kept = r.take(count)?;
+    let mut out = vec![0u8; len];
+    let (mut at, mut prev) = (0, 0u8);
+    for (k, o) in out.iter_mut().enumerate() {
+        if bit(above, k) {
+            prev = kept[at];
+            at += 1;
+        }
+        *o = prev;
+    }
+    Ok(out)
 }
 
 /// Bits at and beyond `valid` must be zero (one encoding per chunk).
@@ -103,6 +119,43 @@ fn check_padding(map: &[u8], valid: usize) -> Result<()> {
         return Err(corrupt!("RZE: bitmap bit set beyond its {valid} entries"));
     }
     Ok(())
+}
+
+/// Put the non-zero `words` where `map` (B0, one bit per word, `count_ones` = words) says,
+/// into `out` (zero on entry). Bytes of the map that are all zeros or all ones are the common
+/// case on compressible data: skipped or copied as one run; mixed bytes go word by word,
+/// branch-free while 8 words remain to read (masked copies; the cursor moves on set bits).
+fn scatter_words<const W: usize>(map: &[u8], words: &[u8], out: &mut [u8]) {
+    let mut at = 0;
+    for (k, &byte) in map.iter().enumerate() {
+        let o = &mut out[8 * k * W..];
+        match byte {
+            0 => {}
+            0xff => {
+                o[..8 * W].copy_from_slice(&words[at..at + 8 * W]);
+                at += 8 * W;
+            }
+            _ if at + 8 * W <= words.len() => {
+                for j in 0..8 {
+                    let keep = byte >> j & 1;
+                    let mask = keep.wrapping_neg();
+                    for (d, &s) in o[j * W..(j + 1) * W].iter_mut().zip(&words[at..at + W]) {
+                        *d = s & mask;
+                    }
+                    at += W * usize::from(keep);
+                }
+            }
+            _ => {
+                let mut bits = byte;
+                while bits != 0 {
+                    let j = bits.trailing_zeros() as usize;
+                    o[j * W..(j + 1) * W].copy_from_slice(&words[at..at + W]);
+                    at += W;
+                    bits &= bits - 1;
+                }
+            }
+        }
+    }
 }
 
 /// Decode one encoded chunk into `out` (the chunk's original length, zero on entry).
@@ -117,14 +170,12 @@ pub fn decode_chunk(enc: &[u8], word: usize, out: &mut [u8]) -> Result<()> {
     }
     check_padding(&map, m)?;
     let count: usize = map.iter().map(|b| b.count_ones() as usize).sum();
-    let mut words = r.take(count * word)?.chunks_exact(word);
-    for (k, &byte) in map.iter().enumerate() {
-        let mut bits = byte;
-        while bits != 0 {
-            let i = 8 * k + bits.trailing_zeros() as usize;
-            out[i * word..(i + 1) * word].copy_from_slice(words.next().expect("one word per set bit"));
-            bits &= bits - 1;
-        }
+    let words = r.take(count * word)?;
+    match word {
+        1 => scatter_words::<1>(&map, words, out),
+        2 => scatter_words::<2>(&map, words, out),
+        4 => scatter_words::<4>(&map, words, out),
+        _ => scatter_words::<8>(&map, words, out),
     }
     let tail = out.len() - m * word;
     out[m * word..].copy_from_slice(r.take(tail)?);

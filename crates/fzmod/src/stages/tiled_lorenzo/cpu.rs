@@ -35,20 +35,26 @@ pub fn forward(q: &[i32], grid: Grid, tile: Tile, delta: bool) -> Vec<i32> {
     let mut out = vec![0i32; padded_len(grid, tile).expect("grid from a real buffer")];
     let [nz, ny, nx] = grid.dims;
     let [tz, ty, tx] = tile.0;
-    let at = |z: usize, y: usize, x: usize| q[(z * ny + y) * nx + x];
     for_each_tile(&mut out, grid, tile, |[z0, y0, x0], slot| {
+        let width = tx.min(nx - x0);
         for lz in 0..tz.min(nz - z0) {
             for ly in 0..ty.min(ny - y0) {
-                for lx in 0..tx.min(nx - x0) {
-                    let (z, y, x) = (z0 + lz, y0 + ly, x0 + lx);
-                    let pred = match (delta, lx, ly, lz) {
-                        (false, ..) => 0,
-                        (true, 1.., _, _) => at(z, y, x - 1),
-                        (true, 0, 1.., _) => at(z, y - 1, x),
-                        (true, 0, 0, 1..) => at(z - 1, y, x),
-                        (true, 0, 0, 0) => 0,
-                    };
-                    slot[(lz * ty + ly) * tx + lx] = at(z, y, x).wrapping_sub(pred);
+                let at = ((z0 + lz) * ny + (y0 + ly)) * nx + x0;
+                let (row, o) = (&q[at..at + width], &mut slot[(lz * ty + ly) * tx..][..width]);
+                if !delta {
+                    o.copy_from_slice(row);
+                    continue;
+                }
+                // A row's first element is predicted from the row above in the tile, else
+                // from the plane before, else from 0; the others from their left neighbour.
+                let first = match (ly, lz) {
+                    (1.., _) => q[at - nx],
+                    (0, 1..) => q[at - nx * ny],
+                    (0, 0) => 0,
+                };
+                o[0] = row[0].wrapping_sub(first);
+                for ((o, &v), &left) in o[1..].iter_mut().zip(&row[1..]).zip(row) {
+                    *o = v.wrapping_sub(left);
                 }
             }
         }
@@ -61,18 +67,21 @@ pub fn inverse(mut d: Vec<i32>, grid: Grid, tile: Tile, delta: bool) -> Vec<i32>
     let [tz, ty, tx] = tile.0;
     if delta {
         for_each_tile(&mut d, grid, tile, |_, slot| {
-            for lz in 0..tz {
-                for ly in 0..ty {
-                    for lx in 0..tx {
-                        let i = (lz * ty + ly) * tx + lx;
-                        let pred = match (lx, ly, lz) {
-                            (1.., _, _) => slot[i - 1],
-                            (0, 1.., _) => slot[i - tx],
-                            (0, 0, 1..) => slot[i - tx * ty],
-                            (0, 0, 0) => 0,
-                        };
-                        slot[i] = slot[i].wrapping_add(pred);
-                    }
+            // Row by row, the same predictions as `forward`: the first element adds the one
+            // above (or in the plane before), then a prefix sum runs along the row.
+            for r in 0..tz * ty {
+                let (before, rest) = slot.split_at_mut(r * tx);
+                let row = &mut rest[..tx];
+                let (ly, lz) = (r % ty, r / ty);
+                let first = match (ly, lz) {
+                    (1.., _) => before[(r - 1) * tx],
+                    (0, 1..) => before[(r - ty) * tx],
+                    (0, 0) => 0,
+                };
+                let mut acc = first;
+                for v in row {
+                    acc = acc.wrapping_add(*v);
+                    *v = acc;
                 }
             }
         });
