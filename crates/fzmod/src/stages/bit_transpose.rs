@@ -73,8 +73,9 @@ mod tests {
 
     #[test]
     fn lanes_transpose_each_matrix() {
-        let a: [[u32; 8]; 32] =
-            std::array::from_fn(|i| std::array::from_fn(|l| ((i * 8 + l) as u32).wrapping_mul(0x9e37_79b9) ^ 0xa5a5_0f0f));
+        let a: [[u32; 8]; 32] = std::array::from_fn(|i| {
+            std::array::from_fn(|l| ((i * 8 + l) as u32).wrapping_mul(0x9e37_79b9) ^ 0xa5a5_0f0f)
+        });
         let mut t = a;
         transpose32_lanes(&mut t);
         for l in 0..8 {

@@ -3,6 +3,7 @@
 //! Within a block of B elements, S = ceil(B/8). Sign region and every plane are S bytes;
 //! bit j of byte k belongs to element 8k+j; plane p holds bit p of |v|.
 
+use crate::element::zeroed_vec;
 use crate::element::DType;
 use crate::error::{corrupt, Result};
 use rayon::prelude::*;
@@ -57,7 +58,7 @@ impl Layout {
 }
 
 /// Signed code types the coder accepts.
-pub trait Code: Copy + Send + Sync + Default + 'static {
+pub trait Code: Copy + Send + Sync + Default + bytemuck::Zeroable + 'static {
     const DTYPE: DType;
     /// Largest rate a block of this type can need.
     const MAX_RATE: u32;
@@ -322,10 +323,12 @@ fn decode_block<T: Code>(
     // it fails. The encoder writes a sign only for negative values: a set sign on a zero
     // magnitude ("−0") is a second encoding of 0, which a canonical archive never holds.
     let mut valid = true;
-    for (i, (o, &m)) in out.iter_mut().zip(mags.iter()).enumerate() {
-        let negative = sign_region[i / 8] >> (i % 8) & 1 == 1;
-        valid &= T::fits(negative, m) & !(negative & (m == 0));
-        *o = T::join_wrapping(negative, m);
+    for ((o, m), &signs) in out.chunks_mut(8).zip(mags.chunks_exact(8)).zip(sign_region) {
+        for (j, (o, &m)) in o.iter_mut().zip(m).enumerate() {
+            let negative = signs >> j & 1 == 1;
+            valid &= T::fits(negative, m) & !(negative & (m == 0));
+            *o = T::join_wrapping(negative, m);
+        }
     }
     if !valid {
         let negative = |i: usize| sign_region[i / 8] >> (i % 8) & 1 == 1;
@@ -361,7 +364,7 @@ pub fn decode<T: Code>(bytes: &[u8], n: usize, b: usize, layout: Layout) -> Resu
     if offset != payload.len() {
         return Err(corrupt!("AdaptiveBitpack: blocks need {offset} payload bytes, segment has {}", payload.len()));
     }
-    let mut out = vec![T::default(); n];
+    let mut out = zeroed_vec(n);
     out.par_chunks_mut(b * BLOCKS_PER_TASK)
         .zip(codes.par_chunks(BLOCKS_PER_TASK))
         .zip(task_offsets.par_iter())

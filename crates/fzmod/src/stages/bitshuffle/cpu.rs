@@ -3,6 +3,7 @@
 //! of every element, bit `j` of plane byte `k` from element `8k + j` (what a warp ballot over
 //! 8-element groups gives). The per-group step is one 8×8 bit transpose.
 
+use crate::element::zeroed_vec;
 use crate::stages::bit_transpose::{transpose32, transpose32_lanes, transpose8};
 use rayon::prelude::*;
 
@@ -118,7 +119,7 @@ pub fn run_into(data: &[u8], width: usize, block_bytes: usize, inverse: bool, ou
 
 /// [`run_into`] a fresh vector.
 pub fn run(data: &[u8], width: usize, block_bytes: usize, inverse: bool) -> Vec<u8> {
-    let mut out = vec![0u8; data.len()];
+    let mut out = zeroed_vec(data.len());
     run_into(data, width, block_bytes, inverse, &mut out);
     out
 }

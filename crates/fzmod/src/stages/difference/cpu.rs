@@ -2,6 +2,7 @@
 //! of every chunk (wrapping), and its chunked prefix-sum inverse.
 
 use super::OutputMap;
+use crate::element::zeroed_vec;
 use crate::stages::words::Word;
 use rayon::prelude::*;
 
@@ -17,7 +18,7 @@ pub fn delta<W: Word>(current: W, previous: W, map: OutputMap) -> W {
 /// Forward over words; `chunk` = elements per chunk (0 = the whole array is one chunk).
 pub fn forward<W: Word>(w: &[W], chunk: usize, map: OutputMap) -> Vec<W> {
     let chunk = if chunk == 0 { w.len().max(1) } else { chunk };
-    let mut out = vec![W::default(); w.len()];
+    let mut out = zeroed_vec(w.len());
     out.par_chunks_mut(TASK_ELEMS).enumerate().for_each(|(task, o)| {
         let base = task * TASK_ELEMS;
         for (k, o) in o.iter_mut().enumerate() {

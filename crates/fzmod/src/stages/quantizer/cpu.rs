@@ -3,6 +3,7 @@
 //! and the bound check in f64.
 
 use crate::archive::{Reader, Writer};
+use crate::element::zeroed_vec;
 use crate::error::{corrupt, Result};
 use rayon::prelude::*;
 
@@ -10,7 +11,7 @@ use rayon::prelude::*;
 const CHUNK: usize = 1 << 16;
 
 /// The floating-point element types the quantizer accepts.
-pub(crate) trait Float: Copy + Send + Sync + PartialOrd + 'static {
+pub(crate) trait Float: Copy + Send + Sync + PartialOrd + bytemuck::Zeroable + 'static {
     const ZERO: Self;
     fn to_f64(self) -> f64;
     /// Largest value of this type that is ≤ `v` (v ≥ 0), saturating at the type's maximum.
@@ -126,7 +127,7 @@ pub(crate) fn quantize<T: Float>(x: &[T], abs_bound: f64) -> Quantized<T> {
     let recip = T::half_recip(step);
     // Whether `v` keeps its code: finite and reconstructed within the bound.
     let keeps = move |v: T, q: i32| v.is_finite() && (v.to_f64() - T::reconstruct(q, step).to_f64()).abs() <= abs_bound;
-    let mut codes = vec![0i32; x.len()];
+    let mut codes = zeroed_vec(x.len());
     let per_chunk: Vec<Vec<(usize, T)>> = codes
         .par_chunks_mut(CHUNK)
         .zip(x.par_chunks(CHUNK))
@@ -172,7 +173,7 @@ pub(crate) fn encode_outliers(sorted: &[(u64, u64)], value_bytes: usize) -> Vec<
 
 /// Inverse: reconstruct every code, then put the outliers back bit for bit.
 pub(crate) fn reconstruct<T: Float>(codes: &[i32], step: T, outliers: &[u8], num_outliers: u64) -> Result<Vec<T>> {
-    let mut out = vec![T::ZERO; codes.len()];
+    let mut out = zeroed_vec(codes.len());
     out.par_chunks_mut(CHUNK).zip(codes.par_chunks(CHUNK)).for_each(|(o, c)| {
         for (o, &q) in o.iter_mut().zip(c) {
             *o = T::reconstruct(q, step);
@@ -232,7 +233,7 @@ pub(crate) struct InlineQuantized {
 pub(crate) fn quantize_inline<T: Float>(x: &[T], abs_bound: f64) -> InlineQuantized {
     let step = T::at_most(abs_bound);
     let recip = T::half_recip(step);
-    let mut words = vec![0u32; x.len()];
+    let mut words = zeroed_vec(x.len());
     let escaped: Vec<Vec<T>> = words
         .par_chunks_mut(CHUNK)
         .zip(x.par_chunks(CHUNK))
@@ -266,7 +267,7 @@ pub(crate) fn reconstruct_inline<T: Float>(
     outliers: &[u8],
     num_outliers: u64,
 ) -> Result<Vec<T>> {
-    let mut out = vec![T::ZERO; words.len()];
+    let mut out = zeroed_vec(words.len());
     // One branch-free pass. Every word is a bin (below `BIN_WORDS`), the escape, or (f32
     // only, where `BIN_WORDS` < escape) a raw value: f64 puts every non-escape word in the bin
     // range, so no word is invalid. Bin and raw value are both computed and one selected; the

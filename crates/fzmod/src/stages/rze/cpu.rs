@@ -4,6 +4,7 @@
 //! predecessor, the predecessor of byte 0 being 0). Chunks are independent.
 
 use crate::archive::Reader;
+use crate::element::zeroed_vec;
 use crate::error::{corrupt, Result};
 use rayon::prelude::*;
 
@@ -245,7 +246,7 @@ pub fn decode(seg: &[u8], num_bytes: usize, chunk: usize, word: usize) -> Result
     let spans = chunk_spans(seg.len(), num_bytes, chunk, word, |chunks| {
         Ok(seg[..2 * chunks].chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect())
     })?;
-    let mut out = vec![0u8; num_bytes];
+    let mut out = zeroed_vec(num_bytes);
     out.par_chunks_mut(chunk).zip(spans.par_iter()).try_for_each(|(o, &ChunkSpan { at, size, len })| {
         let enc = &seg[at..at + size];
         if size == len {

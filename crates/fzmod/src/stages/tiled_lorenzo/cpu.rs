@@ -1,6 +1,7 @@
 //! CPU reference of TiledLorenzo (cuSZp3's tiled prediction; layout in docs/FORMAT.md).
 
 use super::Tile;
+use crate::element::zeroed_vec;
 use crate::shape::Grid;
 use rayon::prelude::*;
 
@@ -32,7 +33,7 @@ fn for_each_tile(out: &mut [i32], grid: Grid, tile: Tile, f: impl Fn([usize; 3],
 
 /// Natural order → tile-major deltas (padding positions are 0).
 pub fn forward(q: &[i32], grid: Grid, tile: Tile, delta: bool) -> Vec<i32> {
-    let mut out = vec![0i32; padded_len(grid, tile).expect("grid from a real buffer")];
+    let mut out = zeroed_vec(padded_len(grid, tile).expect("grid from a real buffer"));
     let [nz, ny, nx] = grid.dims;
     let [tz, ty, tx] = tile.0;
     for_each_tile(&mut out, grid, tile, |[z0, y0, x0], slot| {
@@ -90,7 +91,7 @@ pub fn inverse(mut d: Vec<i32>, grid: Grid, tile: Tile, delta: bool) -> Vec<i32>
     let [_, ny, nx] = grid.dims;
     let [_, nty, ntx] = tile_counts(grid, tile);
     let te = tile.elems();
-    let mut out = vec![0i32; grid.len()];
+    let mut out = zeroed_vec(grid.len());
     if nx == 0 {
         return out;
     }
@@ -100,7 +101,12 @@ pub fn inverse(mut d: Vec<i32>, grid: Grid, tile: Tile, delta: bool) -> Vec<i32>
         for (tile_x, run) in row.chunks_mut(tx).enumerate() {
             let t = (tile_z * nty + tile_y) * ntx + tile_x;
             let start = t * te + (lz * ty + ly) * tx;
-            run.copy_from_slice(&d[start..start + run.len()]);
+            // An element loop, not `copy_from_slice`: runs are a few elements long, and a
+            // library memmove call per run cost more than the copy.
+            let len = run.len();
+            for (o, &v) in run.iter_mut().zip(&d[start..start + len]) {
+                *o = v;
+            }
         }
     });
     out
