@@ -2,7 +2,6 @@
 //! of every chunk (wrapping), and its chunked prefix-sum inverse.
 
 use super::OutputMap;
-use crate::element::zeroed_vec;
 use crate::stages::words::Word;
 use rayon::prelude::*;
 
@@ -15,19 +14,32 @@ pub fn delta<W: Word>(current: W, previous: W, map: OutputMap) -> W {
     map.apply(current.wrapping_sub(previous))
 }
 
-/// Forward over words; `chunk` = elements per chunk (0 = the whole array is one chunk).
-pub fn forward<W: Word>(w: &[W], chunk: usize, map: OutputMap) -> Vec<W> {
+/// Forward over words, in place (the stage owns its input: a fresh output buffer would cost
+/// its page clearing); `chunk` = elements per chunk (0 = the whole array is one chunk).
+pub fn forward<W: Word>(w: &mut [W], chunk: usize, map: OutputMap) {
     let chunk = if chunk == 0 { w.len().max(1) } else { chunk };
-    let mut out = zeroed_vec(w.len());
-    out.par_chunks_mut(TASK_ELEMS).enumerate().for_each(|(task, o)| {
+    // The word before each task's first element, read before any task overwrites it.
+    let before: Vec<W> = (0..w.len().div_ceil(TASK_ELEMS))
+        .map(|t| {
+            let i = t * TASK_ELEMS;
+            if i.is_multiple_of(chunk) {
+                W::default()
+            } else {
+                w[i - 1]
+            }
+        })
+        .collect();
+    w.par_chunks_mut(TASK_ELEMS).zip(before).enumerate().for_each(|(task, (w, mut previous))| {
         let base = task * TASK_ELEMS;
-        for (k, o) in o.iter_mut().enumerate() {
-            let i = base + k;
-            let previous = if i.is_multiple_of(chunk) { W::default() } else { w[i - 1] };
-            *o = delta(w[i], previous, map);
+        for (k, v) in w.iter_mut().enumerate() {
+            if (base + k).is_multiple_of(chunk) {
+                previous = W::default();
+            }
+            let current = *v;
+            *v = delta(current, previous, map);
+            previous = current;
         }
     });
-    out
 }
 
 /// Inverse, in place: undo the map, then an inclusive prefix sum inside every chunk.
@@ -51,14 +63,16 @@ mod tests {
         #[test]
         fn round_trip(w in prop::collection::vec(any::<u32>(), 0..3000), chunk in 0usize..300, m in 0u8..3) {
             let map = [OutputMap::None, OutputMap::Negabinary, OutputMap::Zigzag][m as usize];
-            let mut d = forward(&w, chunk, map);
+            let mut d = w.clone();
+            forward(&mut d, chunk, map);
             inverse(&mut d, chunk, map);
             prop_assert_eq!(d, w);
         }
 
         #[test]
         fn round_trip_u16(w in prop::collection::vec(any::<u16>(), 0..3000), chunk in 0usize..300) {
-            let mut d = forward(&w, chunk, OutputMap::Zigzag);
+            let mut d = w.clone();
+            forward(&mut d, chunk, OutputMap::Zigzag);
             inverse(&mut d, chunk, OutputMap::Zigzag);
             prop_assert_eq!(d, w);
         }
@@ -66,8 +80,11 @@ mod tests {
 
     #[test]
     fn restarts_every_chunk() {
-        let d = forward(&[5u32, 7, 4, 9], 2, OutputMap::None);
+        let mut d = [5u32, 7, 4, 9];
+        forward(&mut d, 2, OutputMap::None);
         assert_eq!(d, [5, 2, 4, 5]);
-        assert_eq!(forward(&[5u32, 4], 0, OutputMap::Negabinary), [5u32.negabinary(), 3]);
+        let mut d = [5u32, 4];
+        forward(&mut d, 0, OutputMap::Negabinary);
+        assert_eq!(d, [5u32.negabinary(), 3]);
     }
 }
