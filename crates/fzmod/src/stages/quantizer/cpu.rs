@@ -11,7 +11,7 @@ use rayon::prelude::*;
 const CHUNK: usize = 1 << 16;
 
 /// The floating-point element types the quantizer accepts.
-pub(crate) trait Float: Copy + Send + Sync + PartialOrd + bytemuck::Zeroable + 'static {
+pub(crate) trait Float: Copy + Send + Sync + PartialOrd + bytemuck::Pod + 'static {
     const ZERO: Self;
     fn to_f64(self) -> f64;
     /// Largest value of this type that is ≤ `v` (v ≥ 0), saturating at the type's maximum.
@@ -175,15 +175,56 @@ pub(crate) fn encode_outliers(sorted: &[(u64, u64)], value_bytes: usize) -> Vec<
     w.bytes
 }
 
-/// Inverse: reconstruct every code, then put the outliers back bit for bit.
-pub(crate) fn reconstruct<T: Float>(codes: &[i32], step: T, outliers: &[u8], num_outliers: u64) -> Result<Vec<T>> {
-    let mut out = zeroed_vec(codes.len());
-    out.par_chunks_mut(CHUNK).zip(codes.par_chunks(CHUNK)).for_each(|(o, c)| {
-        for (o, &q) in o.iter_mut().zip(c) {
-            *o = T::reconstruct(q, step);
+/// `f` of every code, in the codes' own memory where the value type has their size (f32 from
+/// 32-bit codes: a fresh array would cost its page clearing), else into a new array. Returns
+/// the values and `count` summed over the codes (escapes, for the inline format).
+fn map_codes<C: bytemuck::Pod + Send + Sync, T: Float>(
+    codes: Vec<C>,
+    f: impl Fn(C) -> T + Sync,
+    count: impl Fn(C) -> bool + Sync,
+) -> (Vec<T>, usize) {
+    match bytemuck::try_cast_vec::<C, T>(codes) {
+        Ok(mut values) => {
+            // Each slot holds its code's bits until it is overwritten with the value.
+            let n = values
+                .par_chunks_mut(CHUNK)
+                .map(|o| {
+                    let mut n = 0usize;
+                    for v in o {
+                        let c: C = bytemuck::try_cast(*v).expect("same size, as the vector cast");
+                        *v = f(c);
+                        n += usize::from(count(c));
+                    }
+                    n
+                })
+                .sum();
+            (values, n)
         }
-    });
-    for (index, value) in parse_outliers(outliers, num_outliers, codes.len())? {
+        Err((_, codes)) => {
+            let mut values = zeroed_vec(codes.len());
+            let n = values
+                .par_chunks_mut(CHUNK)
+                .zip(codes.par_chunks(CHUNK))
+                .map(|(o, c)| {
+                    let mut n = 0usize;
+                    for (o, &c) in o.iter_mut().zip(c) {
+                        *o = f(c);
+                        n += usize::from(count(c));
+                    }
+                    n
+                })
+                .sum();
+            (values, n)
+        }
+    }
+}
+
+/// Inverse: reconstruct every code, then put the outliers back bit for bit.
+pub(crate) fn reconstruct<T: Float>(codes: Vec<i32>, step: T, outliers: &[u8], num_outliers: u64) -> Result<Vec<T>> {
+    let n = codes.len();
+    let list = parse_outliers(outliers, num_outliers, n)?;
+    let (mut out, _) = map_codes(codes, |q| T::reconstruct(q, step), |_| false);
+    for (index, value) in list {
         out[index] = value;
     }
     Ok(out)
@@ -266,30 +307,32 @@ pub(crate) fn quantize_inline<T: Float>(x: &[T], abs_bound: f64) -> InlineQuanti
 
 /// Inverse of [`quantize_inline`]; the escapes must match the channel exactly.
 pub(crate) fn reconstruct_inline<T: Float>(
-    words: &[u32],
+    words: Vec<u32>,
     step: T,
     outliers: &[u8],
     num_outliers: u64,
 ) -> Result<Vec<T>> {
-    let mut out = zeroed_vec(words.len());
     // One branch-free pass. Every word is a bin (below `BIN_WORDS`), the escape, or (f32
     // only, where `BIN_WORDS` < escape) a raw value: f64 puts every non-escape word in the bin
     // range, so no word is invalid. Bin and raw value are both computed and one selected; the
-    // escapes are counted on the way and checked against the channel below.
-    let escapes: usize = out
-        .par_chunks_mut(CHUNK)
-        .zip(words.par_chunks(CHUNK))
-        .map(|(o, w)| {
-            let mut escapes = 0usize;
-            for (o, &w) in o.iter_mut().zip(w) {
-                let bin = T::reconstruct(((w >> 1) as i32) ^ -((w & 1) as i32), step);
-                let raw = if w == ESCAPE { T::ZERO } else { T::from_raw_word(w) };
-                *o = if w < T::BIN_WORDS { bin } else { raw };
-                escapes += usize::from(w == ESCAPE);
-            }
-            escapes
-        })
-        .sum();
+    // escapes are counted on the way and checked against the channel below. Escaped elements
+    // are left 0 and filled from the channel afterwards, which needs their positions: the
+    // words are gone once decoded in place, so the positions are kept (escapes are rare).
+    let positions: Vec<usize> = if num_outliers > 0 {
+        words.iter().enumerate().filter(|&(_, &w)| w == ESCAPE).map(|(i, _)| i).collect()
+    } else {
+        Vec::new()
+    };
+    let value = |w: u32| {
+        let bin = T::reconstruct(((w >> 1) as i32) ^ -((w & 1) as i32), step);
+        let raw = if w == ESCAPE { T::ZERO } else { T::from_raw_word(w) };
+        if w < T::BIN_WORDS {
+            bin
+        } else {
+            raw
+        }
+    };
+    let (mut out, escapes) = map_codes(words, value, |w| w == ESCAPE);
     let escapes = escapes as u64;
     if escapes != num_outliers || Some(outliers.len()) != (escapes as usize).checked_mul(std::mem::size_of::<T>()) {
         return Err(corrupt!(
@@ -297,13 +340,11 @@ pub(crate) fn reconstruct_inline<T: Float>(
             outliers.len()
         ));
     }
-    if escapes > 0 {
-        let mut r = Reader::new(outliers, "Quantizer outlier channel");
-        for (o, _) in out.iter_mut().zip(words).filter(|(_, &w)| w == ESCAPE) {
-            *o = T::read_le(&mut r)?;
-        }
-        r.finish()?;
+    let mut r = Reader::new(outliers, "Quantizer outlier channel");
+    for i in positions {
+        out[i] = T::read_le(&mut r)?;
     }
+    r.finish()?;
     Ok(out)
 }
 
@@ -336,7 +377,7 @@ mod tests {
         let x = [1.0f32, nan, f32::INFINITY, -f32::INFINITY, 3.0e38, -2.5];
         let q = quantize(&x, 1e-3);
         assert_eq!(q.num_outliers, 4);
-        let y = reconstruct(&q.codes, q.step, &q.outliers, q.num_outliers).unwrap();
+        let y = reconstruct(q.codes.clone(), q.step, &q.outliers, q.num_outliers).unwrap();
         for (a, b) in x.iter().zip(&y) {
             if a.is_finite() && a.abs() < 1e30 {
                 assert!((a - b).abs() as f64 <= 1e-3);
@@ -357,20 +398,20 @@ mod tests {
         assert_eq!(q.words[5], 0, "+0.0 is bin 0");
         assert_eq!(q.words[8], 5.0e6f32.to_bits(), "|bin| ≥ 2^22 is stored raw");
         assert_eq!((q.words[7], q.num_outliers), (ESCAPE, 1), "a raw word equal to the escape is escaped");
-        let y = reconstruct_inline(&q.words, f32::at_most(0.5), &q.outliers, q.num_outliers).unwrap();
+        let y = reconstruct_inline(q.words.clone(), f32::at_most(0.5), &q.outliers, q.num_outliers).unwrap();
         for (a, b) in x.iter().zip(&y) {
             assert!(a.to_bits() == b.to_bits() || (a - b).abs() <= 0.5, "{a} {b}");
         }
         let q64 = quantize_inline(&[1e300f64, f64::NAN, 7.0], 0.5);
         assert_eq!((q64.words[0], q64.words[1], q64.num_outliers), (ESCAPE, ESCAPE, 2));
-        assert!(reconstruct_inline(&q64.words, 0.5f64, &q64.outliers[1..], 2).is_err());
+        assert!(reconstruct_inline(q64.words.clone(), 0.5f64, &q64.outliers[1..], 2).is_err());
     }
 
     #[test]
     fn truncated_outlier_channel_is_an_error() {
         let q = quantize(&[f64::NAN, 1.0, f64::INFINITY], 0.5);
         for cut in 0..q.outliers.len() {
-            assert!(reconstruct(&q.codes, q.step, &q.outliers[..cut], q.num_outliers).is_err());
+            assert!(reconstruct(q.codes.clone(), q.step, &q.outliers[..cut], q.num_outliers).is_err());
         }
     }
 }

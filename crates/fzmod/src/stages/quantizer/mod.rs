@@ -286,7 +286,10 @@ impl Stage for Quantizer {
             return Err(corrupt!("Quantizer: {} codes for {} elements", outputs[0].len(), r.num_elements));
         }
         let (k, f32_step) = (r.num_outliers, r.step as f32);
-        Ok(vec![match (&outputs[0], &outputs[1], self.input) {
+        // The codes are handed over: f32 values are decoded in their memory.
+        let mut outputs = outputs.into_iter();
+        let (codes, outliers) = (outputs.next().expect("checked"), outputs.next().expect("checked"));
+        Ok(vec![match (codes, &outliers, self.input) {
             (Buffer::I32(c), Buffer::U8(o), DType::F32) => Buffer::F32(reconstruct(c, f32_step, o, k)?),
             (Buffer::I32(c), Buffer::U8(o), _) => Buffer::F64(reconstruct(c, r.step, o, k)?),
             (Buffer::U32(w), Buffer::U8(o), DType::F32) => Buffer::F32(reconstruct_inline(w, f32_step, o, k)?),
