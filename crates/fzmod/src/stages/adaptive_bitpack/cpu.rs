@@ -453,6 +453,16 @@ mod tests {
     }
 
     #[test]
+    fn a_magnitude_beyond_the_type_is_corrupt() {
+        // i16 block of 2 at rate 16: magnitude 0x8000 fits only with a sign, 0x9000 never.
+        let mut bytes = encode(&[-32768i16, 1], 2, Layout::Plain);
+        assert_eq!(decode::<i16>(&bytes, 2, 2, Layout::Plain).unwrap(), [-32768, 1]);
+        bytes[1] = 0; // clear the sign: +32768 does not fit
+        let err = decode::<i16>(&bytes, 2, 2, Layout::Plain).unwrap_err().to_string();
+        assert!(err.contains("does not fit"), "{err}");
+    }
+
+    #[test]
     fn rate_32_uses_the_packed_escape() {
         let v = [5, i32::MIN, 7, 1];
         let bytes = encode(&v, 4, Layout::Packed);

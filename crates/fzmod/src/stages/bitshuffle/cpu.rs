@@ -157,6 +157,21 @@ mod tests {
             prop_assert_eq!(&s[body..], &data[body..]);
         }
 
+        /// Blocks long enough for the lane-batched 32×32 transposes (width 4, ≥ 8 groups)
+        /// against the definition, with an unbatched remainder and a tail.
+        #[test]
+        fn batched_groups_follow_the_definition(data in prop::collection::vec(any::<u8>(), 1024..9000)) {
+            let s = run(&data, 4, 16384, false);
+            let plane_len = body_len(data.len(), 4) / 32;
+            for e in 0..8 * plane_len {
+                for bit in 0..32 {
+                    let expected = data[e * 4 + bit / 8] >> (bit % 8) & 1;
+                    prop_assert_eq!(s[bit * plane_len + e / 8] >> (e % 8) & 1, expected);
+                }
+            }
+            prop_assert_eq!(run(&s, 4, 16384, true), data);
+        }
+
         #[test]
         fn round_trip(data in prop::collection::vec(any::<u8>(), 0..5000), w in 0usize..4, blocks in 1usize..20) {
             let width = 1 << w;

@@ -78,6 +78,24 @@ mod tests {
         }
     }
 
+    /// In place across task boundaries (64 Ki elements) with chunks that straddle them: each
+    /// task must read the word before it as it was before any task ran.
+    #[test]
+    fn in_place_forward_matches_the_definition_across_tasks() {
+        let w: Vec<u32> = (0..200_000u32).map(|i| i.wrapping_mul(0x9e37_79b9) >> 7).collect();
+        for chunk in [0, 1, 1000, 16384, 70_000] {
+            let mut d = w.clone();
+            forward(&mut d, chunk, OutputMap::Negabinary);
+            let expected: Vec<u32> = (0..w.len())
+                .map(|i| {
+                    let previous = if i == 0 || (chunk > 0 && i % chunk == 0) { 0 } else { w[i - 1] };
+                    delta(w[i], previous, OutputMap::Negabinary)
+                })
+                .collect();
+            assert_eq!(d, expected, "chunk {chunk}");
+        }
+    }
+
     #[test]
     fn restarts_every_chunk() {
         let mut d = [5u32, 7, 4, 9];

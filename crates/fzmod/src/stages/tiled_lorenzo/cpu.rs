@@ -131,6 +131,32 @@ mod tests {
         }
     }
 
+    proptest! {
+        /// The row-wise forward against the per-element definition: left neighbour inside a
+        /// tile row, else the element above, else the one in the plane before, else 0.
+        #[test]
+        fn forward_matches_the_definition(nz in 1usize..6, ny in 1usize..11, nx in 1usize..19,
+                                          tz in 1usize..5, ty in 1usize..9, tx in 1usize..9, seed in any::<u32>()) {
+            let grid = Grid { dims: [nz, ny, nx], ndim: 3 };
+            let tile = Tile([tz, ty, tx]);
+            let q: Vec<i32> = (0..grid.len() as u32).map(|i| i.wrapping_mul(seed | 1) as i32 >> 5).collect();
+            let d = forward(&q, grid, tile, true);
+            let at = |z: usize, y: usize, x: usize| q[(z * ny + y) * nx + x];
+            let [_, nty, ntx] = tile_counts(grid, tile);
+            for (z, y, x) in (0..nz).flat_map(|z| (0..ny).flat_map(move |y| (0..nx).map(move |x| (z, y, x)))) {
+                let pred = match (x % tx, y % ty, z % tz) {
+                    (1.., _, _) => at(z, y, x - 1),
+                    (0, 1.., _) => at(z, y - 1, x),
+                    (0, 0, 1..) => at(z - 1, y, x),
+                    (0, 0, 0) => 0,
+                };
+                let t = ((z / tz) * nty + y / ty) * ntx + x / tx;
+                let slot = t * tile.elems() + ((z % tz) * ty + y % ty) * tx + x % tx;
+                prop_assert_eq!(d[slot], at(z, y, x).wrapping_sub(pred));
+            }
+        }
+    }
+
     #[test]
     fn matches_the_seed_definition_on_one_tile() {
         // 2×3 grid, one 2×4 tile: x>0 from left, x=0 from above, origin vs 0, padding 0.
