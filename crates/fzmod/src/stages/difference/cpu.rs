@@ -30,14 +30,17 @@ pub fn forward<W: Word>(w: &mut [W], chunk: usize, map: OutputMap) {
         })
         .collect();
     w.par_chunks_mut(TASK_ELEMS).zip(before).enumerate().for_each(|(task, (w, mut previous))| {
-        let base = task * TASK_ELEMS;
-        for (k, v) in w.iter_mut().enumerate() {
-            if (base + k).is_multiple_of(chunk) {
-                previous = W::default();
+        // Runs that stay inside one chunk (no index arithmetic per element); each run after
+        // the first starts a chunk, whose predecessor is 0.
+        let first = (chunk - task * TASK_ELEMS % chunk).min(w.len());
+        let (head, rest) = w.split_at_mut(first);
+        for run in std::iter::once(head).chain(rest.chunks_mut(chunk)) {
+            for v in run {
+                let current = *v;
+                *v = delta(current, previous, map);
+                previous = current;
             }
-            let current = *v;
-            *v = delta(current, previous, map);
-            previous = current;
+            previous = W::default();
         }
     });
 }

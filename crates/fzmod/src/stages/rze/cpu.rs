@@ -29,19 +29,30 @@ fn bit(map: &[u8], i: usize) -> bool {
 fn nonzero_words<const W: usize>(chunk: &[u8]) -> (Vec<u8>, Vec<u8>) {
     let body = &chunk[..chunk.len() / W * W];
     let mut map = vec![0u8; (body.len() / W).div_ceil(8)];
-    // Every word is stored at the cursor and the cursor moves past the non-zero ones only:
-    // no branch per word, and the cursor never passes the word being read.
+    // Per group of 8 words: the bitmap byte first (compares only), then all-zero groups are
+    // skipped and all-non-zero ones copied whole, the common cases after Bitshuffle. In mixed
+    // groups every word is stored at the cursor, which moves past the non-zero ones only: no
+    // branch per word, and the cursor never passes the word being read.
     let mut kept = vec![0u8; body.len()];
     let mut at = 0;
     for (m, group) in map.iter_mut().zip(body.chunks(8 * W)) {
-        let mut bits = 0u8;
-        for (j, w) in group.chunks_exact(W).enumerate() {
-            let nonzero = w.iter().fold(0u8, |a, &b| a | b) != 0;
-            kept[at..at + W].copy_from_slice(w);
-            at += W * usize::from(nonzero);
-            bits |= u8::from(nonzero) << j;
-        }
+        let bits = group
+            .chunks_exact(W)
+            .enumerate()
+            .fold(0u8, |bits, (j, w)| bits | u8::from(w.iter().fold(0u8, |a, &b| a | b) != 0) << j);
         *m = bits;
+        if bits == 0 {
+            continue;
+        }
+        if u32::from(bits) == (1u32 << (group.len() / W)) - 1 {
+            kept[at..at + group.len()].copy_from_slice(group);
+            at += group.len();
+            continue;
+        }
+        for (j, w) in group.chunks_exact(W).enumerate() {
+            kept[at..at + W].copy_from_slice(w);
+            at += W * usize::from(bits >> j & 1);
+        }
     }
     kept.truncate(at);
     (map, kept)
