@@ -125,34 +125,62 @@ pub(crate) struct Quantized<T> {
     pub step: T,
 }
 
+/// `kernel(chunk index, values, codes)` over pieces of [`CHUNK`] values, the codes written into
+/// the values' own memory where they have the same size (f32 to 32-bit codes: a fresh array
+/// would cost its page clearing; each piece's values are first copied to a scratch that stays
+/// in cache), else into a new array. Returns the codes and the kernel's results in order.
+fn codes_of<T: Float, C: bytemuck::Pod + Send + Sync, R: Send>(
+    x: Vec<T>,
+    kernel: impl Fn(usize, &[T], &mut [C]) -> R + Sync,
+) -> (Vec<C>, Vec<R>) {
+    match bytemuck::try_cast_vec::<T, C>(x) {
+        Ok(mut codes) => {
+            let results = codes
+                .par_chunks_mut(CHUNK)
+                .enumerate()
+                .map_init(Vec::new, |scratch: &mut Vec<T>, (k, c)| {
+                    scratch.clear();
+                    scratch.extend_from_slice(bytemuck::cast_slice(c));
+                    kernel(k, scratch, c)
+                })
+                .collect();
+            (codes, results)
+        }
+        Err((_, x)) => {
+            let mut codes = zeroed_vec(x.len());
+            let results = codes
+                .par_chunks_mut(CHUNK)
+                .zip(x.par_chunks(CHUNK))
+                .enumerate()
+                .map(|(k, (c, x))| kernel(k, x, c))
+                .collect();
+            (codes, results)
+        }
+    }
+}
+
 /// Quantize with the strict-bound check; failures become code 0 plus an outlier entry.
-pub(crate) fn quantize<T: Float>(x: &[T], abs_bound: f64) -> Quantized<T> {
+pub(crate) fn quantize<T: Float>(x: Vec<T>, abs_bound: f64) -> Quantized<T> {
     let step = T::at_most(abs_bound);
     let recip = T::half_recip(step);
     // Whether `v` keeps its code: finite and reconstructed within the bound.
     let keeps = move |v: T, q: i32| v.is_finite() && (v.to_f64() - T::reconstruct(q, step).to_f64()).abs() <= abs_bound;
-    let mut codes = zeroed_vec(x.len());
-    let per_chunk: Vec<Vec<(usize, T)>> = codes
-        .par_chunks_mut(CHUNK)
-        .zip(x.par_chunks(CHUNK))
-        .enumerate()
-        .map(|(chunk, (codes, x))| {
-            // Branch-free first pass (it vectorizes); outliers are rare, so only a chunk that
-            // has some is scanned again to list them in index order.
-            let mut failed = 0usize;
-            for (c, &v) in codes.iter_mut().zip(x) {
-                let q = v.quantize(recip);
-                let ok = keeps(v, q);
-                *c = if ok { q } else { 0 };
-                failed += usize::from(!ok);
-            }
-            if failed == 0 {
-                return Vec::new();
-            }
-            let base = chunk * CHUNK;
-            x.iter().enumerate().filter(|&(_, &v)| !keeps(v, v.quantize(recip))).map(|(i, &v)| (base + i, v)).collect()
-        })
-        .collect();
+    let (codes, per_chunk) = codes_of(x, |chunk, x: &[T], codes: &mut [i32]| {
+        // Branch-free first pass (it vectorizes); outliers are rare, so only a chunk that
+        // has some is scanned again to list them in index order.
+        let mut failed = 0usize;
+        for (c, &v) in codes.iter_mut().zip(x) {
+            let q = v.quantize(recip);
+            let ok = keeps(v, q);
+            *c = if ok { q } else { 0 };
+            failed += usize::from(!ok);
+        }
+        if failed == 0 {
+            return Vec::new();
+        }
+        let base = chunk * CHUNK;
+        x.iter().enumerate().filter(|&(_, &v)| !keeps(v, v.quantize(recip))).map(|(i, &v)| (base + i, v)).collect()
+    });
     let list: Vec<(u64, u64)> = per_chunk.into_iter().flatten().map(|(i, v)| (i as u64, v.bits())).collect();
     Quantized {
         codes,
@@ -275,27 +303,22 @@ pub(crate) struct InlineQuantized {
 }
 
 /// Quantize to PFPL inline words with the strict-bound double check.
-pub(crate) fn quantize_inline<T: Float>(x: &[T], abs_bound: f64) -> InlineQuantized {
+pub(crate) fn quantize_inline<T: Float>(x: Vec<T>, abs_bound: f64) -> InlineQuantized {
     let step = T::at_most(abs_bound);
     let recip = T::half_recip(step);
-    let mut words = zeroed_vec(x.len());
-    let escaped: Vec<Vec<T>> = words
-        .par_chunks_mut(CHUNK)
-        .zip(x.par_chunks(CHUNK))
-        .map(|(words, x)| {
-            // Escapes are rare: count them in the main loop, collect them only where found.
-            let mut escapes = 0usize;
-            for (w, &v) in words.iter_mut().zip(x) {
-                let (word, escape) = inline_word(v, recip, step, abs_bound);
-                *w = word;
-                escapes += usize::from(escape);
-            }
-            if escapes == 0 {
-                return Vec::new();
-            }
-            x.iter().zip(words.iter()).filter(|&(_, &w)| w == ESCAPE).map(|(&v, _)| v).collect()
-        })
-        .collect();
+    let (words, escaped) = codes_of(x, |_, x: &[T], words: &mut [u32]| {
+        // Escapes are rare: count them in the main loop, collect them only where found.
+        let mut escapes = 0usize;
+        for (w, &v) in words.iter_mut().zip(x) {
+            let (word, escape) = inline_word(v, recip, step, abs_bound);
+            *w = word;
+            escapes += usize::from(escape);
+        }
+        if escapes == 0 {
+            return Vec::new();
+        }
+        x.iter().zip(words.iter()).filter(|&(_, &w)| w == ESCAPE).map(|(&v, _)| v).collect::<Vec<T>>()
+    });
     let mut w = Writer::default();
     let mut num_outliers = 0u64;
     for v in escaped.into_iter().flatten() {
@@ -375,7 +398,7 @@ mod tests {
     fn special_values_go_to_the_outlier_channel_bit_exact() {
         let nan = f32::from_bits(0x7fc0_1234);
         let x = [1.0f32, nan, f32::INFINITY, -f32::INFINITY, 3.0e38, -2.5];
-        let q = quantize(&x, 1e-3);
+        let q = quantize(x.to_vec(), 1e-3);
         assert_eq!(q.num_outliers, 4);
         let y = reconstruct(q.codes.clone(), q.step, &q.outliers, q.num_outliers).unwrap();
         for (a, b) in x.iter().zip(&y) {
@@ -391,7 +414,7 @@ mod tests {
     fn inline_words_follow_pfpl_and_escape_what_cannot_be_inline() {
         let nan = f32::from_bits(0x7fc0_1234);
         let x = [1.0f32, -1.0, nan, f32::INFINITY, 3.0e38, 0.0, 1e-41, f32::from_bits(ESCAPE), 5.0e6];
-        let q = quantize_inline(&x, 0.5);
+        let q = quantize_inline(x.to_vec(), 0.5);
         assert_eq!(&q.words[..2], &[2, 1], "zigzag bins");
         assert_eq!(q.words[2], nan.to_bits());
         assert_eq!(q.words[4], 3.0e38f32.to_bits());
@@ -402,14 +425,14 @@ mod tests {
         for (a, b) in x.iter().zip(&y) {
             assert!(a.to_bits() == b.to_bits() || (a - b).abs() <= 0.5, "{a} {b}");
         }
-        let q64 = quantize_inline(&[1e300f64, f64::NAN, 7.0], 0.5);
+        let q64 = quantize_inline(vec![1e300f64, f64::NAN, 7.0], 0.5);
         assert_eq!((q64.words[0], q64.words[1], q64.num_outliers), (ESCAPE, ESCAPE, 2));
         assert!(reconstruct_inline(q64.words.clone(), 0.5f64, &q64.outliers[1..], 2).is_err());
     }
 
     #[test]
     fn truncated_outlier_channel_is_an_error() {
-        let q = quantize(&[f64::NAN, 1.0, f64::INFINITY], 0.5);
+        let q = quantize(vec![f64::NAN, 1.0, f64::INFINITY], 0.5);
         for cut in 0..q.outliers.len() {
             assert!(reconstruct(q.codes.clone(), q.step, &q.outliers[..cut], q.num_outliers).is_err());
         }

@@ -235,14 +235,15 @@ impl Quantizer {
         Ok(w.bytes)
     }
 
-    fn run_forward<T: Float>(&self, x: &[T], bound: ErrorBound) -> Result<Forwarded> {
+    fn run_forward<T: Float>(&self, x: Vec<T>, bound: ErrorBound) -> Result<Forwarded> {
         let range = match bound.mode {
             ErrorMode::Abs => None,
-            ErrorMode::Rel => cpu::finite_min_max(x),
+            ErrorMode::Rel => cpu::finite_min_max(&x),
         };
         let abs_bound = resolve_abs_bound(bound, range);
         // Refuse before quantizing: the work would be thrown away.
         check_resolved("Quantizer", self.input, bound, range, abs_bound, T::at_most(abs_bound).to_f64())?;
+        let num_elements = x.len() as u64;
         let (outputs, step, num_outliers) = if self.inline_outliers {
             let q = quantize_inline(x, abs_bound);
             (vec![Buffer::U32(q.words), Buffer::U8(q.outliers)], T::at_most(abs_bound).to_f64(), q.num_outliers)
@@ -250,7 +251,7 @@ impl Quantizer {
             let q = quantize(x, abs_bound);
             (vec![Buffer::I32(q.codes), Buffer::U8(q.outliers)], q.step.to_f64(), q.num_outliers)
         };
-        let resolved = Resolved { abs_bound, step, num_elements: x.len() as u64, num_outliers };
+        let resolved = Resolved { abs_bound, step, num_elements, num_outliers };
         Ok(Forwarded { outputs, record: self.record(bound, range, &resolved)? })
     }
 }
@@ -272,9 +273,10 @@ impl Stage for Quantizer {
         let bound = self.bound.ok_or_else(|| {
             Error::InvalidArgument("no error bound set (give -e/--error-bound or error_bound)".into())
         })?;
-        match &inputs[0] {
-            Buffer::F32(x) => self.run_forward(x, bound),
-            Buffer::F64(x) => self.run_forward(x, bound),
+        // The input is handed over: f32 codes are written into its memory.
+        match inputs.into_iter().next() {
+            Some(Buffer::F32(x)) => self.run_forward(x, bound),
+            Some(Buffer::F64(x)) => self.run_forward(x, bound),
             _ => unreachable!("checked by expect_buffers"),
         }
     }
