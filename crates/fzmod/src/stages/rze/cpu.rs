@@ -25,6 +25,14 @@ fn bit(map: &[u8], i: usize) -> bool {
     map[i / 8] >> (i % 8) & 1 == 1
 }
 
+/// Set bits of a bitmap, counted 64 at a time (the baseline x86-64 target has no popcount
+/// instruction: a software count per byte cost more than the scatter it sizes).
+fn ones(map: &[u8]) -> usize {
+    let words = map.chunks_exact(8);
+    let tail = words.remainder().iter().map(|b| b.count_ones() as usize).sum::<usize>();
+    words.map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")).count_ones() as usize).sum::<usize>() + tail
+}
+
 /// `B0` of a chunk (bit per word: non-zero) and its non-zero words in order.
 fn nonzero_words<const W: usize>(chunk: &[u8]) -> (Vec<u8>, Vec<u8>) {
     let body = &chunk[..chunk.len() / W * W];
@@ -111,15 +119,16 @@ pub fn encode_chunk(chunk: &[u8], word: usize) -> Option<Vec<u8>> {
 /// Rebuild a bitmap of `len` bytes from the level above it (padding already checked, so
 /// its set bits count the kept bytes) and its kept bytes.
 fn expand(r: &mut Reader, above: &[u8], len: usize) -> Result<Vec<u8>> {
-    let count = above.iter().map(|b| b.count_ones() as usize).sum();
-    let kept = r.take(count)?;
+    let kept = r.take(ones(above))?;
     let mut out = vec![0u8; len];
     let (mut at, mut prev) = (0, 0u8);
+    // Branch-free: a set bit takes the next kept byte (the lookup past the last one is
+    // never selected), a clear bit repeats the previous byte.
     for (k, o) in out.iter_mut().enumerate() {
-        if bit(above, k) {
-            prev = kept[at];
-            at += 1;
-        }
+        let take = bit(above, k);
+        let next = kept.get(at).copied().unwrap_or(prev);
+        prev = if take { next } else { prev };
+        at += usize::from(take);
         *o = prev;
     }
     Ok(out)
@@ -137,6 +146,8 @@ fn check_padding(map: &[u8], valid: usize) -> Result<()> {
 /// into `out` (zero on entry). Bytes of the map that are all zeros or all ones are the common
 /// case on compressible data: skipped or copied as one run; mixed bytes go word by word,
 /// branch-free while 8 words remain to read (masked copies; the cursor moves on set bits).
+/// Those paths write 8 whole words: a last map byte that covers fewer words has fewer than 8
+/// set bits and is the last to read, so it always takes the bit-by-bit path.
 fn scatter_words<const W: usize>(map: &[u8], words: &[u8], out: &mut [u8]) {
     let mut at = 0;
     for (k, &byte) in map.iter().enumerate() {
@@ -146,6 +157,19 @@ fn scatter_words<const W: usize>(map: &[u8], words: &[u8], out: &mut [u8]) {
             0xff => {
                 o[..8 * W].copy_from_slice(&words[at..at + 8 * W]);
                 at += 8 * W;
+            }
+            _ if W == 1 && at + 8 <= words.len() => {
+                // Bytes: the next 8 kept bytes in a register, each output byte shifted out
+                // of it; one 8-byte store.
+                let next = u64::from_le_bytes(words[at..at + 8].try_into().expect("8 bytes"));
+                let (mut value, mut taken) = (0u64, 0);
+                for j in 0..8 {
+                    let keep = u64::from(byte >> j & 1);
+                    value |= (next >> (8 * taken) & 0xff) * keep << (8 * j);
+                    taken += keep;
+                }
+                o[..8].copy_from_slice(&value.to_le_bytes());
+                at += taken as usize;
             }
             _ if at + 8 * W <= words.len() => {
                 for j in 0..8 {
@@ -181,8 +205,7 @@ pub fn decode_chunk(enc: &[u8], word: usize, out: &mut [u8]) -> Result<()> {
         map = expand(&mut r, &map, lens[l])?;
     }
     check_padding(&map, m)?;
-    let count: usize = map.iter().map(|b| b.count_ones() as usize).sum();
-    let words = r.take(count * word)?;
+    let words = r.take(ones(&map) * word)?;
     match word {
         1 => scatter_words::<1>(&map, words, out),
         2 => scatter_words::<2>(&map, words, out),
