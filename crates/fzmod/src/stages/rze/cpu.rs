@@ -165,7 +165,7 @@ fn scatter_words<const W: usize>(map: &[u8], words: &[u8], out: &mut [u8]) {
                 let (mut value, mut taken) = (0u64, 0);
                 for j in 0..8 {
                     let keep = u64::from(byte >> j & 1);
-                    value |= (next >> (8 * taken) & 0xff) * keep << (8 * j);
+                    value |= ((next >> (8 * taken) & 0xff) * keep) << (8 * j);
                     taken += keep;
                 }
                 o[..8].copy_from_slice(&value.to_le_bytes());
