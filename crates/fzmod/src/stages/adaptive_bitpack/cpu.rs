@@ -3,8 +3,7 @@
 //! Within a block of B elements, S = ceil(B/8). Sign region and every plane are S bytes;
 //! bit j of byte k belongs to element 8k+j; plane p holds bit p of |v|.
 
-use crate::element::zeroed_vec;
-use crate::element::DType;
+use crate::element::{zeroed_vec, DType};
 use crate::error::{corrupt, Result};
 use rayon::prelude::*;
 
