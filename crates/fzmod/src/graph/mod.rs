@@ -262,6 +262,11 @@ impl Pipeline {
     /// the caller's memory (`Stage::forward_borrowed`; the float front ends take no copy);
     /// every later stage consumes the buffers of the one before.
     pub(crate) fn compress_checked(&self, input: View, shape: &[usize]) -> Result<Vec<u8>> {
+        // On a pool thread, as DecodePlan::run_cpu: stages' parallel loops start locally.
+        rayon::scope(|_| self.walk_forward(input, shape))
+    }
+
+    fn walk_forward(&self, input: View, shape: &[usize]) -> Result<Vec<u8>> {
         let ctx = ForwardContext { shape };
         // produced[stage][port]: outputs waiting for their consumer.
         let mut produced: Vec<Vec<Option<Buffer>>> = Vec::with_capacity(self.nodes.len());

@@ -20,6 +20,29 @@ pub fn transpose32(a: &mut [u32; 32]) {
     }
 }
 
+/// [`transpose32`] of `L` independent matrices at once, matrix `l` in lane `l` of every row:
+/// the same steps on `[u32; L]` rows compile to SIMD operations over the lanes.
+#[inline]
+pub fn transpose32_lanes<const L: usize>(a: &mut [[u32; L]; 32]) {
+    let mut j = 16;
+    let mut m: u32 = 0x0000_ffff;
+    while j != 0 {
+        let mut k = 0;
+        while k < 32 {
+            let (lo, hi) = a.split_at_mut(k + j);
+            let (x, y) = (&mut lo[k], &mut hi[0]);
+            for l in 0..L {
+                let t = ((x[l] >> j) ^ y[l]) & m;
+                x[l] ^= t << j;
+                y[l] ^= t;
+            }
+            k = (k + j + 1) & !j;
+        }
+        j >>= 1;
+        m ^= m << j;
+    }
+}
+
 /// 8×8 bit transpose of the rows `byte 0..8` of `x`: afterwards bit `c` of byte `r` is the old
 /// bit `r` of byte `c` (Hacker's Delight §7-3). An involution.
 #[inline]
@@ -45,6 +68,20 @@ mod tests {
             for (j, col) in a.iter().enumerate() {
                 assert_eq!(row >> j & 1, col >> i & 1, "({i}, {j})");
             }
+        }
+    }
+
+    #[test]
+    fn lanes_transpose_each_matrix() {
+        let a: [[u32; 8]; 32] = std::array::from_fn(|i| {
+            std::array::from_fn(|l| ((i * 8 + l) as u32).wrapping_mul(0x9e37_79b9) ^ 0xa5a5_0f0f)
+        });
+        let mut t = a;
+        transpose32_lanes(&mut t);
+        for l in 0..8 {
+            let mut one: [u32; 32] = std::array::from_fn(|i| a[i][l]);
+            transpose32(&mut one);
+            assert!((0..32).all(|i| t[i][l] == one[i]), "lane {l}");
         }
     }
 

@@ -5,7 +5,7 @@
 use crate::element::{Buffer, DType};
 
 /// An unsigned word and the per-element maps of LC / PFPL, as pure functions.
-pub trait Word: Copy + Default + Send + Sync + Eq + 'static {
+pub trait Word: Copy + Default + Send + Sync + Eq + bytemuck::Zeroable + 'static {
     fn wrapping_add(self, o: Self) -> Self;
     fn wrapping_sub(self, o: Self) -> Self;
     /// LC's TCMS of the two's-complement value: `(v << 1) ^ (v >> (bits − 1))`.

@@ -3,7 +3,7 @@
 //! Within a block of B elements, S = ceil(B/8). Sign region and every plane are S bytes;
 //! bit j of byte k belongs to element 8k+j; plane p holds bit p of |v|.
 
-use crate::element::DType;
+use crate::element::{zeroed_vec, DType};
 use crate::error::{corrupt, Result};
 use rayon::prelude::*;
 
@@ -57,13 +57,16 @@ impl Layout {
 }
 
 /// Signed code types the coder accepts.
-pub trait Code: Copy + Send + Sync + Default + 'static {
+pub trait Code: Copy + Send + Sync + Default + bytemuck::Zeroable + 'static {
     const DTYPE: DType;
     /// Largest rate a block of this type can need.
     const MAX_RATE: u32;
     fn split(self) -> (bool, u32);
-    /// `None` when the magnitude does not fit with that sign.
-    fn join(negative: bool, mag: u32) -> Option<Self>;
+    /// Sign and magnitude back to a value, wrapping where the magnitude does not fit (the
+    /// decoder checks [`Code::fits`] for the whole block at once, off the per-element path).
+    fn join_wrapping(negative: bool, mag: u32) -> Self;
+    /// Whether `mag` with that sign is a value of this type.
+    fn fits(negative: bool, mag: u32) -> bool;
 }
 
 impl Code for i32 {
@@ -72,12 +75,15 @@ impl Code for i32 {
     fn split(self) -> (bool, u32) {
         (self < 0, self.unsigned_abs())
     }
-    fn join(negative: bool, mag: u32) -> Option<Self> {
-        match (negative, mag) {
-            (false, m) if m <= i32::MAX as u32 => Some(m as i32),
-            (true, m) if m <= 1 << 31 => Some((m as i32).wrapping_neg()),
-            _ => None,
-        }
+    #[inline]
+    fn join_wrapping(negative: bool, mag: u32) -> Self {
+        // Two's complement negation as a mask: (m ^ −1) + 1 = −m, (m ^ 0) + 0 = m.
+        let n = i32::from(negative);
+        ((mag as i32) ^ n.wrapping_neg()).wrapping_add(n)
+    }
+    #[inline]
+    fn fits(negative: bool, mag: u32) -> bool {
+        mag <= i32::MAX as u32 + u32::from(negative)
     }
 }
 
@@ -87,12 +93,14 @@ impl Code for i16 {
     fn split(self) -> (bool, u32) {
         (self < 0, u32::from(self.unsigned_abs()))
     }
-    fn join(negative: bool, mag: u32) -> Option<Self> {
-        match (negative, mag) {
-            (false, m) if m <= i16::MAX as u32 => Some(m as i16),
-            (true, m) if m <= 1 << 15 => Some((m as i16).wrapping_neg()),
-            _ => None,
-        }
+    #[inline]
+    fn join_wrapping(negative: bool, mag: u32) -> Self {
+        let n = i16::from(negative);
+        ((mag as i16) ^ n.wrapping_neg()).wrapping_add(n)
+    }
+    #[inline]
+    fn fits(negative: bool, mag: u32) -> bool {
+        mag <= i16::MAX as u32 + u32::from(negative)
     }
 }
 
@@ -218,7 +226,8 @@ struct Scratch {
 
 impl Scratch {
     fn new() -> Scratch {
-        Scratch { signs: vec![false; MAX_BLOCK], mags: vec![0; MAX_BLOCK] }
+        // Whole 8-element groups: the decoder fills magnitudes 8 at a time.
+        Scratch { signs: vec![false; MAX_BLOCK], mags: vec![0; MAX_BLOCK.next_multiple_of(8)] }
     }
 }
 
@@ -282,26 +291,25 @@ fn decode_block<T: Code>(
         out.fill(T::default());
         return Ok(());
     }
-    // Planes OR into the magnitudes; signs are overwritten byte by byte below.
-    let (mags, signs) = (&mut scratch.mags[..8 * s], &mut scratch.signs[..8 * s]);
-    mags.fill(0);
+    let mags = &mut scratch.mags[..8 * s];
     let ob = code.outlier_bytes as usize;
     let (first, rest) = payload.split_at(ob);
     let (sign_region, planes) = rest.split_at(s);
-    for (k, &byte) in sign_region.iter().enumerate() {
-        for j in 0..8 {
-            signs[8 * k + j] = byte >> j & 1 == 1;
-        }
+    let rate = code.rate as usize;
+    if rate == 0 {
+        mags.fill(0);
     }
-    for k in 0..s {
-        for byte_of_mag in 0..code.rate.div_ceil(8) as usize {
-            let rows = (0..8).fold(0u64, |x, i| {
-                let p = 8 * byte_of_mag + i;
-                let b = if p < code.rate as usize { planes[p * s + k] } else { 0 };
-                x | (u64::from(b) << (8 * i))
-            });
-            for (j, &b) in transpose8(rows).to_le_bytes().iter().enumerate() {
-                mags[8 * k + j] |= u32::from(b) << (8 * byte_of_mag);
+    // Planes 8c..8c+8 give byte c of every magnitude: one 8×8 transpose per 8 elements. The
+    // first byte stores, the others OR in, so the magnitudes need no clearing first.
+    for c in 0..rate.div_ceil(8) {
+        let group = &planes[8 * c * s..(8 * c + 8).min(rate) * s];
+        for (k, m) in mags.chunks_exact_mut(8).enumerate() {
+            let rows = group.chunks_exact(s).enumerate().fold(0u64, |x, (i, p)| x | u64::from(p[k]) << (8 * i));
+            let cols = transpose8(rows).to_le_bytes();
+            if c == 0 {
+                m.iter_mut().zip(cols).for_each(|(m, b)| *m = u32::from(b));
+            } else {
+                m.iter_mut().zip(cols).for_each(|(m, b)| *m |= u32::from(b) << (8 * c));
             }
         }
     }
@@ -310,14 +318,24 @@ fn decode_block<T: Code>(
         raw[..ob].copy_from_slice(first);
         mags[0] = u32::from_le_bytes(raw);
     }
-    for (i, o) in out.iter_mut().enumerate() {
-        // The encoder writes a sign only for negative values: a set sign on a zero magnitude
-        // ("−0") is a second encoding of 0, which a canonical archive never holds.
-        if signs[i] && mags[i] == 0 {
-            return Err(corrupt!("AdaptiveBitpack sign bit set on a zero magnitude (non-canonical)"));
+    // Branch-free joins; the block's validity is folded on the way and explained only when
+    // it fails. The encoder writes a sign only for negative values: a set sign on a zero
+    // magnitude ("−0") is a second encoding of 0, which a canonical archive never holds.
+    let mut valid = true;
+    for ((o, m), &signs) in out.chunks_mut(8).zip(mags.chunks_exact(8)).zip(sign_region) {
+        for (j, (o, &m)) in o.iter_mut().zip(m).enumerate() {
+            let negative = signs >> j & 1 == 1;
+            valid &= T::fits(negative, m) & !(negative & (m == 0));
+            *o = T::join_wrapping(negative, m);
         }
-        *o = T::join(signs[i], mags[i])
-            .ok_or_else(|| corrupt!("AdaptiveBitpack magnitude {} does not fit {}", mags[i], T::DTYPE))?;
+    }
+    if !valid {
+        let negative = |i: usize| sign_region[i / 8] >> (i % 8) & 1 == 1;
+        if let Some(i) = (0..out.len()).find(|&i| negative(i) && mags[i] == 0) {
+            return Err(corrupt!("AdaptiveBitpack sign bit set on a zero magnitude (non-canonical) at element {i}"));
+        }
+        let i = (0..out.len()).find(|&i| !T::fits(negative(i), mags[i])).expect("a failed check has a cause");
+        return Err(corrupt!("AdaptiveBitpack magnitude {} does not fit {}", mags[i], T::DTYPE));
     }
     Ok(())
 }
@@ -345,7 +363,7 @@ pub fn decode<T: Code>(bytes: &[u8], n: usize, b: usize, layout: Layout) -> Resu
     if offset != payload.len() {
         return Err(corrupt!("AdaptiveBitpack: blocks need {offset} payload bytes, segment has {}", payload.len()));
     }
-    let mut out = vec![T::default(); n];
+    let mut out = zeroed_vec(n);
     out.par_chunks_mut(b * BLOCKS_PER_TASK)
         .zip(codes.par_chunks(BLOCKS_PER_TASK))
         .zip(task_offsets.par_iter())
@@ -431,6 +449,16 @@ mod tests {
         let mut bytes = encode(&[0i16, 5], 2, Layout::Plain);
         bytes[1] |= 1;
         assert!(decode::<i16>(&bytes, 2, 2, Layout::Plain).is_err());
+    }
+
+    #[test]
+    fn a_magnitude_beyond_the_type_is_corrupt() {
+        // i16 block of 2 at rate 16: magnitude 0x8000 fits only with a sign, 0x9000 never.
+        let mut bytes = encode(&[-32768i16, 1], 2, Layout::Plain);
+        assert_eq!(decode::<i16>(&bytes, 2, 2, Layout::Plain).unwrap(), [-32768, 1]);
+        bytes[1] = 0; // clear the sign: +32768 does not fit
+        let err = decode::<i16>(&bytes, 2, 2, Layout::Plain).unwrap_err().to_string();
+        assert!(err.contains("does not fit"), "{err}");
     }
 
     #[test]

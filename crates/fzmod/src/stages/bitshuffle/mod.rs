@@ -103,7 +103,7 @@ impl Stage for Bitshuffle {
 
     fn forward(&self, inputs: Vec<Buffer>, _ctx: &ForwardContext) -> Result<Forwarded> {
         stage::expect_buffers(self, &self.inputs(), &inputs)?;
-        let bytes = inputs[0].to_le_bytes();
+        let bytes = inputs[0].le_bytes();
         let out = cpu::run(&bytes, usize::from(self.element_width), self.block_bytes as usize, false);
         Ok(Forwarded { outputs: vec![Buffer::U8(out)], record: self.record() })
     }
@@ -111,8 +111,15 @@ impl Stage for Bitshuffle {
     fn inverse(&self, outputs: Vec<Buffer>) -> Result<Vec<Buffer>> {
         stage::expect_buffers(self, &self.outputs(), &outputs)?;
         let Buffer::U8(bytes) = &outputs[0] else { unreachable!("checked by expect_buffers") };
-        let out = cpu::run(bytes, usize::from(self.element_width), self.block_bytes as usize, true);
-        Ok(vec![Buffer::from_le_bytes(self.data_type, &out)?])
+        let size = self.data_type.size();
+        if !bytes.len().is_multiple_of(size) {
+            return Err(corrupt!("{} bytes is not a whole number of {} elements", bytes.len(), self.data_type));
+        }
+        // Unshuffled straight into the typed buffer: no byte vector to convert afterwards.
+        let mut out = Buffer::zeroed(self.data_type, bytes.len() / size)?;
+        cpu::run_into(bytes, usize::from(self.element_width), self.block_bytes as usize, true, out.native_bytes_mut());
+        out.from_le_in_place();
+        Ok(vec![out])
     }
 
     fn to_toml(&self) -> toml::Table {

@@ -14,19 +14,35 @@ pub fn delta<W: Word>(current: W, previous: W, map: OutputMap) -> W {
     map.apply(current.wrapping_sub(previous))
 }
 
-/// Forward over words; `chunk` = elements per chunk (0 = the whole array is one chunk).
-pub fn forward<W: Word>(w: &[W], chunk: usize, map: OutputMap) -> Vec<W> {
+/// Forward over words, in place (the stage owns its input: a fresh output buffer would cost
+/// its page clearing); `chunk` = elements per chunk (0 = the whole array is one chunk).
+pub fn forward<W: Word>(w: &mut [W], chunk: usize, map: OutputMap) {
     let chunk = if chunk == 0 { w.len().max(1) } else { chunk };
-    let mut out = vec![W::default(); w.len()];
-    out.par_chunks_mut(TASK_ELEMS).enumerate().for_each(|(task, o)| {
-        let base = task * TASK_ELEMS;
-        for (k, o) in o.iter_mut().enumerate() {
-            let i = base + k;
-            let previous = if i.is_multiple_of(chunk) { W::default() } else { w[i - 1] };
-            *o = delta(w[i], previous, map);
+    // The word before each task's first element, read before any task overwrites it.
+    let before: Vec<W> = (0..w.len().div_ceil(TASK_ELEMS))
+        .map(|t| {
+            let i = t * TASK_ELEMS;
+            if i.is_multiple_of(chunk) {
+                W::default()
+            } else {
+                w[i - 1]
+            }
+        })
+        .collect();
+    w.par_chunks_mut(TASK_ELEMS).zip(before).enumerate().for_each(|(task, (w, mut previous))| {
+        // Runs that stay inside one chunk (no index arithmetic per element); each run after
+        // the first starts a chunk, whose predecessor is 0.
+        let first = (chunk - task * TASK_ELEMS % chunk).min(w.len());
+        let (head, rest) = w.split_at_mut(first);
+        for run in std::iter::once(head).chain(rest.chunks_mut(chunk)) {
+            for v in run {
+                let current = *v;
+                *v = delta(current, previous, map);
+                previous = current;
+            }
+            previous = W::default();
         }
     });
-    out
 }
 
 /// Inverse, in place: undo the map, then an inclusive prefix sum inside every chunk.
@@ -50,23 +66,46 @@ mod tests {
         #[test]
         fn round_trip(w in prop::collection::vec(any::<u32>(), 0..3000), chunk in 0usize..300, m in 0u8..3) {
             let map = [OutputMap::None, OutputMap::Negabinary, OutputMap::Zigzag][m as usize];
-            let mut d = forward(&w, chunk, map);
+            let mut d = w.clone();
+            forward(&mut d, chunk, map);
             inverse(&mut d, chunk, map);
             prop_assert_eq!(d, w);
         }
 
         #[test]
         fn round_trip_u16(w in prop::collection::vec(any::<u16>(), 0..3000), chunk in 0usize..300) {
-            let mut d = forward(&w, chunk, OutputMap::Zigzag);
+            let mut d = w.clone();
+            forward(&mut d, chunk, OutputMap::Zigzag);
             inverse(&mut d, chunk, OutputMap::Zigzag);
             prop_assert_eq!(d, w);
         }
     }
 
+    /// In place across task boundaries (64 Ki elements) with chunks that straddle them: each
+    /// task must read the word before it as it was before any task ran.
+    #[test]
+    fn in_place_forward_matches_the_definition_across_tasks() {
+        let w: Vec<u32> = (0..200_000u32).map(|i| i.wrapping_mul(0x9e37_79b9) >> 7).collect();
+        for chunk in [0, 1, 1000, 16384, 70_000] {
+            let mut d = w.clone();
+            forward(&mut d, chunk, OutputMap::Negabinary);
+            let expected: Vec<u32> = (0..w.len())
+                .map(|i| {
+                    let previous = if i == 0 || (chunk > 0 && i % chunk == 0) { 0 } else { w[i - 1] };
+                    delta(w[i], previous, OutputMap::Negabinary)
+                })
+                .collect();
+            assert_eq!(d, expected, "chunk {chunk}");
+        }
+    }
+
     #[test]
     fn restarts_every_chunk() {
-        let d = forward(&[5u32, 7, 4, 9], 2, OutputMap::None);
+        let mut d = [5u32, 7, 4, 9];
+        forward(&mut d, 2, OutputMap::None);
         assert_eq!(d, [5, 2, 4, 5]);
-        assert_eq!(forward(&[5u32, 4], 0, OutputMap::Negabinary), [5u32.negabinary(), 3]);
+        let mut d = [5u32, 4];
+        forward(&mut d, 0, OutputMap::Negabinary);
+        assert_eq!(d, [5u32.negabinary(), 3]);
     }
 }

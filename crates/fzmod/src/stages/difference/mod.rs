@@ -159,11 +159,12 @@ impl Stage for Difference {
 
     fn forward(&self, inputs: Vec<Buffer>, _ctx: &ForwardContext) -> Result<Forwarded> {
         stage::expect_buffers(self, &self.inputs(), &inputs)?;
-        let w = Words::from_buffer(inputs.into_iter().next().expect("one input")).expect("checked by expect_buffers");
-        let out = match w {
-            Words::W16(v) => Words::W16(cpu::forward(&v, self.chunk_elems(), self.map)),
-            Words::W32(v) => Words::W32(cpu::forward(&v, self.chunk_elems(), self.map)),
-        };
+        let mut out =
+            Words::from_buffer(inputs.into_iter().next().expect("one input")).expect("checked by expect_buffers");
+        match &mut out {
+            Words::W16(v) => cpu::forward(v, self.chunk_elems(), self.map),
+            Words::W32(v) => cpu::forward(v, self.chunk_elems(), self.map),
+        }
         Ok(Forwarded { outputs: vec![out.into_buffer(self.output_type())], record: self.record() })
     }
 

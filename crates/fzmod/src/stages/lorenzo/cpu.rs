@@ -1,5 +1,6 @@
 //! CPU reference of the Lorenzo deltas and their prefix-sum inverses (wrapping i32).
 
+use crate::element::zeroed_vec;
 use rayon::prelude::*;
 
 /// Elements per parallel work item in block mode (rounded to whole blocks).
@@ -11,7 +12,7 @@ fn block_chunk(block: usize) -> usize {
 
 /// `δ_i = q_i − q_{i−1}`, restarting at every multiple of `block`.
 pub fn block_delta(q: &[i32], block: usize) -> Vec<i32> {
-    let mut out = vec![0i32; q.len()];
+    let mut out = zeroed_vec(q.len());
     let chunk = block_chunk(block);
     out.par_chunks_mut(chunk).zip(q.par_chunks(chunk)).for_each(|(o, q)| {
         for (o, q) in o.chunks_mut(block).zip(q.chunks(block)) {
@@ -40,7 +41,7 @@ pub fn block_prefix(d: &mut [i32], block: usize) {
 
 /// N-D Lorenzo (inclusion–exclusion, zero outside the grid) over dims `[z, y, x]`.
 pub fn nd_delta(q: &[i32], [_, ny, nx]: [usize; 3]) -> Vec<i32> {
-    let mut out = vec![0i32; q.len()];
+    let mut out = zeroed_vec(q.len());
     if q.is_empty() {
         return out;
     }

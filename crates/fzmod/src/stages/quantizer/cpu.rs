@@ -3,14 +3,16 @@
 //! and the bound check in f64.
 
 use crate::archive::{Reader, Writer};
+use crate::element::zeroed_vec;
 use crate::error::{corrupt, Result};
 use rayon::prelude::*;
+use std::borrow::Cow;
 
 /// Elements per parallel work item; fixed so the output never depends on the thread count.
 const CHUNK: usize = 1 << 16;
 
 /// The floating-point element types the quantizer accepts.
-pub(crate) trait Float: Copy + Send + Sync + PartialOrd + 'static {
+pub(crate) trait Float: Copy + Send + Sync + PartialOrd + bytemuck::Pod + 'static {
     const ZERO: Self;
     fn to_f64(self) -> f64;
     /// Largest value of this type that is ≤ `v` (v ≥ 0), saturating at the type's maximum.
@@ -31,8 +33,9 @@ pub(crate) trait Float: Copy + Send + Sync + PartialOrd + 'static {
     const BIN_WORDS: u32;
     /// The value's bits as an inline raw word, if the type fits one (f32 only).
     fn raw_word(self) -> Option<u32>;
-    /// Inverse of [`Float::raw_word`].
-    fn from_raw_word(w: u32) -> Option<Self>;
+    /// Inverse of [`Float::raw_word`]; zero for types without inline raw words (never read:
+    /// the caller selects it only for non-bin words), so a decode loop needs no branch.
+    fn from_raw_word(w: u32) -> Self;
 
     /// The code of a finite value whose reconstruction `(q · step) · 2` lies within
     /// `abs_bound` (checked in f64): cuSZp's rounded code, or — when that misses because the
@@ -79,7 +82,9 @@ macro_rules! impl_float {
             #[inline]
             fn quantize(self, recip: Self) -> i32 {
                 let d = self * recip;
-                let t = (d + 0.5).trunc() as i32;
+                // `as` truncates toward zero with the same saturation and NaN → 0 as
+                // `trunc(…) as i32`, without a libm call: the loop stays vectorizable.
+                let t = (d + 0.5) as i32;
                 if d >= -0.5 {
                     t
                 } else {
@@ -104,14 +109,15 @@ macro_rules! impl_float {
             fn raw_word(self) -> Option<u32> {
                 $raw(self)
             }
-            fn from_raw_word(w: u32) -> Option<Self> {
+            #[inline]
+            fn from_raw_word(w: u32) -> Self {
                 $from_raw(w)
             }
         }
     };
 }
-impl_float!(f32, 4, 1 << 23, |v: f32| Some(v.to_bits()), |w| Some(f32::from_bits(w)));
-impl_float!(f64, 8, ESCAPE, |_| None, |_| None);
+impl_float!(f32, 4, 1 << 23, |v: f32| Some(v.to_bits()), f32::from_bits);
+impl_float!(f64, 8, ESCAPE, |_| None, |_| 0.0);
 
 /// Smallest and largest finite value, in f64 (exact for both element types); `None` when
 /// there is no finite value.
@@ -119,9 +125,13 @@ pub(crate) fn finite_min_max<T: Float>(x: &[T]) -> Option<(f64, f64)> {
     let (lo, hi) = x
         .par_chunks(CHUNK)
         .map(|c| {
-            c.iter()
-                .filter(|v| v.is_finite())
-                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v.to_f64()), hi.max(v.to_f64())))
+            // A non-finite value becomes the fold's identity instead of being filtered out:
+            // the same result (min(lo, +∞) = lo exactly), without a branch per element.
+            c.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+                let finite = v.is_finite();
+                let (l, h) = if finite { (v.to_f64(), v.to_f64()) } else { (f64::INFINITY, f64::NEG_INFINITY) };
+                (lo.min(l), hi.max(h))
+            })
         })
         .reduce(|| (f64::INFINITY, f64::NEG_INFINITY), |a, b| (a.0.min(b.0), a.1.max(b.1)));
     (lo <= hi).then_some((lo, hi))
@@ -136,27 +146,77 @@ pub(crate) struct Quantized<T> {
     pub step: T,
 }
 
+/// `kernel(chunk index, values, codes)` over pieces of [`CHUNK`] values. Values handed over
+/// (`Cow::Owned`) of the codes' size (f32 to 32-bit codes) take the codes in their own memory
+/// (a fresh array would cost its page clearing; each piece's values are first copied to a
+/// scratch that stays in cache); borrowed values (the caller's array, read in place) and
+/// other sizes get a new array. Returns the codes and the kernel's results in order.
+fn codes_of<T: Float, C: bytemuck::Pod + Send + Sync, R: Send>(
+    x: Cow<'_, [T]>,
+    kernel: impl Fn(usize, &[T], &mut [C]) -> R + Sync,
+) -> (Vec<C>, Vec<R>) {
+    let x = match x {
+        Cow::Owned(x) => bytemuck::try_cast_vec::<T, C>(x).map_err(|(_, x)| Cow::Owned(x)),
+        borrowed => Err(borrowed),
+    };
+    match x {
+        Ok(mut codes) => {
+            let results = codes
+                .par_chunks_mut(CHUNK)
+                .enumerate()
+                .map_init(Vec::new, |scratch: &mut Vec<T>, (k, c)| {
+                    scratch.clear();
+                    scratch.extend_from_slice(bytemuck::cast_slice(c));
+                    kernel(k, scratch, c)
+                })
+                .collect();
+            (codes, results)
+        }
+        Err(x) => {
+            let mut codes = zeroed_vec(x.len());
+            let results = codes
+                .par_chunks_mut(CHUNK)
+                .zip(x.par_chunks(CHUNK))
+                .enumerate()
+                .map(|(k, (c, x))| kernel(k, x, c))
+                .collect();
+            (codes, results)
+        }
+    }
+}
+
 /// Quantize with the strict-bound check; failures become code 0 plus an outlier entry.
-pub(crate) fn quantize<T: Float>(x: &[T], abs_bound: f64) -> Quantized<T> {
+pub(crate) fn quantize<T: Float>(x: Cow<'_, [T]>, abs_bound: f64) -> Quantized<T> {
     let step = T::at_most(abs_bound);
     let recip = T::half_recip(step);
-    let mut codes = vec![0i32; x.len()];
-    let per_chunk: Vec<Vec<(usize, T)>> = codes
-        .par_chunks_mut(CHUNK)
-        .zip(x.par_chunks(CHUNK))
-        .enumerate()
-        .map(|(chunk, (codes, x))| {
-            let base = chunk * CHUNK;
-            let mut outliers = Vec::new();
-            for (i, (c, &v)) in codes.iter_mut().zip(x).enumerate() {
+    // Whether `v` keeps its rounded code: finite and reconstructed within the bound.
+    let keeps = move |v: T, q: i32| v.is_finite() && (v.to_f64() - T::reconstruct(q, step).to_f64()).abs() <= abs_bound;
+    let (codes, per_chunk) = codes_of(x, |chunk, x: &[T], codes: &mut [i32]| {
+        // Branch-free first pass (it vectorizes); misses are rare, so only a chunk that has
+        // some is scanned again, to retry the neighbouring bin (Float::bin) and to list the
+        // outliers in index order.
+        let mut failed = 0usize;
+        for (c, &v) in codes.iter_mut().zip(x) {
+            let q = v.quantize(recip);
+            let ok = keeps(v, q);
+            *c = if ok { q } else { 0 };
+            failed += usize::from(!ok);
+        }
+        if failed == 0 {
+            return Vec::new();
+        }
+        let base = chunk * CHUNK;
+        let mut outliers = Vec::new();
+        for (i, (c, &v)) in codes.iter_mut().zip(x).enumerate() {
+            if !keeps(v, v.quantize(recip)) {
                 match v.bin(recip, step, abs_bound) {
                     Some(q) => *c = q,
                     None => outliers.push((base + i, v)),
                 }
             }
-            outliers
-        })
-        .collect();
+        }
+        outliers
+    });
     let list: Vec<(u64, u64)> = per_chunk.into_iter().flatten().map(|(i, v)| (i as u64, v.bits())).collect();
     Quantized {
         codes,
@@ -179,15 +239,56 @@ pub(crate) fn encode_outliers(sorted: &[(u64, u64)], value_bytes: usize) -> Vec<
     w.bytes
 }
 
-/// Inverse: reconstruct every code, then put the outliers back bit for bit.
-pub(crate) fn reconstruct<T: Float>(codes: &[i32], step: T, outliers: &[u8], num_outliers: u64) -> Result<Vec<T>> {
-    let mut out = vec![T::ZERO; codes.len()];
-    out.par_chunks_mut(CHUNK).zip(codes.par_chunks(CHUNK)).for_each(|(o, c)| {
-        for (o, &q) in o.iter_mut().zip(c) {
-            *o = T::reconstruct(q, step);
+/// `f` of every code, in the codes' own memory where the value type has their size (f32 from
+/// 32-bit codes: a fresh array would cost its page clearing), else into a new array. Returns
+/// the values and `count` summed over the codes (escapes, for the inline format).
+fn map_codes<C: bytemuck::Pod + Send + Sync, T: Float>(
+    codes: Vec<C>,
+    f: impl Fn(C) -> T + Sync,
+    count: impl Fn(C) -> bool + Sync,
+) -> (Vec<T>, usize) {
+    match bytemuck::try_cast_vec::<C, T>(codes) {
+        Ok(mut values) => {
+            // Each slot holds its code's bits until it is overwritten with the value.
+            let n = values
+                .par_chunks_mut(CHUNK)
+                .map(|o| {
+                    let mut n = 0usize;
+                    for v in o {
+                        let c: C = bytemuck::try_cast(*v).expect("same size, as the vector cast");
+                        *v = f(c);
+                        n += usize::from(count(c));
+                    }
+                    n
+                })
+                .sum();
+            (values, n)
         }
-    });
-    for (index, value) in parse_outliers(outliers, num_outliers, codes.len())? {
+        Err((_, codes)) => {
+            let mut values = zeroed_vec(codes.len());
+            let n = values
+                .par_chunks_mut(CHUNK)
+                .zip(codes.par_chunks(CHUNK))
+                .map(|(o, c)| {
+                    let mut n = 0usize;
+                    for (o, &c) in o.iter_mut().zip(c) {
+                        *o = f(c);
+                        n += usize::from(count(c));
+                    }
+                    n
+                })
+                .sum();
+            (values, n)
+        }
+    }
+}
+
+/// Inverse: reconstruct every code, then put the outliers back bit for bit.
+pub(crate) fn reconstruct<T: Float>(codes: Vec<i32>, step: T, outliers: &[u8], num_outliers: u64) -> Result<Vec<T>> {
+    let n = codes.len();
+    let list = parse_outliers(outliers, num_outliers, n)?;
+    let (mut out, _) = map_codes(codes, |q| T::reconstruct(q, step), |_| false);
+    for (index, value) in list {
         out[index] = value;
     }
     Ok(out)
@@ -229,18 +330,6 @@ pub(crate) fn inline_word<T: Float>(x: T, recip: T, step: T, abs_bound: f64) -> 
     }
 }
 
-/// Inverse of [`inline_word`]: `Ok(None)` for an escape.
-#[inline]
-pub(crate) fn from_inline_word<T: Float>(w: u32, step: T) -> Result<Option<T>> {
-    if w < T::BIN_WORDS {
-        Ok(Some(T::reconstruct(((w >> 1) as i32) ^ -((w & 1) as i32), step)))
-    } else if w == ESCAPE {
-        Ok(None)
-    } else {
-        T::from_raw_word(w).map(Some).ok_or_else(|| corrupt!("inline word {w:#x} is neither a bin nor an escape"))
-    }
-}
-
 /// Output of [`quantize_inline`].
 pub(crate) struct InlineQuantized {
     pub words: Vec<u32>,
@@ -250,25 +339,22 @@ pub(crate) struct InlineQuantized {
 }
 
 /// Quantize to PFPL inline words with the strict-bound double check.
-pub(crate) fn quantize_inline<T: Float>(x: &[T], abs_bound: f64) -> InlineQuantized {
+pub(crate) fn quantize_inline<T: Float>(x: Cow<'_, [T]>, abs_bound: f64) -> InlineQuantized {
     let step = T::at_most(abs_bound);
     let recip = T::half_recip(step);
-    let mut words = vec![0u32; x.len()];
-    let escaped: Vec<Vec<T>> = words
-        .par_chunks_mut(CHUNK)
-        .zip(x.par_chunks(CHUNK))
-        .map(|(words, x)| {
-            let mut list = Vec::new();
-            for (w, &v) in words.iter_mut().zip(x) {
-                let (word, escape) = inline_word(v, recip, step, abs_bound);
-                *w = word;
-                if escape {
-                    list.push(v);
-                }
-            }
-            list
-        })
-        .collect();
+    let (words, escaped) = codes_of(x, |_, x: &[T], words: &mut [u32]| {
+        // Escapes are rare: count them in the main loop, collect them only where found.
+        let mut escapes = 0usize;
+        for (w, &v) in words.iter_mut().zip(x) {
+            let (word, escape) = inline_word(v, recip, step, abs_bound);
+            *w = word;
+            escapes += usize::from(escape);
+        }
+        if escapes == 0 {
+            return Vec::new();
+        }
+        x.iter().zip(words.iter()).filter(|&(_, &w)| w == ESCAPE).map(|(&v, _)| v).collect::<Vec<T>>()
+    });
     let mut w = Writer::default();
     let mut num_outliers = 0u64;
     for v in escaped.into_iter().flatten() {
@@ -280,28 +366,42 @@ pub(crate) fn quantize_inline<T: Float>(x: &[T], abs_bound: f64) -> InlineQuanti
 
 /// Inverse of [`quantize_inline`]; the escapes must match the channel exactly.
 pub(crate) fn reconstruct_inline<T: Float>(
-    words: &[u32],
+    words: Vec<u32>,
     step: T,
     outliers: &[u8],
     num_outliers: u64,
 ) -> Result<Vec<T>> {
-    let escapes = words.par_iter().filter(|&&w| w == ESCAPE).count() as u64;
+    // One branch-free pass. Every word is a bin (below `BIN_WORDS`), the escape, or (f32
+    // only, where `BIN_WORDS` < escape) a raw value: f64 puts every non-escape word in the bin
+    // range, so no word is invalid. Bin and raw value are both computed and one selected; the
+    // escapes are counted on the way and checked against the channel below. Escaped elements
+    // are left 0 and filled from the channel afterwards, which needs their positions: the
+    // words are gone once decoded in place, so the positions are kept (escapes are rare).
+    let positions: Vec<usize> = if num_outliers > 0 {
+        words.iter().enumerate().filter(|&(_, &w)| w == ESCAPE).map(|(i, _)| i).collect()
+    } else {
+        Vec::new()
+    };
+    let value = |w: u32| {
+        let bin = T::reconstruct(((w >> 1) as i32) ^ -((w & 1) as i32), step);
+        let raw = if w == ESCAPE { T::ZERO } else { T::from_raw_word(w) };
+        if w < T::BIN_WORDS {
+            bin
+        } else {
+            raw
+        }
+    };
+    let (mut out, escapes) = map_codes(words, value, |w| w == ESCAPE);
+    let escapes = escapes as u64;
     if escapes != num_outliers || Some(outliers.len()) != (escapes as usize).checked_mul(std::mem::size_of::<T>()) {
         return Err(corrupt!(
             "Quantizer: {escapes} escapes, {num_outliers} outliers, {} channel bytes",
             outliers.len()
         ));
     }
-    let mut out = vec![T::ZERO; words.len()];
-    out.par_chunks_mut(CHUNK).zip(words.par_chunks(CHUNK)).try_for_each(|(o, w)| {
-        for (o, &w) in o.iter_mut().zip(w) {
-            *o = from_inline_word(w, step)?.unwrap_or(T::ZERO);
-        }
-        Ok::<(), crate::error::Error>(())
-    })?;
     let mut r = Reader::new(outliers, "Quantizer outlier channel");
-    for (o, _) in out.iter_mut().zip(words).filter(|(_, &w)| w == ESCAPE) {
-        *o = T::read_le(&mut r)?;
+    for i in positions {
+        out[i] = T::read_le(&mut r)?;
     }
     r.finish()?;
     Ok(out)
@@ -334,9 +434,9 @@ mod tests {
     fn special_values_go_to_the_outlier_channel_bit_exact() {
         let nan = f32::from_bits(0x7fc0_1234);
         let x = [1.0f32, nan, f32::INFINITY, -f32::INFINITY, 3.0e38, -2.5];
-        let q = quantize(&x, 1e-3);
+        let q = quantize(x.to_vec().into(), 1e-3);
         assert_eq!(q.num_outliers, 4);
-        let y = reconstruct(&q.codes, q.step, &q.outliers, q.num_outliers).unwrap();
+        let y = reconstruct(q.codes.clone(), q.step, &q.outliers, q.num_outliers).unwrap();
         for (a, b) in x.iter().zip(&y) {
             if a.is_finite() && a.abs() < 1e30 {
                 assert!((a - b).abs() as f64 <= 1e-3);
@@ -350,27 +450,27 @@ mod tests {
     fn inline_words_follow_pfpl_and_escape_what_cannot_be_inline() {
         let nan = f32::from_bits(0x7fc0_1234);
         let x = [1.0f32, -1.0, nan, f32::INFINITY, 3.0e38, 0.0, 1e-41, f32::from_bits(ESCAPE), 5.0e6];
-        let q = quantize_inline(&x, 0.5);
+        let q = quantize_inline(x[..].into(), 0.5);
         assert_eq!(&q.words[..2], &[2, 1], "zigzag bins");
         assert_eq!(q.words[2], nan.to_bits());
         assert_eq!(q.words[4], 3.0e38f32.to_bits());
         assert_eq!(q.words[5], 0, "+0.0 is bin 0");
         assert_eq!(q.words[8], 5.0e6f32.to_bits(), "|bin| ≥ 2^22 is stored raw");
         assert_eq!((q.words[7], q.num_outliers), (ESCAPE, 1), "a raw word equal to the escape is escaped");
-        let y = reconstruct_inline(&q.words, f32::at_most(0.5), &q.outliers, q.num_outliers).unwrap();
+        let y = reconstruct_inline(q.words.clone(), f32::at_most(0.5), &q.outliers, q.num_outliers).unwrap();
         for (a, b) in x.iter().zip(&y) {
             assert!(a.to_bits() == b.to_bits() || (a - b).abs() <= 0.5, "{a} {b}");
         }
-        let q64 = quantize_inline(&[1e300f64, f64::NAN, 7.0], 0.5);
+        let q64 = quantize_inline(vec![1e300f64, f64::NAN, 7.0].into(), 0.5);
         assert_eq!((q64.words[0], q64.words[1], q64.num_outliers), (ESCAPE, ESCAPE, 2));
-        assert!(reconstruct_inline(&q64.words, 0.5f64, &q64.outliers[1..], 2).is_err());
+        assert!(reconstruct_inline(q64.words.clone(), 0.5f64, &q64.outliers[1..], 2).is_err());
     }
 
     #[test]
     fn truncated_outlier_channel_is_an_error() {
-        let q = quantize(&[f64::NAN, 1.0, f64::INFINITY], 0.5);
+        let q = quantize(vec![f64::NAN, 1.0, f64::INFINITY].into(), 0.5);
         for cut in 0..q.outliers.len() {
-            assert!(reconstruct(&q.codes, q.step, &q.outliers[..cut], q.num_outliers).is_err());
+            assert!(reconstruct(q.codes.clone(), q.step, &q.outliers[..cut], q.num_outliers).is_err());
         }
     }
 }

@@ -20,6 +20,7 @@ use crate::element::{Buffer, DType, View};
 use crate::error::{corrupt, Error, Result};
 use crate::params::TomlParams;
 use crate::stage::{self, ErrorBound, ForwardContext, Forwarded, Port, Stage, StageKind};
+use std::borrow::Cow;
 
 use cpu::Float;
 #[cfg(feature = "cuda")]
@@ -235,14 +236,15 @@ impl Quantizer {
         Ok(w.bytes)
     }
 
-    fn run_forward<T: Float>(&self, x: &[T], bound: ErrorBound) -> Result<Forwarded> {
+    fn run_forward<T: Float>(&self, x: Cow<'_, [T]>, bound: ErrorBound) -> Result<Forwarded> {
         let range = match bound.mode {
             ErrorMode::Abs => None,
-            ErrorMode::Rel => cpu::finite_min_max(x),
+            ErrorMode::Rel => cpu::finite_min_max(&x),
         };
         let abs_bound = resolve_abs_bound(bound, range);
         // Refuse before quantizing: the work would be thrown away.
         check_resolved("Quantizer", self.input, bound, range, abs_bound, T::at_most(abs_bound).to_f64())?;
+        let num_elements = x.len() as u64;
         let (outputs, step, num_outliers) = if self.inline_outliers {
             let q = quantize_inline(x, abs_bound);
             (vec![Buffer::U32(q.words), Buffer::U8(q.outliers)], T::at_most(abs_bound).to_f64(), q.num_outliers)
@@ -250,7 +252,7 @@ impl Quantizer {
             let q = quantize(x, abs_bound);
             (vec![Buffer::I32(q.codes), Buffer::U8(q.outliers)], q.step.to_f64(), q.num_outliers)
         };
-        let resolved = Resolved { abs_bound, step, num_elements: x.len() as u64, num_outliers };
+        let resolved = Resolved { abs_bound, step, num_elements, num_outliers };
         Ok(Forwarded { outputs, record: self.record(bound, range, &resolved)? })
     }
 }
@@ -272,9 +274,10 @@ impl Stage for Quantizer {
         let bound = self.bound.ok_or_else(|| {
             Error::InvalidArgument("no error bound set (give -e/--error-bound or error_bound)".into())
         })?;
-        match &inputs[0] {
-            Buffer::F32(x) => self.run_forward(x, bound),
-            Buffer::F64(x) => self.run_forward(x, bound),
+        // The input is handed over: f32 codes are written into its memory.
+        match inputs.into_iter().next() {
+            Some(Buffer::F32(x)) => self.run_forward(Cow::Owned(x), bound),
+            Some(Buffer::F64(x)) => self.run_forward(Cow::Owned(x), bound),
             _ => unreachable!("checked by expect_buffers"),
         }
     }
@@ -282,8 +285,8 @@ impl Stage for Quantizer {
     fn forward_borrowed(&self, input: View, ctx: &ForwardContext) -> Result<Forwarded> {
         let bound = self.bound.filter(|_| input.dtype() == self.input);
         match (bound, input.typed::<f32>(), input.typed::<f64>()) {
-            (Some(bound), Some(x), _) => self.run_forward(x, bound),
-            (Some(bound), _, Some(x)) => self.run_forward(x, bound),
+            (Some(bound), Some(x), _) => self.run_forward(Cow::Borrowed(x), bound),
+            (Some(bound), _, Some(x)) => self.run_forward(Cow::Borrowed(x), bound),
             // Misaligned memory, a wrong type or no bound: the owned path copies or refuses.
             _ => self.forward(vec![input.to_buffer()?], ctx),
         }
@@ -296,7 +299,10 @@ impl Stage for Quantizer {
             return Err(corrupt!("Quantizer: {} codes for {} elements", outputs[0].len(), r.num_elements));
         }
         let (k, f32_step) = (r.num_outliers, r.step as f32);
-        Ok(vec![match (&outputs[0], &outputs[1], self.input) {
+        // The codes are handed over: f32 values are decoded in their memory.
+        let mut outputs = outputs.into_iter();
+        let (codes, outliers) = (outputs.next().expect("checked"), outputs.next().expect("checked"));
+        Ok(vec![match (codes, &outliers, self.input) {
             (Buffer::I32(c), Buffer::U8(o), DType::F32) => Buffer::F32(reconstruct(c, f32_step, o, k)?),
             (Buffer::I32(c), Buffer::U8(o), _) => Buffer::F64(reconstruct(c, r.step, o, k)?),
             (Buffer::U32(w), Buffer::U8(o), DType::F32) => Buffer::F32(reconstruct_inline(w, f32_step, o, k)?),

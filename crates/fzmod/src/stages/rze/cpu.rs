@@ -4,6 +4,7 @@
 //! predecessor, the predecessor of byte 0 being 0). Chunks are independent.
 
 use crate::archive::Reader;
+use crate::element::zeroed_vec;
 use crate::error::{corrupt, Result};
 use rayon::prelude::*;
 
@@ -24,17 +25,44 @@ fn bit(map: &[u8], i: usize) -> bool {
     map[i / 8] >> (i % 8) & 1 == 1
 }
 
+/// Set bits of a bitmap, counted 64 at a time (the baseline x86-64 target has no popcount
+/// instruction: a software count per byte cost more than the scatter it sizes).
+fn ones(map: &[u8]) -> usize {
+    let words = map.chunks_exact(8);
+    let tail = words.remainder().iter().map(|b| b.count_ones() as usize).sum::<usize>();
+    words.map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")).count_ones() as usize).sum::<usize>() + tail
+}
+
 /// `B0` of a chunk (bit per word: non-zero) and its non-zero words in order.
 fn nonzero_words<const W: usize>(chunk: &[u8]) -> (Vec<u8>, Vec<u8>) {
-    let words = chunk.chunks_exact(W);
-    let mut map = vec![0u8; words.len().div_ceil(8)];
-    let mut kept = Vec::with_capacity(chunk.len());
-    for (i, w) in words.enumerate() {
-        if w != [0u8; W] {
-            map[i / 8] |= 1 << (i % 8);
-            kept.extend_from_slice(w);
+    let body = &chunk[..chunk.len() / W * W];
+    let mut map = vec![0u8; (body.len() / W).div_ceil(8)];
+    // Per group of 8 words: the bitmap byte first (compares only), then all-zero groups are
+    // skipped and all-non-zero ones copied whole, the common cases after Bitshuffle. In mixed
+    // groups every word is stored at the cursor, which moves past the non-zero ones only: no
+    // branch per word, and the cursor never passes the word being read.
+    let mut kept = vec![0u8; body.len()];
+    let mut at = 0;
+    for (m, group) in map.iter_mut().zip(body.chunks(8 * W)) {
+        let bits = group
+            .chunks_exact(W)
+            .enumerate()
+            .fold(0u8, |bits, (j, w)| bits | u8::from(w.iter().fold(0u8, |a, &b| a | b) != 0) << j);
+        *m = bits;
+        if bits == 0 {
+            continue;
+        }
+        if u32::from(bits) == (1u32 << (group.len() / W)) - 1 {
+            kept[at..at + group.len()].copy_from_slice(group);
+            at += group.len();
+            continue;
+        }
+        for (j, w) in group.chunks_exact(W).enumerate() {
+            kept[at..at + W].copy_from_slice(w);
+            at += W * usize::from(bits >> j & 1);
         }
     }
+    kept.truncate(at);
     (map, kept)
 }
 
@@ -42,15 +70,19 @@ fn nonzero_words<const W: usize>(chunk: &[u8]) -> (Vec<u8>, Vec<u8>) {
 /// byte 0) and those bytes in order.
 fn repetition_level(prev: &[u8]) -> (Vec<u8>, Vec<u8>) {
     let mut map = vec![0u8; prev.len().div_ceil(8)];
-    let mut kept = Vec::new();
-    let mut before = 0u8;
-    for (k, &b) in prev.iter().enumerate() {
-        if b != before {
-            map[k / 8] |= 1 << (k % 8);
-            kept.push(b);
+    let mut kept = vec![0u8; prev.len()];
+    let (mut at, mut before) = (0, 0u8);
+    for (m, group) in map.iter_mut().zip(prev.chunks(8)) {
+        let mut bits = 0u8;
+        for (j, &b) in group.iter().enumerate() {
+            kept[at] = b;
+            at += usize::from(b != before);
+            bits |= u8::from(b != before) << j;
+            before = b;
         }
-        before = b;
+        *m = bits;
     }
+    kept.truncate(at);
     (map, kept)
 }
 
@@ -84,17 +116,22 @@ pub fn encode_chunk(chunk: &[u8], word: usize) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// Rebuild a bitmap of `len` bytes from the level above it and its kept bytes.
+/// Rebuild a bitmap of `len` bytes from the level above it (padding already checked, so
+/// its set bits count the kept bytes) and its kept bytes.
 fn expand(r: &mut Reader, above: &[u8], len: usize) -> Result<Vec<u8>> {
-    let mut prev = 0u8;
-    (0..len)
-        .map(|k| {
-            if bit(above, k) {
-                prev = r.u8()?;
-            }
-            Ok(prev)
-        })
-        .collect()
+    let kept = r.take(ones(above))?;
+    let mut out = vec![0u8; len];
+    let (mut at, mut prev) = (0, 0u8);
+    // Branch-free: a set bit takes the next kept byte (the lookup past the last one is
+    // never selected), a clear bit repeats the previous byte.
+    for (k, o) in out.iter_mut().enumerate() {
+        let take = bit(above, k);
+        let next = kept.get(at).copied().unwrap_or(prev);
+        prev = if take { next } else { prev };
+        at += usize::from(take);
+        *o = prev;
+    }
+    Ok(out)
 }
 
 /// Bits at and beyond `valid` must be zero (one encoding per chunk).
@@ -103,6 +140,58 @@ fn check_padding(map: &[u8], valid: usize) -> Result<()> {
         return Err(corrupt!("RZE: bitmap bit set beyond its {valid} entries"));
     }
     Ok(())
+}
+
+/// Put the non-zero `words` where `map` (B0, one bit per word, `count_ones` = words) says,
+/// into `out` (zero on entry). Bytes of the map that are all zeros or all ones are the common
+/// case on compressible data: skipped or copied as one run; mixed bytes go word by word,
+/// branch-free while 8 words remain to read (masked copies; the cursor moves on set bits).
+/// Those paths write 8 whole words: a last map byte that covers fewer words has fewer than 8
+/// set bits and is the last to read, so it always takes the bit-by-bit path.
+fn scatter_words<const W: usize>(map: &[u8], words: &[u8], out: &mut [u8]) {
+    let mut at = 0;
+    for (k, &byte) in map.iter().enumerate() {
+        let o = &mut out[8 * k * W..];
+        match byte {
+            0 => {}
+            0xff => {
+                o[..8 * W].copy_from_slice(&words[at..at + 8 * W]);
+                at += 8 * W;
+            }
+            _ if W == 1 && at + 8 <= words.len() => {
+                // Bytes: the next 8 kept bytes in a register, each output byte shifted out
+                // of it; one 8-byte store.
+                let next = u64::from_le_bytes(words[at..at + 8].try_into().expect("8 bytes"));
+                let (mut value, mut taken) = (0u64, 0);
+                for j in 0..8 {
+                    let keep = u64::from(byte >> j & 1);
+                    value |= ((next >> (8 * taken) & 0xff) * keep) << (8 * j);
+                    taken += keep;
+                }
+                o[..8].copy_from_slice(&value.to_le_bytes());
+                at += taken as usize;
+            }
+            _ if at + 8 * W <= words.len() => {
+                for j in 0..8 {
+                    let keep = byte >> j & 1;
+                    let mask = keep.wrapping_neg();
+                    for (d, &s) in o[j * W..(j + 1) * W].iter_mut().zip(&words[at..at + W]) {
+                        *d = s & mask;
+                    }
+                    at += W * usize::from(keep);
+                }
+            }
+            _ => {
+                let mut bits = byte;
+                while bits != 0 {
+                    let j = bits.trailing_zeros() as usize;
+                    o[j * W..(j + 1) * W].copy_from_slice(&words[at..at + W]);
+                    at += W;
+                    bits &= bits - 1;
+                }
+            }
+        }
+    }
 }
 
 /// Decode one encoded chunk into `out` (the chunk's original length, zero on entry).
@@ -116,15 +205,12 @@ pub fn decode_chunk(enc: &[u8], word: usize, out: &mut [u8]) -> Result<()> {
         map = expand(&mut r, &map, lens[l])?;
     }
     check_padding(&map, m)?;
-    let count: usize = map.iter().map(|b| b.count_ones() as usize).sum();
-    let mut words = r.take(count * word)?.chunks_exact(word);
-    for (k, &byte) in map.iter().enumerate() {
-        let mut bits = byte;
-        while bits != 0 {
-            let i = 8 * k + bits.trailing_zeros() as usize;
-            out[i * word..(i + 1) * word].copy_from_slice(words.next().expect("one word per set bit"));
-            bits &= bits - 1;
-        }
+    let words = r.take(ones(&map) * word)?;
+    match word {
+        1 => scatter_words::<1>(&map, words, out),
+        2 => scatter_words::<2>(&map, words, out),
+        4 => scatter_words::<4>(&map, words, out),
+        _ => scatter_words::<8>(&map, words, out),
     }
     let tail = out.len() - m * word;
     out[m * word..].copy_from_slice(r.take(tail)?);
@@ -194,7 +280,7 @@ pub fn decode(seg: &[u8], num_bytes: usize, chunk: usize, word: usize) -> Result
     let spans = chunk_spans(seg.len(), num_bytes, chunk, word, |chunks| {
         Ok(seg[..2 * chunks].chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect())
     })?;
-    let mut out = vec![0u8; num_bytes];
+    let mut out = zeroed_vec(num_bytes);
     out.par_chunks_mut(chunk).zip(spans.par_iter()).try_for_each(|(o, &ChunkSpan { at, size, len })| {
         let enc = &seg[at..at + size];
         if size == len {

@@ -1,6 +1,7 @@
 //! CPU reference of TiledLorenzo (cuSZp3's tiled prediction; layout in docs/FORMAT.md).
 
 use super::Tile;
+use crate::element::zeroed_vec;
 use crate::shape::Grid;
 use rayon::prelude::*;
 
@@ -32,23 +33,29 @@ fn for_each_tile(out: &mut [i32], grid: Grid, tile: Tile, f: impl Fn([usize; 3],
 
 /// Natural order → tile-major deltas (padding positions are 0).
 pub fn forward(q: &[i32], grid: Grid, tile: Tile, delta: bool) -> Vec<i32> {
-    let mut out = vec![0i32; padded_len(grid, tile).expect("grid from a real buffer")];
+    let mut out = zeroed_vec(padded_len(grid, tile).expect("grid from a real buffer"));
     let [nz, ny, nx] = grid.dims;
     let [tz, ty, tx] = tile.0;
-    let at = |z: usize, y: usize, x: usize| q[(z * ny + y) * nx + x];
     for_each_tile(&mut out, grid, tile, |[z0, y0, x0], slot| {
+        let width = tx.min(nx - x0);
         for lz in 0..tz.min(nz - z0) {
             for ly in 0..ty.min(ny - y0) {
-                for lx in 0..tx.min(nx - x0) {
-                    let (z, y, x) = (z0 + lz, y0 + ly, x0 + lx);
-                    let pred = match (delta, lx, ly, lz) {
-                        (false, ..) => 0,
-                        (true, 1.., _, _) => at(z, y, x - 1),
-                        (true, 0, 1.., _) => at(z, y - 1, x),
-                        (true, 0, 0, 1..) => at(z - 1, y, x),
-                        (true, 0, 0, 0) => 0,
-                    };
-                    slot[(lz * ty + ly) * tx + lx] = at(z, y, x).wrapping_sub(pred);
+                let at = ((z0 + lz) * ny + (y0 + ly)) * nx + x0;
+                let (row, o) = (&q[at..at + width], &mut slot[(lz * ty + ly) * tx..][..width]);
+                if !delta {
+                    o.copy_from_slice(row);
+                    continue;
+                }
+                // A row's first element is predicted from the row above in the tile, else
+                // from the plane before, else from 0; the others from their left neighbour.
+                let first = match (ly, lz) {
+                    (1.., _) => q[at - nx],
+                    (0, 1..) => q[at - nx * ny],
+                    (0, 0) => 0,
+                };
+                o[0] = row[0].wrapping_sub(first);
+                for ((o, &v), &left) in o[1..].iter_mut().zip(&row[1..]).zip(row) {
+                    *o = v.wrapping_sub(left);
                 }
             }
         }
@@ -61,18 +68,21 @@ pub fn inverse(mut d: Vec<i32>, grid: Grid, tile: Tile, delta: bool) -> Vec<i32>
     let [tz, ty, tx] = tile.0;
     if delta {
         for_each_tile(&mut d, grid, tile, |_, slot| {
-            for lz in 0..tz {
-                for ly in 0..ty {
-                    for lx in 0..tx {
-                        let i = (lz * ty + ly) * tx + lx;
-                        let pred = match (lx, ly, lz) {
-                            (1.., _, _) => slot[i - 1],
-                            (0, 1.., _) => slot[i - tx],
-                            (0, 0, 1..) => slot[i - tx * ty],
-                            (0, 0, 0) => 0,
-                        };
-                        slot[i] = slot[i].wrapping_add(pred);
-                    }
+            // Row by row, the same predictions as `forward`: the first element adds the one
+            // above (or in the plane before), then a prefix sum runs along the row.
+            for r in 0..tz * ty {
+                let (before, rest) = slot.split_at_mut(r * tx);
+                let row = &mut rest[..tx];
+                let (ly, lz) = (r % ty, r / ty);
+                let first = match (ly, lz) {
+                    (1.., _) => before[(r - 1) * tx],
+                    (0, 1..) => before[(r - ty) * tx],
+                    (0, 0) => 0,
+                };
+                let mut acc = first;
+                for v in row {
+                    acc = acc.wrapping_add(*v);
+                    *v = acc;
                 }
             }
         });
@@ -81,7 +91,7 @@ pub fn inverse(mut d: Vec<i32>, grid: Grid, tile: Tile, delta: bool) -> Vec<i32>
     let [_, ny, nx] = grid.dims;
     let [_, nty, ntx] = tile_counts(grid, tile);
     let te = tile.elems();
-    let mut out = vec![0i32; grid.len()];
+    let mut out = zeroed_vec(grid.len());
     if nx == 0 {
         return out;
     }
@@ -91,7 +101,12 @@ pub fn inverse(mut d: Vec<i32>, grid: Grid, tile: Tile, delta: bool) -> Vec<i32>
         for (tile_x, run) in row.chunks_mut(tx).enumerate() {
             let t = (tile_z * nty + tile_y) * ntx + tile_x;
             let start = t * te + (lz * ty + ly) * tx;
-            run.copy_from_slice(&d[start..start + run.len()]);
+            // An element loop, not `copy_from_slice`: runs are a few elements long, and a
+            // library memmove call per run cost more than the copy.
+            let len = run.len();
+            for (o, &v) in run.iter_mut().zip(&d[start..start + len]) {
+                *o = v;
+            }
         }
     });
     out
@@ -113,6 +128,32 @@ mod tests {
             let d = forward(&q, grid, tile, delta);
             prop_assert_eq!(d.len(), padded_len(grid, tile).unwrap());
             prop_assert_eq!(inverse(d, grid, tile, delta), q);
+        }
+    }
+
+    proptest! {
+        /// The row-wise forward against the per-element definition: left neighbour inside a
+        /// tile row, else the element above, else the one in the plane before, else 0.
+        #[test]
+        fn forward_matches_the_definition(nz in 1usize..6, ny in 1usize..11, nx in 1usize..19,
+                                          tz in 1usize..5, ty in 1usize..9, tx in 1usize..9, seed in any::<u32>()) {
+            let grid = Grid { dims: [nz, ny, nx], ndim: 3 };
+            let tile = Tile([tz, ty, tx]);
+            let q: Vec<i32> = (0..grid.len() as u32).map(|i| i.wrapping_mul(seed | 1) as i32 >> 5).collect();
+            let d = forward(&q, grid, tile, true);
+            let at = |z: usize, y: usize, x: usize| q[(z * ny + y) * nx + x];
+            let [_, nty, ntx] = tile_counts(grid, tile);
+            for (z, y, x) in (0..nz).flat_map(|z| (0..ny).flat_map(move |y| (0..nx).map(move |x| (z, y, x)))) {
+                let pred = match (x % tx, y % ty, z % tz) {
+                    (1.., _, _) => at(z, y, x - 1),
+                    (0, 1.., _) => at(z, y - 1, x),
+                    (0, 0, 1..) => at(z - 1, y, x),
+                    (0, 0, 0) => 0,
+                };
+                let t = ((z / tz) * nty + y / ty) * ntx + x / tx;
+                let slot = t * tile.elems() + ((z % tz) * ty + y % ty) * tx + x % tx;
+                prop_assert_eq!(d[slot], at(z, y, x).wrapping_sub(pred));
+            }
         }
     }
 
