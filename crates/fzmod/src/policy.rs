@@ -1,5 +1,6 @@
 //! The rules every front end (CLI, Python, numcodecs, Zarr, zarrs, HDF5) shares, implemented
-//! once: what a bound given in parts means, how backend names are spelled, when a
+//! once: what a bound given in parts means (`ErrorBound::from_parts`, beside the type in
+//! stage.rs, so that TOML stage tables follow it too), how backend names are spelled, when a
 //! reconstruction breaks its archive's guarantee, and the names under which an archive's facts
 //! are reported. Front ends translate their own syntax into these calls and never restate a
 //! default.
@@ -17,42 +18,6 @@ pub const DEFAULT_BOUND: ErrorBound = ErrorBound { mode: ErrorMode::Rel, value: 
 
 /// The preset a front end uses when the caller names neither a preset nor a pipeline.
 pub const DEFAULT_PRESET: &str = "cuszp2";
-
-impl ErrorBound {
-    /// The one bound policy. `mode` and `value` are what the caller gave (a CLI's `-m`/`-e`,
-    /// a codec's `mode=`/`bound=`, a TOML's `error_bound_mode`/`error_bound`); `pipeline` is
-    /// the bound the pipeline already carries, if any.
-    ///
-    /// - mode and value: that bound;
-    /// - a value alone: relative to the value range (`rel`), everywhere;
-    /// - a mode alone: the pipeline's bound if it has that mode, else an error (a relative
-    ///   1e-3 silently reused as an absolute 1e-3 would be a different guarantee);
-    /// - neither: the pipeline's bound (`None` when it has none).
-    pub fn from_parts(
-        mode: Option<ErrorMode>,
-        value: Option<f64>,
-        pipeline: Option<ErrorBound>,
-    ) -> Result<Option<ErrorBound>> {
-        match (mode, value) {
-            (mode, Some(value)) => ErrorBound::new(mode.unwrap_or(ErrorMode::Rel), value).map(Some),
-            (Some(mode), None) => match pipeline {
-                Some(b) if b.mode == mode => Ok(Some(b)),
-                Some(b) => Err(Error::InvalidArgument(format!(
-                    "error-bound mode '{}' given without a value, and the pipeline's bound is {} {:e}: \
-                     give the value too",
-                    mode.name(),
-                    b.mode.name(),
-                    b.value
-                ))),
-                None => Err(Error::InvalidArgument(format!(
-                    "error-bound mode '{}' given without a value, and the pipeline has no bound",
-                    mode.name()
-                ))),
-            },
-            (None, None) => Ok(pipeline),
-        }
-    }
-}
 
 impl FromStr for ErrorMode {
     type Err = Error;

@@ -30,6 +30,42 @@ impl ErrorBound {
     }
 }
 
+impl ErrorBound {
+    /// The one bound policy. `mode` and `value` are what the caller gave (a CLI's `-m`/`-e`,
+    /// a codec's `mode=`/`bound=`, a TOML's `error_bound_mode`/`error_bound`); `pipeline` is
+    /// the bound the pipeline already carries, if any.
+    ///
+    /// - mode and value: that bound;
+    /// - a value alone: relative to the value range (`rel`), everywhere;
+    /// - a mode alone: the pipeline's bound if it has that mode, else an error (a relative
+    ///   1e-3 silently reused as an absolute 1e-3 would be a different guarantee);
+    /// - neither: the pipeline's bound (`None` when it has none).
+    pub fn from_parts(
+        mode: Option<ErrorMode>,
+        value: Option<f64>,
+        pipeline: Option<ErrorBound>,
+    ) -> Result<Option<ErrorBound>> {
+        match (mode, value) {
+            (mode, Some(value)) => ErrorBound::new(mode.unwrap_or(ErrorMode::Rel), value).map(Some),
+            (Some(mode), None) => match pipeline {
+                Some(b) if b.mode == mode => Ok(Some(b)),
+                Some(b) => Err(Error::InvalidArgument(format!(
+                    "error-bound mode '{}' given without a value, and the pipeline's bound is {} {:e}: \
+                     give the value too",
+                    mode.name(),
+                    b.mode.name(),
+                    b.value
+                ))),
+                None => Err(Error::InvalidArgument(format!(
+                    "error-bound mode '{}' given without a value, and the pipeline has no bound",
+                    mode.name()
+                ))),
+            },
+            (None, None) => Ok(pipeline),
+        }
+    }
+}
+
 /// What a stage may know about the pipeline input while running forward.
 #[derive(Clone, Debug)]
 pub struct ForwardContext<'a> {

@@ -165,3 +165,18 @@ mod properties {
         }
     }
 }
+
+/// One bound policy: a TOML `error_bound` without a mode is relative, as `-e` alone and
+/// `bound=` alone are; a mode without a value is refused.
+#[test]
+fn a_bare_toml_error_bound_is_relative_like_every_front_end() {
+    use fzmod::{ErrorBound, ErrorMode};
+    for stage in ["Quantizer", "LorenzoQuant"] {
+        let toml = format!("[[stage]]\nname = \"q\"\ntype = \"{stage}\"\nerror_bound = 0.01\n");
+        let p = fzmod::from_toml(&toml).unwrap();
+        assert_eq!(p.error_bound(), Some(ErrorBound::new(ErrorMode::Rel, 0.01).unwrap()), "{stage}");
+        assert_eq!(p.error_bound(), ErrorBound::from_parts(None, Some(0.01), None).unwrap());
+        let mode_only = format!("[[stage]]\nname = \"q\"\ntype = \"{stage}\"\nerror_bound_mode = \"abs\"\n");
+        assert!(fzmod::from_toml(&mode_only).is_err(), "{stage}: a mode without a value");
+    }
+}

@@ -200,13 +200,9 @@ impl LorenzoQuant {
             (0, _, _) => return Err(Error::Config("LorenzoQuant: tile_y/tile_z need tile_x".into())),
             (x, y, z) => Some(Tile([z.max(1) as usize, y.max(1) as usize, x as usize])),
         };
-        let bound = match (mode, value) {
-            (m, Some(v)) => Some(ErrorBound::new(m.unwrap_or(ErrorMode::Abs), v)?),
-            (Some(_), None) => {
-                return Err(Error::Config("LorenzoQuant: error_bound_mode given without error_bound".into()))
-            }
-            (None, None) => None,
-        };
+        // The one bound policy (a bare value is relative), as on the command line.
+        let bound =
+            ErrorBound::from_parts(mode, value, None).map_err(|e| Error::Config(format!("LorenzoQuant: {e}")))?;
         let stage = LorenzoQuant::new(input, mapping, tile, bound).map_err(|e| Error::Config(e.to_string()))?;
         Ok(Box::new(LorenzoQuant { input_stated: t.contains_key("input_type"), ..stage }))
     }

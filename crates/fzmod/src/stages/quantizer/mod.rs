@@ -173,13 +173,8 @@ impl Quantizer {
         let mode = p.str("error_bound_mode")?.map(ErrorMode::parse).transpose()?;
         let value = p.f64("error_bound")?;
         p.finish()?;
-        let bound = match (mode, value) {
-            (m, Some(v)) => Some(ErrorBound::new(m.unwrap_or(ErrorMode::Abs), v)?),
-            (Some(_), None) => {
-                return Err(Error::Config("Quantizer: error_bound_mode given without error_bound".into()))
-            }
-            (None, None) => None,
-        };
+        // The one bound policy (a bare value is relative), as on the command line.
+        let bound = ErrorBound::from_parts(mode, value, None).map_err(|e| Error::Config(format!("Quantizer: {e}")))?;
         let input_stated = t.contains_key("input_type");
         Ok(Box::new(Quantizer { inline_outliers: inline, input_stated, ..Quantizer::new(input, bound)? }))
     }
