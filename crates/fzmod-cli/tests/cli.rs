@@ -22,17 +22,22 @@ fn fzmod(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_fzmod")).current_dir(repo()).args(args).output().unwrap()
 }
 
-/// Run with `stdin` piped in.
-fn fzmod_with_stdin(args: &[&str], stdin: &[u8]) -> Output {
-    use std::io::Write;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fzmod"))
+/// Start with standard input, output and error piped.
+fn spawn_piped(args: &[&str]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_fzmod"))
         .current_dir(repo())
         .args(args)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+/// Run with `stdin` piped in.
+fn fzmod_with_stdin(args: &[&str], stdin: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = spawn_piped(args);
     // The child may stop reading early (that is the point of a bound): ignore a broken pipe.
     let _ = child.stdin.take().unwrap().write_all(stdin);
     child.wait_with_output().unwrap()
@@ -447,14 +452,7 @@ fn archives_from_streams_are_read_only_as_far_as_they_announce() {
 /// (a regression that buffers the stream must fail the test, not hang it).
 fn fzmod_fed_endlessly(args: &[&str], head: Vec<u8>, seconds: u64) -> Output {
     use std::io::Write;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fzmod"))
-        .current_dir(repo())
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_piped(args);
     let mut stdin = child.stdin.take().unwrap();
     // Ends with a broken pipe once the child stops reading or exits.
     let feeder = std::thread::spawn(move || {

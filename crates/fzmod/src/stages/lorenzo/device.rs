@@ -116,8 +116,9 @@ fn contiguous_prefix(run: &DeviceRun, d: u64, lines: u64, len: u64) -> Result<()
         run.kernel(&program(), "lz_chunk_carries")?,
         run.kernel(&program(), "lz_chunk_prefix")?,
     );
-    unsafe {
-        s.launch_builder(&f_sums)
+    // Passes 1 and 3 take the same arguments: a warp per piece.
+    let pieces = |f| unsafe {
+        s.launch_builder(f)
             .arg(&d)
             .arg(&lines)
             .arg(&inner)
@@ -127,26 +128,19 @@ fn contiguous_prefix(run: &DeviceRun, d: u64, lines: u64, len: u64) -> Result<()
             .arg(&chunks)
             .arg(&sp)
             .launch(grid(lines * chunks * 32, WARPS * 32))
-            .map_err(device_error)?;
+            .map(|_| ())
+            .map_err(device_error)
+    };
+    pieces(&f_sums)?;
+    unsafe {
         s.launch_builder(&f_carries)
             .arg(&sp)
             .arg(&lines)
             .arg(&chunks)
             .launch(grid(lines * 32, WARPS * 32))
             .map_err(device_error)?;
-        s.launch_builder(&f_prefix)
-            .arg(&d)
-            .arg(&lines)
-            .arg(&inner)
-            .arg(&outer_stride)
-            .arg(&inner_stride)
-            .arg(&len)
-            .arg(&chunks)
-            .arg(&sp)
-            .launch(grid(lines * chunks * 32, WARPS * 32))
-            .map_err(device_error)?;
     }
-    Ok(())
+    pieces(&f_prefix)
 }
 
 /// Inclusive prefix sums along a strided axis (`[lines, inner, outer_stride, len, stride]`:

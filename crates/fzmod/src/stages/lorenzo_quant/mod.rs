@@ -19,7 +19,9 @@ use crate::params::TomlParams;
 use crate::shape::Grid;
 use crate::stage::{self, ErrorBound, ForwardContext, Forwarded, Port, Stage, StageKind};
 use crate::stages::quantizer::cpu::{finite_min_max, Float};
-use crate::stages::quantizer::{check_recorded, check_resolved, check_stated_input, resolve_abs_bound};
+use crate::stages::quantizer::{
+    check_header_bound, check_recorded, check_resolved, check_stated_input, resolve_abs_bound,
+};
 
 /// Registry entry.
 pub static KIND: StageKind = StageKind {
@@ -394,16 +396,7 @@ impl Stage for LorenzoQuant {
             ));
         }
         r.grid.check_header(header, "LorenzoQuant")?;
-        if header.error_mode != bound.mode || header.error_bound.to_bits() != bound.value.to_bits() {
-            return Err(corrupt!(
-                "LorenzoQuant bound {} {} differs from the header's {} {}",
-                bound.mode.name(),
-                bound.value,
-                header.error_mode.name(),
-                header.error_bound
-            ));
-        }
-        Ok(())
+        check_header_bound("LorenzoQuant", bound, header)
     }
 
     #[cfg(feature = "cuda")]

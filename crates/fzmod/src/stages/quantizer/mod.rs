@@ -110,6 +110,21 @@ pub(crate) fn check_resolved(
     )))
 }
 
+/// The bound a stage's record states must be the header's, mode and value bit for bit: the
+/// header is what reports print, the record what the reconstruction obeys.
+pub(crate) fn check_header_bound(stage: &str, bound: ErrorBound, header: &Header) -> Result<()> {
+    if header.error_mode != bound.mode || header.error_bound.to_bits() != bound.value.to_bits() {
+        return Err(corrupt!(
+            "{stage} bound {} {} differs from the header's {} {}",
+            bound.mode.name(),
+            bound.value,
+            header.error_mode.name(),
+            header.error_bound
+        ));
+    }
+    Ok(())
+}
+
 /// Check the recorded facts that depend on each other: the step is exactly the one the
 /// encoder derives from the recorded absolute bound, the pair is usable, and an absolute
 /// bound is the requested value itself. (A relative bound's range is not recorded.)
@@ -340,16 +355,7 @@ impl Stage for Quantizer {
                 header.shape
             ));
         }
-        if header.error_mode != bound.mode || header.error_bound.to_bits() != bound.value.to_bits() {
-            return Err(corrupt!(
-                "Quantizer bound {} {} differs from the header's {} {}",
-                bound.mode.name(),
-                bound.value,
-                header.error_mode.name(),
-                header.error_bound
-            ));
-        }
-        Ok(())
+        check_header_bound("Quantizer", bound, header)
     }
 
     #[cfg(feature = "cuda")]
