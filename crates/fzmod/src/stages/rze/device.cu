@@ -99,13 +99,50 @@ __device__ u32 rze_build(const u8* src, u32 len, u32 word, const Maps& m, u32* p
     return m.len[3] + pops[3] + pops[2] + pops[1] + pops[0] * word + len % word;
 }
 
-// Pass 1 (`write` = 0): sizes[c] = chunk c's stored size (its length when raw). Pass 2: the
-// size table and every chunk at 2·nchunks + offsets[c]; nothing is written past `capacity`.
+// Chunk placement by a decoupled look-back, so that each chunk is built once: chunks are
+// taken in ticket order; a chunk publishes its size (AGGREGATE) as soon as it is built, then
+// warp 0 sums its predecessors' published values 32 at a time, back to the nearest one that
+// holds its whole prefix (INCLUSIVE), and publishes its own. Every chunk it waits for holds an
+// earlier ticket, so it is running or done: no deadlock. Where a chunk lands depends only on
+// the sizes before it, never on the schedule: the bytes are cpu.rs's.
+#define RZE_AGGREGATE (1ull << 62)
+#define RZE_INCLUSIVE (2ull << 62)
+#define RZE_VALUE (RZE_AGGREGATE - 1)
+
+// The sum of the sizes of chunks [0, c), by warp 0 of the block (lane 0 gets it).
+__device__ __forceinline__ u64 rze_look_back(volatile u64* state, u64 c) {
+    int lane = threadIdx.x & 31;
+    u64 exclusive = 0;
+    for (long long end = (long long)c - 1;; end -= 32) {
+        long long k = end - lane;
+        u64 v = RZE_INCLUSIVE;  // before chunk 0: an empty prefix
+        if (k >= 0)
+            do v = state[k];
+            while (v >> 62 == 0);
+        u32 inclusive = __ballot_sync(FULL_MASK, v >> 62 == 2);
+        int stop = inclusive ? __ffs(inclusive) - 1 : 31;
+        u64 part = lane <= stop ? v & RZE_VALUE : 0;
+        for (int o = 16; o > 0; o >>= 1) part += __shfl_down_sync(FULL_MASK, part, o);
+        exclusive += __shfl_sync(FULL_MASK, part, 0);
+        if (inclusive) return exclusive;
+    }
+}
+
+// The size table (2 bytes per chunk) and every chunk, raw when encoding would not shrink it, at
+// 2·nchunks + the sizes of the chunks before it; *out_len gets the segment's length. `state`
+// holds a ticket counter and one word per chunk, zeroed before the launch. Nothing is written
+// past `capacity`.
 extern "C" __global__ void __launch_bounds__(RZE_THREADS)
-rze_encode(const u8* in, u64 n, u64 chunk, u32 word, u64 nchunks, u32* sizes, const u64* offsets, u8* out, u64 capacity, u32 write) {
+rze_encode(const u8* in, u64 n, u64 chunk, u32 word, u64 nchunks, u64* state, u8* out, u64 capacity, u64* out_len) {
     __shared__ u8 shared[RZE_MAP_BYTES];
     __shared__ __align__(16) u8 stage[RZE_STAGE];
-    for (u64 c = blockIdx.x; c < nchunks; c += gridDim.x) {
+    __shared__ u64 ticket, offset;
+    volatile u64* chunks = (volatile u64*)(state + 1);
+    for (;;) {
+        if (threadIdx.x == 0) ticket = atomicAdd((unsigned long long*)state, 1ull);
+        __syncthreads();
+        u64 c = ticket;
+        if (c >= nchunks) return;
         const u8* src = in + c * chunk;
         u32 len = (u32)min(chunk, n - c * chunk);
         Maps m = rze_maps(shared, len / word);
@@ -113,14 +150,22 @@ rze_encode(const u8* in, u64 n, u64 chunk, u32 word, u64 nchunks, u32* sizes, co
         u32 size = rze_build(src, len, word, m, pops);
         bool raw = size >= len;
         if (raw) size = len;
-        if (!write) {
-            if (threadIdx.x == 0) sizes[c] = size;
-        } else if (2 * nchunks + offsets[c + 1] <= capacity) {
+        if (threadIdx.x == 0 && c > 0) chunks[c] = RZE_AGGREGATE | size;
+        if (threadIdx.x < 32) {
+            u64 before = rze_look_back(chunks, c);
+            if (threadIdx.x == 0) {
+                chunks[c] = RZE_INCLUSIVE | (before + size);
+                offset = before;
+                if (c == nchunks - 1) *out_len = 2 * nchunks + before + size;
+            }
+        }
+        __syncthreads();
+        if (2 * nchunks + offset + size <= capacity) {
             if (threadIdx.x == 0) {
                 out[2 * c] = (u8)size;
                 out[2 * c + 1] = (u8)(size >> 8);
             }
-            u8* dst = out + 2 * nchunks + offsets[c];
+            u8* dst = out + 2 * nchunks + offset;
             if (raw) {
                 for (u32 i = threadIdx.x; i < len; i += blockDim.x) dst[i] = src[i];
             } else {

@@ -1,11 +1,10 @@
-//! RZE on the device (kernels in device.cu): chunk sizes, a deterministic scan, then the size
-//! table and every chunk at its offset. The inverse validates the size table on the host with
-//! the CPU's own checks, then decodes one chunk per thread block.
+//! RZE on the device (kernels in device.cu): one pass builds each chunk once and places it
+//! (and its size-table entry) by a decoupled look-back over the sizes before it. The inverse
+//! validates the size table on the host with the CPU's own checks, then decodes one chunk per
+//! thread block.
 
 use super::{cpu, Rze};
-use crate::backend::cuda::device::{
-    exclusive_scan, grid, scan_partials_len, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage,
-};
+use crate::backend::cuda::device::{grid, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage};
 use crate::backend::cuda::{device_error, Program};
 use crate::element::DType;
 use crate::error::{corrupt, Error, Result};
@@ -42,10 +41,10 @@ impl DeviceStage for Rze {
             return Ok(DeviceForwarded { outputs: vec![out], record });
         }
         let program = program();
-        let (encode, add) = (run.kernel(&program, "rze_encode")?, run.kernel(&program, "fz_add_u64")?);
-        let sizes = run.alloc(DType::U32, nchunks)?;
-        let offsets = run.alloc(DType::U64, nchunks + 1)?;
-        let partials = run.alloc(DType::U64, scan_partials_len(nchunks as u64))?;
+        let encode = run.kernel(&program, "rze_encode")?;
+        // The ticket counter, then one look-back word per chunk (device.cu), zeroed.
+        let state = run.alloc(DType::U64, nchunks + 1)?;
+        run.zero(&state)?;
         let s = run.stream().clone();
         let p = |b: &DeviceBuffer| b.ptr(&s);
         let (n64, chunk, word, nc, cap) = (
@@ -55,34 +54,22 @@ impl DeviceStage for Rze {
             nchunks as u64,
             out.len.capacity() as u64,
         );
-        let launch = |write: u32| {
-            // SAFETY: argument list matches device.cu; `sizes` and `offsets` hold nchunks (+ 1)
-            // entries, the kernel writes nothing past `cap` bytes of `out`.
-            unsafe {
-                s.launch_builder(&encode)
-                    .arg(&p(x))
-                    .arg(&n64)
-                    .arg(&chunk)
-                    .arg(&word)
-                    .arg(&nc)
-                    .arg(&p(&sizes))
-                    .arg(&p(&offsets))
-                    .arg(&p(&out))
-                    .arg(&cap)
-                    .arg(&write)
-                    .launch(chunk_grid(nc))
-                    .map(|_| ())
-                    .map_err(device_error)
-            }
-        };
-        launch(0)?;
-        exclusive_scan(run, &program, p(&sizes), nc, p(&partials), p(&offsets))?;
-        launch(1)?;
-        let (total_at, table) = (p(&offsets) + 8 * nc, 2 * nc);
-        // SAFETY: both addresses are live u64 slots.
+        // SAFETY: argument list matches device.cu; `state` holds nchunks + 1 words, the kernel
+        // writes nothing past `cap` bytes of `out`, and `out_len` is a live u64 slot.
         unsafe {
-            s.launch_builder(&add).arg(&total_at).arg(&table).arg(&out_len).launch(grid(1, 1)).map_err(device_error)?
-        };
+            s.launch_builder(&encode)
+                .arg(&p(x))
+                .arg(&n64)
+                .arg(&chunk)
+                .arg(&word)
+                .arg(&nc)
+                .arg(&p(&state))
+                .arg(&p(&out))
+                .arg(&cap)
+                .arg(&out_len)
+                .launch(chunk_grid(nc))
+                .map_err(device_error)?;
+        }
         Ok(DeviceForwarded { outputs: vec![out], record })
     }
 
