@@ -58,3 +58,70 @@ extern "C" __global__ void tl_gather(const i32* d, TileGeometry g, i32* out) {
     u64 local = ((z % g.tz) * g.ty + y % g.ty) * g.tx + x % g.tx;
     out[i] = d[t * g.tz * g.ty * g.tx + local];
 }
+
+// The whole inverse for tiles of at most TL_TILE_MAX elements (cuSZp3's 8×8 and 4×4×4): a
+// thread block loads a group of consecutive tile-major tiles (contiguous in `d`) into shared
+// memory, undoes the deltas there and writes every element to its natural position — one pass
+// instead of a copy, tl_undelta (a thread walking a whole tile) and tl_gather. cpu.rs's chain
+// (left, else up, else front) sums to: the plane starts along z, then the row starts along y,
+// then each row along x; the sums wrap, so this order gives cpu.rs's bits.
+#define TL_TILE_MAX 4096
+#define TL_THREADS 256
+#define TL_GROUP 64
+
+// Inclusive sums along `lines` lines of `len` elements, line l at l * pitch, stepping by
+// `stride`, one thread a line.
+__device__ __forceinline__ void tl_lines(u32* v, u32 lines, u32 pitch, u32 len, u32 stride) {
+    for (u32 l = threadIdx.x; l < lines; l += TL_THREADS) {
+        u32 at = l * pitch, sum = 0;
+        for (u32 k = 0; k < len; k++, at += stride) {
+            sum += v[at];
+            v[at] = sum;
+        }
+    }
+    __syncthreads();
+}
+
+extern "C" __global__ void __launch_bounds__(TL_THREADS) tl_inverse(const i32* d, TileGeometry g, u64 ntiles, u32 delta, i32* out) {
+    __shared__ u32 v[TL_TILE_MAX];
+    __shared__ u64 origin[3 * TL_GROUP];
+    const u32 tx = (u32)g.tx, ty = (u32)g.ty, tz = (u32)g.tz, plane = tx * ty, te = plane * tz;
+    const u32 group = min((u32)TL_GROUP, TL_TILE_MAX / te), lane = threadIdx.x & 31;
+    // Rows along x: a warp takes 32 / tx rows at once when tx is a power of two up to 32
+    // (segmented shuffles, consecutive lanes on consecutive words), else a thread a row.
+    const bool segmented = tx <= 32 && (tx & (tx - 1)) == 0;
+    for (u64 first = (u64)blockIdx.x * group; first < ntiles; first += (u64)gridDim.x * group) {
+        u32 tiles = (u32)min((u64)group, ntiles - first), size = tiles * te;
+        for (u32 t = threadIdx.x; t < tiles; t += TL_THREADS) {
+            u64 tile = first + t;
+            origin[3 * t] = tile / (g.ntx * g.nty) * g.tz;
+            origin[3 * t + 1] = tile / g.ntx % g.nty * g.ty;
+            origin[3 * t + 2] = tile % g.ntx * g.tx;
+        }
+        for (u32 i = threadIdx.x; i < size; i += TL_THREADS) v[i] = (u32)d[first * te + i];
+        __syncthreads();
+        if (delta) {
+            if (tz > 1) tl_lines(v, tiles, te, tz, plane);
+            if (ty > 1) tl_lines(v, tiles * tz, plane, ty, tx);
+            if (segmented && tx > 1) {
+                for (u32 i = threadIdx.x; i < (size + 31) / 32 * 32; i += TL_THREADS) {
+                    u32 val = i < size ? v[i] : 0u, pos = lane & (tx - 1);
+                    for (u32 o = 1; o < tx; o <<= 1) {
+                        u32 t = __shfl_up_sync(FULL_MASK, val, o);
+                        if (pos >= o) val += t;
+                    }
+                    if (i < size) v[i] = val;
+                }
+                __syncthreads();
+            } else if (tx > 1) {
+                tl_lines(v, tiles * tz * ty, tx, tx, 1);
+            }
+        }
+        for (u32 i = threadIdx.x; i < size; i += TL_THREADS) {
+            u32 t = i / te, local = i - t * te, r = local / tx, lz = r / ty;
+            u64 x = origin[3 * t + 2] + (local - r * tx), y = origin[3 * t + 1] + (r - lz * ty), z = origin[3 * t] + lz;
+            if (x < g.nx && y < g.ny && z < g.nz) out[(z * g.ny + y) * g.nx + x] = (i32)v[i];
+        }
+        __syncthreads();
+    }
+}

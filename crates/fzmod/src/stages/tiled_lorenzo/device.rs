@@ -39,6 +39,12 @@ pub(crate) fn program() -> Program {
     Program::new(include_str!("device.cu"), String::new())
 }
 
+/// Largest tile (elements) whose inverse runs in shared memory (`TL_TILE_MAX`), that kernel's
+/// threads per block (`TL_THREADS`) and the most tiles a block takes (`TL_GROUP`).
+const TILE_MAX: u64 = 4096;
+const INVERSE_THREADS: u64 = 256;
+const GROUP: u64 = 64;
+
 impl DeviceStage for TiledLorenzo {
     fn forward(&self, run: &mut DeviceRun, inputs: &[&DeviceBuffer]) -> Result<DeviceForwarded> {
         let [q] = inputs else { return Err(Error::Pipeline("TiledLorenzo takes one input".into())) };
@@ -76,10 +82,29 @@ impl DeviceStage for TiledLorenzo {
         }
         let geometry = TileGeometry::new(g, tile);
         let s = run.stream().clone();
+        let ntiles = (padded / tile.elems()) as u64;
+        if tile.elems() as u64 <= TILE_MAX {
+            let out = run.alloc(DType::I32, g.len())?;
+            let f = run.kernel(&program(), "tl_inverse")?;
+            let group = (TILE_MAX / tile.elems() as u64).clamp(1, GROUP);
+            let delta = u32::from(self.delta);
+            // SAFETY: argument list matches device.cu; `d` holds ntiles whole tiles (checked
+            // above) and `out` the grid's elements.
+            unsafe {
+                s.launch_builder(&f)
+                    .arg(&d.ptr(&s))
+                    .arg(&geometry)
+                    .arg(&ntiles)
+                    .arg(&delta)
+                    .arg(&out.ptr(&s))
+                    .launch(grid(ntiles.div_ceil(group) * INVERSE_THREADS, INVERSE_THREADS))
+                    .map_err(device_error)?;
+            }
+            return Ok(vec![out]);
+        }
         let scratch = run.copy(d, padded)?;
         let out = run.alloc(DType::I32, g.len())?;
         let (undelta, gather) = (run.kernel(&program(), "tl_undelta")?, run.kernel(&program(), "tl_gather")?);
-        let ntiles = (padded / tile.elems()) as u64;
         // SAFETY: argument lists match device.cu; sizes checked above.
         unsafe {
             if self.delta {
