@@ -78,6 +78,7 @@ bench x8-pfpl $E8 f32 74684160 pfpl 1e-3
 # Composed chains no fusion rule covers (scripts/chains/).
 bench x8-chain-nd-lorenzo $E8 f32 74684160 scripts/chains/nd-lorenzo-zigzag-rze.toml 1e-3
 bench x8-chain-tiled-negabinary $E8 f32 17288x4320 scripts/chains/tiled-negabinary-rze.toml 1e-3
+bench x8-chain-block-lorenzo $E8 f32 74684160 scripts/chains/block-lorenzo-zigzag-rze.toml 1e-3
 # The unfused device path: every stage's own kernels, same bytes.
 for preset in cuszp cuszp2 cuszp3-fixed; do bench "x8-$preset-unfused" $E8 f32 74684160 $preset 1e-3 rel off; done
 for preset in cuszp3-plain cuszp3-outlier; do bench "2d-$preset-unfused" $E f32 2161x4320 $preset 1e-3 rel off; done
@@ -107,17 +108,18 @@ grep -sE "GPU == CPU|test result" /tmp/gpu-tests.log
 grep -s "^gpu_check:" /tmp/gpu-python.log
 python3 - "$out" <<'PY'
 import json, pathlib, sys
-print(f"{'benchmark':<30}{'ratio':>8}{'comp GB/s':>11}{'decomp GB/s':>12}{'e2e c/d GB/s':>15}{'max err':>11}")
+print(f"{'benchmark':<30}{'ratio':>8}{'comp GB/s':>11}{'decomp GB/s':>12}{'e2e c/d GB/s':>15}{'max err':>11}{'peak dev GB':>13}")
 rows = {}
 for f in sorted(pathlib.Path("/tmp/bench").glob("*.json")):
     j = rows[f.stem] = json.loads(f.read_text())
     e2e = j.get("end_to_end_seconds") or {"compress": 0, "decompress": 0}
-    size = {"f32": 4, "f64": 8}[j["dtype"]]
+    size = {"f32": 4, "float32": 4, "f64": 8, "float64": 8}[j["dtype"]]
     n = 1
     for d in j["shape"].split("x"): n *= int(d)
     gbps = lambda s: n * size / s / 1e9 if s else 0
     e2e_txt = f"{gbps(e2e['compress']):.1f}/{gbps(e2e['decompress']):.1f}"
-    print(f"{f.stem:<30}{j['ratio']:>8.3f}{j['compress_gbps']['median']:>11.1f}{j['decompress_gbps']['median']:>12.1f}{e2e_txt:>15}{j['max_abs_error']:>11.3g}")
+    peak = (j.get("peak_device_bytes") or 0) / 1e9
+    print(f"{f.stem:<30}{j['ratio']:>8.3f}{j['compress_gbps']['median']:>11.1f}{j['decompress_gbps']['median']:>12.1f}{e2e_txt:>15}{j['max_abs_error']:>11.3g}{peak:>13.2f}")
 pathlib.Path(sys.argv[1], "bench.json").write_text(json.dumps(rows, indent=1))
 PY
 cp /tmp/gpu-tests.log "$out/" 2>/dev/null

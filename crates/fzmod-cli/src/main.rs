@@ -471,7 +471,7 @@ fn bench(input: &Path, job: &Job, runs: usize, json: Option<&io::Destination>, m
     let json_text = json
         .map(|_| {
             let v = serde_json::json!({
-                "dataset": shown(input), "dtype": p.input.dtype().short_name(), "shape": job.shape,
+                "dataset": shown(input), "dtype": p.input.dtype().toml_name(), "shape": job.shape,
                 "preset": p.pipeline.preset, "backend": p.backend.name(), "device": p.backend.device_name(),
                 "timing_method": timing.method, "runs": runs, "ratio": ratio, "max_abs_error": quality.max_abs_error,
                 "compress_gbps": {"median": c_med, "min": c_min, "max": c_max},
