@@ -10,8 +10,8 @@
 __device__ __forceinline__ void bp_transpose(const unsigned short* codes, u64 n, u64 c, u32 (*t)[32]) {
     int lane = threadIdx.x & 31, row = threadIdx.x >> 5;
     u64 wi = c * 1024 + (u64)row * 32 + lane;
-    u32 lo = 2 * wi < n ? codes[2 * wi] : 0, hi = 2 * wi + 1 < n ? codes[2 * wi + 1] : 0;
-    u32 w = lo | hi << 16;
+    // Two codes per word, little-endian: one 4-byte load where both exist.
+    u32 w = 2 * wi + 1 < n ? ((const u32*)codes)[wi] : 2 * wi < n ? codes[2 * wi] : 0u;
     for (int p = 0; p < 32; p++) {
         u32 b = __ballot_sync(FULL_MASK, (w >> p) & 1u);
         if (lane == 0) t[p][row] = b;
@@ -101,6 +101,9 @@ bp_decode(const u8* archive, u64 n, u64 nchunks, unsigned short* codes) {
     u32 w = 0;
     for (int p = 0; p < 32; p++) w |= ((t[p][row] >> lane) & 1u) << p;
     u64 wi = c * 1024 + (u64)row * 32 + lane;
-    if (2 * wi < n) codes[2 * wi] = (unsigned short)w;
-    if (2 * wi + 1 < n) codes[2 * wi + 1] = (unsigned short)(w >> 16);
+    if (2 * wi + 1 < n) {
+        ((u32*)codes)[wi] = w;
+    } else if (2 * wi < n) {
+        codes[2 * wi] = (unsigned short)w;
+    }
 }
