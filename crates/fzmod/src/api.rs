@@ -87,13 +87,8 @@ mod device_resident {
                 return Err(Error::BackendUnavailable("device-resident input needs the CUDA backend".into()));
             };
             let source = Source::device(input)?;
-            let n = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
-            if n != Some(source.len()) || source.is_empty() {
-                return Err(Error::InvalidArgument(format!(
-                    "shape {shape:?} does not match {} device elements",
-                    source.len()
-                )));
-            }
+            // The host path's checks (shape, dimensions, emptiness), the same refusals.
+            self.pipeline.check_input_len(source.len(), shape)?;
             let mut job = executor::compress_job(dev, &self.pipeline, source, shape, self.opts.fusion)?;
             job.kernels()?;
             let archive = job.finish()?;

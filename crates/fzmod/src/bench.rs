@@ -4,10 +4,15 @@
 #[cfg(feature = "cuda")]
 use crate::backend::cuda::CudaDevice;
 use crate::backend::Backend;
-use crate::element::{Buffer, View};
+use crate::element::Buffer;
+#[cfg(feature = "cuda")]
+use crate::element::View;
 use crate::error::Result;
+#[cfg(feature = "cuda")]
 use crate::executor;
-use crate::graph::{DecodePlan, Pipeline};
+#[cfg(feature = "cuda")]
+use crate::graph::DecodePlan;
+use crate::graph::Pipeline;
 use crate::run::RunOptions;
 use std::time::Instant;
 

@@ -61,7 +61,8 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    /// Judge `quality` against the archive's guarantee (`archived_abs_bound`; `None` means a
+    /// Judge `quality` against the archive's guarantee (`guaranteed_abs_error`, what
+    /// `archived_abs_bound` gives; `None` means a
     /// lossless archive, which must reproduce every value exactly).
     pub fn judge(quality: &Quality, guaranteed_abs_error: Option<f64>) -> Verdict {
         Verdict {

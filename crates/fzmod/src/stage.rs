@@ -184,6 +184,23 @@ impl std::fmt::Debug for StageKind {
     }
 }
 
+/// The most bytes any buffer of a pipeline holds per element of its input: every element type
+/// is at most 8 bytes wide, and no stage widens its data beyond that.
+pub const MAX_BYTES_PER_ELEMENT: u64 = 8;
+
+/// Refuse a record that states a buffer length (`bytes`) no archive with this header needs:
+/// decoding would allocate it before any other check could refuse the archive.
+pub fn check_stated_bytes(stage: &str, bytes: u64, header: &Header) -> Result<()> {
+    let most = header.num_elements()?.saturating_mul(MAX_BYTES_PER_ELEMENT);
+    if bytes > most {
+        return Err(Error::Corrupt(format!(
+            "{stage} states {bytes} bytes, more than the {most} an array of shape {:?} can need",
+            header.shape
+        )));
+    }
+    Ok(())
+}
+
 /// Refuse a record written with a parameter version this build cannot read.
 pub fn check_param_version(kind: &StageKind, version: u32) -> Result<()> {
     if version == 0 || version > kind.param_version {

@@ -322,3 +322,26 @@ fn the_device_resolves_and_refuses_bounds_as_the_cpu_does() {
         }
     }
 }
+
+/// A stage record may not state a buffer larger than the header's array can need: RZE's input
+/// length (and BitplaneRZE's code count) are checked against the shape before any stage runs,
+/// so an archive of a few KB cannot make the decoder allocate gigabytes under any limit.
+#[test]
+fn recorded_lengths_beyond_the_array_are_refused_before_decoding() {
+    let data = Buffer::F32((0..1000).map(|i| (i as f32 * 0.01).sin()).collect());
+    let bound = ErrorBound::new(ErrorMode::Abs, 1e-3).unwrap();
+    for (preset, stage) in [("pfpl", "RZE"), ("fzgpu", "BitplaneRZE")] {
+        let archive = compress(preset, &data, &[1000], bound).unwrap();
+        let forged = rewrite(&archive, |h| {
+            let rec =
+                h.stages.iter_mut().find(|s| fzmod::stages::kind_by_id(s.type_id).unwrap().name == stage).unwrap();
+            // RZE: chunk 16384, word 1, then the input length; BitplaneRZE: the code count.
+            // LEB128 varints: 16384 = [0x80, 0x80, 0x01]; 2^40 = five 0x80 bytes, then 0x20.
+            let length = [0x80, 0x80, 0x80, 0x80, 0x80, 0x20];
+            rec.params = if stage == "RZE" { [&[0x80, 0x80, 0x01, 1][..], &length].concat() } else { length.to_vec() };
+        });
+        let err = DecodePlan::new_with_limits(&forged, &DecodeLimits::new(1 << 20)).err().expect("refused");
+        assert_eq!(err.kind(), ErrorKind::CorruptArchive, "{preset}: {err}");
+        assert!(err.to_string().contains("more than the 8000"), "{preset}: {err}");
+    }
+}

@@ -86,7 +86,7 @@ impl<'a> DecodePlan<'a> {
         if need > limits.max_memory {
             return Err(Error::InvalidArgument(format!(
                 "decoding needs ~{} ({} {} values of shape {:?}), above the limit of {}; \
-                 raise it with --max-memory / DecodeLimits",
+                 raise the decode limit (the CLI's --max-memory, the library's DecodeLimits)",
                 human(need),
                 header.num_elements()?,
                 header.dtype,
@@ -146,16 +146,16 @@ impl<'a> DecodePlan<'a> {
     }
 
     /// The host memory a decode of `header` needs, estimated from the header alone: the
-    /// decoded array (elements × element size), plus the widest intermediate a stage's
-    /// inverse holds beside it (every stage of the registry keeps at most 4 bytes per element
-    /// between stages: i32/u32 codes, u16 codes, or their bytes; TiledLorenzo's tile padding
-    /// adds at most a tile's edge per dimension), plus a copy of the archived segments (they
-    /// are read into typed buffers). It is an estimate of the CPU decoder's peak, not a bound
-    /// on every allocator's view of it.
+    /// decoded array (elements × element size), plus the intermediates a stage's inverse
+    /// holds beside it — its input and its output, each at most 4 bytes per element (every
+    /// stage of the registry passes i32/u32 codes, u16 codes, or their bytes; TiledLorenzo's
+    /// tile padding adds at most a tile's edge per dimension) — plus a copy of the archived
+    /// segments (they are read into typed buffers). It is an estimate of the CPU decoder's
+    /// peak, not a bound on every allocator's view of it.
     pub fn memory_needed(header: &Header) -> Result<u64> {
         let n = header.num_elements()?;
         let values = n.checked_mul(header.dtype.size() as u64);
-        let intermediate = n.checked_mul(4);
+        let intermediate = n.checked_mul(8);
         let segments = header.segments.iter().try_fold(0u64, |a, e| a.checked_add(e.len));
         values
             .zip(intermediate)

@@ -230,6 +230,12 @@ impl Pipeline {
 
     /// The input must be non-empty and hold exactly the elements of `shape`.
     pub(crate) fn check_input(&self, input: View, shape: &[usize]) -> Result<()> {
+        self.check_input_len(input.len(), shape)
+    }
+
+    /// [`Pipeline::check_input`] of an input of `len` elements wherever it lives (host or
+    /// device memory).
+    pub(crate) fn check_input_len(&self, len: usize, shape: &[usize]) -> Result<()> {
         // An archive records at most MAX_DIMS extents: a longer shape would write an archive
         // no reader accepts.
         if shape.len() > archive::MAX_DIMS {
@@ -240,13 +246,10 @@ impl Pipeline {
             )));
         }
         let n = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
-        if n != Some(input.len()) {
-            return Err(Error::InvalidArgument(format!(
-                "shape {shape:?} does not match the input's {} elements",
-                input.len()
-            )));
+        if n != Some(len) {
+            return Err(Error::InvalidArgument(format!("shape {shape:?} does not match the input's {len} elements")));
         }
-        if input.is_empty() {
+        if len == 0 {
             return Err(Error::InvalidArgument("input is empty: nothing to compress".into()));
         }
         Ok(())

@@ -90,3 +90,14 @@ extern "C" __global__ void __launch_bounds__(SCAN_THREADS) fz_scan_apply(const u
 
 // *out = *a + b (a stage's archived length: a scanned total plus a fixed header).
 extern "C" __global__ void fz_add_u64(const u64* a, u64 b, u64* out) { *out = *a + b; }
+
+// Copy `len` bytes with the whole thread block, consecutive threads on consecutive 4-byte
+// words where both ends and the length are aligned, else on bytes (staging tiles between
+// global and shared memory).
+__device__ __forceinline__ void fz_block_copy(u8* dst, const u8* src, u64 len) {
+    if (((u64)dst | (u64)src | len) % 4 == 0) {
+        for (u64 i = threadIdx.x; i < len / 4; i += blockDim.x) ((u32*)dst)[i] = ((const u32*)src)[i];
+    } else {
+        for (u64 i = threadIdx.x; i < len; i += blockDim.x) dst[i] = src[i];
+    }
+}

@@ -9,7 +9,7 @@ mod cpu;
 #[cfg(feature = "cuda")]
 pub(crate) mod device;
 
-use crate::archive::{Reader, Writer};
+use crate::archive::{Header, Reader, Writer};
 use crate::element::{Buffer, DType};
 use crate::error::{corrupt, Error, Result};
 use crate::params::TomlParams;
@@ -92,6 +92,10 @@ impl Stage for BitplaneRze {
         let mut t = toml::Table::new();
         t.insert("input_type".into(), "uint16".into());
         t
+    }
+
+    fn check_header(&self, header: &Header) -> Result<()> {
+        stage::check_stated_bytes("BitplaneRZE", self.num_codes.unwrap_or(0).saturating_mul(2), header)
     }
 
     #[cfg(feature = "cuda")]

@@ -39,23 +39,13 @@ extern "C" __global__ void bs_run(const u8* in, u8* out, u64 len, u32 width, u64
 #define BS_STAGE 16384
 #define BS_THREADS 256
 
-// Copy `len` bytes with consecutive threads on consecutive 4-byte words where both ends are
-// aligned, else on bytes.
-__device__ __forceinline__ void bs_copy(u8* dst, const u8* src, u64 len) {
-    if (((u64)dst | (u64)src | len) % 4 == 0) {
-        for (u64 i = threadIdx.x; i < len / 4; i += BS_THREADS) ((u32*)dst)[i] = ((const u32*)src)[i];
-    } else {
-        for (u64 i = threadIdx.x; i < len; i += BS_THREADS) dst[i] = src[i];
-    }
-}
-
 extern "C" __global__ void __launch_bounds__(BS_THREADS) bs_blocks(const u8* in, u8* out, u64 len, u32 width, u64 block_bytes, u32 inverse) {
     __shared__ __align__(16) u8 src[BS_STAGE];
     __shared__ __align__(16) u8 dst[BS_STAGE];
     for (u64 start = (u64)blockIdx.x * block_bytes; start < len; start += (u64)gridDim.x * block_bytes) {
         u64 blen = min(block_bytes, len - start), body = blen / (8 * width) * (8 * width);
         u64 plane_len = body / (8 * width);
-        bs_copy(src, in + start, blen);
+        fz_block_copy(src, in + start, blen);
         __syncthreads();
         for (u64 g = threadIdx.x; g < body / 8; g += BS_THREADS) {
             u64 k = g / width, b = g % width, x = 0;
@@ -66,7 +56,7 @@ extern "C" __global__ void __launch_bounds__(BS_THREADS) bs_blocks(const u8* in,
         }
         for (u64 i = body + threadIdx.x; i < blen; i += BS_THREADS) dst[i] = src[i];
         __syncthreads();
-        bs_copy(out + start, dst, blen);
+        fz_block_copy(out + start, dst, blen);
         __syncthreads();
     }
 }

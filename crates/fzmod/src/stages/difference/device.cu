@@ -25,7 +25,8 @@ extern "C" __global__ void diff_finish(const u64* sums, void* out, u64 n, u32 bi
     if (i < n) word_store(out, i, bits, (u32)(sums[i + 1] - sums[i / chunk * chunk]) & word_mask(bits));
 }
 
-// The whole inverse of chunks of at most DIFF_CHUNK_MAX words (PFPL's 16 KiB = 4096 u32): one
+// The whole inverse of chunks of at most DIFF_CHUNK_MAX words (16 KiB of u16; PFPL's 16 KiB
+// chunks are 4096 u32): one
 // thread block per chunk loads it once into shared memory and undoes the map; each warp scans
 // its eighth of the chunk 32 words at a time (shuffles, consecutive lanes on consecutive
 // words: no bank conflicts), then adds the totals of the warps before it; the prefix sums are

@@ -93,10 +93,12 @@ __device__ __forceinline__ i32 quant_code(real x, const QParams& p, bool* outlie
 extern "C" __global__ void __launch_bounds__(MINMAX_THREADS) fz_minmax(const real* x, u64 n, double* pmin, double* pmax) {
     double lo = __longlong_as_double(0x7ff0000000000000ll), hi = -lo;
     u64 start = (u64)blockIdx.x * blockDim.x + threadIdx.x, stride = (u64)gridDim.x * blockDim.x;
-    // 16-byte loads for the bulk (the buffer is 256-byte aligned), scalar loads for the tail.
+    // 16-byte loads for the bulk, scalar loads for the tail. A caller's device array (CuPy,
+    // PyTorch) need only be aligned for its element type: then every load is scalar.
     const u64 per = 16 / sizeof(real);
     const uint4* vec = (const uint4*)x;
-    for (u64 i = start; i < n / per; i += stride) {
+    const u64 vectors = (u64)x % 16 == 0 ? n / per : 0;
+    for (u64 i = start; i < vectors; i += stride) {
         uint4 w = vec[i];
         const real* e = (const real*)&w;
         for (int j = 0; j < (int)per; j++) {
@@ -106,7 +108,7 @@ extern "C" __global__ void __launch_bounds__(MINMAX_THREADS) fz_minmax(const rea
             }
         }
     }
-    for (u64 i = n / per * per + start; i < n; i += stride) {
+    for (u64 i = vectors * per + start; i < n; i += stride) {
         if (is_finite_real(x[i])) {
             lo = fmin(lo, (double)x[i]);
             hi = fmax(hi, (double)x[i]);

@@ -240,8 +240,9 @@ pub struct ChunkSpan {
 }
 
 /// Validate the size table of a segment of `seg_len` bytes holding `num_bytes` bytes, before
-/// anything is allocated (at least 3 bytes of segment per chunk, so the output is at most
-/// ~22 000 × the segment). `table(k)` reads table entry k, asked only once the table's
+/// anything is allocated (at least 4 bytes of segment per chunk of up to 65,528 bytes, so the
+/// output is at most ~16 400 × the segment; the record's length is also checked against the
+/// header's array, `Rze::check_header`). `table(k)` reads table entry k, asked only once the table's
 /// `2 · chunks` bytes are known to lie in the segment. Shared with the device inverse.
 pub fn chunk_spans(
     seg_len: usize,

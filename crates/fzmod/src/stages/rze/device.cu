@@ -10,18 +10,9 @@
 // which straight to global memory would be 32 scattered byte stores per warp instruction.
 #define RZE_STAGE 16384
 
-// Copy `len` bytes between global and shared memory, consecutive threads on consecutive
-// 4-byte words where both ends are aligned, else on bytes (the whole block calls it). The
-// decoder reads each encoded chunk this way into shared memory first, so that its rank walks
-// read runs of consecutive bytes from there. (Staging the encoder's input too was measured
-// slower: 130 against 117 us per call on etopo5; the third 16 KiB costs occupancy.)
-__device__ __forceinline__ void rze_copy(u8* dst, const u8* src, u32 len) {
-    if (((u64)dst | (u64)src | len) % 4 == 0) {
-        for (u32 i = threadIdx.x; i < len / 4; i += blockDim.x) ((u32*)dst)[i] = ((const u32*)src)[i];
-    } else {
-        for (u32 i = threadIdx.x; i < len; i += blockDim.x) dst[i] = src[i];
-    }
-}
+// The decoder reads each encoded chunk into shared memory first (fz_block_copy), so that its
+// rank walks read runs of consecutive bytes from there. (Staging the encoder's input too was
+// measured slower: 130 against 117 us per call on etopo5; the third 16 KiB costs occupancy.)
 
 struct Maps {
     u32 len[4];  // bytes of B0..B3
@@ -167,7 +158,7 @@ rze_encode(const u8* in, u64 n, u64 chunk, u32 word, u64 nchunks, u64* state, u8
             }
             u8* dst = out + 2 * nchunks + offset;
             if (raw) {
-                for (u32 i = threadIdx.x; i < len; i += blockDim.x) dst[i] = src[i];
+                fz_block_copy(dst, src, len);
             } else {
                 bool staged = size <= RZE_STAGE;
                 u8* w = staged ? stage : dst;
@@ -188,7 +179,7 @@ rze_encode(const u8* in, u64 n, u64 chunk, u32 word, u64 nchunks, u64* state, u8
                 for (u32 t = threadIdx.x; t < len % word; t += blockDim.x) w[pos + t] = src[len / word * word + t];
                 if (staged) {
                     __syncthreads();
-                    rze_copy(dst, stage, size);
+                    fz_block_copy(dst, stage, size);
                 }
             }
         }
@@ -211,17 +202,17 @@ rze_decode(const u8* seg, const u64* starts, u64 n, u64 chunk, u32 word, u64 nch
     for (u64 c = blockIdx.x; c < nchunks; c += gridDim.x) {
         const u8* enc = seg + starts[c];
         u32 size = (u32)seg[2 * c] | (u32)seg[2 * c + 1] << 8;
-        if (size <= RZE_STAGE) {
-            rze_copy(input, enc, size);
-            __syncthreads();
-            enc = input;
-        }
         u32 len = (u32)min(chunk, n - c * chunk), words = len / word;
         u8* dst = out + c * chunk;
         Maps m = rze_maps(shared, words);
         if (size == len) {
-            for (u32 i = threadIdx.x; i < len; i += blockDim.x) dst[i] = enc[i];
+            fz_block_copy(dst, enc, len);
         } else {
+            if (size <= RZE_STAGE) {
+                fz_block_copy(input, enc, size);
+                __syncthreads();
+                enc = input;
+            }
             for (u32 i = threadIdx.x; i < m.len[3]; i += blockDim.x) m.at[3][i] = enc[i];
             __syncthreads();
             u32 pos = m.len[3];
@@ -251,7 +242,7 @@ rze_decode(const u8* seg, const u64* starts, u64 n, u64 chunk, u32 word, u64 nch
                 for (u32 t = threadIdx.x; t < len % word; t += blockDim.x) w[words * word + t] = enc[pos + t];
                 if (staged) {
                     __syncthreads();
-                    rze_copy(dst, stage, len);
+                    fz_block_copy(dst, stage, len);
                 }
             }
         }

@@ -9,7 +9,7 @@ mod cpu;
 #[cfg(feature = "cuda")]
 pub(crate) mod device;
 
-use crate::archive::{Reader, Writer};
+use crate::archive::{Header, Reader, Writer};
 use crate::element::{Buffer, DType};
 use crate::error::{corrupt, Error, Result};
 use crate::params::TomlParams;
@@ -114,6 +114,10 @@ impl Stage for Rze {
         t.insert("chunk_size".into(), i64::from(self.chunk_bytes).into());
         t.insert("word_size".into(), i64::from(self.word_size).into());
         t
+    }
+
+    fn check_header(&self, header: &Header) -> Result<()> {
+        stage::check_stated_bytes("RZE", self.num_bytes.unwrap_or(0), header)
     }
 
     #[cfg(feature = "cuda")]
