@@ -10,20 +10,19 @@ fn block_chunk(block: usize) -> usize {
     CHUNK.div_ceil(block) * block
 }
 
-/// `δ_i = q_i − q_{i−1}`, restarting at every multiple of `block`.
-pub fn block_delta(q: &[i32], block: usize) -> Vec<i32> {
-    let mut out = zeroed_vec(q.len());
-    let chunk = block_chunk(block);
-    out.par_chunks_mut(chunk).zip(q.par_chunks(chunk)).for_each(|(o, q)| {
-        for (o, q) in o.chunks_mut(block).zip(q.chunks(block)) {
+/// `δ_i = q_i − q_{i−1}`, restarting at every multiple of `block`, in place: the codes are
+/// not needed afterwards, and a second array of their size would be the compress path's peak.
+pub fn block_delta(q: &mut [i32], block: usize) {
+    q.par_chunks_mut(block_chunk(block)).for_each(|c| {
+        for b in c.chunks_mut(block) {
             let mut prev = 0i32;
-            for (o, &v) in o.iter_mut().zip(q) {
-                *o = v.wrapping_sub(prev);
-                prev = v;
+            for v in b {
+                let code = *v;
+                *v = code.wrapping_sub(prev);
+                prev = code;
             }
         }
     });
-    out
 }
 
 /// Inverse of [`block_delta`], in place.
@@ -108,7 +107,9 @@ mod tests {
     proptest! {
         #[test]
         fn block_round_trip(q in prop::collection::vec(any::<i32>(), 0..3000), block in 1usize..200) {
-            let mut d = block_delta(&q, block);
+            let mut d = q.clone();
+            block_delta(&mut d, block);
+            prop_assert!(d.len() == q.len() && d.first() == q.first());
             block_prefix(&mut d, block);
             prop_assert_eq!(d, q);
         }

@@ -97,10 +97,11 @@ impl Stage for Lorenzo {
 
     fn forward(&self, inputs: Vec<Buffer>, ctx: &ForwardContext) -> Result<Forwarded> {
         stage::expect_buffers(self, &self.inputs(), &inputs)?;
-        let Some(Buffer::I32(q)) = inputs.into_iter().next() else { unreachable!() };
+        let Some(Buffer::I32(mut q)) = inputs.into_iter().next() else { unreachable!() };
         let grid = self.grid_for(ctx.shape, q.len())?;
         let out = if self.block_size > 0 {
-            cpu::block_delta(&q, self.block_size as usize)
+            cpu::block_delta(&mut q, self.block_size as usize);
+            q
         } else {
             cpu::nd_delta(&q, grid.dims)
         };
