@@ -5,6 +5,7 @@
 
 use super::{CodeMapping, Tile};
 use crate::archive::{Reader, Writer};
+use crate::element::zeroed_vec;
 use crate::error::{corrupt, Result};
 use crate::stages::quantizer::cpu::Float;
 use rayon::prelude::*;
@@ -190,12 +191,28 @@ pub fn inverse<T: Float>(
     step: T,
 ) -> Result<Vec<T>> {
     let (deltas, values) = parse_channel::<T>(outliers, counts, codes.len())?;
-    let mut p: Vec<i32> = codes.par_iter().map(|&c| mapping.decode(c)).collect();
+    let mut p: Vec<i32> = zeroed_vec(codes.len());
+    p.par_chunks_mut(TASK_ELEMS).zip(codes.par_chunks(TASK_ELEMS)).for_each(|(p, c)| {
+        for (p, &c) in p.iter_mut().zip(c) {
+            *p = mapping.decode(c);
+        }
+    });
     for (i, d) in deltas {
         p[i] = d;
     }
     tile_prefix_sums(&mut p, dims, tile);
-    let mut out: Vec<T> = p.par_iter().map(|&q| T::reconstruct(q, step)).collect();
+    // f32 values go into the sums' own memory: a fresh array would cost its page clearing.
+    let mut out: Vec<T> = match bytemuck::try_cast_vec::<i32, T>(p) {
+        Ok(mut v) => {
+            v.par_chunks_mut(TASK_ELEMS).for_each(|c| {
+                for x in c {
+                    *x = T::reconstruct(bytemuck::cast::<T, i32>(*x), step);
+                }
+            });
+            v
+        }
+        Err((_, p)) => p.par_iter().map(|&q| T::reconstruct(q, step)).collect(),
+    };
     for (i, v) in values {
         out[i] = v;
     }
@@ -203,27 +220,28 @@ pub fn inverse<T: Float>(
 }
 
 /// Inverse of the tiled Lorenzo delta, in place: prefix sums along x, then y, then z, each
-/// restarting at tile boundaries.
+/// restarting at tile boundaries. Along x and y in one pass: a band of `ty` rows is summed
+/// row by row (x), each row then adding the one before it (y) while both are in cache.
 fn tile_prefix_sums(d: &mut [i32], [_, ny, nx]: [usize; 3], Tile([tz, ty, tx]): Tile) {
     if d.is_empty() {
         return;
     }
-    d.par_chunks_mut(nx).for_each(|row| {
-        for seg in row.chunks_mut(tx) {
-            let mut acc = 0i32;
-            for v in seg {
-                acc = acc.wrapping_add(*v);
-                *v = acc;
-            }
-        }
-    });
-    // Along y: bands of ty rows in one plane are independent.
     d.par_chunks_mut(nx * ny).for_each(|plane| {
         for band in plane.chunks_mut(nx * ty) {
-            for y in 1..band.len() / nx {
+            for y in 0..band.len() / nx {
                 let (prev, cur) = band.split_at_mut(y * nx);
-                for (c, p) in cur[..nx].iter_mut().zip(&prev[(y - 1) * nx..]) {
-                    *c = c.wrapping_add(*p);
+                let row = &mut cur[..nx];
+                for seg in row.chunks_mut(tx) {
+                    let mut acc = 0i32;
+                    for v in seg {
+                        acc = acc.wrapping_add(*v);
+                        *v = acc;
+                    }
+                }
+                if y > 0 {
+                    for (c, p) in row.iter_mut().zip(&prev[(y - 1) * nx..]) {
+                        *c = c.wrapping_add(*p);
+                    }
                 }
             }
         }
