@@ -53,18 +53,33 @@ pub fn forward<T: Float>(x: &[T], dims: [usize; 3], tile: Tile, mapping: CodeMap
     let rows = rows_per_task(nx);
 
     // Pass 1: pre-quantize; values that cannot be quantized within the bound become p = 0.
-    let mut p = vec![0i32; x.len()];
+    // The rounded code is right for all but a few values: a branch-free loop (it vectorizes)
+    // counts the misses, and only a task that has some walks again to retry the neighbouring
+    // bin (`prequantize`) and list the outliers in index order.
+    let keeps = |v: T, q: i32| v.is_finite() && (v.to_f64() - T::reconstruct(q, step).to_f64()).abs() <= abs_bound;
+    let mut p: Vec<i32> = zeroed_vec(x.len());
     let value_outliers: Vec<Vec<(usize, T)>> = p
         .par_chunks_mut(rows * nx)
         .zip(x.par_chunks(rows * nx))
         .enumerate()
         .map(|(task, (p, x))| {
-            let base = task * rows * nx;
+            let mut misses = 0usize;
+            for (p, &v) in p.iter_mut().zip(x) {
+                let q = v.quantize(recip);
+                let ok = keeps(v, q);
+                *p = if ok { q } else { 0 };
+                misses += usize::from(!ok);
+            }
             let mut list = Vec::new();
-            for (i, (p, &v)) in p.iter_mut().zip(x).enumerate() {
-                match prequantize(v, recip, step, abs_bound) {
-                    Some(q) => *p = q,
-                    None => list.push((base + i, v)),
+            if misses > 0 {
+                let base = task * rows * nx;
+                for (i, (p, &v)) in p.iter_mut().zip(x).enumerate() {
+                    if !keeps(v, v.quantize(recip)) {
+                        match prequantize(v, recip, step, abs_bound) {
+                            Some(q) => *p = q,
+                            None => list.push((base + i, v)),
+                        }
+                    }
                 }
             }
             list
@@ -72,7 +87,7 @@ pub fn forward<T: Float>(x: &[T], dims: [usize; 3], tile: Tile, mapping: CodeMap
         .collect();
 
     // Pass 2: Lorenzo deltas inside tiles, mapped to u16 codes; out-of-range deltas go to the list.
-    let mut codes = vec![0u16; x.len()];
+    let mut codes: Vec<u16> = zeroed_vec(x.len());
     let delta_outliers: Vec<Vec<(usize, i32)>> = codes
         .par_chunks_mut(rows * nx)
         .enumerate()
