@@ -14,6 +14,7 @@
 //! shape, an archive stream by the length its header announces.
 
 use anyhow::{bail, Context, Result};
+use fzmod::metrics::human_bytes;
 use fzmod::{Buffer, DType};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -47,15 +48,6 @@ fn byte_count(dtype: DType, shape: &[usize]) -> Result<usize> {
         .with_context(|| format!("shape {} is too large", shape_string(shape)))
 }
 
-/// Bytes in the units people read (`1.50 GiB`).
-pub fn human(bytes: u64) -> String {
-    match bytes {
-        b if b >= 1 << 30 => format!("{:.2} GiB", b as f64 / f64::from(1u32 << 30)),
-        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / f64::from(1u32 << 20)),
-        b => format!("{b} bytes"),
-    }
-}
-
 /// Refuse to hold `bytes` of `what` when that is more than the --max-memory limit; called
 /// before anything is buffered, so a header or shape that asks for too much costs nothing.
 pub fn within_limit(what: &str, bytes: u64, max_memory: u64) -> Result<()> {
@@ -63,8 +55,8 @@ pub fn within_limit(what: &str, bytes: u64, max_memory: u64) -> Result<()> {
         bail!(
             "{what} needs {bytes} bytes ({}), more than the --max-memory limit of {}; \
              raise --max-memory if that is genuine",
-            human(bytes),
-            human(max_memory)
+            human_bytes(bytes),
+            human_bytes(max_memory)
         );
     }
     Ok(())
@@ -85,7 +77,7 @@ pub fn read_config(path: &Path) -> Result<String> {
         bail!(
             "pipeline file {} is larger than {}, the most a pipeline file may be",
             path.display(),
-            human(MAX_CONFIG_BYTES)
+            human_bytes(MAX_CONFIG_BYTES)
         );
     }
     String::from_utf8(bytes).map_err(|e| anyhow::anyhow!("pipeline file {} is not UTF-8 text: {e}", path.display()))

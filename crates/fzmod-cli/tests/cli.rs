@@ -409,7 +409,7 @@ fn degenerate_fields_and_bench_output_read_sensibly() {
 
 /// Run and give up after `seconds` (a regression that reads forever must fail, not hang).
 fn fzmod_within(args: &[&str], stdin: std::process::Stdio, seconds: u64) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fzmod"))
+    let child = Command::new(env!("CARGO_BIN_EXE_fzmod"))
         .current_dir(repo())
         .args(args)
         .stdin(stdin)
@@ -417,6 +417,11 @@ fn fzmod_within(args: &[&str], stdin: std::process::Stdio, seconds: u64) -> Outp
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    wait_within(child, args, seconds)
+}
+
+/// Wait for `child`, killing it and failing the test after `seconds`.
+fn wait_within(mut child: std::process::Child, args: &[&str], seconds: u64) -> Output {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
     while child.try_wait().unwrap().is_none() {
         if std::time::Instant::now() > deadline {
@@ -460,15 +465,7 @@ fn fzmod_fed_endlessly(args: &[&str], head: Vec<u8>, seconds: u64) -> Output {
         let _ = stdin.write_all(&head);
         while stdin.write_all(&zeros).is_ok() {}
     });
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
-    while child.try_wait().unwrap().is_none() {
-        if std::time::Instant::now() > deadline {
-            child.kill().unwrap();
-            panic!("{args:?} still reading after {seconds} s");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = wait_within(child, args, seconds);
     feeder.join().unwrap();
     out
 }

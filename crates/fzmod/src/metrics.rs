@@ -103,6 +103,15 @@ pub fn compare(original: &Buffer, decoded: &Buffer) -> Result<Quality> {
     }
 }
 
+/// Bytes in the units people read (`1.50 GiB`), for limits and needs in messages.
+pub fn human_bytes(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 30 => format!("{:.2} GiB", b as f64 / f64::from(1u32 << 30)),
+        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / f64::from(1u32 << 20)),
+        b => format!("{b} bytes"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -52,15 +52,6 @@ fn physical_memory() -> Option<u64> {
     kib.checked_mul(1024)
 }
 
-/// Bytes in the units people read (`1.05 GiB`).
-fn human(bytes: u64) -> String {
-    match bytes {
-        b if b >= 1 << 30 => format!("{:.2} GiB", b as f64 / f64::from(1u32 << 30)),
-        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / f64::from(1u32 << 20)),
-        b => format!("{b} bytes"),
-    }
-}
-
 /// A validated archive, ready to run inverse.
 pub struct DecodePlan<'a> {
     pub header: Header,
@@ -87,11 +78,11 @@ impl<'a> DecodePlan<'a> {
             return Err(Error::InvalidArgument(format!(
                 "decoding needs ~{} ({} {} values of shape {:?}), above the limit of {}; \
                  raise the decode limit (the CLI's --max-memory, the library's DecodeLimits)",
-                human(need),
+                crate::metrics::human_bytes(need),
                 header.num_elements()?,
                 header.dtype,
                 header.shape,
-                human(limits.max_memory)
+                crate::metrics::human_bytes(limits.max_memory)
             )));
         }
         let mut stages: Vec<Box<dyn Stage>> = Vec::with_capacity(header.stages.len());

@@ -157,30 +157,14 @@ fn strided_prefix(run: &DeviceRun, d: u64, axis: [u64; 5]) -> Result<()> {
     let sp = sums.ptr(&s);
     let threads = u64::from(THREADS);
     // SAFETY (each launch): argument lists match device.cu; every piece lies inside its line.
-    unsafe {
-        if pieces > 1 {
-            let (f_sums, f_carries) =
-                (run.kernel(&program(), "lz_column_sums")?, run.kernel(&program(), "lz_column_carries")?);
-            s.launch_builder(&f_sums)
-                .arg(&d)
-                .arg(&lines)
-                .arg(&inner)
-                .arg(&outer_stride)
-                .arg(&len)
-                .arg(&stride)
-                .arg(&pieces)
-                .arg(&sp)
-                .launch(grid(lines * pieces, threads))
-                .map_err(device_error)?;
-            s.launch_builder(&f_carries)
-                .arg(&sp)
-                .arg(&lines)
-                .arg(&pieces)
-                .launch(grid(lines, threads))
-                .map_err(device_error)?;
-        }
-        let f = run.kernel(&program(), "lz_column_prefix")?;
-        s.launch_builder(&f)
+    // Passes 1 and 3 take the same arguments: a thread per piece.
+    let (f_sums, f_carries, f_prefix) = (
+        run.kernel(&program(), "lz_column_sums")?,
+        run.kernel(&program(), "lz_column_carries")?,
+        run.kernel(&program(), "lz_column_prefix")?,
+    );
+    let pieces_pass = |f| unsafe {
+        s.launch_builder(f)
             .arg(&d)
             .arg(&lines)
             .arg(&inner)
@@ -190,7 +174,19 @@ fn strided_prefix(run: &DeviceRun, d: u64, axis: [u64; 5]) -> Result<()> {
             .arg(&pieces)
             .arg(&sp)
             .launch(grid(lines * pieces, threads))
-            .map_err(device_error)?;
+            .map(|_| ())
+            .map_err(device_error)
+    };
+    if pieces > 1 {
+        pieces_pass(&f_sums)?;
+        unsafe {
+            s.launch_builder(&f_carries)
+                .arg(&sp)
+                .arg(&lines)
+                .arg(&pieces)
+                .launch(grid(lines, threads))
+                .map_err(device_error)?;
+        }
     }
-    Ok(())
+    pieces_pass(&f_prefix)
 }
