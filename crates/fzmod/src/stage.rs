@@ -132,6 +132,11 @@ pub trait Stage: StageObject + Send + Sync + std::fmt::Debug {
     fn device(&self) -> Option<&dyn crate::backend::cuda::device::DeviceStage> {
         None
     }
+    /// Its device work as a fragment of a fused region, if it has one.
+    #[cfg(feature = "cuda")]
+    fn fragment(&self) -> Option<&dyn crate::backend::cuda::region::Fragment> {
+        None
+    }
 }
 
 /// What every stage gets for free from being a `Clone` type: cloning behind the trait object,

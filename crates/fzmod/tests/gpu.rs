@@ -122,6 +122,107 @@ fn random_pipelines_give_cpu_bytes_fused_and_unfused() {
     }
 }
 
+/// A random chain the region compiler may fuse: Quantizer (indexed outliers or inline words)
+/// → up to three of word map, chunked Difference, Bitshuffle → RZE or nothing, with chunk and
+/// block sizes that sometimes fit a tile and sometimes do not (the walk then fuses a shorter
+/// region or none).
+fn random_fusable_chain(rng: &mut Rng) -> String {
+    let mode = ["abs", "rel"][rng.below(2) as usize];
+    let bound = [1e-1, 1e-3, 1e-5][rng.below(3) as usize];
+    let inline = rng.below(2) == 0;
+    let codes = if inline { "code_type = \"uint32\"\ninplace_outliers = true\n" } else { "" };
+    let mut t = format!(
+        "[[stage]]\nname = \"s0\"\ntype = \"Quantizer\"\n{codes}error_bound_mode = \"{mode}\"\nerror_bound = {bound:e}\n"
+    );
+    let mut ty = if inline { "uint32" } else { "int32" };
+    let mut feed = "{from = \"s0\", port = \"codes\"}".to_string();
+    let stages = rng.below(4);
+    for k in 1..=stages + 1 {
+        let last = k == stages + 1;
+        let body = if last {
+            if rng.below(4) == 0 {
+                break;
+            }
+            let word = [1u64, 2, 4, 8][rng.below(4) as usize];
+            let chunk = [8192u64, 16384, 4096, 24576][rng.below(4) as usize];
+            if ty != "uint8" {
+                t += &format!("[[stage]]\nname = \"b{k}\"\ntype = \"Bitshuffle\"\ndata_type = \"{ty}\"\nelement_width = 4\nblock_size = {chunk}\ninputs = [{feed}]\n");
+                feed = format!("{{from = \"b{k}\"}}");
+            }
+            format!("type = \"RZE\"\nchunk_size = {chunk}\nword_size = {word}\n")
+        } else if ty == "uint8" {
+            format!(
+                "type = \"Bitshuffle\"\ndata_type = \"uint8\"\nelement_width = 1\nblock_size = {}\n",
+                [8192, 16384][rng.below(2) as usize]
+            )
+        } else {
+            match rng.below(3) {
+                0 => {
+                    let map = ["Zigzag", "Negabinary"][rng.below(2) as usize];
+                    let s = format!("type = \"{map}\"\ninput_type = \"{ty}\"\n");
+                    ty = "uint32";
+                    s
+                }
+                1 => {
+                    let chunk = [4096, 16384, 32768, 4 * (1 + rng.below(3000))][rng.below(4) as usize];
+                    let map = ["none", "negabinary", "zigzag"][rng.below(3) as usize];
+                    let s = format!(
+                        "type = \"Difference\"\ninput_type = \"{ty}\"\nchunk_size = {chunk}\nfusion_mode = \"{map}\"\n"
+                    );
+                    if map != "none" {
+                        ty = "uint32";
+                    }
+                    s
+                }
+                _ => {
+                    let width = [1, 2, 4, 8][rng.below(4) as usize];
+                    let block = [8192, 16384, 4096][rng.below(3) as usize];
+                    let s = format!(
+                        "type = \"Bitshuffle\"\ndata_type = \"{ty}\"\nelement_width = {width}\nblock_size = {block}\n"
+                    );
+                    ty = "uint8";
+                    s
+                }
+            }
+        };
+        t += &format!("[[stage]]\nname = \"s{k}\"\n{body}inputs = [{feed}]\n");
+        feed = format!("{{from = \"s{k}\"}}");
+    }
+    t
+}
+
+/// The region compiler: random fusable chains on random fields (NaN, Inf, f32 and f64) give
+/// the CPU's bytes fused (generated region kernels) and unfused (stage by stage), and each
+/// decoder decodes the others' archives.
+#[test]
+#[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
+fn random_fused_regions_give_cpu_bytes() {
+    for seed in 1..=48u64 {
+        let mut rng = Rng(seed.wrapping_mul(0xD1B5_4A32_D192_ED03) | 1);
+        let toml = random_fusable_chain(&mut rng);
+        let f64_values = rng.below(3) == 0;
+        let (data, shape) = random_field(&mut rng, f64_values);
+        let mut p = fzmod::from_toml(&toml).unwrap_or_else(|e| panic!("{e}\n{toml}"));
+        p.set_input_dtype(data.dtype()).unwrap();
+        assert_backends_agree(&p, &data, &shape, &format!("seed {seed} shape {shape:?}\n{toml}"));
+    }
+}
+
+/// The same chains on the CPU: valid pipelines that round-trip within their bound.
+#[test]
+fn random_fusable_chains_are_valid_pipelines() {
+    for seed in 1..=48u64 {
+        let mut rng = Rng(seed.wrapping_mul(0xD1B5_4A32_D192_ED03) | 1);
+        let toml = random_fusable_chain(&mut rng);
+        let f64_values = rng.below(3) == 0;
+        let (data, shape) = random_field(&mut rng, f64_values);
+        let mut p = fzmod::from_toml(&toml).unwrap_or_else(|e| panic!("{e}\n{toml}"));
+        p.set_input_dtype(data.dtype()).unwrap();
+        let archive = p.compress(&data, &shape).unwrap_or_else(|e| panic!("{e}\n{toml}"));
+        fzmod::decompress(&archive).unwrap_or_else(|e| panic!("{e}\n{toml}"));
+    }
+}
+
 /// Each stage alone, forward and inverse, on integer inputs it accepts directly.
 #[test]
 #[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]

@@ -16,6 +16,8 @@ mod decode;
 #[cfg(feature = "cuda")]
 pub mod fusion;
 #[cfg(feature = "cuda")]
+pub mod partition;
+#[cfg(feature = "cuda")]
 pub(crate) use decode::check_inverse;
 pub use decode::{DecodeLimits, DecodePlan};
 

@@ -91,6 +91,29 @@ pub(crate) fn device_programs() -> Vec<crate::backend::cuda::Program> {
         }
     }
     programs.extend(cuszp_fusion::programs());
+    programs.extend(region_programs());
+    programs
+}
+
+/// The fused-region kernels of every preset, both element types and both directions.
+#[cfg(feature = "cuda")]
+fn region_programs() -> Vec<crate::backend::cuda::Program> {
+    use crate::element::DType;
+    let mut programs = Vec::new();
+    for preset in crate::config::PRESETS {
+        for shape in [vec![1 << 20], vec![1024, 1024]] {
+            for real in [DType::F32, DType::F64] {
+                let Ok(mut p) = crate::config::preset(preset.name, &shape) else { continue };
+                if p.set_input_dtype(real).is_err() || p.finalize().is_err() {
+                    continue;
+                }
+                for r in crate::graph::partition::Chain::of_pipeline(&p).forward_regions() {
+                    programs.extend(r.region.forward_program());
+                    programs.extend(r.region.inverse_program());
+                }
+            }
+        }
+    }
     programs
 }
 

@@ -39,3 +39,12 @@ extern "C" __global__ void w_map(const void* in, void* out, u64 n, u32 bits, u32
     u32 v = word_load(in, i, bits);
     word_store(out, i, bits, undo ? word_undo(v, bits, op) : word_apply(v, bits, op));
 }
+
+// Fragment of a fused region (backend/cuda/region.rs): `bytes` bytes of words mapped from `in`
+// into `out` (inverse map when `undo`), consecutive threads on consecutive words.
+__device__ __forceinline__ void w_map_tile(const void* in, void* out, u32 bytes, u32 bits, u32 op, u32 undo) {
+    for (u32 i = threadIdx.x; i < bytes / (bits / 8); i += blockDim.x) {
+        u32 v = word_load(in, i, bits);
+        word_store(out, i, bits, undo ? word_undo(v, bits, op) : word_apply(v, bits, op));
+    }
+}

@@ -118,8 +118,11 @@ pub(crate) mod device {
     pub(crate) const NEGABINARY: u32 = 1;
     pub(crate) const ZIGZAG: u32 = 2;
 
+    /// words.cu, one static so that a fused region includes it once.
+    pub(crate) static SOURCE: &str = include_str!("words.cu");
+
     pub(crate) fn program() -> Program {
-        Program::new(include_str!("words.cu"), String::new())
+        Program::new(SOURCE, String::new())
     }
 
     /// A fresh buffer of `out_type` holding `map(input)`, or its inverse when `undo`.

@@ -101,3 +101,32 @@ __device__ __forceinline__ void fz_block_copy(u8* dst, const u8* src, u64 len) {
         for (u64 i = threadIdx.x; i < len; i += blockDim.x) dst[i] = src[i];
     }
 }
+
+// Placement of variable-size chunks (RZE's, a fused region's tiles) by a decoupled look-back:
+// chunks are taken in ticket order; a chunk publishes its size (AGGREGATE) as soon as it is
+// built, then warp 0 sums its predecessors' published values 32 at a time, back to the nearest
+// one that holds its whole prefix (INCLUSIVE), and publishes its own. Every chunk it waits for
+// holds an earlier ticket, so it is running or done: no deadlock. Where a chunk lands depends
+// only on the sizes before it, never on the schedule.
+#define FZ_AGGREGATE (1ull << 62)
+#define FZ_INCLUSIVE (2ull << 62)
+#define FZ_LOOKBACK_VALUE (FZ_AGGREGATE - 1)
+
+// The sum of the sizes of chunks [0, c), by warp 0 of the block (lane 0 gets it).
+__device__ __forceinline__ u64 fz_look_back(volatile u64* state, u64 c) {
+    int lane = threadIdx.x & 31;
+    u64 exclusive = 0;
+    for (long long end = (long long)c - 1;; end -= 32) {
+        long long k = end - lane;
+        u64 v = FZ_INCLUSIVE;  // before chunk 0: an empty prefix
+        if (k >= 0)
+            do v = state[k];
+            while (v >> 62 == 0);
+        u32 inclusive = __ballot_sync(FULL_MASK, v >> 62 == 2);
+        int stop = inclusive ? __ffs(inclusive) - 1 : 31;
+        u64 part = lane <= stop ? v & FZ_LOOKBACK_VALUE : 0;
+        for (int o = 16; o > 0; o >>= 1) part += __shfl_down_sync(FULL_MASK, part, o);
+        exclusive += __shfl_sync(FULL_MASK, part, 0);
+        if (inclusive) return exclusive;
+    }
+}

@@ -15,12 +15,17 @@ pub(crate) const COMMON: &str = include_str!("common.cu");
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Program {
     pub defines: String,
-    pub unit: &'static str,
+    pub unit: std::borrow::Cow<'static, str>,
 }
 
 impl Program {
     pub fn new(unit: &'static str, defines: String) -> Program {
-        Program { defines, unit }
+        Program { defines, unit: unit.into() }
+    }
+
+    /// A program generated at run time (a fused region's kernel).
+    pub fn generated(unit: String) -> Program {
+        Program { defines: String::new(), unit: unit.into() }
     }
 
     /// The complete source text NVRTC compiles.

@@ -9,6 +9,7 @@
 
 mod compile;
 pub mod device;
+pub mod region;
 
 pub use compile::Program;
 

@@ -39,24 +39,36 @@ extern "C" __global__ void bs_run(const u8* in, u8* out, u64 len, u32 width, u64
 #define BS_STAGE 16384
 #define BS_THREADS 256
 
+// Shuffle one block of `blen` bytes from `src` to `dst` (distinct; shared memory is fastest).
+__device__ __forceinline__ void bs_block(const u8* src, u8* dst, u32 blen, u32 width, u32 inverse) {
+    u32 body = blen / (8 * width) * (8 * width), plane_len = body / (8 * width);
+    for (u32 g = threadIdx.x; g < body / 8; g += blockDim.x) {
+        u32 k = g / width, b = g % width;
+        u64 x = 0;
+        for (int j = 0; j < 8; j++)
+            x |= (u64)src[inverse ? (8 * b + j) * plane_len + k : (8 * k + j) * width + b] << (8 * j);
+        x = transpose8(x);
+        for (int i = 0; i < 8; i++) dst[inverse ? (8 * k + i) * width + b : (8 * b + i) * plane_len + k] = (u8)(x >> (8 * i));
+    }
+    for (u32 i = body + threadIdx.x; i < blen; i += blockDim.x) dst[i] = src[i];
+}
+
 extern "C" __global__ void __launch_bounds__(BS_THREADS) bs_blocks(const u8* in, u8* out, u64 len, u32 width, u64 block_bytes, u32 inverse) {
     __shared__ __align__(16) u8 src[BS_STAGE];
     __shared__ __align__(16) u8 dst[BS_STAGE];
     for (u64 start = (u64)blockIdx.x * block_bytes; start < len; start += (u64)gridDim.x * block_bytes) {
-        u64 blen = min(block_bytes, len - start), body = blen / (8 * width) * (8 * width);
-        u64 plane_len = body / (8 * width);
+        u32 blen = (u32)min(block_bytes, len - start);
         fz_block_copy(src, in + start, blen);
         __syncthreads();
-        for (u64 g = threadIdx.x; g < body / 8; g += BS_THREADS) {
-            u64 k = g / width, b = g % width, x = 0;
-            for (int j = 0; j < 8; j++)
-                x |= (u64)src[inverse ? (8 * b + j) * plane_len + k : (8 * k + j) * width + b] << (8 * j);
-            x = transpose8(x);
-            for (int i = 0; i < 8; i++) dst[inverse ? (8 * k + i) * width + b : (8 * b + i) * plane_len + k] = (u8)(x >> (8 * i));
-        }
-        for (u64 i = body + threadIdx.x; i < blen; i += BS_THREADS) dst[i] = src[i];
+        bs_block(src, dst, blen, width, inverse);
         __syncthreads();
         fz_block_copy(out + start, dst, blen);
         __syncthreads();
     }
+}
+
+// Fragment of a fused region (backend/cuda/region.rs): every block of a tile (tiles start at
+// block boundaries).
+__device__ __forceinline__ void bs_tile(const u8* in, u8* out, u32 bytes, u32 block, u32 width, u32 inverse) {
+    for (u32 start = 0; start < bytes; start += block) bs_block(in + start, out + start, min(block, bytes - start), width, inverse);
 }

@@ -4,13 +4,16 @@
 
 use super::Bitshuffle;
 use crate::backend::cuda::device::{grid, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage, THREADS};
+use crate::backend::cuda::region::{Code, ForwardPart, Fragment, Geometry, InversePart};
 use crate::backend::cuda::{device_error, Program};
 use crate::element::DType;
 use crate::error::{corrupt, Error, Result};
 use cudarc::driver::PushKernelArg;
 
+static SOURCE: &str = include_str!("device.cu");
+
 pub(crate) fn program() -> Program {
-    Program::new(include_str!("device.cu"), String::new())
+    Program::new(SOURCE, String::new())
 }
 
 /// Largest block (bytes) shuffled in shared memory (`BS_STAGE`), and that kernel's threads per
@@ -68,5 +71,48 @@ impl DeviceStage for Bitshuffle {
         let out = run.alloc(self.data_type, len / size)?;
         self.launch(run, bytes, &out, len as u64, true)?;
         Ok(vec![out])
+    }
+}
+
+impl Fragment for Bitshuffle {
+    fn sources(&self) -> Vec<&'static str> {
+        vec![SOURCE]
+    }
+
+    fn geometry(&self) -> Option<Geometry> {
+        (u64::from(self.block_bytes) <= STAGE_BYTES).then(|| Geometry {
+            in_width: self.data_type.size(),
+            out_width: 1,
+            same_count: false,
+            granule: self.block_bytes as usize,
+            coder: false,
+        })
+    }
+
+    fn forward_code(&self) -> Code {
+        self.code(false)
+    }
+
+    fn inverse_code(&self) -> Code {
+        self.code(true)
+    }
+
+    fn forward(&self, _run: &mut DeviceRun, _input: Option<&DeviceBuffer>, _n: usize) -> Result<ForwardPart> {
+        let record = self.record();
+        Ok(ForwardPart::Transform {
+            args: Vec::new(),
+            finish: Box::new(move |_| Ok((Vec::new(), Box::new(move |_| Ok(record))))),
+        })
+    }
+
+    fn inverse(&self, _run: &mut DeviceRun, _outputs: &[Option<&DeviceBuffer>]) -> Result<InversePart> {
+        Ok(InversePart::Transform { args: Vec::new(), input_bytes: None, finish: Box::new(|_, _| Ok(())) })
+    }
+}
+
+impl Bitshuffle {
+    fn code(&self, inverse: bool) -> Code {
+        let (block, width) = (self.block_bytes, self.element_width);
+        format!("bs_tile($in, $out, $bytes, {block}u, {width}u, {}u)", u32::from(inverse))
     }
 }

@@ -134,4 +134,9 @@ impl Stage for Bitshuffle {
     fn device(&self) -> Option<&dyn crate::backend::cuda::device::DeviceStage> {
         Some(self)
     }
+
+    #[cfg(feature = "cuda")]
+    fn fragment(&self) -> Option<&dyn crate::backend::cuda::region::Fragment> {
+        Some(self)
+    }
 }

@@ -66,3 +66,43 @@ extern "C" __global__ void __launch_bounds__(DIFF_THREADS) diff_inverse_chunks(c
         __syncthreads();
     }
 }
+
+// ---- Fragment of a fused region (backend/cuda/region.rs): whole chunks per tile ----
+
+// Forward: `bytes` bytes of words, out[i] = map(w[i] - w[i-1]) with w[-1] = 0 at every chunk
+// start (tiles start at chunk boundaries).
+__device__ __forceinline__ void diff_tile_forward(const void* in, void* out, u32 bytes, u32 bits, u32 chunk, u32 op) {
+    for (u32 i = threadIdx.x; i < bytes / (bits / 8); i += blockDim.x) {
+        u32 prev = i % chunk == 0 ? 0u : word_load(in, i - 1, bits);
+        word_store(out, i, bits, word_apply(word_load(in, i, bits) - prev, bits, op));
+    }
+}
+
+// Inverse, chunk by chunk as diff_inverse_chunks: the map undone and each warp's share scanned
+// in place in `in` (shared memory the region lets it overwrite), then the totals of the warps
+// before it added on the way to `out`. `scratch` holds the warp totals.
+__device__ void diff_tile_inverse(void* in, void* out, u32 bytes, u32 bits, u32 chunk, u32 op, u8* scratch) {
+    u32* warp_total = (u32*)scratch;
+    const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    u32 n = bytes / (bits / 8);
+    for (u32 start = 0; start < n; start += chunk) {
+        u32 len = min(chunk, n - start), per = (len + 32 * warps - 1) / (32 * warps) * 32;
+        u32 lo = min(len, warp * per), hi = min(len, lo + per), carry = 0;
+        for (u32 k0 = lo; k0 < hi; k0 += 32) {
+            u32 k = k0 + lane, val = k < hi ? word_undo(word_load(in, start + k, bits), bits, op) : 0u;
+            for (int o = 1; o < 32; o <<= 1) {
+                u32 t = __shfl_up_sync(FULL_MASK, val, o);
+                if ((int)lane >= o) val += t;
+            }
+            val += carry;
+            if (k < hi) word_store(in, start + k, bits, val & word_mask(bits));
+            carry = __shfl_sync(FULL_MASK, val, 31);
+        }
+        if (lane == 0) warp_total[warp] = carry;
+        __syncthreads();
+        u32 offset = 0;
+        for (u32 j = 0; j < warp; j++) offset += warp_total[j];
+        for (u32 k = lo + lane; k < hi; k += 32) word_store(out, start + k, bits, (word_load(in, start + k, bits) + offset) & word_mask(bits));
+        __syncthreads();
+    }
+}

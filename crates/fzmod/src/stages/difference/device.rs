@@ -5,6 +5,7 @@ use super::Difference;
 use crate::backend::cuda::device::{
     exclusive_scan, grid, scan_partials_len, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage, THREADS,
 };
+use crate::backend::cuda::region::{Code, ForwardPart, Fragment, Geometry, InversePart};
 use crate::backend::cuda::{device_error, Program};
 use crate::element::DType;
 use crate::error::{Error, Result};
@@ -19,6 +20,9 @@ const CHUNK_THREADS: u64 = 256;
 pub(crate) fn program() -> Program {
     Program::new(concat!(include_str!("../words.cu"), include_str!("device.cu")), String::new())
 }
+
+/// device.cu alone (a fused region includes words.cu once, before it).
+pub(crate) static SOURCE: &str = include_str!("device.cu");
 
 impl Difference {
     /// Elements per chunk as the kernels take it (the whole array when unchunked).
@@ -110,5 +114,51 @@ impl DeviceStage for Difference {
                 .map_err(device_error)?;
         }
         Ok(vec![out])
+    }
+}
+
+impl Fragment for Difference {
+    fn sources(&self) -> Vec<&'static str> {
+        vec![crate::stages::words::device::SOURCE, SOURCE]
+    }
+
+    fn geometry(&self) -> Option<Geometry> {
+        // Unchunked differences run over the whole array: not tile-local.
+        let w = self.input.size();
+        (self.chunk_elems() > 0).then(|| Geometry {
+            in_width: w,
+            out_width: w,
+            same_count: true,
+            granule: self.chunk_elems() * w,
+            coder: false,
+        })
+    }
+
+    fn forward_code(&self) -> Code {
+        self.code("diff_tile_forward($in, $out, $bytes", ")")
+    }
+
+    fn inverse_code(&self) -> Code {
+        self.code("diff_tile_inverse($in, $out, $bytes", ", $scratch)")
+    }
+
+    fn forward(&self, _run: &mut DeviceRun, _input: Option<&DeviceBuffer>, _n: usize) -> Result<ForwardPart> {
+        let record = self.record();
+        Ok(ForwardPart::Transform {
+            args: Vec::new(),
+            finish: Box::new(move |_| Ok((Vec::new(), Box::new(move |_| Ok(record))))),
+        })
+    }
+
+    fn inverse(&self, _run: &mut DeviceRun, _outputs: &[Option<&DeviceBuffer>]) -> Result<InversePart> {
+        Ok(InversePart::Transform { args: Vec::new(), input_bytes: None, finish: Box::new(|_, _| Ok(())) })
+    }
+}
+
+impl Difference {
+    /// A fragment call: `head`, then the word width, chunk and map, then `tail`.
+    fn code(&self, head: &str, tail: &str) -> Code {
+        let (bits, chunk, op) = (8 * self.input.size(), self.chunk_elems(), self.map.code());
+        format!("{head}, {bits}u, {chunk}u, {op}u{tail}")
     }
 }

@@ -191,21 +191,17 @@ extern "C" __global__ void fz_scatter_outliers(const u64* index, const u64* bits
 #define Q_TILE 2048
 #define Q_THREADS 256
 
-// Codes and per-tile outlier counts; tile_next[t] = (last outlier index in tile t) + 1, or 0.
-extern "C" __global__ void __launch_bounds__(Q_THREADS)
-q_encode(const real* x, u64 n, const Params* params, i32* codes, u32* tile_count, u64* tile_next) {
-    QParams p = load_params(params);
-    u64 base = (u64)blockIdx.x * Q_TILE;
+// The codes of one tile of `len` elements (x and codes point at its start, `base` is its
+// first index): thread 0 gets the tile's outlier count and (last outlier index) + 1, or 0.
+__device__ void q_code_tile(const real* x, u32 len, u64 base, const QParams& p, i32* codes, u32* tile_count, u64* tile_next) {
     u32 count = 0;
     u64 next = 0;
-    for (int j = 0; j < Q_TILE / Q_THREADS; j++) {
-        u64 i = base + (u64)j * Q_THREADS + threadIdx.x;
-        if (i >= n) break;
+    for (u32 i = threadIdx.x; i < len; i += Q_THREADS) {
         bool outlier;
         codes[i] = quant_code(x[i], p, &outlier);
         if (outlier) {
             count++;
-            next = i + 1;
+            next = base + i + 1;
         }
     }
     u64 total;
@@ -216,9 +212,18 @@ q_encode(const real* x, u64 n, const Params* params, i32* codes, u32* tile_count
     __syncthreads();
     if (threadIdx.x == 0) {
         for (int w = 1; w < Q_THREADS / 32; w++) next = max(next, block_next[w]);
-        tile_count[blockIdx.x] = (u32)total;
-        tile_next[blockIdx.x] = next;
+        *tile_count = (u32)total;
+        *tile_next = next;
     }
+    __syncthreads();
+}
+
+// Codes and per-tile outlier counts; tile_next[t] = (last outlier index in tile t) + 1, or 0.
+extern "C" __global__ void __launch_bounds__(Q_THREADS)
+q_encode(const real* x, u64 n, const Params* params, i32* codes, u32* tile_count, u64* tile_next) {
+    u64 base = (u64)blockIdx.x * Q_TILE;
+    u32 len = (u32)min((u64)Q_TILE, n - base);
+    q_code_tile(x + base, len, base, load_params(params), codes + base, tile_count + blockIdx.x, tile_next + blockIdx.x);
 }
 
 // One thread block: tile_next becomes an exclusive max-scan (the `next` each tile starts from);
@@ -369,34 +374,38 @@ __device__ __forceinline__ real from_inline_word(u32 w, real step) {
 #endif
 }
 
-// Forward: the words and each tile's escape count.
-extern "C" __global__ void __launch_bounds__(Q_THREADS)
-qi_encode(const real* x, u64 n, const Params* params, u32* words, u32* tile_count) {
-    QParams p = load_params(params);
-    u64 base = (u64)blockIdx.x * Q_TILE;
+// The inline words of one tile of `len` elements (x and words point at its start); thread 0
+// writes the tile's escape count.
+__device__ void qi_word_tile(const real* x, u32 len, const QParams& p, u32* words, u32* tile_count) {
     u32 count = 0;
-    for (int j = 0; j < QI_RUN; j++) {
-        u64 i = base + (u64)j * Q_THREADS + threadIdx.x;
-        if (i >= n) break;
+    for (u32 i = threadIdx.x; i < len; i += Q_THREADS) {
         u32 w = inline_word(x[i], p);
         words[i] = w;
         count += w == QI_ESCAPE;
     }
     u64 total;
     block_exclusive_scan(count, &total);
-    if (threadIdx.x == 0) tile_count[blockIdx.x] = (u32)total;
+    if (threadIdx.x == 0) *tile_count = (u32)total;
+}
+
+// Forward: the words and each tile's escape count.
+extern "C" __global__ void __launch_bounds__(Q_THREADS)
+qi_encode(const real* x, u64 n, const Params* params, u32* words, u32* tile_count) {
+    u64 base = (u64)blockIdx.x * Q_TILE;
+    qi_word_tile(x + base, (u32)min((u64)Q_TILE, n - base), load_params(params), words + base, tile_count + blockIdx.x);
 }
 
 // The rank of each of this thread's escapes inside the tile, in index order: `emit(i, rank)`.
-template <typename Emit>
-__device__ __forceinline__ void qi_walk_escapes(const u32* words, u64 n, Emit emit) {
+// `is_escape(i)` is read twice per element, before any `emit`.
+template <typename IsEscape, typename Emit>
+__device__ __forceinline__ void qi_walk_escapes(u64 n, IsEscape is_escape, Emit emit) {
     u64 first = (u64)blockIdx.x * Q_TILE + (u64)threadIdx.x * QI_RUN;
     u32 count = 0;
-    for (int j = 0; j < QI_RUN; j++) count += first + j < n && words[first + j] == QI_ESCAPE;
+    for (int j = 0; j < QI_RUN; j++) count += first + j < n && is_escape(first + j);
     u64 total;
     u64 rank = block_exclusive_scan(count, &total);
     for (int j = 0; j < QI_RUN && count > 0; j++) {
-        if (first + j < n && words[first + j] == QI_ESCAPE) {
+        if (first + j < n && is_escape(first + j)) {
             emit(first + j, rank);
             rank++;
             count--;
@@ -405,12 +414,16 @@ __device__ __forceinline__ void qi_walk_escapes(const u32* words, u64 n, Emit em
 }
 
 // Forward: the raw values of the escapes, LE, at offsets[tile] values into the channel;
-// nothing is written past `capacity` bytes (the true size is offsets[ntiles] values).
+// nothing is written past `capacity` bytes (the true size is offsets[ntiles] values). The
+// escapes are found in `words`, or, where a fused region kept the words on chip (null), by
+// quantizing again.
 extern "C" __global__ void __launch_bounds__(Q_THREADS)
-qi_write_channel(const real* x, const u32* words, u64 n, const u32* tile_count, const u64* offsets, u8* out, u64 capacity) {
+qi_write_channel(const real* x, const u32* words, const Params* params, u64 n, const u32* tile_count, const u64* offsets, u8* out, u64 capacity) {
     if (tile_count[blockIdx.x] == 0 || offsets[blockIdx.x + 1] * sizeof(real) > capacity) return;
     u64 start = offsets[blockIdx.x];
-    qi_walk_escapes(words, n, [&](u64 i, u64 rank) {
+    QParams p = load_params(params);
+    auto is_escape = [&](u64 i) { return (words ? words[i] : inline_word(x[i], p)) == QI_ESCAPE; };
+    qi_walk_escapes(n, is_escape, [&](u64 i, u64 rank) {
         u64 bits = real_bits(x[i]);
         u8* o = out + (start + rank) * sizeof(real);
         for (int b = 0; b < (int)sizeof(real); b++) o[b] = (u8)(bits >> (8 * b));
@@ -438,6 +451,19 @@ extern "C" __global__ void __launch_bounds__(Q_THREADS) qi_count(const u32* word
     if (threadIdx.x == 0) tile_count[blockIdx.x] = (u32)total;
 }
 
+// An escape's decoded value until the channel overwrites it: all bits set, which no word that
+// is not an escape decodes to (bins reconstruct finite values; a raw f32 word is never the
+// escape word).
+#define QI_SENTINEL (~(u64)0 >> (64 - 8 * sizeof(real)))
+
+// Put one escape's value from the channel (the rank-th) at out[i].
+__device__ __forceinline__ void qi_read_escape(const u8* channel, u64 rank, real* at) {
+    const u8* c = channel + rank * sizeof(real);
+    u64 bits = 0;
+    for (int b = 0; b < (int)sizeof(real); b++) bits |= (u64)c[b] << (8 * b);
+    *at = bits_real(bits);
+}
+
 // Inverse, step 2: every word decoded (consecutive threads on consecutive words); then, only in
 // tiles that have escapes, the escapes read the channel at their rank (offsets[] holds
 // ntiles + 1 scanned counts).
@@ -452,10 +478,50 @@ qi_decode(const u32* words, u64 n, double step, const u64* offsets, const u8* ch
     if (offsets[blockIdx.x + 1] == start) return;
     // Another thread decoded the word an escape overwrites: order the two writes.
     __syncthreads();
-    qi_walk_escapes(words, n, [&](u64 i, u64 rank) {
-        const u8* c = channel + (start + rank) * sizeof(real);
-        u64 bits = 0;
-        for (int b = 0; b < (int)sizeof(real); b++) bits |= (u64)c[b] << (8 * b);
-        out[i] = bits_real(bits);
-    });
+    qi_walk_escapes(n, [&](u64 i) { return words[i] == QI_ESCAPE; }, [&](u64 i, u64 rank) { qi_read_escape(channel, start + rank, out + i); });
+}
+
+// ---- Fragment of a fused region (backend/cuda/region.rs): whole outlier tiles per tile ----
+
+// Forward: the codes (or inline words) of `count` elements from x (global memory, the tile's
+// first element is `first`) into `out`, and each Q_TILE's outlier statistics.
+__device__ void q_region_forward(const real* x, void* out, u64 first, u32 count, const Params* params, u32* tile_count, u64* tile_next, bool inline_words) {
+    QParams p = load_params(params);
+    u64 t0 = first / Q_TILE;
+    for (u32 j = 0; j * Q_TILE < count; j++) {
+        u32 len = min((u32)Q_TILE, count - j * Q_TILE);
+        const real* xj = x + j * Q_TILE;
+        if (inline_words) qi_word_tile(xj, len, p, (u32*)out + j * Q_TILE, tile_count + t0 + j);
+        else q_code_tile(xj, len, first + j * Q_TILE, p, (i32*)out + j * Q_TILE, tile_count + t0 + j, tile_next + t0 + j);
+    }
+}
+
+// Inverse: `count` values into `out` (global memory); inline words leave the sentinel at escapes
+// and count them per Q_TILE, for qi_patch_escapes.
+__device__ void q_region_inverse(const void* in, real* out, u64 first, u32 count, u64 step_bits, u32* tile_count, bool inline_words) {
+    real step = (real)__longlong_as_double((i64)step_bits);
+    for (u32 j = 0; j * Q_TILE < count; j++) {
+        u32 len = min((u32)Q_TILE, count - j * Q_TILE), escapes = 0;
+        for (u32 i = j * Q_TILE + threadIdx.x; i < j * Q_TILE + len; i += Q_THREADS) {
+            if (inline_words) {
+                u32 w = ((const u32*)in)[i];
+                escapes += w == QI_ESCAPE;
+                out[i] = w == QI_ESCAPE ? bits_real(QI_SENTINEL) : from_inline_word(w, step);
+            } else {
+                out[i] = reconstruct(((const i32*)in)[i], step);
+            }
+        }
+        if (inline_words) {
+            u64 total;
+            block_exclusive_scan(escapes, &total);
+            if (threadIdx.x == 0) tile_count[first / Q_TILE + j] = (u32)total;
+        }
+    }
+}
+
+// After the inverse region: the escapes of tiles that have any, from the channel.
+extern "C" __global__ void __launch_bounds__(Q_THREADS) qi_patch_escapes(real* out, u64 n, const u64* offsets, const u8* channel) {
+    u64 start = offsets[blockIdx.x];
+    if (offsets[blockIdx.x + 1] == start) return;
+    qi_walk_escapes(n, [&](u64 i) { return real_bits(out[i]) == QI_SENTINEL; }, [&](u64 i, u64 rank) { qi_read_escape(channel, start + rank, out + i); });
 }

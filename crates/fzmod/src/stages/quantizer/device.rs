@@ -3,10 +3,12 @@
 
 use super::{cpu, Quantizer, Resolved};
 
+mod fragment;
 mod inline;
 use crate::archive::ErrorMode;
 use crate::backend::cuda::device::{
-    exclusive_scan, grid, scan_partials_len, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage, THREADS,
+    exclusive_scan, grid, scan_partials_len, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage, PendingRecord,
+    THREADS,
 };
 use crate::backend::cuda::{device_error, Program};
 use crate::element::DType;
@@ -22,9 +24,17 @@ const WALK_WARPS: u64 = 4;
 /// Thread blocks of the value-range pass.
 const MINMAX_BLOCKS: u32 = 1056;
 
+/// device.cu, one static so that a fused region includes it once.
+static SOURCE: &str = include_str!("device.cu");
+
+/// The `#define` that selects the element type of device.cu.
+fn real_define(real: DType) -> String {
+    format!("#define REAL_F64 {}\n", u8::from(real == DType::F64))
+}
+
 /// The quantizer's standalone program for one element type.
 pub(crate) fn program(real: DType) -> Program {
-    Program::new(include_str!("device.cu"), format!("#define REAL_F64 {}\n", u8::from(real == DType::F64)))
+    Program::new(SOURCE, real_define(real))
 }
 
 /// First guess at the outlier channel's size: a sixteenth of the input (real fields have far
@@ -70,23 +80,46 @@ pub(crate) fn resolve(run: &DeviceRun, program: &Program, x: &DeviceBuffer, boun
     Ok(params)
 }
 
-impl DeviceStage for Quantizer {
-    fn forward(&self, run: &mut DeviceRun, inputs: &[&DeviceBuffer]) -> Result<DeviceForwarded> {
-        let bound = self.bound.ok_or_else(|| Error::InvalidArgument("no error bound set".into()))?;
-        let [x] = inputs else { return Err(Error::Pipeline("Quantizer takes one input".into())) };
-        if self.inline_outliers {
-            return self.forward_inline(run, x, bound);
-        }
+/// A forward between the codes and the outlier channel: the resolved parameters and each
+/// outlier tile's statistics (`tile_next` only for indexed outliers).
+pub(super) struct Encoding {
+    pub params: DeviceBuffer,
+    pub tile_count: DeviceBuffer,
+    pub tile_next: Option<DeviceBuffer>,
+    pub n: usize,
+    pub ntiles: u64,
+}
+
+impl Quantizer {
+    /// Resolve the bound on `x` and allocate the tile statistics.
+    pub(super) fn begin(&self, run: &DeviceRun, x: &DeviceBuffer, bound: ErrorBound) -> Result<Encoding> {
         let n = x.known_len()?;
+        let ntiles = (n as u64).div_ceil(TILE).max(1);
+        let params = resolve(run, &program(self.input), x, bound)?;
+        let tile_count = run.alloc(DType::U32, ntiles as usize)?;
+        let tile_next = if self.inline_outliers { None } else { Some(run.alloc(DType::U64, ntiles as usize)?) };
+        Ok(Encoding { params, tile_count, tile_next, n, ntiles })
+    }
+
+    /// The outlier channel and the record, after the codes: the channel kernels read the
+    /// input (at device address `x`) again, only in tiles that have outliers.
+    pub(super) fn channel(
+        &self,
+        run: &mut DeviceRun,
+        x: u64,
+        words: Option<u64>,
+        enc: Encoding,
+        bound: ErrorBound,
+    ) -> Result<(DeviceBuffer, PendingRecord)> {
+        if self.inline_outliers {
+            return self.inline_channel(run, x, words, enc, bound);
+        }
         let program = program(self.input);
         let k = |name| run.kernel(&program, name);
-        let (encode, starts, sizes, write, export) =
-            (k("q_encode")?, k("q_tile_starts")?, k("q_entry_sizes")?, k("q_write_channel")?, k("q_export")?);
-        let ntiles = (n as u64).div_ceil(TILE).max(1);
-        let codes = run.alloc(DType::I32, n)?;
-        let params = resolve(run, &program, x, bound)?;
-        let tile_count = run.alloc(DType::U32, ntiles as usize)?;
-        let tile_next = run.alloc(DType::U64, ntiles as usize)?;
+        let (starts, sizes, write, export) =
+            (k("q_tile_starts")?, k("q_entry_sizes")?, k("q_write_channel")?, k("q_export")?);
+        let Encoding { params, tile_count, tile_next, n, ntiles } = enc;
+        let tile_next = tile_next.ok_or_else(|| Error::Device("indexed outliers without tile_next".into()))?;
         let tile_bytes = run.alloc(DType::U32, ntiles as usize)?;
         let offsets = run.alloc(DType::U64, ntiles as usize + 1)?;
         let partials = run.alloc(DType::U64, scan_partials_len(ntiles))?;
@@ -97,18 +130,9 @@ impl DeviceStage for Quantizer {
         let s = run.stream().clone();
         let p = |b: &DeviceBuffer| b.ptr(&s);
         let (n64, cap) = (n as u64, channel.len.capacity() as u64);
-        // SAFETY: argument lists match device.cu; every buffer was sized above for n elements
-        // and ntiles tiles; the channel kernel writes nothing past `cap`.
+        // SAFETY: argument lists match device.cu; `x` holds n elements, the tile arrays ntiles
+        // (+ 1) entries; the channel kernel writes nothing past `cap`.
         unsafe {
-            s.launch_builder(&encode)
-                .arg(&p(x))
-                .arg(&n64)
-                .arg(&p(&params))
-                .arg(&p(&codes))
-                .arg(&p(&tile_count))
-                .arg(&p(&tile_next))
-                .launch(grid(ntiles * 256, 256))
-                .map_err(device_error)?;
             s.launch_builder(&starts)
                 .arg(&p(&tile_next))
                 .arg(&p(&tile_count))
@@ -117,7 +141,7 @@ impl DeviceStage for Quantizer {
                 .launch(grid(1024, 1024))
                 .map_err(device_error)?;
             s.launch_builder(&sizes)
-                .arg(&p(x))
+                .arg(&x)
                 .arg(&n64)
                 .arg(&p(&params))
                 .arg(&p(&tile_count))
@@ -132,7 +156,7 @@ impl DeviceStage for Quantizer {
         // SAFETY: as above.
         unsafe {
             s.launch_builder(&write)
-                .arg(&p(x))
+                .arg(&x)
                 .arg(&n64)
                 .arg(&p(&params))
                 .arg(&p(&tile_count))
@@ -153,18 +177,123 @@ impl DeviceStage for Quantizer {
                 .map_err(device_error)?;
         }
         let stage = self.clone();
-        Ok(DeviceForwarded {
-            outputs: vec![codes, channel],
-            record: Box::new(move |sc| {
-                let resolved = Resolved {
-                    abs_bound: sc.f64(abs_slot),
-                    step: sc.f64(step_slot),
-                    num_elements: n as u64,
-                    num_outliers: sc.u64(outliers_slot),
-                };
-                stage.record(bound, None, &resolved)
-            }),
-        })
+        let record: PendingRecord = Box::new(move |sc| {
+            let resolved = Resolved {
+                abs_bound: sc.f64(abs_slot),
+                step: sc.f64(step_slot),
+                num_elements: n as u64,
+                num_outliers: sc.u64(outliers_slot),
+            };
+            stage.record(bound, None, &resolved)
+        });
+        Ok((channel, record))
+    }
+}
+
+impl Quantizer {
+    /// The indexed outliers of `channel` as device lists (index, value bits) and their count:
+    /// the channel is small, so the CPU's own validating parser reads it.
+    fn outlier_list(
+        &self,
+        run: &DeviceRun,
+        channel: &DeviceBuffer,
+        n: usize,
+    ) -> Result<(DeviceBuffer, DeviceBuffer, u64)> {
+        let r = self.resolved.ok_or_else(|| Error::Pipeline("Quantizer inverse needs a decoded record".into()))?;
+        let bytes = run.download(channel, channel.known_len()?)?;
+        let (index, bits): (Vec<u64>, Vec<u64>) = if self.input == DType::F32 {
+            cpu::parse_outliers::<f32>(&bytes, r.num_outliers, n)?
+                .into_iter()
+                .map(|(i, v)| (i as u64, u64::from(v.to_bits())))
+                .unzip()
+        } else {
+            cpu::parse_outliers::<f64>(&bytes, r.num_outliers, n)?
+                .into_iter()
+                .map(|(i, v)| (i as u64, v.to_bits()))
+                .unzip()
+        };
+        let as_bytes = |v: &[u64]| v.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>();
+        let count = index.len() as u64;
+        Ok((run.upload(DType::U64, &as_bytes(&index))?, run.upload(DType::U64, &as_bytes(&bits))?, count))
+    }
+
+    /// Put the indexed outliers back into `out` (after its codes were reconstructed).
+    fn scatter_outliers(
+        &self,
+        run: &DeviceRun,
+        index: &DeviceBuffer,
+        bits: &DeviceBuffer,
+        count: u64,
+        out: u64,
+    ) -> Result<()> {
+        if count == 0 {
+            return Ok(());
+        }
+        let scatter = run.kernel(&program(self.input), "fz_scatter_outliers")?;
+        let s = run.stream();
+        // SAFETY: argument list matches device.cu; every index was checked against the output's
+        // length by the parser.
+        unsafe {
+            s.launch_builder(&scatter)
+                .arg(&index.ptr(s))
+                .arg(&bits.ptr(s))
+                .arg(&count)
+                .arg(&out)
+                .launch(grid(count, u64::from(THREADS)))
+                .map_err(device_error)?;
+        }
+        Ok(())
+    }
+}
+
+impl DeviceStage for Quantizer {
+    fn forward(&self, run: &mut DeviceRun, inputs: &[&DeviceBuffer]) -> Result<DeviceForwarded> {
+        let bound = self.bound.ok_or_else(|| Error::InvalidArgument("no error bound set".into()))?;
+        let [x] = inputs else { return Err(Error::Pipeline("Quantizer takes one input".into())) };
+        let enc = self.begin(run, x, bound)?;
+        let program = program(self.input);
+        let s = run.stream().clone();
+        let p = |b: &DeviceBuffer| b.ptr(&s);
+        let n64 = enc.n as u64;
+        let tile_grid = grid(enc.ntiles * 256, 256);
+        let codes = if self.inline_outliers {
+            let words = run.alloc(DType::U32, enc.n)?;
+            let encode = run.kernel(&program, "qi_encode")?;
+            // SAFETY: argument list matches device.cu; `words` holds n elements, the tile
+            // counts ntiles.
+            unsafe {
+                s.launch_builder(&encode)
+                    .arg(&p(x))
+                    .arg(&n64)
+                    .arg(&p(&enc.params))
+                    .arg(&p(&words))
+                    .arg(&p(&enc.tile_count))
+                    .launch(tile_grid)
+                    .map_err(device_error)?;
+            }
+            words
+        } else {
+            let codes = run.alloc(DType::I32, enc.n)?;
+            let encode = run.kernel(&program, "q_encode")?;
+            let tile_next = enc.tile_next.as_ref().ok_or_else(|| Error::Device("no tile_next".into()))?;
+            // SAFETY: argument list matches device.cu; `codes` holds n elements, the tile
+            // arrays ntiles.
+            unsafe {
+                s.launch_builder(&encode)
+                    .arg(&p(x))
+                    .arg(&n64)
+                    .arg(&p(&enc.params))
+                    .arg(&p(&codes))
+                    .arg(&p(&enc.tile_count))
+                    .arg(&p(tile_next))
+                    .launch(tile_grid)
+                    .map_err(device_error)?;
+            }
+            codes
+        };
+        let words = self.inline_outliers.then(|| p(&codes));
+        let (channel, record) = self.channel(run, p(x), words, enc, bound)?;
+        Ok(DeviceForwarded { outputs: vec![codes, channel], record })
     }
 
     fn inverse(&self, run: &mut DeviceRun, outputs: &[&DeviceBuffer]) -> Result<Vec<DeviceBuffer>> {
@@ -179,28 +308,12 @@ impl DeviceStage for Quantizer {
         if self.inline_outliers {
             return self.inverse_inline(run, codes, channel, r);
         }
-        // The channel is small: parse it with the CPU's own validating parser.
-        let bytes = run.download(channel, channel.known_len()?)?;
-        let (index, bits): (Vec<u64>, Vec<u64>) = if self.input == DType::F32 {
-            cpu::parse_outliers::<f32>(&bytes, r.num_outliers, n)?
-                .into_iter()
-                .map(|(i, v)| (i as u64, u64::from(v.to_bits())))
-                .unzip()
-        } else {
-            cpu::parse_outliers::<f64>(&bytes, r.num_outliers, n)?
-                .into_iter()
-                .map(|(i, v)| (i as u64, v.to_bits()))
-                .unzip()
-        };
-        let program = program(self.input);
-        let (decode, scatter) = (run.kernel(&program, "q_decode")?, run.kernel(&program, "fz_scatter_outliers")?);
+        let (index, bits, count) = self.outlier_list(run, channel, n)?;
+        let decode = run.kernel(&program(self.input), "q_decode")?;
         let out = run.alloc(self.input, n)?;
         let s = run.stream().clone();
-        let (n64, count) = (n as u64, index.len() as u64);
-        let as_bytes = |v: &[u64]| v.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>();
-        let (index, bits) = (run.upload(DType::U64, &as_bytes(&index))?, run.upload(DType::U64, &as_bytes(&bits))?);
-        // SAFETY: argument lists match device.cu; `out` holds n elements and every outlier
-        // index was checked against n by the parser.
+        let n64 = n as u64;
+        // SAFETY: argument list matches device.cu; `codes` and `out` hold n elements.
         unsafe {
             s.launch_builder(&decode)
                 .arg(&codes.ptr(&s))
@@ -209,16 +322,8 @@ impl DeviceStage for Quantizer {
                 .arg(&out.ptr(&s))
                 .launch(grid(n64, u64::from(THREADS)))
                 .map_err(device_error)?;
-            if count > 0 {
-                s.launch_builder(&scatter)
-                    .arg(&index.ptr(&s))
-                    .arg(&bits.ptr(&s))
-                    .arg(&count)
-                    .arg(&out.ptr(&s))
-                    .launch(grid(count, u64::from(THREADS)))
-                    .map_err(device_error)?;
-            }
         }
+        self.scatter_outliers(run, &index, &bits, count, out.ptr(&s))?;
         Ok(vec![out])
     }
 }

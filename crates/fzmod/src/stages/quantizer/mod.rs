@@ -363,6 +363,11 @@ impl Stage for Quantizer {
         Some(self)
     }
 
+    #[cfg(feature = "cuda")]
+    fn fragment(&self) -> Option<&dyn crate::backend::cuda::region::Fragment> {
+        Some(self)
+    }
+
     fn error_bound(&self) -> Option<ErrorBound> {
         self.bound
     }

@@ -90,33 +90,33 @@ __device__ u32 rze_build(const u8* src, u32 len, u32 word, const Maps& m, u32* p
     return m.len[3] + pops[3] + pops[2] + pops[1] + pops[0] * word + len % word;
 }
 
-// Chunk placement by a decoupled look-back, so that each chunk is built once: chunks are
-// taken in ticket order; a chunk publishes its size (AGGREGATE) as soon as it is built, then
-// warp 0 sums its predecessors' published values 32 at a time, back to the nearest one that
-// holds its whole prefix (INCLUSIVE), and publishes its own. Every chunk it waits for holds an
-// earlier ticket, so it is running or done: no deadlock. Where a chunk lands depends only on
-// the sizes before it, never on the schedule: the bytes are cpu.rs's.
-#define RZE_AGGREGATE (1ull << 62)
-#define RZE_INCLUSIVE (2ull << 62)
-#define RZE_VALUE (RZE_AGGREGATE - 1)
+// Chunks are placed by the decoupled look-back of common.cu (fz_look_back): each chunk is
+// built once, and where it lands depends only on the sizes before it: the bytes are cpu.rs's.
 
-// The sum of the sizes of chunks [0, c), by warp 0 of the block (lane 0 gets it).
-__device__ __forceinline__ u64 rze_look_back(volatile u64* state, u64 c) {
-    int lane = threadIdx.x & 31;
-    u64 exclusive = 0;
-    for (long long end = (long long)c - 1;; end -= 32) {
-        long long k = end - lane;
-        u64 v = RZE_INCLUSIVE;  // before chunk 0: an empty prefix
-        if (k >= 0)
-            do v = state[k];
-            while (v >> 62 == 0);
-        u32 inclusive = __ballot_sync(FULL_MASK, v >> 62 == 2);
-        int stop = inclusive ? __ffs(inclusive) - 1 : 31;
-        u64 part = lane <= stop ? v & RZE_VALUE : 0;
-        for (int o = 16; o > 0; o >>= 1) part += __shfl_down_sync(FULL_MASK, part, o);
-        exclusive += __shfl_sync(FULL_MASK, part, 0);
-        if (inclusive) return exclusive;
+// Write the encoded chunk (maps built by rze_build, `size` from it) to `w`, which may be shared
+// or global memory.
+__device__ __forceinline__ void rze_emit(const u8* src, u32 len, u32 word, const Maps& m, const u32* pops, u8* w) {
+    for (u32 i = threadIdx.x; i < m.len[3]; i += blockDim.x) w[i] = m.at[3][i];
+    u32 pos = m.len[3];
+    for (int l = 3; l > 0; l--) {
+        const u8* below = m.at[l - 1];
+        rank_walk(m.at[l], m.len[l - 1], [&](u32 k, u32 set, u32 rank) {
+            if (set) w[pos + rank] = below[k];
+        });
+        pos += pops[l];
     }
+    rank_walk(m.at[0], len / word, [&](u32 i, u32 set, u32 rank) {
+        if (set)
+            for (u32 b = 0; b < word; b++) w[pos + rank * word + b] = src[i * word + b];
+    });
+    pos += pops[0] * word;
+    for (u32 t = threadIdx.x; t < len % word; t += blockDim.x) w[pos + t] = src[len / word * word + t];
+}
+
+// Chunk c's entry of the size table.
+__device__ __forceinline__ void rze_table_entry(u8* seg, u64 c, u32 size) {
+    seg[2 * c] = (u8)size;
+    seg[2 * c + 1] = (u8)(size >> 8);
 }
 
 // The size table (2 bytes per chunk) and every chunk, raw when encoding would not shrink it, at
@@ -141,46 +141,27 @@ rze_encode(const u8* in, u64 n, u64 chunk, u32 word, u64 nchunks, u64* state, u8
         u32 size = rze_build(src, len, word, m, pops);
         bool raw = size >= len;
         if (raw) size = len;
-        if (threadIdx.x == 0 && c > 0) chunks[c] = RZE_AGGREGATE | size;
+        if (threadIdx.x == 0 && c > 0) chunks[c] = FZ_AGGREGATE | size;
         if (threadIdx.x < 32) {
-            u64 before = rze_look_back(chunks, c);
+            u64 before = fz_look_back(chunks, c);
             if (threadIdx.x == 0) {
-                chunks[c] = RZE_INCLUSIVE | (before + size);
+                chunks[c] = FZ_INCLUSIVE | (before + size);
                 offset = before;
                 if (c == nchunks - 1) *out_len = 2 * nchunks + before + size;
             }
         }
         __syncthreads();
         if (2 * nchunks + offset + size <= capacity) {
-            if (threadIdx.x == 0) {
-                out[2 * c] = (u8)size;
-                out[2 * c + 1] = (u8)(size >> 8);
-            }
+            if (threadIdx.x == 0) rze_table_entry(out, c, size);
             u8* dst = out + 2 * nchunks + offset;
             if (raw) {
                 fz_block_copy(dst, src, len);
+            } else if (size <= RZE_STAGE) {
+                rze_emit(src, len, word, m, pops, stage);
+                __syncthreads();
+                fz_block_copy(dst, stage, size);
             } else {
-                bool staged = size <= RZE_STAGE;
-                u8* w = staged ? stage : dst;
-                for (u32 i = threadIdx.x; i < m.len[3]; i += blockDim.x) w[i] = m.at[3][i];
-                u32 pos = m.len[3];
-                for (int l = 3; l > 0; l--) {
-                    const u8* below = m.at[l - 1];
-                    rank_walk(m.at[l], m.len[l - 1], [&](u32 k, u32 set, u32 rank) {
-                        if (set) w[pos + rank] = below[k];
-                    });
-                    pos += pops[l];
-                }
-                rank_walk(m.at[0], len / word, [&](u32 i, u32 set, u32 rank) {
-                    if (set)
-                        for (u32 b = 0; b < word; b++) w[pos + rank * word + b] = src[i * word + b];
-                });
-                pos += pops[0] * word;
-                for (u32 t = threadIdx.x; t < len % word; t += blockDim.x) w[pos + t] = src[len / word * word + t];
-                if (staged) {
-                    __syncthreads();
-                    fz_block_copy(dst, stage, size);
-                }
+                rze_emit(src, len, word, m, pops, dst);
             }
         }
         __syncthreads();
@@ -192,6 +173,44 @@ __device__ __forceinline__ bool padding_ok(const u8* map, u32 bytes, u32 valid) 
     return valid % 8 == 0 || bytes == 0 || (map[bytes - 1] >> (valid % 8)) == 0;
 }
 
+// Decode one chunk of `size` encoded bytes at `enc` into `len` bytes at `dst` (shared or global
+// memory); false when its bitmaps and payload disagree. `input` is a shared-memory staging
+// buffer of RZE_STAGE bytes, `shared` RZE_MAP_BYTES for the bitmaps.
+__device__ bool rze_decode_chunk(const u8* enc, u32 size, u32 len, u32 word, u8* shared, u8* input, u8* dst) {
+    u32 words = len / word;
+    Maps m = rze_maps(shared, words);
+    if (size == len) {
+        fz_block_copy(dst, enc, len);
+        return true;
+    }
+    if (size <= RZE_STAGE) {
+        fz_block_copy(input, enc, size);
+        __syncthreads();
+        enc = input;
+    }
+    for (u32 i = threadIdx.x; i < m.len[3]; i += blockDim.x) m.at[3][i] = enc[i];
+    __syncthreads();
+    u32 pos = m.len[3];
+    for (int l = 3; l > 0; l--) {
+        u32 count = block_popcount(m.at[l], m.len[l]);
+        if (!padding_ok(m.at[l], m.len[l], m.len[l - 1]) || pos + count > size) return false;
+        u8* below = m.at[l - 1];
+        rank_walk(m.at[l], m.len[l - 1], [&](u32 k, u32 set, u32 rank) {
+            below[k] = set ? enc[pos + rank] : rank ? enc[pos + rank - 1] : 0;
+        });
+        __syncthreads();
+        pos += count;
+    }
+    u32 count = block_popcount(m.at[0], m.len[0]);
+    if (!padding_ok(m.at[0], m.len[0], words) || pos + count * word + len % word != size) return false;
+    rank_walk(m.at[0], words, [&](u32 i, u32 set, u32 rank) {
+        for (u32 b = 0; b < word; b++) dst[i * word + b] = set ? enc[pos + rank * word + b] : 0;
+    });
+    pos += count * word;
+    for (u32 t = threadIdx.x; t < len % word; t += blockDim.x) dst[words * word + t] = enc[pos + t];
+    return true;
+}
+
 // Inverse: chunk c's payload starts at `starts[c]` (the table was validated on the host);
 // any inconsistency inside a chunk sets *err and leaves that chunk.
 extern "C" __global__ void __launch_bounds__(RZE_THREADS)
@@ -200,52 +219,40 @@ rze_decode(const u8* seg, const u64* starts, u64 n, u64 chunk, u32 word, u64 nch
     __shared__ __align__(16) u8 stage[RZE_STAGE];
     __shared__ __align__(16) u8 input[RZE_STAGE];
     for (u64 c = blockIdx.x; c < nchunks; c += gridDim.x) {
-        const u8* enc = seg + starts[c];
         u32 size = (u32)seg[2 * c] | (u32)seg[2 * c + 1] << 8;
-        u32 len = (u32)min(chunk, n - c * chunk), words = len / word;
+        u32 len = (u32)min(chunk, n - c * chunk);
+        // Coded chunks that fit are decoded into shared memory, then stored by consecutive
+        // threads; raw ones are copied straight.
+        bool staged = len <= RZE_STAGE && size != len;
         u8* dst = out + c * chunk;
-        Maps m = rze_maps(shared, words);
-        if (size == len) {
-            fz_block_copy(dst, enc, len);
-        } else {
-            if (size <= RZE_STAGE) {
-                fz_block_copy(input, enc, size);
-                __syncthreads();
-                enc = input;
-            }
-            for (u32 i = threadIdx.x; i < m.len[3]; i += blockDim.x) m.at[3][i] = enc[i];
+        if (!rze_decode_chunk(seg + starts[c], size, len, word, shared, input, staged ? stage : dst)) {
+            if (threadIdx.x == 0) atomicOr(err, 1u);
+        } else if (staged) {
             __syncthreads();
-            u32 pos = m.len[3];
-            bool ok = true;
-            for (int l = 3; l > 0 && ok; l--) {
-                u32 count = block_popcount(m.at[l], m.len[l]);
-                ok = padding_ok(m.at[l], m.len[l], m.len[l - 1]) && pos + count <= size;
-                if (!ok) break;
-                u8* below = m.at[l - 1];
-                rank_walk(m.at[l], m.len[l - 1], [&](u32 k, u32 set, u32 rank) {
-                    below[k] = set ? enc[pos + rank] : rank ? enc[pos + rank - 1] : 0;
-                });
-                __syncthreads();
-                pos += count;
-            }
-            u32 count = ok ? block_popcount(m.at[0], m.len[0]) : 0;
-            ok = ok && padding_ok(m.at[0], m.len[0], words) && pos + count * word + len % word == size;
-            if (!ok) {
-                if (threadIdx.x == 0) atomicOr(err, 1u);
-            } else {
-                bool staged = len <= RZE_STAGE;
-                u8* w = staged ? stage : dst;
-                rank_walk(m.at[0], words, [&](u32 i, u32 set, u32 rank) {
-                    for (u32 b = 0; b < word; b++) w[i * word + b] = set ? enc[pos + rank * word + b] : 0;
-                });
-                pos += count * word;
-                for (u32 t = threadIdx.x; t < len % word; t += blockDim.x) w[words * word + t] = enc[pos + t];
-                if (staged) {
-                    __syncthreads();
-                    fz_block_copy(dst, stage, len);
-                }
-            }
+            fz_block_copy(dst, stage, len);
         }
         __syncthreads();
     }
+}
+
+// ---- Fragment of a fused region (backend/cuda/region.rs): one chunk per tile ----
+
+// Encode the tile `in` (`len` <= RZE_STAGE bytes) into `out`; returns the encoded size (`len`
+// and a raw copy when encoding would not shrink it). `scratch` holds the bitmaps.
+__device__ u32 rze_region_encode(const u8* in, u32 len, u32 word, u8* scratch, u8* out) {
+    Maps m = rze_maps(scratch, len / word);
+    u32 pops[4];
+    u32 size = rze_build(in, len, word, m, pops);
+    if (size >= len) {
+        fz_block_copy(out, in, len);
+        return len;
+    }
+    rze_emit(in, len, word, m, pops, out);
+    return size;
+}
+
+// Decode tile c (its payload at seg + starts[c]) into `out`; `stage` is a second tile buffer.
+__device__ bool rze_region_decode(const u8* seg, const u64* starts, u64 c, u32 len, u32 word, u8* scratch, u8* stage, u8* out) {
+    u32 size = (u32)seg[2 * c] | (u32)seg[2 * c + 1] << 8;
+    return rze_decode_chunk(seg + starts[c], size, len, word, scratch, stage, out);
 }

@@ -5,6 +5,7 @@
 
 use super::{cpu, Rze};
 use crate::backend::cuda::device::{grid, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage};
+use crate::backend::cuda::region::{Code, ForwardPart, Fragment, Geometry, InversePart, TILE_BUFFER_BYTES};
 use crate::backend::cuda::{device_error, Program};
 use crate::element::DType;
 use crate::error::{corrupt, Error, Result};
@@ -14,8 +15,10 @@ use cudarc::driver::PushKernelArg;
 const THREADS: u64 = 256;
 const MAX_BLOCKS: u64 = 1 << 15;
 
+static SOURCE: &str = include_str!("device.cu");
+
 pub(crate) fn program() -> Program {
-    Program::new(include_str!("device.cu"), String::new())
+    Program::new(SOURCE, String::new())
 }
 
 /// One thread block per chunk, at most [`MAX_BLOCKS`] (each then takes several).
@@ -74,31 +77,20 @@ impl DeviceStage for Rze {
     }
 
     fn inverse(&self, run: &mut DeviceRun, outputs: &[&DeviceBuffer]) -> Result<Vec<DeviceBuffer>> {
-        let n = self.num_bytes.ok_or_else(|| Error::Pipeline("RZE inverse needs a decoded record".into()))?;
-        let n = usize::try_from(n).map_err(|_| corrupt!("RZE length {n}"))?;
         let [seg] = outputs else { return Err(Error::Pipeline("RZE inverse takes one buffer".into())) };
-        let (chunk, word) = (self.chunk_bytes as usize, usize::from(self.word_size));
-        // The size table is small (2 bytes per chunk): the CPU's checks validate it.
-        let spans = cpu::chunk_spans(seg.known_len()?, n, chunk, word, |chunks| {
-            if chunks == 0 {
-                return Ok(Vec::new());
-            }
-            let table = run.download(seg, 2 * chunks)?;
-            Ok(table.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect())
-        })?;
+        let (n, starts) = self.chunk_starts(run, seg)?;
+        let chunk = self.chunk_bytes as usize;
         let out = run.alloc(DType::U8, n)?;
-        if spans.is_empty() {
+        let Some((starts, nchunks)) = starts else {
             return Ok(vec![out]);
-        }
-        let starts: Vec<u8> = spans.iter().flat_map(|c| (c.at as u64).to_le_bytes()).collect();
-        let starts = run.upload(DType::U64, &starts)?;
+        };
         let err = run.alloc(DType::U32, 1)?;
         run.zero(&err)?;
         let program = program();
         let decode = run.kernel(&program, "rze_decode")?;
         let s = run.stream().clone();
         let p = |b: &DeviceBuffer| b.ptr(&s);
-        let (n64, chunk64, word32, nc) = (n as u64, chunk as u64, u32::from(self.word_size), spans.len() as u64);
+        let (n64, chunk64, word32, nc) = (n as u64, chunk as u64, u32::from(self.word_size), nchunks);
         // SAFETY: argument list matches device.cu; every chunk's payload lies inside `seg`
         // (checked by chunk_spans) and `out` holds n bytes.
         unsafe {
@@ -118,6 +110,79 @@ impl DeviceStage for Rze {
             return Err(corrupt!("RZE: a chunk's bitmaps do not match its payload"));
         }
         Ok(vec![out])
+    }
+}
+
+impl Rze {
+    /// The decoded length, and where each chunk's payload starts (on the device) with the
+    /// chunk count: the size table is small (2 bytes per chunk), so the CPU's checks validate
+    /// it. `None` for an empty stream.
+    fn chunk_starts(&self, run: &DeviceRun, seg: &DeviceBuffer) -> Result<(usize, Option<(DeviceBuffer, u64)>)> {
+        let n = self.num_bytes.ok_or_else(|| Error::Pipeline("RZE inverse needs a decoded record".into()))?;
+        let n = usize::try_from(n).map_err(|_| corrupt!("RZE length {n}"))?;
+        let (chunk, word) = (self.chunk_bytes as usize, usize::from(self.word_size));
+        let spans = cpu::chunk_spans(seg.known_len()?, n, chunk, word, |chunks| {
+            if chunks == 0 {
+                return Ok(Vec::new());
+            }
+            let table = run.download(seg, 2 * chunks)?;
+            Ok(table.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect())
+        })?;
+        if spans.is_empty() {
+            return Ok((n, None));
+        }
+        let starts: Vec<u8> = spans.iter().flat_map(|c| (c.at as u64).to_le_bytes()).collect();
+        Ok((n, Some((run.upload(DType::U64, &starts)?, spans.len() as u64))))
+    }
+}
+
+impl Fragment for Rze {
+    fn sources(&self) -> Vec<&'static str> {
+        vec![SOURCE]
+    }
+
+    fn geometry(&self) -> Option<Geometry> {
+        // A chunk is one tile, staged in a tile buffer.
+        (self.chunk_bytes as usize <= TILE_BUFFER_BYTES).then_some(Geometry {
+            in_width: 1,
+            out_width: 1,
+            same_count: false,
+            granule: self.chunk_bytes as usize,
+            coder: true,
+        })
+    }
+
+    fn forward_code(&self) -> Code {
+        format!("rze_region_encode($in, $bytes, {}u, $scratch, $out)", self.word_size)
+    }
+
+    fn entry_code(&self) -> Code {
+        "rze_table_entry($seg, $tile, $size)".into()
+    }
+
+    fn inverse_code(&self) -> Code {
+        format!("rze_region_decode($seg, (const u64*)$0, $tile, $bytes, {}u, $scratch, $stage, $out)", self.word_size)
+    }
+
+    fn forward(&self, run: &mut DeviceRun, _input: Option<&DeviceBuffer>, n: usize) -> Result<ForwardPart> {
+        let nchunks = n.div_ceil(self.chunk_bytes as usize);
+        let (segment, length_at) = run.alloc_dynamic(DType::U8, worst_case(n, nchunks))?;
+        let record = self.record(n);
+        Ok(ForwardPart::Coder {
+            args: Vec::new(),
+            table_bytes: 2 * nchunks as u64,
+            segment,
+            length_at,
+            record: Box::new(move |_| Ok(record)),
+        })
+    }
+
+    fn inverse(&self, run: &mut DeviceRun, outputs: &[Option<&DeviceBuffer>]) -> Result<InversePart> {
+        let [Some(seg)] = outputs else { return Err(Error::Pipeline("RZE inverse takes its segment".into())) };
+        let (n, starts) = self.chunk_starts(run, seg)?;
+        let keep: Vec<DeviceBuffer> = starts.into_iter().map(|(b, _)| b).collect();
+        let at = keep.first().map_or(0, |b| b.ptr(run.stream()));
+        Ok(InversePart::Coder { args: vec![at], input_bytes: n, keep })
     }
 }
 

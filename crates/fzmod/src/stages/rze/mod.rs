@@ -124,4 +124,9 @@ impl Stage for Rze {
     fn device(&self) -> Option<&dyn crate::backend::cuda::device::DeviceStage> {
         Some(self)
     }
+
+    #[cfg(feature = "cuda")]
+    fn fragment(&self) -> Option<&dyn crate::backend::cuda::region::Fragment> {
+        Some(self)
+    }
 }

@@ -1,7 +1,9 @@
-//! The word maps on the device: the map kernel of words.cu, one thread per word.
+//! The word maps on the device: the map kernel of words.cu, one thread per word, and the same
+//! map as a fragment of a fused region.
 
 use super::{Map, WordMap};
 use crate::backend::cuda::device::{DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage};
+use crate::backend::cuda::region::{Code, ForwardPart, Fragment, Geometry, InversePart};
 use crate::error::{Error, Result};
 use crate::stages::words::{self, device};
 
@@ -26,5 +28,43 @@ impl DeviceStage for WordMap {
     fn inverse(&self, run: &mut DeviceRun, outputs: &[&DeviceBuffer]) -> Result<Vec<DeviceBuffer>> {
         let [w] = outputs else { return Err(Error::Pipeline("a word map's inverse takes one buffer".into())) };
         Ok(vec![device::map(run, w, self.input, self.map.op(), true)?])
+    }
+}
+
+impl Fragment for WordMap {
+    fn sources(&self) -> Vec<&'static str> {
+        vec![device::SOURCE]
+    }
+
+    fn geometry(&self) -> Option<Geometry> {
+        let w = self.input.size();
+        Some(Geometry { in_width: w, out_width: w, same_count: true, granule: w, coder: false })
+    }
+
+    fn forward_code(&self) -> Code {
+        self.code(false)
+    }
+
+    fn inverse_code(&self) -> Code {
+        self.code(true)
+    }
+
+    fn forward(&self, _run: &mut DeviceRun, _input: Option<&DeviceBuffer>, _n: usize) -> Result<ForwardPart> {
+        let record = self.record();
+        Ok(ForwardPart::Transform {
+            args: Vec::new(),
+            finish: Box::new(move |_| Ok((Vec::new(), Box::new(move |_| Ok(record))))),
+        })
+    }
+
+    fn inverse(&self, _run: &mut DeviceRun, _outputs: &[Option<&DeviceBuffer>]) -> Result<InversePart> {
+        Ok(InversePart::Transform { args: Vec::new(), input_bytes: None, finish: Box::new(|_, _| Ok(())) })
+    }
+}
+
+impl WordMap {
+    fn code(&self, undo: bool) -> Code {
+        let (bits, op) = (8 * self.input.size(), self.map.op());
+        format!("w_map_tile($in, $out, $bytes, {bits}u, {op}u, {}u)", u32::from(undo))
     }
 }

@@ -1,8 +1,8 @@
 //! The PFPL inline-word mode on the device (`qi_*` kernels in device.cu): words per element,
 //! escaped values ranked per tile by a scan, so the channel holds them in index order.
 
-use super::{channel_guess, program, resolve, TILE};
-use crate::backend::cuda::device::{exclusive_scan, grid, scan_partials_len, DeviceBuffer, DeviceForwarded, DeviceRun};
+use super::{channel_guess, program, Encoding, TILE};
+use crate::backend::cuda::device::{exclusive_scan, grid, scan_partials_len, DeviceBuffer, DeviceRun, PendingRecord};
 use crate::backend::cuda::device_error;
 use crate::element::DType;
 use crate::error::{corrupt, Result};
@@ -24,25 +24,24 @@ fn inline_channel_guess(n: usize, real: DType) -> usize {
 }
 
 /// Tiles of `n` elements (at least one, so the scans always have an item).
-fn tiles(n: usize) -> u64 {
+pub(super) fn tiles(n: usize) -> u64 {
     (n as u64).div_ceil(TILE).max(1)
 }
 
 impl Quantizer {
-    pub(super) fn forward_inline(
+    /// The escape channel and the record after the words (at `words`, or on chip in a fused
+    /// region: `None`, and the channel kernel quantizes the escaping tiles again).
+    pub(super) fn inline_channel(
         &self,
         run: &mut DeviceRun,
-        x: &DeviceBuffer,
+        x: u64,
+        words: Option<u64>,
+        enc: Encoding,
         bound: ErrorBound,
-    ) -> Result<DeviceForwarded> {
-        let n = x.known_len()?;
+    ) -> Result<(DeviceBuffer, PendingRecord)> {
+        let Encoding { params, tile_count, n, ntiles, .. } = enc;
         let program = program(self.input);
-        let k = |name| run.kernel(&program, name);
-        let (encode, write, export) = (k("qi_encode")?, k("qi_write_channel")?, k("qi_export")?);
-        let ntiles = tiles(n);
-        let words = run.alloc(DType::U32, n)?;
-        let params = resolve(run, &program, x, bound)?;
-        let tile_count = run.alloc(DType::U32, ntiles as usize)?;
+        let (write, export) = (run.kernel(&program, "qi_write_channel")?, run.kernel(&program, "qi_export")?);
         let offsets = run.alloc(DType::U64, ntiles as usize + 1)?;
         let partials = run.alloc(DType::U64, scan_partials_len(ntiles))?;
         let (channel, channel_len) = run.alloc_dynamic(DType::U8, inline_channel_guess(n, self.input))?;
@@ -51,33 +50,22 @@ impl Quantizer {
         let (step_slot, step_at) = run.slot()?;
         let s = run.stream().clone();
         let p = |b: &DeviceBuffer| b.ptr(&s);
-        let (n64, cap) = (n as u64, channel.len.capacity() as u64);
-        let tile_grid = grid(ntiles * TILE_THREADS, TILE_THREADS);
-        // SAFETY: argument lists match device.cu; `words` holds n elements, the tile arrays
-        // ntiles (+ 1) entries.
-        unsafe {
-            s.launch_builder(&encode)
-                .arg(&p(x))
-                .arg(&n64)
-                .arg(&p(&params))
-                .arg(&p(&words))
-                .arg(&p(&tile_count))
-                .launch(tile_grid)
-                .map_err(device_error)?;
-        }
+        let (n64, cap, words) = (n as u64, channel.len.capacity() as u64, words.unwrap_or(0));
         exclusive_scan(run, &program, p(&tile_count), ntiles, p(&partials), p(&offsets))?;
         let total_at = p(&offsets) + 8 * ntiles;
-        // SAFETY: as above; the channel kernel writes nothing past `cap` bytes.
+        // SAFETY: argument lists match device.cu; `x` (and `words`, unless null) hold n
+        // elements, the tile arrays ntiles (+ 1) entries; nothing is written past `cap` bytes.
         unsafe {
             s.launch_builder(&write)
-                .arg(&p(x))
-                .arg(&p(&words))
+                .arg(&x)
+                .arg(&words)
+                .arg(&p(&params))
                 .arg(&n64)
                 .arg(&p(&tile_count))
                 .arg(&p(&offsets))
                 .arg(&p(&channel))
                 .arg(&cap)
-                .launch(tile_grid)
+                .launch(grid(ntiles * TILE_THREADS, TILE_THREADS))
                 .map_err(device_error)?;
             s.launch_builder(&export)
                 .arg(&p(&params))
@@ -90,18 +78,41 @@ impl Quantizer {
                 .map_err(device_error)?;
         }
         let stage = self.clone();
-        Ok(DeviceForwarded {
-            outputs: vec![words, channel],
-            record: Box::new(move |sc| {
-                let resolved = Resolved {
-                    abs_bound: sc.f64(abs_slot),
-                    step: sc.f64(step_slot),
-                    num_elements: n as u64,
-                    num_outliers: sc.u64(outliers_slot),
-                };
-                stage.record(bound, None, &resolved)
-            }),
-        })
+        let record: PendingRecord = Box::new(move |sc| {
+            let resolved = Resolved {
+                abs_bound: sc.f64(abs_slot),
+                step: sc.f64(step_slot),
+                num_elements: n as u64,
+                num_outliers: sc.u64(outliers_slot),
+            };
+            stage.record(bound, None, &resolved)
+        });
+        Ok((channel, record))
+    }
+
+    /// Scan per-tile escape counts and check their total against the record and the channel
+    /// (as cpu.rs's reconstruct_inline does); returns the scanned offsets.
+    pub(super) fn checked_escape_offsets(
+        &self,
+        run: &DeviceRun,
+        tile_count: &DeviceBuffer,
+        ntiles: u64,
+        channel_bytes: u64,
+        r: Resolved,
+    ) -> Result<DeviceBuffer> {
+        let program = program(self.input);
+        let offsets = run.alloc(DType::U64, ntiles as usize + 1)?;
+        let partials = run.alloc(DType::U64, scan_partials_len(ntiles))?;
+        let s = run.stream();
+        exclusive_scan(run, &program, tile_count.ptr(s), ntiles, partials.ptr(s), offsets.ptr(s))?;
+        let escapes = run.read_u64(&offsets, ntiles as usize)?;
+        if escapes != r.num_outliers || escapes.checked_mul(self.input.size() as u64) != Some(channel_bytes) {
+            return Err(corrupt!(
+                "Quantizer: {escapes} escapes, {} outliers, {channel_bytes} channel bytes",
+                r.num_outliers
+            ));
+        }
+        Ok(offsets)
     }
 
     /// Inverse: the escapes are counted and checked against the record and the channel (as
@@ -119,8 +130,6 @@ impl Quantizer {
         let (count, decode) = (run.kernel(&program, "qi_count")?, run.kernel(&program, "qi_decode")?);
         let ntiles = tiles(n);
         let tile_count = run.alloc(DType::U32, ntiles as usize)?;
-        let offsets = run.alloc(DType::U64, ntiles as usize + 1)?;
-        let partials = run.alloc(DType::U64, scan_partials_len(ntiles))?;
         let out = run.alloc(self.input, n)?;
         let s = run.stream().clone();
         let p = |b: &DeviceBuffer| b.ptr(&s);
@@ -135,14 +144,7 @@ impl Quantizer {
                 .launch(tile_grid)
                 .map_err(device_error)?;
         }
-        exclusive_scan(run, &program, p(&tile_count), ntiles, p(&partials), p(&offsets))?;
-        let escapes = run.read_u64(&offsets, ntiles as usize)?;
-        if escapes != r.num_outliers || escapes.checked_mul(self.input.size() as u64) != Some(channel_bytes) {
-            return Err(corrupt!(
-                "Quantizer: {escapes} escapes, {} outliers, {channel_bytes} channel bytes",
-                r.num_outliers
-            ));
-        }
+        let offsets = self.checked_escape_offsets(run, &tile_count, ntiles, channel_bytes, r)?;
         // SAFETY: every escape's rank lies below `escapes`, whose values the channel holds.
         unsafe {
             s.launch_builder(&decode)

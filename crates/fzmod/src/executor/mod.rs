@@ -1,9 +1,11 @@
 //! One executor for every pipeline on the GPU. Compress walks the validated graph in stage
 //! order on device buffers: a stage with a device implementation runs there; one without gets
 //! transfers inserted around its CPU reference (and the report says so). Decompress runs a
-//! [`DecodePlan`] inverse the same way. Before either, the fusion pass offers the pipeline to
-//! the fusion rules (`stages::FUSION_RULES`); a rule that matches runs instead, producing the
-//! same bytes. Archive assembly is [`Pipeline::assemble`], shared with the CPU path.
+//! [`DecodePlan`] inverse the same way. With fusion on, the pipeline is first offered to the
+//! hand-written fusion rules (`stages::FUSION_RULES`); a rule that matches runs instead. Else
+//! the walk runs every chain of stages that fuses (graph/partition.rs) as one generated kernel from
+//! the stages' fragments, and the rest stage by stage; the bytes are the same either way.
+//! Archive assembly is [`Pipeline::assemble`], shared with the CPU path.
 
 use crate::archive::{Header, InputRef};
 use crate::backend::cuda::device::{DeviceBuffer, DeviceRun, Len, PendingRecord};
@@ -11,6 +13,7 @@ use crate::backend::cuda::{device_error, CudaDevice};
 use crate::element::{Buffer, DType};
 use crate::error::{corrupt, Error, Result};
 pub use crate::graph::fusion::{finish, CompressJob, DecompressJob, Source};
+use crate::graph::partition::Chain;
 use crate::graph::{check_inverse, DecodePlan, Pipeline};
 use crate::stage::{ForwardContext, Stage};
 
@@ -29,7 +32,7 @@ pub fn compress_job<'a>(
             }
         }
     }
-    Ok(Box::new(UnfusedCompress::new(dev, pipeline, input, shape)?))
+    Ok(Box::new(UnfusedCompress::new(dev, pipeline, input, shape, fusion)?))
 }
 
 /// Prepare a decompress of a validated plan.
@@ -46,7 +49,7 @@ pub fn decompress_job<'a>(
             }
         }
     }
-    Ok(Box::new(UnfusedDecompress::new(dev, plan)?))
+    Ok(Box::new(UnfusedDecompress::new(dev, plan, fusion)?))
 }
 
 /// Download a buffer into a host [`Buffer`] (its length must be known or in `scalars`).
@@ -56,7 +59,7 @@ fn to_host(run: &DeviceRun, b: &DeviceBuffer, len: usize) -> Result<Buffer> {
 
 /// Decode a validated archive into a new device buffer (unfused), ready when this returns.
 pub fn decompress_device(dev: &CudaDevice, plan: DecodePlan) -> Result<(DeviceBuffer, crate::archive::Header)> {
-    let mut job = UnfusedDecompress::new(dev, plan)?;
+    let mut job = UnfusedDecompress::new(dev, plan, false)?;
     job.kernels()?;
     let (run, data) = job.result.take().ok_or_else(|| Error::Device("no result".into()))?;
     run.stream().synchronize().map_err(device_error)?;
@@ -80,12 +83,14 @@ impl Input<'_> {
     }
 }
 
-/// The unfused compress: every stage in order, on the device where it can.
+/// The compress walk: every stage in order, on the device where it can, fused regions as one
+/// kernel each when `fuse`.
 struct UnfusedCompress<'a> {
     dev: &'a CudaDevice,
     pipeline: &'a Pipeline,
     shape: Vec<usize>,
     input: Input<'a>,
+    fuse: bool,
     /// Capacities learnt from a run whose dynamic outputs overflowed.
     learnt: Vec<usize>,
     done: Option<Forward<'a>>,
@@ -99,25 +104,33 @@ struct Forward<'a> {
 }
 
 impl<'a> UnfusedCompress<'a> {
-    fn new(dev: &'a CudaDevice, pipeline: &'a Pipeline, input: Source<'a>, shape: &[usize]) -> Result<Self> {
+    fn new(
+        dev: &'a CudaDevice,
+        pipeline: &'a Pipeline,
+        input: Source<'a>,
+        shape: &[usize],
+        fuse: bool,
+    ) -> Result<Self> {
         let input = match input {
             Source::Host(view) => Input::Owned(
                 DeviceRun::new(dev, shape.to_vec(), Vec::new())?.upload(view.dtype(), view.native_bytes())?,
             ),
             Source::Device { buffer, .. } => Input::Borrowed(buffer),
         };
-        Ok(UnfusedCompress { dev, pipeline, shape: shape.to_vec(), input, learnt: Vec::new(), done: None })
+        Ok(UnfusedCompress { dev, pipeline, shape: shape.to_vec(), input, fuse, learnt: Vec::new(), done: None })
     }
 
     fn walk(&self) -> Result<Forward<'a>> {
         let mut run = DeviceRun::new(self.dev, self.shape.clone(), self.learnt.clone())?;
         let nodes = self.pipeline.nodes();
+        let chain = Chain::of_pipeline(self.pipeline);
         let mut produced: Vec<Vec<Option<DeviceBuffer>>> = Vec::with_capacity(nodes.len());
         let mut records = Vec::with_capacity(nodes.len());
-        for node in nodes {
+        while produced.len() < nodes.len() {
+            let node = &nodes[produced.len()];
             let mut owned = Vec::new();
-            for r in &node.inputs {
-                owned.push(match r.expect("finalized") {
+            for r in &chain.inputs[produced.len()] {
+                owned.push(match *r {
                     InputRef::External => None,
                     InputRef::Stage { stage, port } => {
                         Some(produced[stage][port].take().expect("finalize guarantees one producer per input"))
@@ -128,6 +141,25 @@ impl<'a> UnfusedCompress<'a> {
             let ports = node.stage.inputs();
             if inputs.iter().zip(&ports).any(|(b, p)| b.dtype != p.dtype) {
                 return Err(Error::Pipeline("input of the wrong element type".into()).in_stage(&node.name));
+            }
+            if let Some(r) = chain.starting_at(produced.len()).filter(|_| self.fuse) {
+                let names = chain.describe(&r, |k| nodes[k].name.clone());
+                let out_dtype = nodes[r.end - 1].stage.outputs()[0].dtype;
+                let n = inputs[0].known_len()?;
+                let out = r.region.forward(&mut run, inputs[0], n, out_dtype).map_err(|e| e.in_stage(&names))?;
+                for finish in out.finishers {
+                    let (side, record) = finish(&mut run).map_err(|e| e.in_stage(&names))?;
+                    produced.push(std::iter::once(None).chain(side.into_iter().map(Some)).collect());
+                    records.push(record);
+                }
+                match out.coder_record {
+                    Some(record) => {
+                        produced.push(vec![Some(out.output)]);
+                        records.push(record);
+                    }
+                    None => produced.last_mut().expect("a region has stages")[0] = Some(out.output),
+                }
+                continue;
             }
             let (outputs, record) = match node.stage.device() {
                 Some(d) => {
@@ -219,7 +251,15 @@ impl CompressJob for UnfusedCompress<'_> {
     }
 
     fn notes(&self) -> Vec<String> {
-        cpu_stage_notes(self.pipeline.nodes().iter().map(|n| (n.name.as_str(), n.stage.as_ref())))
+        let nodes = self.pipeline.nodes();
+        let mut notes = cpu_stage_notes(nodes.iter().map(|n| (n.name.as_str(), n.stage.as_ref())));
+        if self.fuse {
+            let chain = Chain::of_pipeline(self.pipeline);
+            for r in chain.forward_regions() {
+                notes.push(format!("fused region: {}", chain.describe(&r, |k| nodes[k].name.clone())));
+            }
+        }
+        notes
     }
 }
 
@@ -232,17 +272,19 @@ fn cpu_stage_notes<'s>(stages: impl Iterator<Item = (&'s str, &'s dyn Stage)>) -
     notes
 }
 
-/// The unfused decompress: every stage inverse, in reverse order.
+/// The decompress walk: every stage inverse, in reverse order, fused regions as one kernel
+/// each when `fuse`.
 struct UnfusedDecompress<'a> {
     dev: &'a CudaDevice,
     plan: DecodePlan<'a>,
+    fuse: bool,
     /// The archived segments on the device, by stage and port.
     segments: Vec<Vec<Option<DeviceBuffer>>>,
     result: Option<(DeviceRun<'a>, DeviceBuffer)>,
 }
 
 impl<'a> UnfusedDecompress<'a> {
-    fn new(dev: &'a CudaDevice, plan: DecodePlan<'a>) -> Result<Self> {
+    fn new(dev: &'a CudaDevice, plan: DecodePlan<'a>, fuse: bool) -> Result<Self> {
         let run = DeviceRun::new(dev, Vec::new(), Vec::new())?;
         let mut segments = Vec::with_capacity(plan.stages.len());
         for (s, ports) in plan.archived.iter().enumerate() {
@@ -255,7 +297,15 @@ impl<'a> UnfusedDecompress<'a> {
                     .collect::<Result<Vec<_>>>()?,
             );
         }
-        Ok(UnfusedDecompress { dev, plan, segments, result: None })
+        Ok(UnfusedDecompress { dev, plan, fuse, segments, result: None })
+    }
+
+    /// The plan as the region partition sees it.
+    fn chain(&self) -> Chain<'_> {
+        Chain {
+            stages: self.plan.stages.iter().map(|s| s.as_ref()).collect(),
+            inputs: (0..self.plan.stages.len()).map(|i| self.plan.inputs_of(i).to_vec()).collect(),
+        }
     }
 }
 
@@ -269,29 +319,61 @@ impl DecompressJob for UnfusedDecompress<'_> {
     fn kernels(&mut self) -> Result<()> {
         let mut run = DeviceRun::new(self.dev, Vec::new(), Vec::new())?;
         let plan = &self.plan;
+        let chain = self.chain();
         let mut pending: Vec<Vec<Option<DeviceBuffer>>> =
             plan.stages.iter().map(|s| (0..s.outputs().len()).map(|_| None).collect()).collect();
         let mut result = None;
-        for (i, stage) in plan.stages.iter().enumerate().rev() {
-            let name = plan.name(i);
-            let reconstructed = std::mem::take(&mut pending[i]);
-            let mut outputs = Vec::with_capacity(reconstructed.len());
-            for (p, b) in reconstructed.iter().enumerate() {
-                let b = b.as_ref().or(self.segments[i][p].as_ref());
-                outputs.push(b.ok_or_else(|| corrupt!("stage '{name}' output {p} was not reconstructed"))?);
-            }
-            let inputs = match stage.device() {
-                Some(d) => d.inverse(&mut run, &outputs),
-                None => on_cpu_inverse(&run, stage.as_ref(), &outputs),
-            }
-            .map_err(|e| e.in_stage(name))?;
-            check_inverse(stage.as_ref(), name, &inputs.iter().map(|b| b.dtype).collect::<Vec<DType>>())?;
-            for (buffer, r) in inputs.into_iter().zip(plan.inputs_of(i)) {
+        let mut done = plan.stages.len();
+        while done > 0 {
+            let i = done - 1;
+            let (first, inputs) = match chain.ending_at(i).filter(|_| self.fuse) {
+                Some(r) => {
+                    let names = chain.describe(&r, |k| plan.name(k).to_string());
+                    // Stage k's outputs: reconstructed by a later stage, or archived.
+                    let buffers = |k: usize, p: usize| pending[k][p].as_ref().or(self.segments[k][p].as_ref());
+                    let mut parts = Vec::with_capacity(r.end - r.start);
+                    for (k, f) in (r.start..r.end).zip(&r.region.fragments) {
+                        // Port 0 of every stage but the last is made inside the region.
+                        let outputs: Vec<Option<&DeviceBuffer>> = (0..plan.stages[k].outputs().len())
+                            .map(|p| if p == 0 && k + 1 < r.end { None } else { buffers(k, p) })
+                            .collect();
+                        parts.push(f.inverse(&mut run, &outputs).map_err(|e| e.in_stage(plan.name(k)))?);
+                    }
+                    let last = buffers(i, 0)
+                        .ok_or_else(|| corrupt!("stage '{}' output 0 was not reconstructed", plan.name(i)))?;
+                    let out_dtype = plan.stages[r.start].inputs()[0].dtype;
+                    let (out, finishers) =
+                        r.region.inverse(&mut run, parts, last, out_dtype).map_err(|e| e.in_stage(&names))?;
+                    for (k, finish) in finishers.into_iter().enumerate() {
+                        finish(&mut run, (k == 0).then_some(&out)).map_err(|e| e.in_stage(&names))?;
+                    }
+                    (r.start, vec![out])
+                }
+                None => {
+                    let stage = &plan.stages[i];
+                    let name = plan.name(i);
+                    let mut outputs = Vec::with_capacity(pending[i].len());
+                    for (p, (made, archived)) in pending[i].iter().zip(&self.segments[i]).enumerate() {
+                        let b = made.as_ref().or(archived.as_ref());
+                        outputs.push(b.ok_or_else(|| corrupt!("stage '{name}' output {p} was not reconstructed"))?);
+                    }
+                    let inputs = match stage.device() {
+                        Some(d) => d.inverse(&mut run, &outputs),
+                        None => on_cpu_inverse(&run, stage.as_ref(), &outputs),
+                    }
+                    .map_err(|e| e.in_stage(name))?;
+                    (i, inputs)
+                }
+            };
+            let stage = &plan.stages[first];
+            check_inverse(stage.as_ref(), plan.name(first), &inputs.iter().map(|b| b.dtype).collect::<Vec<DType>>())?;
+            for (buffer, r) in inputs.into_iter().zip(plan.inputs_of(first)) {
                 match *r {
                     InputRef::External => result = Some(buffer),
                     InputRef::Stage { stage, port } => pending[stage][port] = Some(buffer),
                 }
             }
+            done = first;
         }
         let data = result.ok_or_else(|| corrupt!("no stage reconstructs the pipeline input"))?;
         self.result = Some((run, data));

@@ -1,0 +1,590 @@
+//! Fused regions (docs/ARCHITECTURE.md, "Fragments and regions"): a chain of stages whose
+//! device work is tile-local runs as one generated NVRTC kernel. Each stage contributes a
+//! *fragment* — device functions in its own folder and a call the generator pastes in — and
+//! the generator wraps them in one load, the calls in order, and (when the chain ends in a
+//! coder) one decoupled look-back that places each tile's variable-size output. Nothing here
+//! names a concrete stage; the executor decides which chains form a region.
+//!
+//! The tile contract every fragment follows: a thread block owns one tile of `$count`
+//! elements starting at element `$first` of the stream. A transform reads `$in` and writes
+//! `$out`, distinct buffers; all pointers are shared memory except the region's own input in
+//! the forward direction (`$in` of the first stage) and its own output in the inverse (`$out`
+//! of the first stage's inverse), which are global. An inverse may use its `$in` as scratch.
+//! Every call is made by all threads of the block; the generator puts a barrier after each.
+
+use super::device::{grid, DeviceBuffer, DeviceRun, PendingRecord};
+use super::{device_error, Program};
+use crate::element::DType;
+use crate::error::{corrupt, Error, Result};
+use cudarc::driver::{DeviceRepr, PushKernelArg};
+
+/// Bytes of each of the two shared-memory tile buffers, and of the scratch area.
+pub const TILE_BUFFER_BYTES: usize = 16384;
+pub const SCRATCH_BYTES: usize = 10240;
+/// Runtime values (device addresses, sizes) one region can pass its fragments.
+const MAX_ARGS: usize = 24;
+const THREADS: u32 = 256;
+/// Thread blocks a region launch uses at most (they loop over the tiles).
+const MAX_BLOCKS: u64 = 132 * 16;
+
+/// How a stage's work divides a stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    /// Bytes per element of the stage's input and output streams.
+    pub in_width: usize,
+    pub out_width: usize,
+    /// One output element per input element (a quantizer, a map); else the stage keeps the
+    /// byte count (a shuffle of words into bytes).
+    pub same_count: bool,
+    /// Bytes of its input one unit of its work covers (its width when element-wise); a
+    /// region's tiles are multiples of it. A coder's granule is its chunk, and a region's
+    /// tile is exactly one.
+    pub granule: usize,
+    pub coder: bool,
+}
+
+impl Geometry {
+    /// Output bytes for `bytes` of input.
+    fn out_bytes(&self, bytes: usize) -> usize {
+        if self.same_count {
+            bytes / self.in_width * self.out_width
+        } else {
+            bytes
+        }
+    }
+}
+
+/// Bytes per region element (element of the first stage's input) of every stage's input
+/// stream, then of the last stage's output.
+fn rates(geometries: &[Geometry]) -> Vec<usize> {
+    let mut rates = vec![geometries[0].in_width];
+    for g in geometries {
+        rates.push(g.out_bytes(*rates.last().expect("non-empty")));
+    }
+    rates
+}
+
+/// The code of a fragment call: C source with placeholders (`$in`, `$out`, `$bytes`, `$first`,
+/// `$count`, `$tile`, `$scratch`; coders also `$seg`, `$size`, `$stage`) and `$0`, `$1`, … for
+/// its runtime values, which depend only on the stage's parameters, so that a region's program
+/// does too (compiled ahead by `stages::compile_all`, cached like any program).
+pub type Code = String;
+
+/// After the region kernel: a transform's other output ports (1, 2, …) and its record.
+pub type FinishForward = Box<dyn FnOnce(&mut DeviceRun) -> Result<(Vec<DeviceBuffer>, PendingRecord)>>;
+/// After the inverse region kernel: checks and patches on the region's output (given to the
+/// first stage only), e.g. outliers put back.
+pub type FinishInverse = Box<dyn FnOnce(&mut DeviceRun, Option<&DeviceBuffer>) -> Result<()>>;
+
+/// A stage's part of a forward region: the runtime values its code names.
+pub enum ForwardPart {
+    Transform {
+        args: Vec<u64>,
+        finish: FinishForward,
+    },
+    /// The coder's segment: a table of `table_bytes` (its entries written by `entry_code`),
+    /// then the tiles' payloads in order; its length goes to the slot at `length_at`.
+    Coder {
+        args: Vec<u64>,
+        table_bytes: u64,
+        segment: DeviceBuffer,
+        length_at: u64,
+        record: PendingRecord,
+    },
+}
+
+/// A stage's part of an inverse region, with the byte count of its input where its record
+/// states one (the region checks that they agree).
+pub enum InversePart {
+    Transform {
+        args: Vec<u64>,
+        input_bytes: Option<usize>,
+        finish: FinishInverse,
+    },
+    /// `keep` holds the buffers its arguments point to until the kernel has run.
+    Coder {
+        args: Vec<u64>,
+        input_bytes: usize,
+        keep: Vec<DeviceBuffer>,
+    },
+}
+
+/// A stage whose device work can join a region (implemented beside its `DeviceStage`).
+pub trait Fragment: Sync {
+    /// The sources defining its device functions, in include order (each included once per
+    /// program, compared by address).
+    fn sources(&self) -> Vec<&'static str>;
+    /// `#define` lines its sources need (e.g. the element type).
+    fn defines(&self) -> String {
+        String::new()
+    }
+    /// Its geometry; `None` when this instance does not fuse (e.g. a chunk larger than a
+    /// tile buffer).
+    fn geometry(&self) -> Option<Geometry>;
+    /// Forward: a transform's statement from `$in` to `$out`; a coder's expression, the size of
+    /// the encoded tile it leaves in `$out`.
+    fn forward_code(&self) -> Code;
+    /// A coder's statement writing tile `$tile`'s table entry for `$size` bytes into `$seg`.
+    fn entry_code(&self) -> Code {
+        Code::new()
+    }
+    /// Inverse: a transform's statement from `$in` to `$out`; a coder's expression decoding
+    /// tile `$tile` of `$seg` into `$out` (`$stage` is a second tile buffer), false when the
+    /// tile is inconsistent.
+    fn inverse_code(&self) -> Code;
+    /// Prepare the forward: `input` is the region's input when this stage comes first.
+    fn forward(&self, run: &mut DeviceRun, input: Option<&DeviceBuffer>, n: usize) -> Result<ForwardPart>;
+    /// Prepare the inverse from its output ports (port 0 is produced inside the region).
+    fn inverse(&self, run: &mut DeviceRun, outputs: &[Option<&DeviceBuffer>]) -> Result<InversePart>;
+}
+
+/// Region elements per tile for stages of these geometries, `None` when no tile fits the
+/// buffers and every granule, or a coder is not last.
+pub fn tile_elements(geometries: &[Geometry]) -> Option<usize> {
+    let (last, body) = geometries.split_last()?;
+    if body.iter().any(|g| g.coder) || geometries.iter().any(|g| g.granule == 0 || g.in_width == 0) {
+        return None;
+    }
+    let rates = rates(geometries);
+    // A tile's bytes at stage k are tile × rates[k]: a multiple of the stage's granule.
+    let step =
+        geometries.iter().zip(&rates).try_fold(1usize, |l, (g, &r)| lcm(l, g.granule / gcd(g.granule, r.max(1))))?;
+    // Every stream inside the region lives in a tile buffer (the first input is read from
+    // global memory).
+    let widest = rates[1..].iter().copied().max()?.max(1);
+    let room = TILE_BUFFER_BYTES / widest;
+    let tile = if last.coder {
+        let r = rates[geometries.len() - 1];
+        (last.granule.is_multiple_of(r)).then_some(last.granule / r)?
+    } else {
+        room / step * step
+    };
+    (tile > 0 && tile <= room && tile.is_multiple_of(step)).then_some(tile)
+}
+
+fn gcd(mut a: usize, mut b: usize) -> usize {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+fn lcm(a: usize, b: usize) -> Option<usize> {
+    (a / gcd(a, b)).checked_mul(b)
+}
+
+/// `struct RegionArgs` of the generated kernel, passed by value.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct RegionArgs([u64; MAX_ARGS]);
+// SAFETY: plain #[repr(C)] integers, laid out as the CUDA struct.
+unsafe impl DeviceRepr for RegionArgs {}
+
+/// How many runtime values `code` names (`$0` … `$k`).
+fn arg_count(code: &str) -> usize {
+    let mut count = 0;
+    for (i, _) in code.match_indices('$') {
+        let digits: String = code[i + 1..].chars().take_while(char::is_ascii_digit).collect();
+        if let Ok(k) = digits.parse::<usize>() {
+            count = count.max(k + 1);
+        }
+    }
+    count
+}
+
+/// Paste `code` in: `$k` by its slot of the argument block (from `base`), then the named
+/// placeholders from `names`.
+fn expand(code: &str, base: usize, names: &[(&str, &str)]) -> String {
+    let mut code = code.to_string();
+    // Highest index first, so that `$1` does not eat the prefix of `$12`.
+    for k in (0..arg_count(&code)).rev() {
+        code = code.replace(&format!("${k}"), &format!("A.a[{}]", base + k));
+    }
+    for (name, value) in names {
+        code = code.replace(name, value);
+    }
+    code
+}
+
+/// The sources of every fragment, each once, then the kernel.
+fn program(fragments: &[&dyn Fragment], kernel: String) -> Program {
+    let mut text = String::new();
+    for f in fragments {
+        text.push_str(&f.defines());
+    }
+    let mut seen: Vec<(*const u8, usize)> = Vec::new();
+    for source in fragments.iter().flat_map(|f| f.sources()) {
+        if !seen.contains(&(source.as_ptr(), source.len())) {
+            seen.push((source.as_ptr(), source.len()));
+            text.push_str(source);
+            text.push('\n');
+        }
+    }
+    text.push_str(&format!(
+        "#define REGION_BUF {TILE_BUFFER_BYTES}\n#define REGION_SCRATCH {SCRATCH_BYTES}\n\
+         struct RegionArgs {{ u64 a[{MAX_ARGS}]; }};\n"
+    ));
+    text.push_str(&kernel);
+    Program::generated(text)
+}
+
+const SHARED: &str =
+    "    __shared__ __align__(16) u8 buf0[REGION_BUF];\n    __shared__ __align__(16) u8 buf1[REGION_BUF];\n    \
+                      __shared__ __align__(16) u8 scratch[REGION_SCRATCH];\n";
+
+/// The shared tile buffer stream `k` of a region lives in (they alternate).
+fn buffer(k: usize) -> &'static str {
+    if k.is_multiple_of(2) {
+        "buf0"
+    } else {
+        "buf1"
+    }
+}
+
+/// Slot bases of each code's runtime values in the argument block.
+fn bases(codes: &[Code]) -> Result<Vec<usize>> {
+    let mut bases = Vec::with_capacity(codes.len());
+    let mut used = 0;
+    for code in codes {
+        bases.push(used);
+        used += arg_count(code);
+    }
+    if used > MAX_ARGS {
+        return Err(Error::Device(format!("a fused region needs {used} kernel arguments, more than {MAX_ARGS}")));
+    }
+    Ok(bases)
+}
+
+/// The argument block: each code's values (as many as it names) at its base.
+fn block(args: &[Vec<u64>], codes: &[Code], bases: &[usize]) -> Result<RegionArgs> {
+    let mut block = [0u64; MAX_ARGS];
+    for ((a, code), &b) in args.iter().zip(codes).zip(bases) {
+        let count = arg_count(code);
+        let values =
+            a.get(..count).ok_or_else(|| Error::Device(format!("a fragment names {count} values, has {}", a.len())))?;
+        block[b..b + count].copy_from_slice(values);
+    }
+    Ok(RegionArgs(block))
+}
+
+/// A region: its stages' fragments and geometries in forward order, and its tile.
+pub struct Region<'f> {
+    pub fragments: Vec<&'f dyn Fragment>,
+    pub geometries: Vec<Geometry>,
+    pub tile: usize,
+}
+
+/// What a forward region produced: each transform's finisher, and the coder's segment and
+/// record or the last stage's output stream.
+pub struct ForwardOutput {
+    pub finishers: Vec<FinishForward>,
+    pub output: DeviceBuffer,
+    pub coder_record: Option<PendingRecord>,
+}
+
+impl Region<'_> {
+    fn coded(&self) -> bool {
+        self.geometries.last().is_some_and(|g| g.coder)
+    }
+
+    fn transforms(&self) -> usize {
+        self.fragments.len() - usize::from(self.coded())
+    }
+
+    /// The forward codes: each stage's, then the coder's table entry.
+    fn forward_codes(&self) -> Vec<Code> {
+        let mut codes: Vec<Code> = self.fragments.iter().map(|f| f.forward_code()).collect();
+        if self.coded() {
+            codes.push(self.fragments.last().expect("a region has stages").entry_code());
+        }
+        codes
+    }
+
+    /// The forward kernel `region_forward`.
+    pub fn forward_program(&self) -> Result<Program> {
+        let codes = self.forward_codes();
+        let bases = bases(&codes)?;
+        let rates = rates(&self.geometries);
+        let transforms = self.transforms();
+        let mut body = String::new();
+        for k in 0..transforms {
+            let bytes = format!("count * {}u", rates[k]);
+            let names = [("$in", if k == 0 { "src" } else { buffer(k - 1) }), ("$out", buffer(k)), ("$bytes", &bytes)];
+            body.push_str(&format!(
+                "        {};\n        __syncthreads();\n",
+                expand(&codes[k], bases[k], &with_common(&names))
+            ));
+        }
+        let (tile, in_width, last_width) = (self.tile, rates[0], rates[transforms]);
+        let head = format!(
+            "    u64 first = t * {tile}ull;\n        u32 count = (u32)min((u64){tile}, n - first);\n        \
+             const u8* src = input + first * {in_width}ull;\n"
+        );
+        let kernel = if self.coded() {
+            let bytes = format!("count * {}u", rates[transforms]);
+            let coded_in = if transforms == 0 { "src" } else { buffer(transforms - 1) };
+            let staged = buffer(transforms);
+            let names = [("$in", coded_in), ("$out", staged), ("$bytes", bytes.as_str())];
+            let encode = expand(&codes[transforms], bases[transforms], &with_common(&names));
+            let entry = expand(
+                &codes[transforms + 1],
+                bases[transforms + 1],
+                &[("$seg", "seg"), ("$tile", "t"), ("$size", "size")],
+            );
+            format!(
+                "extern \"C\" __global__ void __launch_bounds__({THREADS}) region_forward(RegionArgs A, const u8* input, u64 n, \
+                 u64 ntiles, u64 table, u64* state, u8* seg, u64 capacity, u64* seg_len) {{\n{SHARED}    __shared__ u64 ticket, offset;\n    \
+                 volatile u64* published = (volatile u64*)(state + 1);\n    for (;;) {{\n        \
+                 if (threadIdx.x == 0) ticket = atomicAdd((unsigned long long*)state, 1ull);\n        __syncthreads();\n        \
+                 u64 t = ticket;\n        if (t >= ntiles) return;\n    {head}{body}        u32 size = {encode};\n        __syncthreads();\n        \
+                 if (threadIdx.x == 0 && t > 0) published[t] = FZ_AGGREGATE | size;\n        if (threadIdx.x < 32) {{\n            \
+                 u64 before = fz_look_back(published, t);\n            if (threadIdx.x == 0) {{\n                \
+                 published[t] = FZ_INCLUSIVE | (before + size);\n                offset = before;\n                \
+                 if (t == ntiles - 1) *seg_len = table + before + size;\n            }}\n        }}\n        __syncthreads();\n        \
+                 if (table + offset + size <= capacity) {{\n            if (threadIdx.x == 0) {{ {entry}; }}\n            \
+                 fz_block_copy(seg + table + offset, {staged}, size);\n        }}\n        __syncthreads();\n    }}\n}}\n"
+            )
+        } else {
+            let last = buffer(transforms - 1);
+            format!(
+                "extern \"C\" __global__ void __launch_bounds__({THREADS}) region_forward(RegionArgs A, const u8* input, u64 n, \
+                 u64 ntiles, u8* out) {{\n{SHARED}    for (u64 t = blockIdx.x; t < ntiles; t += gridDim.x) {{\n    {head}{body}        \
+                 fz_block_copy(out + first * {last_width}ull, {last}, (u64)count * {last_width}u);\n        __syncthreads();\n    }}\n}}\n"
+            )
+        };
+        Ok(program(&self.fragments, kernel))
+    }
+
+    /// The inverse kernel `region_inverse`.
+    pub fn inverse_program(&self) -> Result<Program> {
+        let codes: Vec<Code> = self.fragments.iter().map(|f| f.inverse_code()).collect();
+        let bases = bases(&codes)?;
+        let rates = rates(&self.geometries);
+        let transforms = self.transforms();
+        // The last stream inside the region lands in buffer(transforms), decoded or loaded.
+        let top = buffer(transforms);
+        let mut body = if self.coded() {
+            let bytes = format!("count * {}u", rates[transforms]);
+            let names =
+                [("$out", top), ("$stage", buffer(transforms + 1)), ("$seg", "seg"), ("$bytes", bytes.as_str())];
+            let decode = expand(&codes[transforms], bases[transforms], &with_common(&names));
+            format!("        if (!({decode}) && threadIdx.x == 0) atomicOr(err, 1u);\n        __syncthreads();\n")
+        } else {
+            let w = rates[transforms];
+            format!(
+                "        fz_block_copy({top}, seg + first * {w}ull, (u64)count * {w}u);\n        __syncthreads();\n"
+            )
+        };
+        for k in (0..transforms).rev() {
+            let bytes = format!("count * {}u", rates[k + 1]);
+            let names =
+                [("$in", buffer(k + 1)), ("$out", if k == 0 { "dst" } else { buffer(k) }), ("$bytes", bytes.as_str())];
+            body.push_str(&format!(
+                "        {};\n        __syncthreads();\n",
+                expand(&codes[k], bases[k], &with_common(&names))
+            ));
+        }
+        let (tile, out_width) = (self.tile, rates[0]);
+        let kernel = format!(
+            "extern \"C\" __global__ void __launch_bounds__({THREADS}) region_inverse(RegionArgs A, const u8* seg, u64 n, \
+             u64 ntiles, u8* out, u32* err) {{\n{SHARED}    for (u64 t = blockIdx.x; t < ntiles; t += gridDim.x) {{\n        \
+             u64 first = t * {tile}ull;\n        u32 count = (u32)min((u64){tile}, n - first);\n        \
+             u8* dst = out + first * {out_width}ull;\n{body}    }}\n}}\n"
+        );
+        Ok(program(&self.fragments, kernel))
+    }
+
+    /// Enqueue the region on `input` (`n` elements of the first stage's input); the last
+    /// stage's output stream has element type `out_dtype`.
+    pub fn forward(
+        &self,
+        run: &mut DeviceRun,
+        input: &DeviceBuffer,
+        n: usize,
+        out_dtype: DType,
+    ) -> Result<ForwardOutput> {
+        let program = self.forward_program()?;
+        let codes = self.forward_codes();
+        let bases = bases(&codes)?;
+        let mut args = Vec::new();
+        let mut finishers = Vec::new();
+        let mut coder = None;
+        for (k, f) in self.fragments.iter().enumerate() {
+            match f.forward(run, (k == 0).then_some(input), n)? {
+                ForwardPart::Transform { args: a, finish } => {
+                    args.push(a);
+                    finishers.push(finish);
+                }
+                ForwardPart::Coder { args: a, table_bytes, segment, length_at, record } => {
+                    // The encode expression and the table entry share the coder's values.
+                    args.push(a.clone());
+                    args.push(a);
+                    coder = Some((table_bytes, segment, length_at, record));
+                }
+            }
+        }
+        let block = block(&args, &codes, &bases)?;
+        let ntiles = n.div_ceil(self.tile) as u64;
+        let s = run.stream().clone();
+        let config = grid(ntiles.clamp(1, MAX_BLOCKS) * u64::from(THREADS), u64::from(THREADS));
+        let (n64, source) = (n as u64, input.ptr(&s));
+        let f = run.kernel(&program, "region_forward")?;
+        match coder {
+            Some((table, segment, length_at, record)) => {
+                let state = run.alloc(DType::U64, ntiles as usize + 1)?;
+                run.zero(&state)?;
+                let cap = segment.len.capacity() as u64;
+                if ntiles > 0 {
+                    // SAFETY: the argument list matches the generated kernel; `state` holds
+                    // ntiles + 1 words, nothing is written past `cap` bytes of the segment, and
+                    // every fragment's values were sized by its stage for n elements.
+                    unsafe {
+                        s.launch_builder(&f)
+                            .arg(&block)
+                            .arg(&source)
+                            .arg(&n64)
+                            .arg(&ntiles)
+                            .arg(&table)
+                            .arg(&state.ptr(&s))
+                            .arg(&segment.ptr(&s))
+                            .arg(&cap)
+                            .arg(&length_at)
+                            .launch(config)
+                            .map_err(device_error)?;
+                    }
+                }
+                Ok(ForwardOutput { finishers, output: segment, coder_record: Some(record) })
+            }
+            None => {
+                let out = run.alloc(out_dtype, n * rates(&self.geometries)[self.fragments.len()] / out_dtype.size())?;
+                if ntiles > 0 {
+                    // SAFETY: the argument list matches the generated kernel; `out` holds the
+                    // last stage's output for n region elements.
+                    unsafe {
+                        s.launch_builder(&f)
+                            .arg(&block)
+                            .arg(&source)
+                            .arg(&n64)
+                            .arg(&ntiles)
+                            .arg(&out.ptr(&s))
+                            .launch(config)
+                            .map_err(device_error)?;
+                    }
+                }
+                Ok(ForwardOutput { finishers, output: out, coder_record: None })
+            }
+        }
+    }
+
+    /// Enqueue the inverse of `parts` (forward order) reading `last_output` (the coder's
+    /// segment, or the last stage's output stream) into a new buffer of `out_dtype`.
+    pub fn inverse(
+        &self,
+        run: &mut DeviceRun,
+        parts: Vec<InversePart>,
+        last_output: &DeviceBuffer,
+        out_dtype: DType,
+    ) -> Result<(DeviceBuffer, Vec<FinishInverse>)> {
+        let program = self.inverse_program()?;
+        let codes: Vec<Code> = self.fragments.iter().map(|f| f.inverse_code()).collect();
+        let bases = bases(&codes)?;
+        let rates = rates(&self.geometries);
+        let (mut args, mut finishers, mut stated, mut keep) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for (k, part) in parts.into_iter().enumerate() {
+            match part {
+                InversePart::Transform { args: a, input_bytes, finish } => {
+                    args.push(a);
+                    finishers.push(finish);
+                    stated.extend(input_bytes.map(|b| (k, b)));
+                }
+                InversePart::Coder { args: a, input_bytes, keep: buffers } => {
+                    args.push(a);
+                    stated.push((k, input_bytes));
+                    keep = buffers;
+                }
+            }
+        }
+        if !self.coded() {
+            stated.push((self.fragments.len(), last_output.known_len()? * last_output.dtype.size()));
+        }
+        // Every length a record states must describe the same number of region elements.
+        let &(k0, b0) = stated.first().ok_or_else(|| corrupt!("no stage of a fused region states its length"))?;
+        let n = b0 / rates[k0];
+        if let Some(&(k, b)) = stated.iter().find(|&&(k, b)| b != n * rates[k]) {
+            return Err(corrupt!("stage {k} of a fused region states {b} bytes, stage {k0} {b0}"));
+        }
+        let ntiles = n.div_ceil(self.tile) as u64;
+        let out = run.alloc(out_dtype, n * rates[0] / out_dtype.size())?;
+        let err = run.alloc(DType::U32, 1)?;
+        run.zero(&err)?;
+        let f = run.kernel(&program, "region_inverse")?;
+        let s = run.stream().clone();
+        if ntiles > 0 {
+            let config = grid(ntiles.min(MAX_BLOCKS) * u64::from(THREADS), u64::from(THREADS));
+            // SAFETY: the argument list matches the generated kernel; `out` holds n region
+            // elements, and the fragments' values were validated by their stages against the
+            // buffers they read.
+            unsafe {
+                s.launch_builder(&f)
+                    .arg(&block(&args, &codes, &bases)?)
+                    .arg(&last_output.ptr(&s))
+                    .arg(&(n as u64))
+                    .arg(&ntiles)
+                    .arg(&out.ptr(&s))
+                    .arg(&err.ptr(&s))
+                    .launch(config)
+                    .map_err(device_error)?;
+            }
+            let flag = run.download(&err, 1)?;
+            drop(keep);
+            if flag != [0, 0, 0, 0] {
+                return Err(corrupt!("a fused region's coded tiles do not match their table"));
+            }
+        }
+        Ok((out, finishers))
+    }
+}
+
+/// The placeholders every call site shares, after its own.
+fn with_common<'a>(names: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    let mut all = names.to_vec();
+    all.extend([("$first", "first"), ("$count", "count"), ("$tile", "t"), ("$scratch", "scratch")]);
+    all
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn g(in_width: usize, out_width: usize, granule: usize, coder: bool) -> Geometry {
+        Geometry { in_width, out_width, same_count: true, granule, coder }
+    }
+
+    #[test]
+    fn tiles_fit_the_buffers_and_every_granule() {
+        // PFPL: quantizer (f32 → u32 words, 2048-element outlier tiles), difference chunks of
+        // 4096 words, a 16 KiB shuffle into bytes, RZE chunks of 16 KiB.
+        let shuffle = Geometry { in_width: 4, out_width: 1, same_count: false, granule: 16384, coder: false };
+        let rze = Geometry { in_width: 1, out_width: 1, same_count: false, granule: 16384, coder: true };
+        let pfpl = [g(4, 4, 8192, false), g(4, 4, 16384, false), shuffle, rze];
+        assert_eq!(tile_elements(&pfpl), Some(4096));
+        assert_eq!(rates(&pfpl), [4, 4, 4, 4, 4]);
+        // f64 input: the same tile, read as 32 KiB from global memory.
+        assert_eq!(tile_elements(&[g(8, 4, 16384, false), shuffle, rze]), Some(4096));
+        // Element-wise maps fill a buffer.
+        assert_eq!(tile_elements(&[g(8, 4, 8, false), g(4, 4, 4, false)]), Some(4096));
+        // A coder that is not last, or a granule no tile holds, does not fuse.
+        assert_eq!(tile_elements(&[g(4, 1, 4096, true), g(4, 4, 4, false)]), None);
+        assert_eq!(tile_elements(&[g(4, 4, 32768, false), g(4, 4, 4, false)]), None);
+        assert_eq!(tile_elements(&[g(4, 4, 12, false), g(4, 4, 4096, false)]), Some(3072));
+    }
+
+    #[test]
+    fn placeholders_expand_to_the_argument_block() {
+        let code = "f($in, $out, $bytes, $0, $1, $12)";
+        assert_eq!(arg_count(code), 13);
+        let names = [("$in", "src"), ("$out", "buf0"), ("$bytes", "count * 4u")];
+        assert_eq!(expand(code, 2, &names), "f(src, buf0, count * 4u, A.a[2], A.a[3], A.a[14])");
+        assert_eq!(arg_count("g($in)"), 0);
+    }
+}

@@ -1,0 +1,100 @@
+//! Which stages form a fused region (backend/cuda/region.rs generates and runs them): consecutive stages
+//! that each read only their predecessor's first output, which nothing else reads, that all
+//! have fragments, with a coder only last, and a tile that fits them all. The same rule finds
+//! regions in a pipeline (forward) and in a decode plan (inverse).
+
+use crate::archive::InputRef;
+use crate::backend::cuda::region::{tile_elements, Fragment, Geometry, Region};
+use crate::stage::Stage;
+
+/// Stages `start..end` as one region.
+pub struct Found<'p> {
+    pub start: usize,
+    pub end: usize,
+    pub region: Region<'p>,
+}
+
+/// A graph as the partition sees it: each stage and the references of its inputs.
+pub struct Chain<'p> {
+    pub stages: Vec<&'p dyn Stage>,
+    pub inputs: Vec<Vec<InputRef>>,
+}
+
+impl<'p> Chain<'p> {
+    /// Whether stage `k + 1` takes over stage `k`'s main output on chip.
+    fn links(&self, k: usize) -> bool {
+        let main = InputRef::Stage { stage: k, port: 0 };
+        self.inputs[k + 1] == [main]
+            && self.inputs.iter().flat_map(|refs| refs.iter()).filter(|r| **r == main).count() == 1
+    }
+
+    fn geometry(&self, k: usize) -> Option<(&'p dyn Fragment, Geometry)> {
+        let f = self.stages[k].fragment()?;
+        Some((f, f.geometry()?))
+    }
+
+    /// The region `start..end` if its stages fuse.
+    fn region(&self, start: usize, end: usize) -> Option<Found<'p>> {
+        if end - start < 2 || self.inputs[start].len() != 1 {
+            return None;
+        }
+        let (fragments, geometries): (Vec<_>, Vec<_>) =
+            (start..end).map(|k| self.geometry(k)).collect::<Option<Vec<_>>>()?.into_iter().unzip();
+        let tile = tile_elements(&geometries)?;
+        Some(Found { start, end, region: Region { fragments, geometries, tile } })
+    }
+
+    /// Whether stage `k` can pass its main output on to stage `k + 1` inside a region.
+    fn passes_on(&self, k: usize) -> bool {
+        k + 1 < self.stages.len()
+            && self.links(k)
+            && self.geometry(k).is_some_and(|(_, g)| !g.coder)
+            && self.geometry(k + 1).is_some()
+    }
+
+    /// The longest region that starts at stage `start` (the forward walk).
+    pub fn starting_at(&self, start: usize) -> Option<Found<'p>> {
+        let mut end = start + 1;
+        while self.passes_on(end - 1) {
+            end += 1;
+        }
+        (start + 2..=end).rev().find_map(|end| self.region(start, end))
+    }
+
+    /// The longest region that ends at stage `last` (the inverse walk).
+    pub fn ending_at(&self, last: usize) -> Option<Found<'p>> {
+        let mut start = last;
+        while start > 0 && self.passes_on(start - 1) {
+            start -= 1;
+        }
+        (start..last).find_map(|start| self.region(start, last + 1))
+    }
+
+    /// A pipeline's chain.
+    pub fn of_pipeline(p: &'p super::Pipeline) -> Chain<'p> {
+        Chain {
+            stages: p.nodes().iter().map(|n| n.stage.as_ref()).collect(),
+            inputs: p.nodes().iter().map(|n| n.inputs.iter().map(|r| r.expect("finalized")).collect()).collect(),
+        }
+    }
+
+    /// Every region of the forward walk, in order.
+    pub fn forward_regions(&self) -> Vec<Found<'p>> {
+        let (mut found, mut k) = (Vec::new(), 0);
+        while k < self.stages.len() {
+            match self.starting_at(k) {
+                Some(r) => {
+                    k = r.end;
+                    found.push(r);
+                }
+                None => k += 1,
+            }
+        }
+        found
+    }
+
+    /// "a → b → c" for a region, from stage names.
+    pub fn describe(&self, r: &Found, name: impl Fn(usize) -> String) -> String {
+        (r.start..r.end).map(name).collect::<Vec<_>>().join(" → ")
+    }
+}

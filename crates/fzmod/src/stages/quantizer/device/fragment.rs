@@ -1,0 +1,105 @@
+//! The Quantizer as the first fragment of a fused region: codes (or PFPL inline words) are made
+//! tile by tile on chip and handed to the next fragment. The bound is resolved before the
+//! region; the outlier channel is written after it, reading the input again only in tiles that
+//! have outliers. The inverse reconstructs on chip and puts the outliers back afterwards.
+
+use super::inline::tiles;
+use super::{real_define, Quantizer, SOURCE, TILE};
+use crate::backend::cuda::device::{grid, DeviceBuffer, DeviceRun};
+use crate::backend::cuda::device_error;
+use crate::backend::cuda::region::{Code, ForwardPart, Fragment, Geometry, InversePart};
+use crate::element::DType;
+use crate::error::{corrupt, Error, Result};
+use cudarc::driver::PushKernelArg;
+
+impl Fragment for Quantizer {
+    fn sources(&self) -> Vec<&'static str> {
+        vec![SOURCE]
+    }
+
+    fn defines(&self) -> String {
+        real_define(self.input)
+    }
+
+    fn geometry(&self) -> Option<Geometry> {
+        let w = self.input.size();
+        // Whole outlier tiles per region tile: their statistics are written per tile.
+        Some(Geometry { in_width: w, out_width: 4, same_count: true, granule: TILE as usize * w, coder: false })
+    }
+
+    fn forward_code(&self) -> Code {
+        format!(
+            "q_region_forward((const real*)$in, $out, $first, $count, (const Params*)$0, (u32*)$1, (u64*)$2, {})",
+            self.inline_outliers
+        )
+    }
+
+    fn inverse_code(&self) -> Code {
+        format!("q_region_inverse($in, (real*)$out, $first, $count, $0, (u32*)$1, {})", self.inline_outliers)
+    }
+
+    fn forward(&self, run: &mut DeviceRun, input: Option<&DeviceBuffer>, _n: usize) -> Result<ForwardPart> {
+        let x = input.ok_or_else(|| Error::Pipeline("a Quantizer fragment must read the region's input".into()))?;
+        let bound = self.bound.ok_or_else(|| Error::InvalidArgument("no error bound set".into()))?;
+        let enc = self.begin(run, x, bound)?;
+        let s = run.stream().clone();
+        let args = vec![enc.params.ptr(&s), enc.tile_count.ptr(&s), enc.tile_next.as_ref().map_or(0, |b| b.ptr(&s))];
+        let (stage, x) = (self.clone(), x.ptr(&s));
+        Ok(ForwardPart::Transform {
+            args,
+            finish: Box::new(move |run| {
+                let (channel, record) = stage.channel(run, x, None, enc, bound)?;
+                Ok((vec![channel], record))
+            }),
+        })
+    }
+
+    fn inverse(&self, run: &mut DeviceRun, outputs: &[Option<&DeviceBuffer>]) -> Result<InversePart> {
+        let r = self.resolved.ok_or_else(|| Error::Pipeline("Quantizer inverse needs a decoded record".into()))?;
+        let [_, Some(channel)] = outputs else {
+            return Err(Error::Pipeline("Quantizer inverse needs its outlier channel".into()));
+        };
+        let n = usize::try_from(r.num_elements).map_err(|_| corrupt!("Quantizer: {} elements", r.num_elements))?;
+        let ntiles = tiles(n);
+        let step = r.step.to_bits();
+        let input_bytes = n.checked_mul(self.input.size()).ok_or_else(|| corrupt!("Quantizer: {n} elements"))?;
+        let stage = self.clone();
+        if self.inline_outliers {
+            let tile_count = run.alloc(DType::U32, ntiles as usize)?;
+            let counts = tile_count.ptr(run.stream());
+            let (channel_bytes, channel) = (channel.known_len()? as u64, channel.ptr(run.stream()));
+            return Ok(InversePart::Transform {
+                args: vec![step, counts],
+                input_bytes: Some(input_bytes),
+                finish: Box::new(move |run, out| {
+                    let out =
+                        out.ok_or_else(|| Error::Pipeline("the Quantizer must be a region's first stage".into()))?;
+                    let offsets = stage.checked_escape_offsets(run, &tile_count, ntiles, channel_bytes, r)?;
+                    let patch = run.kernel(&super::program(stage.input), "qi_patch_escapes")?;
+                    let s = run.stream();
+                    // SAFETY: argument list matches device.cu; `out` holds n elements, `offsets`
+                    // ntiles + 1 counts whose total the channel's values cover (checked above).
+                    unsafe {
+                        s.launch_builder(&patch)
+                            .arg(&out.ptr(s))
+                            .arg(&(n as u64))
+                            .arg(&offsets.ptr(s))
+                            .arg(&channel)
+                            .launch(grid(ntiles * 256, 256))
+                            .map_err(device_error)?;
+                    }
+                    Ok(())
+                }),
+            });
+        }
+        let (index, bits, count) = self.outlier_list(run, channel, n)?;
+        Ok(InversePart::Transform {
+            args: vec![step, 0],
+            input_bytes: Some(input_bytes),
+            finish: Box::new(move |run, out| {
+                let out = out.ok_or_else(|| Error::Pipeline("the Quantizer must be a region's first stage".into()))?;
+                stage.scatter_outliers(run, &index, &bits, count, out.ptr(run.stream()))
+            }),
+        })
+    }
+}
