@@ -132,7 +132,8 @@ pub trait Fragment: Sync {
     /// tile `$tile` of `$seg` into `$out` (`$stage` is a second tile buffer), false when the
     /// tile is inconsistent.
     fn inverse_code(&self) -> Code;
-    /// Prepare the forward: `input` is the region's input when this stage comes first.
+    /// Prepare the forward on `n` elements of its input: `input` is the region's input when
+    /// this stage comes first.
     fn forward(&self, run: &mut DeviceRun, input: Option<&DeviceBuffer>, n: usize) -> Result<ForwardPart>;
     /// Prepare the inverse from its output ports (port 0 is produced inside the region).
     fn inverse(&self, run: &mut DeviceRun, outputs: &[Option<&DeviceBuffer>]) -> Result<InversePart>;
@@ -409,8 +410,11 @@ impl Region<'_> {
         let mut args = Vec::new();
         let mut finishers = Vec::new();
         let mut coder = None;
-        for (k, f) in self.fragments.iter().enumerate() {
-            match f.forward(run, (k == 0).then_some(input), n)? {
+        let rates = rates(&self.geometries);
+        for (k, (f, g)) in self.fragments.iter().zip(&self.geometries).enumerate() {
+            // Each stage is told the length of its own input, in its elements.
+            let len = n * rates[k] / g.in_width;
+            match f.forward(run, (k == 0).then_some(input), len)? {
                 ForwardPart::Transform { args: a, finish } => {
                     args.push(a);
                     finishers.push(finish);
@@ -456,7 +460,7 @@ impl Region<'_> {
                 Ok(ForwardOutput { finishers, output: segment, coder_record: Some(record) })
             }
             None => {
-                let out = run.alloc(out_dtype, n * rates(&self.geometries)[self.fragments.len()] / out_dtype.size())?;
+                let out = run.alloc(out_dtype, n * rates[self.fragments.len()] / out_dtype.size())?;
                 if ntiles > 0 {
                     // SAFETY: the argument list matches the generated kernel; `out` holds the
                     // last stage's output for n region elements.
