@@ -573,3 +573,91 @@ fn mutated_fzgpu_and_pfpl_archives_decode_alike() {
         }
     }
 }
+
+/// Land-like runs of the fill value -1e10, NaN runs (one payload, and sometimes a random
+/// payload per element, enough to overflow the segment's first capacity guess) over a random
+/// field; sometimes nothing or everything masked.
+fn masked_field(rng: &mut Rng, f64_values: bool) -> (Buffer, Vec<usize>) {
+    let (data, shape) = random_field(rng, f64_values);
+    let mut v = common::values(&data);
+    let n = v.len();
+    let payloads = rng.below(4) == 0;
+    match rng.below(8) {
+        0 => {}
+        1 => v.iter_mut().for_each(|x| *x = -1e10),
+        _ => {
+            for _ in 0..1 + rng.below(40) {
+                let (at, len) = (rng.below(n as u64) as usize, 1 + rng.below(n as u64 / 8 + 1) as usize);
+                for x in &mut v[at..(at + len).min(n)] {
+                    *x = if rng.below(2) == 0 { -1e10 } else { f64::NAN };
+                }
+            }
+        }
+    }
+    let data = if f64_values {
+        let bits =
+            |x: f64, r: u64| if x.is_nan() && payloads { f64::from_bits(0x7ff8_0000_0000_0000 | r >> 13) } else { x };
+        Buffer::F64(v.iter().map(|&x| bits(x, rng.next())).collect())
+    } else {
+        let bits = |x: f64, r: u64| {
+            if x.is_nan() && payloads {
+                f32::from_bits(0xffc0_0000 | (r >> 42) as u32)
+            } else {
+                x as f32
+            }
+        };
+        Buffer::F32(v.iter().map(|&x| bits(x, rng.next())).collect())
+    };
+    (data, shape)
+}
+
+/// The Mask stage alone and in every documented masked pipeline: device bytes == CPU bytes
+/// (fused and unfused), each decoder decodes the other's archive; then mutated masked archives
+/// decode alike.
+#[test]
+#[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
+fn masked_pipelines_give_cpu_bytes() {
+    use common::reseal::{fix_crcs, layout};
+    let examples = ["masked-cuszp2", "masked-cuszp3-outlier", "masked-fzgpu", "masked-pfpl"];
+    let alone = "[[stage]]\nname = \"mask\"\ntype = \"Mask\"\ninf = true\nfill_value = -1e10\n";
+    for seed in 1..=24u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x3a5c);
+        let f64_values = rng.below(3) == 0;
+        let (data, shape) = masked_field(&mut rng, f64_values);
+        let mut tomls = vec![alone.to_string()];
+        tomls.extend(
+            examples
+                .iter()
+                .map(|e| std::fs::read_to_string(repo_root().join(format!("docs/examples/{e}.toml"))).unwrap()),
+        );
+        for toml in &tomls {
+            let mut p = fzmod::from_toml(toml).unwrap();
+            p.set_input_dtype(data.dtype()).unwrap();
+            let what = format!("seed {seed} shape {shape:?} {}", toml.lines().next().unwrap());
+            assert_backends_agree(&p, &data, &shape, &what);
+        }
+    }
+    let gpu = gpu();
+    let mut rng = Rng(0x5eed);
+    let (data, shape) = masked_field(&mut rng, false);
+    let mut p = fzmod::from_toml(alone).unwrap();
+    p.set_input_dtype(data.dtype()).unwrap();
+    let archive = p.compress(&data, &shape).unwrap();
+    let l = layout(&archive);
+    let mask_segment = l.segments.iter().map(|(r, _)| r.clone()).max_by_key(|r| r.start).unwrap();
+    for range in [l.records[0].clone(), mask_segment] {
+        for i in range.clone().step_by(range.len() / 64 + 1) {
+            for value in [archive[i] ^ 0x01, archive[i] ^ 0x80, 0x00, 0xff] {
+                let mut bad = archive.clone();
+                bad[i] = value;
+                fix_crcs(&mut bad, &l);
+                let cpu = fzmod::decompress(&bad).map(|d| d.data.to_le_bytes());
+                let dev = fzmod::decompress_with(&gpu, &bad, UNFUSED).map(|d| d.data.to_le_bytes());
+                assert_eq!(cpu.is_ok(), dev.is_ok(), "byte {i} = {value:#x}: {:?} vs {:?}", cpu.err(), dev.err());
+                if let (Ok(c), Ok(d)) = (cpu, dev) {
+                    assert!(c == d, "byte {i} = {value:#x}: decoders disagree");
+                }
+            }
+        }
+    }
+}

@@ -130,11 +130,22 @@ impl Pipeline {
         self.nodes.iter().find_map(|n| n.stage.error_bound())
     }
 
-    /// Tell the stages that read the pipeline input its element type.
+    /// Tell the stages that read the pipeline input its element type, and, through every
+    /// float output of that type (a Mask's `values`), the stages that read it on.
     pub fn set_input_dtype(&mut self, dtype: DType) -> Result<()> {
-        for n in &mut self.nodes {
-            if n.inputs.contains(&Some(InputRef::External)) {
+        let carries = matches!(dtype, DType::F32 | DType::F64);
+        let mut sources = vec![InputRef::External];
+        let mut done = vec![false; self.nodes.len()];
+        while let Some(source) = sources.pop() {
+            for (i, n) in self.nodes.iter_mut().enumerate() {
+                if done[i] || !n.inputs.contains(&Some(source)) {
+                    continue;
+                }
                 n.stage.set_input_dtype(dtype).map_err(|e| e.in_stage(&n.name))?;
+                done[i] = true;
+                let outputs = n.stage.outputs();
+                let carried = outputs.iter().enumerate().filter(|(_, p)| carries && p.dtype == dtype);
+                sources.extend(carried.map(|(port, _)| InputRef::Stage { stage: i, port }));
             }
         }
         self.finalized = false;

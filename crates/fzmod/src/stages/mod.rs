@@ -11,6 +11,7 @@ pub mod cuszp_fusion;
 pub mod difference;
 pub mod lorenzo;
 pub mod lorenzo_quant;
+pub mod mask;
 pub mod quantizer;
 pub mod rze;
 pub mod store;
@@ -35,6 +36,7 @@ pub static ALL: &[&StageKind] = &[
     &word_map::NEGABINARY,
     &bitshuffle::KIND,
     &rze::KIND,
+    &mask::KIND,
 ];
 
 /// Every stage type this build knows.
@@ -82,6 +84,7 @@ pub(crate) fn device_programs() -> Vec<crate::backend::cuda::Program> {
     for real in [DType::F32, DType::F64] {
         programs.push(quantizer::device::program(real));
         programs.push(lorenzo_quant::device::program(real));
+        programs.push(mask::device::program(real));
     }
     for code in [DType::I16, DType::I32] {
         for layout in

@@ -1,0 +1,183 @@
+//! Mask on the device (kernels in device.cu): the forward is element-wise kernels around two
+//! deterministic scans (run starts, then the segment's byte offsets); the inverse validates the
+//! segment on the host with the CPU's own parser (a mask is small), then restores the masked
+//! runs by binary search and scatters the exceptions.
+
+use super::{cpu, Decoded, Mask};
+use crate::backend::cuda::device::{
+    exclusive_scan, grid, scan_partials_len, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage, THREADS,
+};
+use crate::backend::cuda::{device_error, Program};
+use crate::element::DType;
+use crate::error::{Error, Result};
+use cudarc::driver::PushKernelArg;
+
+/// The program for one element type.
+pub(crate) fn program(real: DType) -> Program {
+    Program::new(include_str!("device.cu"), format!("#define MASK_F64 {}\n", u8::from(real == DType::F64)))
+}
+
+/// First guess at the segment's size: every run's varint fits in n + 1 bytes; exceptions
+/// (masked values other than the restore value) are rare, and a run that needs more room is
+/// repeated with the exact size.
+fn segment_guess(n: usize) -> usize {
+    n + 1 + 4096
+}
+
+/// u64 words as the little-endian bytes an upload takes.
+fn le_words(words: impl Iterator<Item = u64>) -> Vec<u8> {
+    words.flat_map(u64::to_le_bytes).collect()
+}
+
+impl Mask {
+    /// The predicate as device.cu's `masked` takes it: flag bits and the fill's bits.
+    fn device_predicate(&self) -> (u32, u64) {
+        let p = self.predicate();
+        (u32::from(p.flags()), p.fill.unwrap_or(0))
+    }
+}
+
+impl DeviceStage for Mask {
+    fn forward(&self, run: &mut DeviceRun, inputs: &[&DeviceBuffer]) -> Result<DeviceForwarded> {
+        let [x] = inputs else { return Err(Error::Pipeline("Mask takes one input".into())) };
+        let n = x.known_len()?;
+        let program = program(self.input);
+        let k = |name| run.kernel(&program, name);
+        let (bounds, starts_k, sizes_k, write, finish) =
+            (k("mask_bounds")?, k("mask_starts")?, k("mask_sizes")?, k("mask_write")?, k("mask_finish")?);
+        let values = run.alloc(self.input, n)?;
+        // `counts` holds the run-start flags (n), then the segment's byte sizes (2n + 1).
+        let counts = run.alloc(DType::U32, 2 * n + 1)?;
+        let sums = run.alloc(DType::U64, n + 1)?;
+        let starts = run.alloc(DType::U64, n + 2)?;
+        let offsets = run.alloc(DType::U64, 2 * n + 2)?;
+        let partials = run.alloc(DType::U64, scan_partials_len(2 * n as u64 + 1))?;
+        let (segment, segment_len) = run.alloc_dynamic(DType::U8, segment_guess(n))?;
+        let (runs_slot, runs_at) = run.slot()?;
+        let (restore_slot, restore_at) = run.slot()?;
+        let s = run.stream().clone();
+        let p = |b: &DeviceBuffer| b.ptr(&s);
+        let (n64, cap, (flags, fill)) = (n as u64, segment.len.capacity() as u64, self.device_predicate());
+        let threads = u64::from(THREADS);
+        // SAFETY: argument lists match device.cu; `counts` holds 2n + 1 words, `sums` n + 1,
+        // `starts` n + 2 (at most n + 1 runs), `offsets` 2n + 2; nothing is written past `cap`
+        // bytes of `segment`, and the slots are live u64s.
+        unsafe {
+            s.launch_builder(&bounds)
+                .arg(&p(x))
+                .arg(&n64)
+                .arg(&flags)
+                .arg(&fill)
+                .arg(&p(&counts))
+                .launch(grid(n64, threads))
+                .map_err(device_error)?;
+        }
+        exclusive_scan(run, &program, p(&counts), n64, p(&partials), p(&sums))?;
+        // SAFETY: as above.
+        unsafe {
+            s.launch_builder(&starts_k)
+                .arg(&p(&sums))
+                .arg(&n64)
+                .arg(&p(&starts))
+                .launch(grid(n64.max(1), threads))
+                .map_err(device_error)?;
+            s.launch_builder(&sizes_k)
+                .arg(&p(x))
+                .arg(&n64)
+                .arg(&flags)
+                .arg(&fill)
+                .arg(&p(&sums))
+                .arg(&p(&starts))
+                .arg(&p(&counts))
+                .launch(grid(2 * n64 + 1, threads))
+                .map_err(device_error)?;
+        }
+        exclusive_scan(run, &program, p(&counts), 2 * n64 + 1, p(&partials), p(&offsets))?;
+        // SAFETY: as above.
+        unsafe {
+            s.launch_builder(&write)
+                .arg(&p(x))
+                .arg(&n64)
+                .arg(&flags)
+                .arg(&fill)
+                .arg(&p(&sums))
+                .arg(&p(&starts))
+                .arg(&p(&offsets))
+                .arg(&p(&values))
+                .arg(&p(&segment))
+                .arg(&cap)
+                .launch(grid(n64 + 1, threads))
+                .map_err(device_error)?;
+            s.launch_builder(&finish)
+                .arg(&p(x))
+                .arg(&n64)
+                .arg(&p(&sums))
+                .arg(&p(&starts))
+                .arg(&p(&offsets))
+                .arg(&segment_len)
+                .arg(&runs_at)
+                .arg(&restore_at)
+                .launch(grid(1, 1))
+                .map_err(device_error)?;
+        }
+        let stage = self.clone();
+        Ok(DeviceForwarded {
+            outputs: vec![values, segment],
+            record: Box::new(move |sc| {
+                let d = Decoded { num_elements: n64, num_runs: sc.u64(runs_slot), restore: sc.u64(restore_slot) };
+                Ok(stage.record(&d))
+            }),
+        })
+    }
+
+    fn inverse(&self, run: &mut DeviceRun, outputs: &[&DeviceBuffer]) -> Result<Vec<DeviceBuffer>> {
+        let d = self.decoded.ok_or_else(|| Error::Pipeline("Mask inverse needs a decoded record".into()))?;
+        let [values, segment] = outputs else {
+            return Err(Error::Pipeline("Mask inverse needs values and the mask".into()));
+        };
+        let n = values.known_len()?;
+        if n as u64 != d.num_elements {
+            return Err(crate::error::corrupt!("Mask: {n} values for {} elements", d.num_elements));
+        }
+        // The mask is small: parse and validate it with the CPU's own parser.
+        let bytes = run.download(segment, segment.known_len()?)?;
+        let p = self.predicate();
+        let parsed = match self.input {
+            DType::F32 => cpu::parse::<f32>(&bytes, d.num_elements, d.num_runs, d.restore, &p)?,
+            _ => cpu::parse::<f64>(&bytes, d.num_elements, d.num_runs, d.restore, &p)?,
+        };
+        let mstart = run.upload(DType::U64, &le_words(parsed.masked.iter().map(|r| r.0)))?;
+        let mend = run.upload(DType::U64, &le_words(parsed.masked.iter().map(|r| r.1)))?;
+        let index = run.upload(DType::U64, &le_words(parsed.exceptions.iter().map(|e| e.0)))?;
+        let bits = run.upload(DType::U64, &le_words(parsed.exceptions.iter().map(|e| e.1)))?;
+        let program = program(self.input);
+        let (restore, scatter) = (run.kernel(&program, "mask_restore")?, run.kernel(&program, "mask_scatter")?);
+        let out = run.alloc(self.input, n)?;
+        let s = run.stream().clone();
+        let (n64, runs, count) = (n as u64, parsed.masked.len() as u64, parsed.exceptions.len() as u64);
+        // SAFETY: argument lists match device.cu; `out` and `values` hold n elements, every run
+        // and exception index was checked against n by the parser.
+        unsafe {
+            s.launch_builder(&restore)
+                .arg(&values.ptr(&s))
+                .arg(&n64)
+                .arg(&mstart.ptr(&s))
+                .arg(&mend.ptr(&s))
+                .arg(&runs)
+                .arg(&d.restore)
+                .arg(&out.ptr(&s))
+                .launch(grid(n64, u64::from(THREADS)))
+                .map_err(device_error)?;
+            if count > 0 {
+                s.launch_builder(&scatter)
+                    .arg(&index.ptr(&s))
+                    .arg(&bits.ptr(&s))
+                    .arg(&count)
+                    .arg(&out.ptr(&s))
+                    .launch(grid(count, u64::from(THREADS)))
+                    .map_err(device_error)?;
+            }
+        }
+        Ok(vec![out])
+    }
+}
