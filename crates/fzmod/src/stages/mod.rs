@@ -9,6 +9,7 @@ pub mod bitshuffle;
 #[cfg(feature = "cuda")]
 pub mod cuszp_fusion;
 pub mod difference;
+pub mod huffman;
 pub mod lorenzo;
 pub mod lorenzo_quant;
 pub mod quantizer;
@@ -35,6 +36,7 @@ pub static ALL: &[&StageKind] = &[
     &word_map::NEGABINARY,
     &bitshuffle::KIND,
     &rze::KIND,
+    &huffman::KIND,
 ];
 
 /// Every stage type this build knows.
