@@ -81,6 +81,9 @@ pub(crate) fn device_programs() -> Vec<crate::backend::cuda::Program> {
         rze::device::program(),
         bitplane_rze::device::program(),
     ];
+    for symbol in huffman::SYMBOL_TYPES {
+        programs.push(huffman::device::program(symbol));
+    }
     for real in [DType::F32, DType::F64] {
         programs.push(quantizer::device::program(real));
         programs.push(lorenzo_quant::device::program(real));

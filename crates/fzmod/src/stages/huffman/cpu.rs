@@ -164,7 +164,10 @@ pub fn chunk_spans(
         at += words;
     }
     if 4 * (chunks + at) != rest {
-        return Err(corrupt!("Huffman: chunks occupy {} bytes, the segment has {rest} after its book", 4 * (chunks + at)));
+        return Err(corrupt!(
+            "Huffman: chunks occupy {} bytes, the segment has {rest} after its book",
+            4 * (chunks + at)
+        ));
     }
     Ok(spans)
 }
@@ -237,9 +240,9 @@ pub fn decode<S: Symbol>(seg: &[u8], n: usize, bklen: u32) -> Result<Vec<S>> {
     let payload = words_at(seg, book_len + 4 * spans.len(), (seg.len() - book_len) / 4 - spans.len());
     let tables = DecodeTables::new(&book);
     let mut out = zeroed_vec::<S>(n);
-    out.par_chunks_mut(CHUNK).zip(spans.par_iter()).try_for_each(|(o, s)| {
-        decode_chunk(&payload[s.at..s.at + s.words], o, &tables, bklen)
-    })?;
+    out.par_chunks_mut(CHUNK)
+        .zip(spans.par_iter())
+        .try_for_each(|(o, s)| decode_chunk(&payload[s.at..s.at + s.words], o, &tables, bklen))?;
     Ok(out)
 }
 
@@ -293,7 +296,10 @@ mod tests {
         seed.into_iter().map(|r| (512 + (r % 7).pow(3) * (r % spread) / 40) & mask).collect()
     }
 
-    fn check<S: Symbol + std::fmt::Debug + PartialEq>(data: &[S], bklen: u32) -> std::result::Result<(), TestCaseError> {
+    fn check<S: Symbol + std::fmt::Debug + PartialEq>(
+        data: &[S],
+        bklen: u32,
+    ) -> std::result::Result<(), TestCaseError> {
         let e = encode(data, bklen);
         prop_assert_eq!(decode::<S>(&e, data.len(), bklen).unwrap(), data.to_vec());
         Ok(())

@@ -9,6 +9,8 @@
 
 mod book;
 mod cpu;
+#[cfg(feature = "cuda")]
+pub(crate) mod device;
 
 use crate::archive::{Header, Reader, Writer};
 use crate::element::{Buffer, DType};
@@ -141,6 +143,11 @@ impl Stage for Huffman {
     fn check_header(&self, header: &Header) -> Result<()> {
         let n = self.num_symbols.unwrap_or(0);
         stage::check_stated_bytes("Huffman", n.saturating_mul(self.input.size() as u64), header)
+    }
+
+    #[cfg(feature = "cuda")]
+    fn device(&self) -> Option<&dyn crate::backend::cuda::device::DeviceStage> {
+        Some(self)
     }
 }
 
