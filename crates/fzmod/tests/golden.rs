@@ -23,7 +23,7 @@ struct Golden {
     specials: bool,
 }
 
-const GOLDENS: [Golden; 10] = [
+const GOLDENS: [Golden; 11] = [
     Golden {
         file: "v1.0_cuszp_1d.fzm",
         preset: "cuszp",
@@ -115,6 +115,15 @@ const GOLDENS: [Golden; 10] = [
         bound: (ErrorMode::Rel, 1e-4),
         f64: true,
         specials: false,
+    },
+    Golden {
+        file: "v1.0_cusz_2d_specials.fzm",
+        preset: "cusz",
+        shape: &[73, 144],
+        start: 7 * PLANE,
+        bound: (ErrorMode::Rel, 1e-3),
+        f64: false,
+        specials: true,
     },
 ];
 

@@ -661,3 +661,55 @@ fn masked_pipelines_give_cpu_bytes() {
         }
     }
 }
+
+/// One random Huffman case: its TOML and its input (skewed around a centre, uniform over a
+/// random width, or one value; every symbol width; book lengths from 1 to the largest).
+fn random_huffman_case(rng: &mut Rng) -> (String, Buffer) {
+    use fzmod::DType;
+    let (name, dtype, most) =
+        [("uint8", DType::U8, 256u64), ("uint16", DType::U16, 4096), ("uint32", DType::U32, 4096)]
+            [rng.below(3) as usize];
+    let n = [1, 4096, 4097, 1 + rng.below(600_000) as usize][rng.below(4) as usize];
+    let bklen = [1, 2, most, 1 + rng.below(most)][rng.below(4) as usize];
+    let (kind, bits, centre) = (rng.below(3), 1 + rng.below(32), rng.below(1 << 16));
+    let v: Vec<u64> = (0..n)
+        .map(|_| match kind {
+            // Geometric-like spread: most symbols at the centre, a tail that reaches escapes.
+            0 => centre + (rng.next() >> 60) * (rng.next() >> 60) * (rng.next() >> 60),
+            1 => rng.next() & ((1u64 << bits) - 1),
+            _ => centre,
+        })
+        .collect();
+    let data = match dtype {
+        DType::U8 => Buffer::U8(v.iter().map(|&x| x as u8).collect()),
+        DType::U16 => Buffer::U16(v.iter().map(|&x| x as u16).collect()),
+        _ => Buffer::U32(v.iter().map(|&x| x as u32).collect()),
+    };
+    (format!("type = \"Huffman\"\ninput_type = \"{name}\"\nbklen = {bklen}\n"), data)
+}
+
+/// Huffman alone on random inputs: device bytes == CPU bytes, each decoder decodes the other's.
+#[test]
+#[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
+fn huffman_alone_gives_cpu_bytes() {
+    for seed in 1..=40u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1);
+        let (stage, data) = random_huffman_case(&mut rng);
+        let mut p = fzmod::from_toml(&format!("[[stage]]\nname = \"s\"\n{stage}")).unwrap();
+        p.set_input_dtype(data.dtype()).unwrap();
+        assert_backends_agree(&p, &data, &[data.len()], &format!("seed {seed} n {}: {stage}", data.len()));
+    }
+}
+
+/// The same cases on the CPU alone: valid pipelines that round-trip.
+#[test]
+fn huffman_cases_round_trip_on_the_cpu() {
+    for seed in 1..=6u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1);
+        let (stage, data) = random_huffman_case(&mut rng);
+        let mut p = fzmod::from_toml(&format!("[[stage]]\nname = \"s\"\n{stage}")).unwrap();
+        p.set_input_dtype(data.dtype()).unwrap();
+        let archive = p.compress(&data, &[data.len()]).unwrap_or_else(|e| panic!("{stage}: {e}"));
+        assert!(fzmod::decompress(&archive).unwrap().data == data, "{stage}");
+    }
+}

@@ -9,6 +9,7 @@ pub mod bitshuffle;
 #[cfg(feature = "cuda")]
 pub mod cuszp_fusion;
 pub mod difference;
+pub mod huffman;
 pub mod lorenzo;
 pub mod lorenzo_quant;
 pub mod mask;
@@ -37,6 +38,7 @@ pub static ALL: &[&StageKind] = &[
     &bitshuffle::KIND,
     &rze::KIND,
     &mask::KIND,
+    &huffman::KIND,
 ];
 
 /// Every stage type this build knows.
@@ -81,6 +83,9 @@ pub(crate) fn device_programs() -> Vec<crate::backend::cuda::Program> {
         rze::device::program(),
         bitplane_rze::device::program(),
     ];
+    for symbol in huffman::SYMBOL_TYPES {
+        programs.push(huffman::device::program(symbol));
+    }
     for real in [DType::F32, DType::F64] {
         programs.push(quantizer::device::program(real));
         programs.push(lorenzo_quant::device::program(real));

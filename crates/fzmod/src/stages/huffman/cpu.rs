@@ -1,0 +1,329 @@
+//! CPU reference of the Huffman stage: a global histogram, the book (book.rs), then chunks of
+//! [`CHUNK`] symbols coded independently, each padded to whole 32-bit words, so a decoder
+//! can start every chunk at once from the word counts in front of the payload.
+//!
+//! Segment: `book ‖ u32 words per chunk ‖ payload words` (little-endian words; in each word
+//! the first bit is the most significant). A symbol `s < bklen` is the code of entry `s`; a
+//! symbol `s ≥ bklen` is the code of the escape entry `bklen` followed by `s` in the symbol
+//! type's full width.
+
+use super::book::{Book, DecodeTables, MAX_LEN};
+use crate::element::zeroed_vec;
+use crate::error::{corrupt, Result};
+use rayon::prelude::*;
+
+/// Symbols per chunk: the unit a device thread decodes.
+pub const CHUNK: usize = 4096;
+
+/// A symbol type the stage codes: u8, u16 or u32.
+pub trait Symbol: Copy + Send + Sync + bytemuck::Zeroable + 'static {
+    /// Width in bits, as escaped values are written.
+    const BITS: u32;
+    fn value(self) -> u32;
+    /// From a value below `2^BITS`.
+    fn from_value(v: u32) -> Self;
+}
+
+macro_rules! symbol {
+    ($t:ty) => {
+        impl Symbol for $t {
+            const BITS: u32 = <$t>::BITS;
+            #[inline]
+            fn value(self) -> u32 {
+                u32::from(self)
+            }
+            #[inline]
+            fn from_value(v: u32) -> Self {
+                v as $t
+            }
+        }
+    };
+}
+symbol!(u8);
+symbol!(u16);
+symbol!(u32);
+
+/// Counts of entries `0..=bklen` (symbols ≥ bklen count as the escape entry).
+pub fn histogram<S: Symbol>(data: &[S], bklen: u32) -> Vec<u64> {
+    let entries = bklen as usize + 1;
+    data.par_chunks(1 << 16)
+        .fold(
+            || vec![0u64; entries],
+            |mut h, c| {
+                for &s in c {
+                    h[s.value().min(bklen) as usize] += 1;
+                }
+                h
+            },
+        )
+        .reduce(|| vec![0u64; entries], |a, b| a.iter().zip(&b).map(|(x, y)| x + y).collect())
+}
+
+/// Most payload words a chunk of `len` symbols can take (every symbol escaped).
+pub fn max_words(len: usize, bits: u32) -> usize {
+    (len * (MAX_LEN + bits as usize)).div_ceil(32)
+}
+
+/// Bits appended most significant first into 32-bit words.
+struct BitWriter {
+    words: Vec<u32>,
+    acc: u64,
+    bits: u32,
+}
+
+impl BitWriter {
+    /// Append the `len` (≤ 32) low bits of `v`. Between calls fewer than 32 bits wait in `acc`
+    /// (bits above them are shifted out or cut by the word cast).
+    #[inline]
+    fn push(&mut self, v: u32, len: u32) {
+        self.acc = self.acc << len | u64::from(v);
+        self.bits += len;
+        if self.bits >= 32 {
+            self.bits -= 32;
+            self.words.push((self.acc >> self.bits) as u32);
+        }
+    }
+
+    /// The words, the last one padded with zero bits.
+    fn finish(mut self) -> Vec<u32> {
+        if self.bits > 0 {
+            self.words.push((self.acc << (32 - self.bits)) as u32);
+        }
+        self.words
+    }
+}
+
+/// Encode table: `code << 8 | length` per entry.
+fn encode_table(book: &Book) -> Vec<u32> {
+    book.codes.iter().zip(&book.lengths).map(|(&c, &l)| c << 8 | u32::from(l)).collect()
+}
+
+fn encode_chunk<S: Symbol>(chunk: &[S], table: &[u32], bklen: u32) -> Vec<u32> {
+    let mut w = BitWriter { words: Vec::with_capacity(chunk.len() / 8), acc: 0, bits: 0 };
+    for &s in chunk {
+        let v = s.value();
+        let e = table[v.min(bklen) as usize];
+        w.push(e >> 8, e & 0xff);
+        if v >= bklen {
+            w.push(v, S::BITS);
+        }
+    }
+    w.finish()
+}
+
+/// Encode `data` over entries `0..=bklen` into a segment.
+pub fn encode<S: Symbol>(data: &[S], bklen: u32) -> Vec<u8> {
+    let book = Book::from_counts(&histogram(data, bklen));
+    let table = encode_table(&book);
+    let chunks: Vec<Vec<u32>> = data.par_chunks(CHUNK).map(|c| encode_chunk(c, &table, bklen)).collect();
+    let payload: usize = chunks.iter().map(Vec::len).sum();
+    let mut out = Vec::with_capacity(8 + table.len() + 4 * (chunks.len() + payload));
+    book.write(&mut out);
+    for c in &chunks {
+        out.extend_from_slice(&(c.len() as u32).to_le_bytes());
+    }
+    for w in chunks.iter().flatten() {
+        out.extend_from_slice(&w.to_le_bytes());
+    }
+    out
+}
+
+/// One chunk's payload: first word (from the payload's start) and word count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkSpan {
+    pub at: usize,
+    pub words: usize,
+}
+
+/// Validate the word-count table that follows a book of `book_len` bytes in a segment of
+/// `seg_len` bytes holding `n` symbols, before anything is allocated: the table must lie in
+/// the segment, no chunk may exceed its most words, and the chunks must fill the rest of the
+/// segment exactly. `table(k)` reads the k counts, asked only once they are known to lie in
+/// the segment. Shared with the device inverse.
+pub fn chunk_spans(
+    seg_len: usize,
+    book_len: usize,
+    n: usize,
+    bits: u32,
+    table: impl FnOnce(usize) -> Result<Vec<u32>>,
+) -> Result<Vec<ChunkSpan>> {
+    let chunks = n.div_ceil(CHUNK);
+    let rest = seg_len - book_len;
+    if chunks > rest / 4 {
+        return Err(corrupt!("Huffman: {n} symbols need a table longer than the {rest} bytes left"));
+    }
+    let counts = table(chunks)?;
+    let mut spans = Vec::with_capacity(chunks);
+    let mut at = 0usize;
+    for (c, &words) in counts.iter().enumerate() {
+        let words = words as usize;
+        if words > max_words(CHUNK.min(n - c * CHUNK), bits) {
+            return Err(corrupt!("Huffman: chunk {c} claims {words} words"));
+        }
+        spans.push(ChunkSpan { at, words });
+        at += words;
+    }
+    if 4 * (chunks + at) != rest {
+        return Err(corrupt!(
+            "Huffman: chunks occupy {} bytes, the segment has {rest} after its book",
+            4 * (chunks + at)
+        ));
+    }
+    Ok(spans)
+}
+
+/// Bits read most significant first from 32-bit words; past the last word it reads zeros
+/// (the caller checks afterwards that no bit beyond the chunk was used).
+struct BitReader<'a> {
+    words: &'a [u32],
+    next: usize,
+    buf: u64,
+    have: u32,
+}
+
+impl BitReader<'_> {
+    /// At least 33 bits in `buf` (a code of ≤ 20 bits, or a 32-bit escaped value).
+    #[inline]
+    fn refill(&mut self) {
+        while self.have <= 32 {
+            let w = self.words.get(self.next).copied().unwrap_or(0);
+            self.buf |= u64::from(w) << (32 - self.have);
+            self.have += 32;
+            self.next += 1;
+        }
+    }
+
+    #[inline]
+    fn peek(&self, bits: u32) -> u32 {
+        (self.buf >> (64 - bits)) as u32
+    }
+
+    #[inline]
+    fn skip(&mut self, bits: u32) {
+        self.buf <<= bits;
+        self.have -= bits;
+    }
+}
+
+fn decode_chunk<S: Symbol>(words: &[u32], out: &mut [S], tables: &DecodeTables, bklen: u32) -> Result<()> {
+    let mut r = BitReader { words, next: 0, buf: 0, have: 0 };
+    for o in out.iter_mut() {
+        r.refill();
+        let (e, len) = tables.lookup(r.peek(MAX_LEN as u32));
+        r.skip(len);
+        *o = if e == bklen {
+            r.refill();
+            let v = r.peek(S::BITS);
+            r.skip(S::BITS);
+            if v < bklen {
+                return Err(corrupt!("Huffman: escaped value {v} has a code of its own"));
+            }
+            S::from_value(v)
+        } else {
+            S::from_value(e)
+        };
+    }
+    // Exactly the words the bits need, and zero padding: one encoding per chunk.
+    let used = 32 * r.next - r.have as usize;
+    let pad = (32 - used % 32) % 32;
+    let last_ok = words.last().is_none_or(|&w| pad == 0 || w & ((1u32 << pad) - 1) == 0);
+    if used.div_ceil(32) != words.len() || !last_ok {
+        return Err(corrupt!("Huffman: a chunk's {} words do not hold exactly its {used} bits", words.len()));
+    }
+    Ok(())
+}
+
+/// Decode a segment of `n` symbols over entries `0..=bklen`.
+pub fn decode<S: Symbol>(seg: &[u8], n: usize, bklen: u32) -> Result<Vec<S>> {
+    let (book, book_len) = Book::read(seg, bklen, n as u64)?;
+    let spans = chunk_spans(seg.len(), book_len, n, S::BITS, |chunks| Ok(words_at(seg, book_len, chunks)))?;
+    let payload = words_at(seg, book_len + 4 * spans.len(), (seg.len() - book_len) / 4 - spans.len());
+    let tables = DecodeTables::new(&book);
+    let mut out = zeroed_vec::<S>(n);
+    out.par_chunks_mut(CHUNK)
+        .zip(spans.par_iter())
+        .try_for_each(|(o, s)| decode_chunk(&payload[s.at..s.at + s.words], o, &tables, bklen))?;
+    Ok(out)
+}
+
+/// `count` little-endian u32 words of `seg` from byte `at` (in bounds: checked by the caller).
+fn words_at(seg: &[u8], at: usize, count: usize) -> Vec<u32> {
+    seg[at..at + 4 * count].chunks_exact(4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes"))).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn empty_and_single_symbol_inputs() {
+        let e = encode::<u16>(&[], 1024);
+        assert_eq!(e, [0, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(decode::<u16>(&e, 0, 1024).unwrap(), Vec::<u16>::new());
+        let data = vec![512u16; 10_000];
+        let e = encode(&data, 1024);
+        assert_eq!(e.len(), 8 + 4 * 3, "book, three word counts of 0, no payload");
+        assert_eq!(decode::<u16>(&e, data.len(), 1024).unwrap(), data);
+        // One distinct symbol above bklen: the escape costs no bits, the value its width.
+        let data = vec![70_000u32; 5];
+        let e = encode(&data, 16);
+        assert_eq!(e.len(), 8 + 4 + 4 * 5);
+        assert_eq!(decode::<u32>(&e, 5, 16).unwrap(), data);
+    }
+
+    #[test]
+    fn bits_fill_words_most_significant_first() {
+        // Entries 0..=3 with counts 2, 1, 1, 0 (no escape): codes 0, 10, 11.
+        let e = encode::<u8>(&[1, 0, 2, 0], 3);
+        assert_eq!(&e[..16], &[0, 0, 0, 0, 3, 0, 0, 0, 1, 2, 2, 0, 1, 0, 0, 0], "book, one chunk of one word");
+        assert_eq!(&e[16..], &[0, 0, 0, 0b1001_1000], "10 0 11 0, then zero padding");
+    }
+
+    #[test]
+    fn truncation_and_trailing_bytes_are_errors() {
+        let data: Vec<u16> = (0..9000u32).map(|i| (i * i % 37) as u16).collect();
+        let e = encode(&data, 64);
+        for cut in 0..e.len() {
+            assert!(decode::<u16>(&e[..cut], data.len(), 64).is_err(), "cut {cut}");
+        }
+        let mut longer = e.clone();
+        longer.extend_from_slice(&[0; 4]);
+        assert!(decode::<u16>(&longer, data.len(), 64).is_err());
+    }
+
+    fn skewed(seed: Vec<u32>, spread: u32, mask: u32) -> Vec<u32> {
+        seed.into_iter().map(|r| (512 + (r % 7).pow(3) * (r % spread) / 40) & mask).collect()
+    }
+
+    fn check<S: Symbol + std::fmt::Debug + PartialEq>(
+        data: &[S],
+        bklen: u32,
+    ) -> std::result::Result<(), TestCaseError> {
+        let e = encode(data, bklen);
+        prop_assert_eq!(decode::<S>(&e, data.len(), bklen).unwrap(), data.to_vec());
+        Ok(())
+    }
+
+    proptest! {
+        #[test]
+        fn round_trip_all_widths(
+            seed in prop::collection::vec(any::<u32>(), 0..20_000), spread in 1u32..100_000, bklen in 1u32..=4096,
+        ) {
+            let data = skewed(seed.clone(), spread, u32::MAX);
+            check(&data, bklen)?;
+            check(&data.iter().map(|&v| v as u16).collect::<Vec<_>>(), bklen)?;
+            check(&data.iter().map(|&v| v as u8).collect::<Vec<_>>(), bklen.min(256))?;
+            check(&seed, bklen)?;
+        }
+
+        #[test]
+        fn corruption_is_an_error_or_a_decode(data in prop::collection::vec(0u16..40, 1..10_000), at in any::<usize>(), v in any::<u8>()) {
+            let mut e = encode(&data, 32);
+            let i = at % e.len();
+            e[i] = v;
+            let _ = decode::<u16>(&e, data.len(), 32);
+            let _ = decode::<u16>(&e[..i], data.len(), 32);
+        }
+    }
+}

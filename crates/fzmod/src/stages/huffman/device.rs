@@ -1,0 +1,211 @@
+//! Huffman on the device (kernels in device.cu). Forward builds the book on the device, so it
+//! needs no host synchronisation: histogram → book (one thread block) → chunk word counts →
+//! scan → encode. The inverse reads the book and the word counts back (a few KiB), validates
+//! them with the CPU's own checks, uploads the decode tables and decodes a chunk per thread.
+
+use super::book::{Book, DecodeTables};
+use super::cpu::{self, CHUNK};
+use super::{symbol_bits, Huffman};
+use crate::backend::cuda::device::{
+    exclusive_scan, grid, scan_partials_len, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage, PendingRecord,
+};
+use crate::backend::cuda::{device_error, Program};
+use crate::element::DType;
+use crate::error::{corrupt, Error, Result};
+use cudarc::driver::PushKernelArg;
+
+/// Threads per block of the chunk kernels, of the book kernel and of the decoder (device.cu).
+const THREADS: u64 = 256;
+const BOOK_THREADS: u64 = 1024;
+const DECODE_THREADS: u64 = 128;
+/// Most thread blocks of the chunk kernels (they loop), and of the histogram: each of its
+/// blocks adds its bins into the global ones, so fewer blocks contend less.
+const MAX_BLOCKS: u64 = 1 << 15;
+const HISTOGRAM_BLOCKS: u64 = 1024;
+
+/// The program for one symbol type.
+pub(crate) fn program(symbol: DType) -> Program {
+    let c_type = match symbol {
+        DType::U8 => "unsigned char",
+        DType::U16 => "unsigned short",
+        _ => "unsigned int",
+    };
+    Program::new(
+        include_str!("device.cu"),
+        format!("#define HUF_SYM {c_type}\n#define HUF_BITS {}\n", symbol_bits(symbol)),
+    )
+}
+
+/// The largest segment: the widest book, the table, every symbol escaped.
+fn worst_case(n: usize, bklen: u32, bits: u32) -> usize {
+    let chunks = n.div_ceil(CHUNK);
+    let full = n / CHUNK;
+    (8 + bklen as usize + 1).next_multiple_of(4)
+        + 4 * chunks
+        + 4 * (full * cpu::max_words(CHUNK, bits) + cpu::max_words(n % CHUNK, bits))
+}
+
+impl DeviceStage for Huffman {
+    fn forward(&self, run: &mut DeviceRun, inputs: &[&DeviceBuffer]) -> Result<DeviceForwarded> {
+        let [x] = inputs else { return Err(Error::Pipeline("Huffman takes one input".into())) };
+        let n = x.known_len()?;
+        let nchunks = n.div_ceil(CHUNK);
+        let (out, out_len) = run.alloc_dynamic(DType::U8, worst_case(n, self.bklen, symbol_bits(self.input)))?;
+        let record = self.record(n);
+        let record: PendingRecord = Box::new(move |_| Ok(record));
+        let program = program(self.input);
+        let entries = self.bklen as usize + 1;
+        let hist = run.alloc(DType::U64, entries)?;
+        run.zero(&hist)?;
+        let table = run.alloc(DType::U32, entries)?;
+        let book_len = run.alloc(DType::U64, 1)?;
+        let s = run.stream().clone();
+        let p = |b: &DeviceBuffer| b.ptr(&s);
+        let (n64, bklen, nc, cap) = (n as u64, self.bklen, nchunks as u64, out.len.capacity() as u64);
+        let blocks = nc.clamp(1, MAX_BLOCKS);
+        // SAFETY (all launches): argument lists match device.cu; `hist` and `table` hold
+        // bklen + 1 entries, `book_len` one word, and no kernel writes past `cap` bytes of `out`.
+        unsafe {
+            if n > 0 {
+                s.launch_builder(&run.kernel(&program, "huf_histogram")?)
+                    .arg(&p(x))
+                    .arg(&n64)
+                    .arg(&bklen)
+                    .arg(&p(&hist))
+                    .launch(grid(nc.min(HISTOGRAM_BLOCKS) * THREADS, THREADS))
+                    .map_err(device_error)?;
+            }
+            s.launch_builder(&run.kernel(&program, "huf_book")?)
+                .arg(&p(&hist))
+                .arg(&bklen)
+                .arg(&p(&table))
+                .arg(&p(&out))
+                .arg(&p(&book_len))
+                .launch(grid(BOOK_THREADS, BOOK_THREADS))
+                .map_err(device_error)?;
+        }
+        if nchunks == 0 {
+            // SAFETY: one u64 in, one u64 slot out.
+            unsafe {
+                s.launch_builder(&run.kernel(&program, "fz_add_u64")?)
+                    .arg(&p(&book_len))
+                    .arg(&0u64)
+                    .arg(&out_len)
+                    .launch(grid(1, 1))
+                    .map_err(device_error)?;
+            }
+            return Ok(DeviceForwarded { outputs: vec![out], record });
+        }
+        let words = run.alloc(DType::U32, nchunks)?;
+        let partials = run.alloc(DType::U64, scan_partials_len(nc))?;
+        let offsets = run.alloc(DType::U64, nchunks + 1)?;
+        // SAFETY: `words` holds one count per chunk.
+        unsafe {
+            s.launch_builder(&run.kernel(&program, "huf_sizes")?)
+                .arg(&p(x))
+                .arg(&n64)
+                .arg(&bklen)
+                .arg(&p(&table))
+                .arg(&nc)
+                .arg(&p(&words))
+                .launch(grid(blocks * THREADS, THREADS))
+                .map_err(device_error)?;
+        }
+        exclusive_scan(run, &program, p(&words), nc, p(&partials), p(&offsets))?;
+        // SAFETY: `offsets` holds nchunks + 1 scanned counts; writes are checked against `cap`.
+        unsafe {
+            s.launch_builder(&run.kernel(&program, "huf_encode")?)
+                .arg(&p(x))
+                .arg(&n64)
+                .arg(&bklen)
+                .arg(&p(&table))
+                .arg(&nc)
+                .arg(&p(&offsets))
+                .arg(&p(&book_len))
+                .arg(&p(&out))
+                .arg(&cap)
+                .arg(&out_len)
+                .launch(grid(blocks * THREADS, THREADS))
+                .map_err(device_error)?;
+        }
+        Ok(DeviceForwarded { outputs: vec![out], record })
+    }
+
+    fn inverse(&self, run: &mut DeviceRun, outputs: &[&DeviceBuffer]) -> Result<Vec<DeviceBuffer>> {
+        let n = self.recorded_len()?;
+        let [seg] = outputs else { return Err(Error::Pipeline("Huffman inverse takes one buffer".into())) };
+        let seg_len = seg.known_len()?;
+        // The book's head says how long it is; Book::read checks every field of it.
+        let head = run.download(seg, seg_len.min(8))?;
+        let count = head.get(4..8).map_or(0, |c| u32::from_le_bytes(c.try_into().expect("4 bytes")) as usize);
+        let stored = if count >= 2 { 8 + count.min(seg_len) } else { 8 };
+        let (book, book_len) =
+            Book::read(&run.download(seg, seg_len.min(stored.next_multiple_of(4)))?, self.bklen, n as u64)?;
+        let bits = symbol_bits(self.input);
+        let spans = cpu::chunk_spans(seg_len, book_len, n, bits, |chunks| {
+            let table = run.download(seg, book_len + 4 * chunks)?;
+            Ok(table[book_len..].chunks_exact(4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes"))).collect())
+        })?;
+        let out = run.alloc(self.input, n)?;
+        if spans.is_empty() {
+            return Ok(vec![out]);
+        }
+        let ends = spans.last().map(|s| s.at + s.words);
+        let starts: Vec<u8> = spans.iter().map(|s| s.at).chain(ends).flat_map(|w| (w as u64).to_le_bytes()).collect();
+        let starts = run.upload(DType::U64, &starts)?;
+        let t = DecodeTables::new(&book);
+        let tables: Vec<u8> = t
+            .table
+            .iter()
+            .chain(&t.first)
+            .chain(&t.count)
+            .chain(&t.offset)
+            .copied()
+            .chain(t.sorted.iter().map(|&e| u32::from(e)))
+            .flat_map(u32::to_le_bytes)
+            .collect();
+        let tables = run.upload(DType::U32, &tables)?;
+        let err = run.alloc(DType::U32, 1)?;
+        run.zero(&err)?;
+        let program = program(self.input);
+        let s = run.stream().clone();
+        let p = |b: &DeviceBuffer| b.ptr(&s);
+        let payload = p(seg) + (book_len + 4 * spans.len()) as u64;
+        let (n64, nsorted, nc) = (n as u64, t.sorted.len() as u32, spans.len() as u64);
+        // SAFETY: argument list matches device.cu; every chunk's words lie in `seg` (checked by
+        // chunk_spans), the payload starts 4-byte aligned (book and table are whole words), and
+        // `out` holds n symbols.
+        unsafe {
+            s.launch_builder(&run.kernel(&program, "huf_decode")?)
+                .arg(&payload)
+                .arg(&p(&starts))
+                .arg(&n64)
+                .arg(&self.bklen)
+                .arg(&p(&tables))
+                .arg(&nsorted)
+                .arg(&nc)
+                .arg(&p(&out))
+                .arg(&p(&err))
+                .launch(grid(nc, DECODE_THREADS))
+                .map_err(device_error)?;
+        }
+        if run.download(&err, 1)? != [0, 0, 0, 0] {
+            return Err(corrupt!("Huffman: a chunk's payload does not match its word count"));
+        }
+        Ok(vec![out])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worst_case_is_every_symbol_escaped_under_the_widest_book() {
+        let data: Vec<u32> = (0..5000u32).map(|i| 100_000 + i).collect();
+        assert!(cpu::encode(&data, 4096).len() <= worst_case(5000, 4096, 32));
+        let single = vec![1_000_000u32; 5000];
+        assert!(cpu::encode(&single, 1).len() <= worst_case(5000, 1, 32));
+        assert_eq!(worst_case(0, 1024, 16), 1036);
+    }
+}
