@@ -41,34 +41,47 @@ __device__ __forceinline__ u32 block_popcount(const u8* map, u32 bytes) {
     return (u32)total;
 }
 
-// Visit bits [0, items) of `map` in runs of consecutive bits per thread: f(i, set, rank), rank
-// = set bits before i. Every thread of the block must call it.
+// Visit bits [0, items) of `map` in runs of consecutive whole bytes per thread: f(i, set,
+// rank), rank = set bits before i. Every thread of the block must call it.
 template <typename F>
 __device__ __forceinline__ void rank_walk(const u8* map, u32 items, F f) {
-    u32 per = (items + blockDim.x - 1) / blockDim.x;
+    u32 per = ((items + blockDim.x - 1) / blockDim.x + 7) & ~7u;
     u32 lo = min(items, threadIdx.x * per), hi = min(items, lo + per);
     u32 local = 0;
-    for (u32 i = lo; i < hi; i++) local += map_bit(map, i);
+    for (u32 q = lo / 8; q * 8 < hi; q++) {
+        u32 valid = min(8u, hi - 8 * q);
+        local += __popc(map[q] & ((1u << valid) - 1));
+    }
     u64 total;
     u32 rank = (u32)block_exclusive_scan(local, &total);
-    for (u32 i = lo; i < hi; i++) {
-        u32 set = map_bit(map, i);
-        f(i, set, rank);
-        rank += set;
+    for (u32 q = lo / 8; q * 8 < hi; q++) {
+        u32 bits = map[q], valid = min(8u, hi - 8 * q);
+        for (u32 j = 0; j < valid; j++) {
+            u32 set = bits >> j & 1u;
+            f(8 * q + j, set, rank);
+            rank += set;
+        }
     }
 }
 
 // Build B0..B3 of one chunk in shared memory; returns its encoded size (cpu.rs encode_chunk).
 __device__ u32 rze_build(const u8* src, u32 len, u32 word, const Maps& m, u32* pops) {
     u32 words = len / word;
+    bool wide = word == 1 && ((u64)src & 7) == 0;
     for (u32 q = threadIdx.x; q < m.len[0]; q += blockDim.x) {
         u32 v = 0;
-        for (u32 j = 0; j < 8; j++) {
-            u32 i = 8 * q + j;
-            if (i >= words) break;
-            u32 nonzero = 0;
-            for (u32 b = 0; b < word; b++) nonzero |= src[i * word + b];
-            if (nonzero) v |= 1u << j;
+        if (wide && 8 * q + 8 <= words) {
+            // Eight byte-words at once.
+            u64 x = *(const u64*)(src + 8 * q);
+            for (u32 j = 0; j < 8; j++) v |= (u32)((x >> (8 * j) & 0xff) != 0) << j;
+        } else {
+            for (u32 j = 0; j < 8; j++) {
+                u32 i = 8 * q + j;
+                if (i >= words) break;
+                u32 nonzero = 0;
+                for (u32 b = 0; b < word; b++) nonzero |= src[i * word + b];
+                if (nonzero) v |= 1u << j;
+            }
         }
         m.at[0][q] = (u8)v;
     }
