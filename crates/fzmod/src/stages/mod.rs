@@ -3,6 +3,8 @@
 //! stages they fuse.
 
 pub mod adaptive_bitpack;
+pub mod adm;
+pub mod ans;
 pub mod bit_transpose;
 pub mod bitplane_rze;
 pub mod bitshuffle;
@@ -35,6 +37,8 @@ pub static ALL: &[&StageKind] = &[
     &word_map::NEGABINARY,
     &bitshuffle::KIND,
     &rze::KIND,
+    &adm::KIND,
+    &ans::KIND,
 ];
 
 /// Every stage type this build knows.
@@ -78,10 +82,14 @@ pub(crate) fn device_programs() -> Vec<crate::backend::cuda::Program> {
         bitshuffle::device::program(),
         rze::device::program(),
         bitplane_rze::device::program(),
+        ans::device::program(),
     ];
     for real in [DType::F32, DType::F64] {
         programs.push(quantizer::device::program(real));
         programs.push(lorenzo_quant::device::program(real));
+    }
+    for word in [DType::U16, DType::U32] {
+        programs.push(adm::device::program(word));
     }
     for code in [DType::I16, DType::I32] {
         for layout in
