@@ -23,7 +23,7 @@ struct Golden {
     specials: bool,
 }
 
-const GOLDENS: [Golden; 10] = [
+const GOLDENS: [Golden; 11] = [
     Golden {
         file: "v1.0_cuszp_1d.fzm",
         preset: "cuszp",
@@ -115,6 +115,16 @@ const GOLDENS: [Golden; 10] = [
         bound: (ErrorMode::Rel, 1e-4),
         f64: true,
         specials: false,
+    },
+    // Written by the build that added ADM and ANS (format 1.0 plus stage ids 19 and 20).
+    Golden {
+        file: "v1.0_mans_2d_specials.fzm",
+        preset: "mans",
+        shape: &[73, 144],
+        start: 7 * PLANE,
+        bound: (ErrorMode::Rel, 1e-3),
+        f64: false,
+        specials: true,
     },
 ];
 

@@ -36,6 +36,7 @@ PRESET_IDS = {
     "cuszp3-outlier": 4,
     "fzgpu": 5,
     "pfpl": 6,
+    "mans": 7,
 }
 _MODE_CODES = {"abs": 0, "rel": 1}
 

@@ -38,6 +38,7 @@ const CUSZP: &str = include_str!("presets/cuszp.toml");
 const CUSZP2: &str = include_str!("presets/cuszp2.toml");
 const FZGPU: &str = include_str!("presets/fzgpu.toml");
 const PFPL: &str = include_str!("presets/pfpl.toml");
+const MANS: &str = include_str!("presets/mans.toml");
 
 /// Every built-in preset.
 pub static PRESETS: &[Preset] = &[
@@ -82,6 +83,12 @@ pub static PRESETS: &[Preset] = &[
         summary: "PFPL: inline-outlier Quantizer -> Difference(negabinary, 16 KiB) -> Bitshuffle(4) -> RZE",
         one_d: PFPL,
         multi_d: PFPL,
+    },
+    Preset {
+        name: "mans",
+        summary: "MANS: LorenzoQuant (zigzag u16) -> ADM -> ANS (dietgpu rANS, 10-bit); strict bound",
+        one_d: MANS,
+        multi_d: MANS,
     },
 ];
 
