@@ -63,8 +63,8 @@ adm_measure(const ADM_T* in, u64 n, u64 nblocks, u8* codes, u8* side, u32* sizes
         u64 per_lane = (bits + 7) / 8;
         bool raw = ADM_LANES * per_lane >= (u64)len * ADM_BYTES;
         u8* out = codes + b * ADM_BLOCK + lo;
-        if (hi == lo + ADM_PER_LANE) {
-            // A whole lane: one 16-byte store (codes is allocated 16-byte aligned).
+        if (hi == lo + ADM_PER_LANE && ((u64)out & 15) == 0) {
+            // A whole lane: one 16-byte store.
             uint4 q;
             u32* w = (u32*)&q;
             for (int j = 0; j < 4; j++)
