@@ -450,7 +450,9 @@ fn fzgpu_and_pfpl_float_stages_and_presets_give_cpu_bytes() {
 fn mutated_fzgpu_and_pfpl_archives_decode_alike() {
     use common::reseal::{fix_crcs, layout};
     let gpu = gpu();
-    for name in ["v1.0_fzgpu_2d_specials.fzm", "v1.0_pfpl_2d_specials.fzm", "v1.0_pfpl_f64.fzm", "v1.0_mans_2d_specials.fzm"] {
+    for name in
+        ["v1.0_fzgpu_2d_specials.fzm", "v1.0_pfpl_2d_specials.fzm", "v1.0_pfpl_f64.fzm", "v1.0_mans_2d_specials.fzm"]
+    {
         let golden = std::fs::read(repo_root().join("tests/golden").join(name)).unwrap();
         let l = layout(&golden);
         let ranges = l.records.iter().cloned().chain(l.segments.iter().map(|(r, _)| r.clone()));

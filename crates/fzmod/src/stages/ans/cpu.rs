@@ -97,7 +97,7 @@ fn encode_block(block: &[u8], probs: &[u32; 256], cdf: &[u32; 256], bits: u32) -
                 words.push(*x as u16);
                 *x >>= 16;
             }
-            *x = (*x / p << bits) + *x % p + c;
+            *x = ((*x / p) << bits) + *x % p + c;
         }
         if words.len() > cap {
             return None;
@@ -212,10 +212,9 @@ fn decode_block(enc: &[u8], words: usize, table: &[u32], bits: u32, out: &mut [u
             return Err(corrupt!("ANS: a block reads more words than it holds"));
         }
         pos -= count;
-        let mut at = pos;
-        for (_, x) in state.iter_mut().enumerate().filter(|&(j, _)| need >> j & 1 == 1) {
+        let readers = state.iter_mut().enumerate().filter(|&(j, _)| need >> j & 1 == 1);
+        for (at, (_, x)) in (pos..).zip(readers) {
             *x = *x << 16 | u32::from(u16::from_le_bytes([stream[2 * at], stream[2 * at + 1]]));
-            at += 1;
         }
     }
     if pos != 0 || state.iter().any(|&x| x != STATE_LOW) {
