@@ -26,7 +26,7 @@ const HEADER_WORDS: usize = 7;
 pub const MAX_DIMS: usize = 16;
 
 /// Preset ids, fixed forever: a file written with id 1 means cuszp2 in every later build.
-pub const PRESET_IDS: [(c_uint, &str); 7] = [
+pub const PRESET_IDS: [(c_uint, &str); 9] = [
     (0, "cuszp"),
     (1, "cuszp2"),
     (2, "cuszp3-fixed"),
@@ -34,6 +34,8 @@ pub const PRESET_IDS: [(c_uint, &str); 7] = [
     (4, "cuszp3-outlier"),
     (5, "fzgpu"),
     (6, "pfpl"),
+    (7, "mans"),
+    (8, "cusz"),
 ];
 
 /// How to compress: the user's words.

@@ -202,7 +202,7 @@ proptest::proptest! {
     /// error or a decode of the header's shape, never a panic.
     #[test]
     fn random_multi_byte_mutations_with_fixed_crcs_never_panic(
-        golden in 0usize..7,
+        golden in 0usize..64,
         edits in proptest::collection::vec((proptest::num::usize::ANY, proptest::num::u8::ANY), 1..8),
     ) {
         let mut paths: Vec<_> = std::fs::read_dir(common::repo_root().join("tests/golden"))

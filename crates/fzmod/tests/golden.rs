@@ -23,7 +23,7 @@ struct Golden {
     specials: bool,
 }
 
-const GOLDENS: [Golden; 11] = [
+const GOLDENS: [Golden; 12] = [
     Golden {
         file: "v1.0_cuszp_1d.fzm",
         preset: "cuszp",
@@ -119,6 +119,16 @@ const GOLDENS: [Golden; 11] = [
     Golden {
         file: "v1.0_cusz_2d_specials.fzm",
         preset: "cusz",
+        shape: &[73, 144],
+        start: 7 * PLANE,
+        bound: (ErrorMode::Rel, 1e-3),
+        f64: false,
+        specials: true,
+    },
+    // Written by the build that added ADM and ANS (format 1.0 plus stage ids 19 and 20).
+    Golden {
+        file: "v1.0_mans_2d_specials.fzm",
+        preset: "mans",
         shape: &[73, 144],
         start: 7 * PLANE,
         bound: (ErrorMode::Rel, 1e-3),

@@ -423,8 +423,8 @@ fn random_words(rng: &mut Rng, dtype: fzmod::DType, n: usize) -> Buffer {
     }
 }
 
-/// One random single-stage case among Zigzag, Negabinary, Difference, Bitshuffle, RZE and
-/// BitplaneRZE: its TOML, its input and the input's shape.
+/// One random single-stage case among Zigzag, Negabinary, Difference, Bitshuffle, RZE,
+/// BitplaneRZE, ADM and ANS: its TOML, its input and the input's shape.
 fn random_word_stage(rng: &mut Rng, which: u64) -> (String, Buffer, Vec<usize>) {
     use fzmod::DType;
     let words = [("int16", DType::I16), ("uint16", DType::U16), ("int32", DType::I32), ("uint32", DType::U32)];
@@ -458,7 +458,12 @@ fn random_word_stage(rng: &mut Rng, which: u64) -> (String, Buffer, Vec<usize>) 
             let chunk = [word, 16384, 65535 / word * word, word * (1 + rng.below(65535 / word))][rng.below(4) as usize];
             (format!("type = \"RZE\"\nchunk_size = {chunk}\nword_size = {word}\n"), DType::U8)
         }
-        _ => ("type = \"BitplaneRZE\"\n".to_string(), DType::U16),
+        5 => ("type = \"BitplaneRZE\"\n".to_string(), DType::U16),
+        6 => {
+            let (name, dtype) = [("uint16", DType::U16), ("uint32", DType::U32)][rng.below(2) as usize];
+            (format!("type = \"ADM\"\ninput_type = \"{name}\"\n"), dtype)
+        }
+        _ => (format!("type = \"ANS\"\nprob_bits = {}\n", 9 + rng.below(3)), DType::U8),
     };
     (toml, random_words(rng, dtype, n), vec![n])
 }
@@ -470,7 +475,7 @@ fn random_word_stage(rng: &mut Rng, which: u64) -> (String, Buffer, Vec<usize>) 
 fn fzgpu_and_pfpl_integer_stages_alone_give_cpu_bytes() {
     for seed in 1..=12u64 {
         let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1);
-        for which in 0..6 {
+        for which in 0..8 {
             let (stage, data, shape) = random_word_stage(&mut rng, which);
             let mut p = fzmod::from_toml(&format!("[[stage]]\nname = \"s\"\n{stage}")).unwrap();
             p.set_input_dtype(data.dtype()).unwrap();
@@ -485,7 +490,7 @@ fn fzgpu_and_pfpl_integer_stages_alone_give_cpu_bytes() {
 fn fzgpu_and_pfpl_integer_cases_round_trip_on_the_cpu() {
     for seed in 1..=3u64 {
         let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1);
-        for which in 0..6 {
+        for which in 0..8 {
             let (stage, data, shape) = random_word_stage(&mut rng, which);
             let mut p = fzmod::from_toml(&format!("[[stage]]\nname = \"s\"\n{stage}")).unwrap();
             p.set_input_dtype(data.dtype()).unwrap();
@@ -496,7 +501,7 @@ fn fzgpu_and_pfpl_integer_cases_round_trip_on_the_cpu() {
 }
 
 /// The float front ends alone (Quantizer inline words, LorenzoQuant with random tiles and
-/// mappings) and the `fzgpu` and `pfpl` presets on random fields, f32 and f64, abs and rel:
+/// mappings) and the `fzgpu`, `pfpl` and `mans` presets on random fields, f32 and f64, abs and rel:
 /// device bytes == CPU bytes fused and unfused, each decoder decodes the other's archive.
 #[test]
 #[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
@@ -529,7 +534,7 @@ fn fzgpu_and_pfpl_float_stages_and_presets_give_cpu_bytes() {
             p.set_input_dtype(data.dtype()).unwrap();
             assert_backends_agree(&p, &data, &shape, &format!("seed {seed} shape {shape:?} {bound:?}: {stage}"));
         }
-        for preset in ["pfpl", "fzgpu"] {
+        for preset in ["pfpl", "fzgpu", "mans"] {
             let mut p = fzmod::preset(preset, &shape).unwrap();
             p.set_error_bound(bound).unwrap();
             p.set_input_dtype(data.dtype()).unwrap();
@@ -538,7 +543,7 @@ fn fzgpu_and_pfpl_float_stages_and_presets_give_cpu_bytes() {
     }
 }
 
-/// The golden `fzgpu` and `pfpl` archives with record and segment bytes mutated and the CRCs
+/// The golden `fzgpu`, `pfpl` and `mans` archives with record and segment bytes mutated and the CRCs
 /// fixed (so the mutations reach the stage inverses): the device inverses refuse exactly what
 /// the CPU refuses and otherwise decode to the CPU's values.
 #[test]
@@ -546,7 +551,9 @@ fn fzgpu_and_pfpl_float_stages_and_presets_give_cpu_bytes() {
 fn mutated_fzgpu_and_pfpl_archives_decode_alike() {
     use common::reseal::{fix_crcs, layout};
     let gpu = gpu();
-    for name in ["v1.0_fzgpu_2d_specials.fzm", "v1.0_pfpl_2d_specials.fzm", "v1.0_pfpl_f64.fzm"] {
+    for name in
+        ["v1.0_fzgpu_2d_specials.fzm", "v1.0_pfpl_2d_specials.fzm", "v1.0_pfpl_f64.fzm", "v1.0_mans_2d_specials.fzm"]
+    {
         let golden = std::fs::read(repo_root().join("tests/golden").join(name)).unwrap();
         let l = layout(&golden);
         let ranges = l.records.iter().cloned().chain(l.segments.iter().map(|(r, _)| r.clone()));

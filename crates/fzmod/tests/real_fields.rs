@@ -28,7 +28,13 @@ fn bound_holds_on_every_element_of_every_shared_field() {
                 let archive = p.compress(&field.data, &field.shape).unwrap();
                 let decoded = fzmod::decompress(&archive).unwrap();
                 let abs = expected_abs_bound(&field.data, bound);
-                assert_eq!(fzmod::archived_abs_bound(&decoded.header), Some(abs), "{what}: recorded bound");
+                if fzmod::is_stored_raw(&decoded.header) {
+                    // The pipeline's archive would exceed the input (mans on levitus, abs 1e-3:
+                    // 44 % fill values, each a lossless outlier): stored raw, every bit kept.
+                    assert!(decoded.data.to_le_bytes() == field.data.to_le_bytes(), "{what}: stored raw");
+                } else {
+                    assert_eq!(fzmod::archived_abs_bound(&decoded.header), Some(abs), "{what}: recorded bound");
+                }
                 let max = assert_within(&field.data, &decoded.data, abs, &what);
                 eprintln!(
                     "{what}: ratio {:.3}, max err {max:e} <= {abs:e}",

@@ -36,6 +36,8 @@ PRESET_IDS = {
     "cuszp3-outlier": 4,
     "fzgpu": 5,
     "pfpl": 6,
+    "mans": 7,
+    "cusz": 8,
 }
 _MODE_CODES = {"abs": 0, "rel": 1}
 

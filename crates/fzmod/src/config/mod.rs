@@ -39,6 +39,7 @@ const CUSZP2: &str = include_str!("presets/cuszp2.toml");
 const FZGPU: &str = include_str!("presets/fzgpu.toml");
 const PFPL: &str = include_str!("presets/pfpl.toml");
 const CUSZ: &str = include_str!("presets/cusz.toml");
+const MANS: &str = include_str!("presets/mans.toml");
 
 /// Every built-in preset.
 pub static PRESETS: &[Preset] = &[
@@ -89,6 +90,12 @@ pub static PRESETS: &[Preset] = &[
         summary: "cuSZ: LorenzoQuant (radius-512 u16 codes) -> Huffman (bklen 1024, codes <= 20 bits); strict bound",
         one_d: CUSZ,
         multi_d: CUSZ,
+    },
+    Preset {
+        name: "mans",
+        summary: "MANS: LorenzoQuant (zigzag u16) -> ADM -> ANS (dietgpu rANS, 10-bit); strict bound",
+        one_d: MANS,
+        multi_d: MANS,
     },
 ];
 

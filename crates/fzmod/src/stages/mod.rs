@@ -3,6 +3,8 @@
 //! stages they fuse.
 
 pub mod adaptive_bitpack;
+pub mod adm;
+pub mod ans;
 pub mod bit_transpose;
 pub mod bitplane_rze;
 pub mod bitshuffle;
@@ -39,6 +41,8 @@ pub static ALL: &[&StageKind] = &[
     &rze::KIND,
     &mask::KIND,
     &huffman::KIND,
+    &adm::KIND,
+    &ans::KIND,
 ];
 
 /// Every stage type this build knows.
@@ -82,6 +86,7 @@ pub(crate) fn device_programs() -> Vec<crate::backend::cuda::Program> {
         bitshuffle::device::program(),
         rze::device::program(),
         bitplane_rze::device::program(),
+        ans::device::program(),
     ];
     for symbol in huffman::SYMBOL_TYPES {
         programs.push(huffman::device::program(symbol));
@@ -90,6 +95,9 @@ pub(crate) fn device_programs() -> Vec<crate::backend::cuda::Program> {
         programs.push(quantizer::device::program(real));
         programs.push(lorenzo_quant::device::program(real));
         programs.push(mask::device::program(real));
+    }
+    for word in [DType::U16, DType::U32] {
+        programs.push(adm::device::program(word));
     }
     for code in [DType::I16, DType::I32] {
         for layout in

@@ -1,0 +1,371 @@
+//! CPU reference of ADM (MANS's adaptive data mapping). A block of 512 words is one GPU warp:
+//! lane `l` holds words `16l .. 16l + 16`. Each word becomes a code byte (its offset from the
+//! block's centre modulo 126, with the sign in bit 0) and a unary signal (how many multiples of
+//! 126 it lies beyond that) in its lane's bit stream. A block whose signal area would be at
+//! least as large as its raw words is stored raw (the escape MANS lacks).
+
+use crate::element::zeroed_vec;
+use crate::error::{corrupt, Result};
+use rayon::prelude::*;
+
+/// Words per block (one warp).
+pub const BLOCK: usize = 512;
+/// Words per lane.
+pub const PER_LANE: usize = 16;
+/// Lanes per block.
+pub const LANES: usize = BLOCK / PER_LANE;
+/// Offsets per signal step: a code byte carries an offset in 1..=126.
+const SPAN: u64 = 126;
+/// Blocks per parallel task.
+const TASK_BLOCKS: usize = 64;
+
+/// The two input word types.
+pub trait Word: Copy + Default + Send + Sync + Into<u64> + 'static {
+    const BYTES: usize;
+    const MAX: u64;
+    /// `v` is at most `MAX`.
+    fn from_u64(v: u64) -> Self;
+    fn put_le(self, out: &mut [u8]);
+    fn get_le(b: &[u8]) -> Self;
+}
+
+impl Word for u16 {
+    const BYTES: usize = 2;
+    const MAX: u64 = u16::MAX as u64;
+    fn from_u64(v: u64) -> Self {
+        v as u16
+    }
+    fn put_le(self, out: &mut [u8]) {
+        out.copy_from_slice(&self.to_le_bytes());
+    }
+    fn get_le(b: &[u8]) -> Self {
+        u16::from_le_bytes([b[0], b[1]])
+    }
+}
+
+impl Word for u32 {
+    const BYTES: usize = 4;
+    const MAX: u64 = u32::MAX as u64;
+    fn from_u64(v: u64) -> Self {
+        v as u32
+    }
+    fn put_le(self, out: &mut [u8]) {
+        out.copy_from_slice(&self.to_le_bytes());
+    }
+    fn get_le(b: &[u8]) -> Self {
+        u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+    }
+}
+
+/// The block's centre: the floor of its words' mean.
+pub fn centre<T: Word>(block: &[T]) -> u64 {
+    block.iter().map(|&v| v.into()).sum::<u64>() / block.len() as u64
+}
+
+/// Code byte and signal length `k` (bits) of `v` around centre `c`.
+#[inline]
+pub fn map(v: u64, c: u64) -> (u8, u64) {
+    if v == c {
+        return (1, 1);
+    }
+    let diff = v.abs_diff(c);
+    let k = diff.div_ceil(SPAN);
+    (((diff - SPAN * (k - 1)) << 1 | u64::from(v < c)) as u8, k)
+}
+
+/// Bytes of the side table: a centre and a length byte per block.
+pub fn table_len(nblocks: usize, word: usize) -> usize {
+    nblocks * (word + 1)
+}
+
+/// Payload bytes of a block of `len` words with length byte `lane_bytes` (0 = raw).
+pub fn payload_len(len: usize, word: usize, lane_bytes: u8) -> usize {
+    if lane_bytes == 0 {
+        len * word
+    } else {
+        LANES * usize::from(lane_bytes)
+    }
+}
+
+/// The length byte of a block whose largest lane needs `bits` signal bits: its bytes per lane,
+/// or 0 (raw) when the signal area would be at least as large as the block's raw words.
+pub fn lane_bytes(bits: u64, len: usize, word: usize) -> u8 {
+    let per_lane = bits.div_ceil(8);
+    if LANES as u64 * per_lane >= (len * word) as u64 {
+        0
+    } else {
+        per_lane as u8
+    }
+}
+
+/// One encoded block: its centre (0 when raw), length byte and payload.
+struct Encoded {
+    centre: u64,
+    lane_bytes: u8,
+    payload: Vec<u8>,
+}
+
+/// Encode one block; its code bytes go to `codes` (0 for a raw block).
+fn encode_block<T: Word>(block: &[T], codes: &mut [u8]) -> Encoded {
+    let c = centre(block);
+    let bits = block.chunks(PER_LANE).map(|lane| lane.iter().map(|&v| map(v.into(), c).1).sum::<u64>()).max();
+    let lane_bytes = lane_bytes(bits.unwrap_or(0), block.len(), T::BYTES);
+    if lane_bytes == 0 {
+        codes.fill(0);
+        let mut payload = vec![0u8; block.len() * T::BYTES];
+        for (o, &v) in payload.chunks_exact_mut(T::BYTES).zip(block) {
+            v.put_le(o);
+        }
+        return Encoded { centre: 0, lane_bytes, payload };
+    }
+    let per = usize::from(lane_bytes);
+    // Padding bits are ones: start from ones and clear each signal's zero bits.
+    let mut payload = vec![0xffu8; LANES * per];
+    for (l, lane) in block.chunks(PER_LANE).enumerate() {
+        let stream = &mut payload[l * per..(l + 1) * per];
+        let mut pos = 0usize;
+        for (j, &v) in lane.iter().enumerate() {
+            let (code, k) = map(v.into(), c);
+            codes[l * PER_LANE + j] = code;
+            for p in pos + 1..pos + k as usize {
+                stream[p / 8] &= !(0x80 >> (p % 8));
+            }
+            pos += k as usize;
+        }
+    }
+    Encoded { centre: c, lane_bytes, payload }
+}
+
+/// Encode `words`: the code bytes (one per word) and the side stream
+/// `[centre per block][length byte per block][payload per block]`.
+pub fn encode<T: Word>(words: &[T]) -> (Vec<u8>, Vec<u8>) {
+    let nblocks = words.len().div_ceil(BLOCK);
+    let mut codes = zeroed_vec(words.len());
+    let groups: Vec<Vec<Encoded>> = words
+        .par_chunks(BLOCK * TASK_BLOCKS)
+        .zip(codes.par_chunks_mut(BLOCK * TASK_BLOCKS))
+        .map(|(w, c)| w.chunks(BLOCK).zip(c.chunks_mut(BLOCK)).map(|(b, c)| encode_block(b, c)).collect())
+        .collect();
+    let blocks: Vec<&Encoded> = groups.iter().flatten().collect();
+    let payload: usize = blocks.iter().map(|b| b.payload.len()).sum();
+    let mut side = vec![0u8; table_len(nblocks, T::BYTES) + payload];
+    for (i, b) in blocks.iter().enumerate() {
+        T::from_u64(b.centre).put_le(&mut side[i * T::BYTES..(i + 1) * T::BYTES]);
+        side[nblocks * T::BYTES + i] = b.lane_bytes;
+    }
+    let mut at = table_len(nblocks, T::BYTES);
+    for b in blocks {
+        side[at..at + b.payload.len()].copy_from_slice(&b.payload);
+        at += b.payload.len();
+    }
+    (codes, side)
+}
+
+/// Where each block's payload starts in a side stream of `side_len` bytes for `n` words whose
+/// length bytes are `lens` (read once the table is known to lie in the stream); checks every
+/// length byte and that the payloads fill the stream exactly. Shared with the device inverse.
+pub fn payload_starts(side_len: usize, n: usize, word: usize, lens: &[u8]) -> Result<Vec<u64>> {
+    let table = table_len(lens.len(), word);
+    let mut at = table;
+    let mut starts = Vec::with_capacity(lens.len());
+    for (b, &lane_bytes) in lens.iter().enumerate() {
+        let len = BLOCK.min(n - b * BLOCK);
+        // A coded block's signal area is smaller than its raw words (else it would be raw).
+        if lane_bytes != 0 && LANES * usize::from(lane_bytes) >= len * word {
+            return Err(corrupt!("ADM: block {b} of {len} words claims {lane_bytes} signal bytes per lane"));
+        }
+        starts.push(at as u64);
+        at += payload_len(len, word, lane_bytes);
+    }
+    if at != side_len {
+        return Err(corrupt!("ADM: blocks occupy {at} bytes, the side stream {side_len}"));
+    }
+    Ok(starts)
+}
+
+/// Decode one lane's words from its signal stream (`stream.len()` bytes per lane).
+fn decode_lane<T: Word>(stream: &[u8], codes: &[u8], c: u64, out: &mut [T]) -> Result<u64> {
+    let bit = |p: usize| stream[p / 8] >> (7 - p % 8) & 1 == 1;
+    let end = stream.len() * 8;
+    let mut pos = 0;
+    for (o, &code) in out.iter_mut().zip(codes) {
+        if pos >= end || !bit(pos) {
+            return Err(corrupt!("ADM: a signal ends early or does not start with a one"));
+        }
+        let mut next = pos + 1;
+        while next < end && !bit(next) {
+            next += 1;
+        }
+        let k = (next - pos) as u64;
+        pos = next;
+        let v = match code {
+            1 if k == 1 => Some(c),
+            2..=253 => {
+                let diff = u64::from(code >> 1) + SPAN * (k - 1);
+                if code & 1 == 1 {
+                    c.checked_sub(diff)
+                } else {
+                    Some(c + diff).filter(|&v| v <= T::MAX)
+                }
+            }
+            _ => None,
+        };
+        *o = T::from_u64(v.ok_or_else(|| corrupt!("ADM: code {code} with signal {k} around centre {c}"))?);
+    }
+    // Bits past the last signal are the lane's padding: ones.
+    if (pos..end).any(|p| !bit(p)) {
+        return Err(corrupt!("ADM: signal padding is not all ones"));
+    }
+    Ok(pos as u64)
+}
+
+/// Decode one block of `out.len()` words.
+fn decode_block<T: Word>(centre: &[u8], lane_bytes: u8, payload: &[u8], codes: &[u8], out: &mut [T]) -> Result<()> {
+    let c: u64 = T::get_le(centre).into();
+    if lane_bytes == 0 {
+        if c != 0 || codes.iter().any(|&b| b != 0) {
+            return Err(corrupt!("ADM: a raw block with a centre or code bytes"));
+        }
+        for (o, b) in out.iter_mut().zip(payload.chunks_exact(T::BYTES)) {
+            *o = T::get_le(b);
+        }
+        return Ok(());
+    }
+    let per = usize::from(lane_bytes);
+    let mut longest = 0;
+    for (l, stream) in payload.chunks_exact(per).enumerate() {
+        let lo = (l * PER_LANE).min(out.len());
+        let hi = (lo + PER_LANE).min(out.len());
+        longest = longest.max(decode_lane(stream, &codes[lo..hi], c, &mut out[lo..hi])?);
+    }
+    // One encoding per block: the longest lane needs its last signal byte.
+    if longest.div_ceil(8) != per as u64 {
+        return Err(corrupt!("ADM: {per} signal bytes per lane where {longest} bits need fewer"));
+    }
+    Ok(())
+}
+
+/// Decode `codes.len()` words from their code bytes and side stream.
+pub fn decode<T: Word>(codes: &[u8], side: &[u8]) -> Result<Vec<T>> {
+    let n = codes.len();
+    let nblocks = n.div_ceil(BLOCK);
+    let table = table_len(nblocks, T::BYTES);
+    if table > side.len() {
+        return Err(corrupt!("ADM: {n} words need a {table} byte table, the side stream has {}", side.len()));
+    }
+    let lens = &side[nblocks * T::BYTES..table];
+    let starts = payload_starts(side.len(), n, T::BYTES, lens)?;
+    let mut out = vec![T::default(); n];
+    out.par_chunks_mut(BLOCK).zip(codes.par_chunks(BLOCK)).enumerate().try_for_each(|(b, (o, c))| {
+        let at = starts[b] as usize;
+        let payload = &side[at..at + payload_len(o.len(), T::BYTES, lens[b])];
+        decode_block(&side[b * T::BYTES..(b + 1) * T::BYTES], lens[b], payload, c, o)
+    })?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn round_trip<T: Word + PartialEq + std::fmt::Debug>(words: &[T]) -> (Vec<u8>, Vec<u8>) {
+        let (codes, side) = encode(words);
+        assert_eq!(codes.len(), words.len());
+        assert_eq!(decode::<T>(&codes, &side).unwrap(), words);
+        (codes, side)
+    }
+
+    #[test]
+    fn maps_as_mans_does() {
+        assert_eq!(map(7, 7), (1, 1));
+        assert_eq!(map(8, 7), (2, 1));
+        assert_eq!(map(6, 7), (3, 1));
+        assert_eq!(map(7 + 126, 7), (252, 1));
+        assert_eq!(map(7 + 127, 7), (2, 2));
+        assert_eq!(map(0, 127), (3, 2));
+        assert_eq!(map(1, 127), (253, 1));
+        assert_eq!(centre(&[1u16, 2, 2]), 1);
+    }
+
+    #[test]
+    fn a_constant_block_costs_two_bytes_per_lane() {
+        let (codes, side) = round_trip(&[9u16; 512]);
+        assert!(codes.iter().all(|&c| c == 1));
+        // Centre 9, two bytes per lane: 16 one-bits.
+        let mut expected = vec![9, 0, 2];
+        expected.extend([0xff; 64]);
+        assert_eq!(side, expected);
+    }
+
+    #[test]
+    fn empty_input() {
+        assert_eq!(round_trip::<u16>(&[]), (vec![], vec![]));
+        assert_eq!(round_trip::<u32>(&[]), (vec![], vec![]));
+    }
+
+    #[test]
+    fn adversarial_blocks_are_raw() {
+        let alternating: Vec<u16> = (0..1500).map(|i| if i % 2 == 0 { 0 } else { u16::MAX }).collect();
+        let (codes, side) = round_trip(&alternating);
+        assert!(codes.iter().all(|&c| c == 0));
+        assert_eq!(side.len(), 3 * 3 + 1500 * 2, "three raw blocks and their table");
+        let wide: Vec<u32> =
+            (0..1100u32).map(|i| if i % 3 == 0 { u32::MAX } else { i.wrapping_mul(0x9e37_79b9) }).collect();
+        round_trip(&wide);
+        let full: Vec<u16> = (0..=u16::MAX).collect();
+        round_trip(&full);
+        let full32: Vec<u32> = (0..70_000u32).map(|i| i.wrapping_mul(0x0101_0101).rotate_left(i % 32)).collect();
+        round_trip(&full32);
+    }
+
+    #[test]
+    fn one_word_blocks_are_raw() {
+        let (codes, side) = round_trip(&[5u32; 513]);
+        assert_eq!(codes[512], 0, "32 signal bytes for 4 raw bytes");
+        assert_eq!(side.len(), 2 * 5 + 64 + 4);
+    }
+
+    #[test]
+    fn corrupt_tables_and_signals_are_errors() {
+        let words: Vec<u16> = (0..2000).map(|i| (i % 37) as u16 * 3).collect();
+        let (codes, side) = encode(&words);
+        assert!(decode::<u16>(&codes, &side[..side.len() - 1]).is_err());
+        assert!(decode::<u16>(&codes[..1000], &side).is_err());
+        let mut bad = side.clone();
+        bad[4 * 2] = 0; // the first block claims raw
+        assert!(decode::<u16>(&codes, &bad).is_err());
+        let mut bad = codes.clone();
+        bad[0] = 255;
+        assert!(decode::<u16>(&bad, &side).is_err());
+    }
+
+    fn skewed(seed: Vec<u32>, spread: u32, base: u32) -> Vec<u32> {
+        seed.into_iter().map(|s| base.wrapping_add(s % spread.max(1))).collect()
+    }
+
+    proptest! {
+        #[test]
+        fn round_trips_u16(seed in prop::collection::vec(any::<u32>(), 0..3000), spread in any::<u32>(), base in any::<u16>()) {
+            let words: Vec<u16> = skewed(seed, spread % 70_000, u32::from(base)).into_iter().map(|v| v as u16).collect();
+            round_trip(&words);
+        }
+
+        #[test]
+        fn round_trips_u32(seed in prop::collection::vec(any::<u32>(), 0..3000), spread in any::<u32>(), base in any::<u32>()) {
+            let words = skewed(seed, spread >> (spread % 32), base);
+            round_trip(&words);
+        }
+
+        #[test]
+        fn corruption_is_an_error_or_a_decode(seed in prop::collection::vec(0u32..300, 1..2000), at in any::<usize>(), v in any::<u8>(), side_or_codes in any::<bool>()) {
+            let words: Vec<u16> = seed.iter().map(|&s| s as u16).collect();
+            let (mut codes, mut side) = encode(&words);
+            let target = if side_or_codes { &mut side } else { &mut codes };
+            let i = at % target.len();
+            target[i] = v;
+            let _ = decode::<u16>(&codes, &side);
+            let _ = decode::<u16>(&codes, &side[..at % side.len()]);
+        }
+    }
+}

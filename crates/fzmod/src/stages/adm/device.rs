@@ -1,0 +1,138 @@
+//! ADM on the device (kernels in device.cu): a measuring pass writes the code bytes, the side
+//! table and each block's payload size; a deterministic scan places the payloads; a second pass
+//! writes them. No host synchronisation. The inverse checks the length bytes on the host with
+//! the CPU's own checks (one small download), then decodes one block per warp.
+
+use super::{cpu, Adm};
+use crate::backend::cuda::device::{
+    exclusive_scan, grid, scan_partials_len, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage,
+};
+use crate::backend::cuda::{device_error, Program};
+use crate::element::DType;
+use crate::error::{corrupt, Error, Result};
+use cudarc::driver::PushKernelArg;
+
+/// Warps (ADM blocks) per thread block (`ADM_WARPS`) and the most thread blocks a launch uses.
+const WARPS: u64 = 4;
+const MAX_BLOCKS: u64 = 1 << 16;
+
+pub(crate) fn program(input: DType) -> Program {
+    let (t, bytes) = if input == DType::U32 { ("unsigned int", 4) } else { ("unsigned short", 2) };
+    Program::new(include_str!("device.cu"), format!("#define ADM_T {t}\n#define ADM_BYTES {bytes}\n"))
+}
+
+/// One warp per ADM block, grid-stride beyond [`MAX_BLOCKS`] thread blocks.
+fn warp_grid(nblocks: u64) -> cudarc::driver::LaunchConfig {
+    grid(nblocks.div_ceil(WARPS).min(MAX_BLOCKS) * WARPS * 32, WARPS * 32)
+}
+
+impl DeviceStage for Adm {
+    fn forward(&self, run: &mut DeviceRun, inputs: &[&DeviceBuffer]) -> Result<DeviceForwarded> {
+        let [x] = inputs else { return Err(Error::Pipeline("ADM takes one input".into())) };
+        let n = x.known_len()?;
+        let word = self.input.size();
+        let nblocks = n.div_ceil(cpu::BLOCK);
+        let table = cpu::table_len(nblocks, word);
+        let codes = run.alloc(DType::U8, n)?;
+        // Worst case: every block raw (a short last block may still be raw).
+        let (side, side_len) = run.alloc_dynamic(DType::U8, table + n * word)?;
+        let record = self.record(n);
+        let record: crate::backend::cuda::device::PendingRecord = Box::new(move |_| Ok(record));
+        if nblocks == 0 {
+            // The length slot starts at zero: an empty side stream.
+            return Ok(DeviceForwarded { outputs: vec![codes, side], record });
+        }
+        let sizes = run.alloc(DType::U32, nblocks)?;
+        let offsets = run.alloc(DType::U64, nblocks + 1)?;
+        let partials = run.alloc(DType::U64, scan_partials_len(nblocks as u64))?;
+        let program = program(self.input);
+        let (measure, payload) = (run.kernel(&program, "adm_measure")?, run.kernel(&program, "adm_payload")?);
+        let add = run.kernel(&program, "fz_add_u64")?;
+        let s = run.stream().clone();
+        let p = |b: &DeviceBuffer| b.ptr(&s);
+        let (n64, nb, table64) = (n as u64, nblocks as u64, table as u64);
+        // SAFETY: argument lists match device.cu; `codes` holds n bytes, `side` the worst case,
+        // `sizes` nblocks and `offsets` nblocks + 1 entries.
+        unsafe {
+            s.launch_builder(&measure)
+                .arg(&p(x))
+                .arg(&n64)
+                .arg(&nb)
+                .arg(&p(&codes))
+                .arg(&p(&side))
+                .arg(&p(&sizes))
+                .launch(warp_grid(nb))
+                .map_err(device_error)?;
+        }
+        exclusive_scan(run, &program, p(&sizes), nb, p(&partials), p(&offsets))?;
+        let total_at = p(&offsets) + 8 * nb;
+        // SAFETY: as above; `total_at` and `side_len` are live u64 slots.
+        unsafe {
+            s.launch_builder(&payload)
+                .arg(&p(x))
+                .arg(&n64)
+                .arg(&nb)
+                .arg(&p(&offsets))
+                .arg(&p(&side))
+                .arg(&table64)
+                .launch(warp_grid(nb))
+                .map_err(device_error)?;
+            s.launch_builder(&add)
+                .arg(&total_at)
+                .arg(&table64)
+                .arg(&side_len)
+                .launch(grid(1, 1))
+                .map_err(device_error)?;
+        }
+        Ok(DeviceForwarded { outputs: vec![codes, side], record })
+    }
+
+    fn inverse(&self, run: &mut DeviceRun, outputs: &[&DeviceBuffer]) -> Result<Vec<DeviceBuffer>> {
+        let n = self.recorded_len()?;
+        let [codes, side] = outputs else { return Err(Error::Pipeline("ADM inverse takes two buffers".into())) };
+        if codes.known_len()? != n {
+            return Err(corrupt!("ADM: {} code bytes for {n} words", codes.known_len()?));
+        }
+        let word = self.input.size();
+        let nblocks = n.div_ceil(cpu::BLOCK);
+        let table = cpu::table_len(nblocks, word);
+        let side_len = side.known_len()?;
+        if table > side_len {
+            return Err(corrupt!("ADM: {n} words need a {table} byte table, the side stream has {side_len}"));
+        }
+        let out = run.alloc(self.input, n)?;
+        if nblocks == 0 {
+            return Ok(vec![out]);
+        }
+        // The table is small (1 + word bytes per 512 words): the CPU's checks validate it.
+        let table_bytes = run.download(side, table)?;
+        let starts = cpu::payload_starts(side_len, n, word, &table_bytes[nblocks * word..])?;
+        let starts: Vec<u8> = starts.iter().flat_map(|s| s.to_le_bytes()).collect();
+        let starts = run.upload(DType::U64, &starts)?;
+        let err = run.alloc(DType::U32, 1)?;
+        run.zero(&err)?;
+        let program = program(self.input);
+        let decode = run.kernel(&program, "adm_decode")?;
+        let s = run.stream().clone();
+        let p = |b: &DeviceBuffer| b.ptr(&s);
+        let (n64, nb) = (n as u64, nblocks as u64);
+        // SAFETY: argument list matches device.cu; every payload lies inside `side` (checked by
+        // payload_starts), `codes` holds n bytes and `out` n words.
+        unsafe {
+            s.launch_builder(&decode)
+                .arg(&p(codes))
+                .arg(&p(side))
+                .arg(&p(&starts))
+                .arg(&n64)
+                .arg(&nb)
+                .arg(&p(&out))
+                .arg(&p(&err))
+                .launch(warp_grid(nb))
+                .map_err(device_error)?;
+        }
+        if run.download(&err, 1)? != [0, 0, 0, 0] {
+            return Err(corrupt!("ADM: a block's signals do not match its code bytes"));
+        }
+        Ok(vec![out])
+    }
+}

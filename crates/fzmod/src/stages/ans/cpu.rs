@@ -1,0 +1,350 @@
+//! CPU reference of ANS: rANS over bytes with dietgpu's geometry (Johnson et al.,
+//! facebookresearch/dietgpu), written here from the published algorithm. One global
+//! histogram, normalised to `2^prob_bits`; blocks of 4096 bytes, each one GPU warp whose lane
+//! `j` encodes bytes `j, j + 32, …` into its own 32-bit state; words a round emits are stored
+//! in lane order (the device's ballot order), so the device's bytes are these.
+
+use crate::element::zeroed_vec;
+use crate::error::{corrupt, Result};
+use rayon::prelude::*;
+
+/// Bytes per block (one warp).
+pub const BLOCK: usize = 4096;
+/// Interleaved states per block.
+pub const LANES: usize = 32;
+/// Lower bound of a state, and every state's start and end value: states stay in
+/// `[2^15, 2^31)` and renormalise by one 16-bit word.
+pub const STATE_LOW: u32 = 1 << 15;
+/// Bytes of the probability table at the head of the segment.
+pub const PROBS_BYTES: usize = 512;
+/// A block's word count that marks it raw.
+pub const RAW: u32 = u32::MAX;
+/// Bytes of a coded block's final states.
+pub const STATES_BYTES: usize = 4 * LANES;
+
+/// Bytes of a coded block with `words` words: final states, words, zero padding to 4 bytes.
+pub fn coded_len(words: usize) -> usize {
+    (STATES_BYTES + 2 * words).next_multiple_of(4)
+}
+
+/// The most words a coded block of `len` bytes may hold (one more and it is stored raw);
+/// `None` when even no words would not make it shorter than `len`.
+pub fn max_words(len: usize) -> Option<usize> {
+    // coded_len(w) = 128 + 4 · ceil(w / 2) < len.
+    (len > STATES_BYTES).then(|| 2 * ((len - STATES_BYTES - 1) / 4))
+}
+
+/// Bytes of the segment's head: probabilities and one word count per block.
+pub fn head_len(nblocks: usize) -> usize {
+    PROBS_BYTES + 4 * nblocks
+}
+
+/// Byte counts of `data`.
+pub fn histogram(data: &[u8]) -> [u64; 256] {
+    data.par_chunks(1 << 20)
+        .map(|c| {
+            let mut h = [0u64; 256];
+            c.iter().for_each(|&b| h[usize::from(b)] += 1);
+            h
+        })
+        .reduce(
+            || [0u64; 256],
+            |mut a, b| {
+                a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
+                a
+            },
+        )
+}
+
+/// Normalise counts (not all zero) to probabilities summing to `2^bits`: with `k` symbols
+/// present and `N` bytes, a present symbol gets `1 + floor(count · (2^bits − k) / N)`, an
+/// absent one 0; what remains goes to the most frequent symbol (the smallest on ties).
+pub fn normalise(counts: &[u64; 256], bits: u32) -> [u32; 256] {
+    let total: u64 = counts.iter().sum();
+    let present = counts.iter().filter(|&&c| c > 0).count() as u64;
+    let spread = (1u64 << bits) - present;
+    let mut probs = [0u32; 256];
+    for (p, &c) in probs.iter_mut().zip(counts) {
+        if c > 0 {
+            *p = (1 + (u128::from(c) * u128::from(spread) / u128::from(total)) as u64) as u32;
+        }
+    }
+    let top = (0..256).max_by_key(|&s| (counts[s], std::cmp::Reverse(s))).expect("256 symbols");
+    probs[top] += (1u32 << bits) - probs.iter().sum::<u32>();
+    probs
+}
+
+/// Cumulative probabilities (exclusive prefix sums).
+fn cumulative(probs: &[u32; 256]) -> [u32; 256] {
+    let mut cdf = [0u32; 256];
+    for s in 1..256 {
+        cdf[s] = cdf[s - 1] + probs[s - 1];
+    }
+    cdf
+}
+
+/// Encode one block: its word count and bytes (final states, words, padding), or `None`
+/// when that would not be shorter than the block.
+fn encode_block(block: &[u8], probs: &[u32; 256], cdf: &[u32; 256], bits: u32) -> Option<(u32, Vec<u8>)> {
+    let cap = max_words(block.len())?;
+    let mut state = [STATE_LOW; LANES];
+    let mut words: Vec<u16> = Vec::with_capacity(cap + LANES);
+    for round in block.chunks(LANES) {
+        // Lanes emit in lane order: the device's ballot-ranked slots.
+        for (x, &s) in state.iter_mut().zip(round) {
+            let (p, c) = (probs[usize::from(s)], cdf[usize::from(s)]);
+            if *x >= p << (31 - bits) {
+                words.push(*x as u16);
+                *x >>= 16;
+            }
+            *x = ((*x / p) << bits) + *x % p + c;
+        }
+        if words.len() > cap {
+            return None;
+        }
+    }
+    let mut out = vec![0u8; coded_len(words.len())];
+    for (o, x) in out.chunks_exact_mut(4).zip(state) {
+        o.copy_from_slice(&x.to_le_bytes());
+    }
+    for (o, w) in out[STATES_BYTES..].chunks_exact_mut(2).zip(&words) {
+        o.copy_from_slice(&w.to_le_bytes());
+    }
+    Some((words.len() as u32, out))
+}
+
+/// Encode `data` with `2^bits` probability precision: `[u16 probability per symbol][u32 word
+/// count per block (RAW for a raw block)][blocks]`; empty for empty data.
+pub fn encode(data: &[u8], bits: u32) -> Vec<u8> {
+    if data.is_empty() {
+        return Vec::new();
+    }
+    let probs = normalise(&histogram(data), bits);
+    let cdf = cumulative(&probs);
+    let blocks: Vec<Option<(u32, Vec<u8>)>> =
+        data.par_chunks(BLOCK).map(|b| encode_block(b, &probs, &cdf, bits)).collect();
+    let body: usize =
+        blocks.iter().zip(data.chunks(BLOCK)).map(|(e, b)| e.as_ref().map_or(b.len(), |e| e.1.len())).sum();
+    let mut out = Vec::with_capacity(head_len(blocks.len()) + body);
+    out.extend(probs.iter().flat_map(|&p| (p as u16).to_le_bytes()));
+    for e in &blocks {
+        out.extend_from_slice(&e.as_ref().map_or(RAW, |e| e.0).to_le_bytes());
+    }
+    for (e, b) in blocks.iter().zip(data.chunks(BLOCK)) {
+        out.extend_from_slice(e.as_ref().map_or(b, |e| &e.1[..]));
+    }
+    out
+}
+
+/// The probabilities at the head of a segment: they must sum to `2^bits`.
+pub fn read_probs(head: &[u8], bits: u32) -> Result<[u32; 256]> {
+    let mut probs = [0u32; 256];
+    for (p, b) in probs.iter_mut().zip(head.chunks_exact(2)) {
+        *p = u32::from(u16::from_le_bytes([b[0], b[1]]));
+    }
+    let sum: u32 = probs.iter().sum();
+    if sum != 1 << bits {
+        return Err(corrupt!("ANS: probabilities sum to {sum}, not 2^{bits}"));
+    }
+    Ok(probs)
+}
+
+/// The decode table: for each of the `2^bits` slots, `cdf << 20 | prob << 8 | symbol`.
+pub fn decode_table(probs: &[u32; 256]) -> Vec<u32> {
+    let cdf = cumulative(probs);
+    let mut table = Vec::with_capacity(1 << 11);
+    for s in 0..256 {
+        table.extend((0..probs[s]).map(|_| cdf[s] << 20 | probs[s] << 8 | s as u32));
+    }
+    table
+}
+
+/// Where each block starts in a segment of `seg_len` bytes holding `n` bytes, from the blocks'
+/// word counts (read once the head is known to lie in the segment); checks every count and
+/// that the blocks fill the segment exactly. Shared with the device inverse.
+pub fn block_starts(seg_len: usize, n: usize, counts: &[u32]) -> Result<Vec<u64>> {
+    let mut at = head_len(counts.len());
+    let mut starts = Vec::with_capacity(counts.len());
+    for (b, &count) in counts.iter().enumerate() {
+        let len = BLOCK.min(n - b * BLOCK);
+        let size = if count == RAW {
+            len
+        } else if max_words(len).is_some_and(|most| count as usize <= most) {
+            coded_len(count as usize)
+        } else {
+            return Err(corrupt!("ANS: block {b} of {len} bytes claims {count} words"));
+        };
+        starts.push(at as u64);
+        at += size;
+    }
+    if at != seg_len {
+        return Err(corrupt!("ANS: blocks occupy {at} bytes, the segment {seg_len}"));
+    }
+    Ok(starts)
+}
+
+/// Decode one coded block (`enc` = states, words, padding) into `out`.
+fn decode_block(enc: &[u8], words: usize, table: &[u32], bits: u32, out: &mut [u8]) -> Result<()> {
+    let mut state = [0u32; LANES];
+    for (x, b) in state.iter_mut().zip(enc.chunks_exact(4)) {
+        *x = u32::from_le_bytes(b.try_into().expect("4 bytes"));
+    }
+    if state.iter().any(|&x| !(STATE_LOW..1 << 31).contains(&x)) {
+        return Err(corrupt!("ANS: a final state out of range"));
+    }
+    let stream = &enc[STATES_BYTES..STATES_BYTES + 2 * words];
+    if enc[STATES_BYTES + 2 * words..].iter().any(|&b| b != 0) {
+        return Err(corrupt!("ANS: non-zero block padding"));
+    }
+    let mask = (1u32 << bits) - 1;
+    let mut pos = words;
+    for round in out.chunks_mut(LANES).rev() {
+        let mut need = 0u32;
+        for (j, (x, o)) in state.iter_mut().zip(round.iter_mut()).enumerate() {
+            let t = table[(*x & mask) as usize];
+            *o = t as u8;
+            *x = (t >> 8 & 0xfff) * (*x >> bits) + (*x & mask) - (t >> 20);
+            need |= u32::from(*x < STATE_LOW) << j;
+        }
+        // The words this round's lanes read were emitted together, in lane order.
+        let count = need.count_ones() as usize;
+        if count > pos {
+            return Err(corrupt!("ANS: a block reads more words than it holds"));
+        }
+        pos -= count;
+        let readers = state.iter_mut().enumerate().filter(|&(j, _)| need >> j & 1 == 1);
+        for (at, (_, x)) in (pos..).zip(readers) {
+            *x = *x << 16 | u32::from(u16::from_le_bytes([stream[2 * at], stream[2 * at + 1]]));
+        }
+    }
+    if pos != 0 || state.iter().any(|&x| x != STATE_LOW) {
+        return Err(corrupt!("ANS: a block does not decode back to its initial states"));
+    }
+    Ok(())
+}
+
+/// Decode `n` bytes from a segment.
+pub fn decode(seg: &[u8], n: usize, bits: u32) -> Result<Vec<u8>> {
+    if n == 0 {
+        if !seg.is_empty() {
+            return Err(corrupt!("ANS: {} bytes for an empty input", seg.len()));
+        }
+        return Ok(Vec::new());
+    }
+    let nblocks = n.div_ceil(BLOCK);
+    let head = head_len(nblocks);
+    if head > seg.len() {
+        return Err(corrupt!("ANS: {n} bytes need a {head} byte head, the segment has {}", seg.len()));
+    }
+    let probs = read_probs(&seg[..PROBS_BYTES], bits)?;
+    let counts: Vec<u32> =
+        seg[PROBS_BYTES..head].chunks_exact(4).map(|b| u32::from_le_bytes(b.try_into().expect("4"))).collect();
+    let starts = block_starts(seg.len(), n, &counts)?;
+    let table = decode_table(&probs);
+    let mut out = zeroed_vec(n);
+    out.par_chunks_mut(BLOCK).enumerate().try_for_each(|(b, o)| {
+        let at = starts[b] as usize;
+        if counts[b] == RAW {
+            o.copy_from_slice(&seg[at..at + o.len()]);
+            return Ok(());
+        }
+        let words = counts[b] as usize;
+        decode_block(&seg[at..at + coded_len(words)], words, &table, bits, o)
+    })?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn round_trip(data: &[u8], bits: u32) -> Vec<u8> {
+        let e = encode(data, bits);
+        assert_eq!(decode(&e, data.len(), bits).unwrap(), data);
+        e
+    }
+
+    #[test]
+    fn normalisation_keeps_every_present_symbol_and_sums_exactly() {
+        let mut counts = [0u64; 256];
+        counts[3] = 1;
+        counts[7] = 1_000_000;
+        counts[9] = 1_000_000;
+        let p = normalise(&counts, 10);
+        // k = 3: 1 + floor(c · 1021 / 2000001); the remainder goes to symbol 7 (a tie, smaller).
+        assert_eq!((p[3], p[7], p[9]), (1, 1 + 510 + 1, 1 + 510));
+        assert_eq!(p.iter().sum::<u32>(), 1024);
+        let mut one = [0u64; 256];
+        one[200] = 5;
+        assert_eq!(normalise(&one, 9)[200], 512);
+        assert_eq!(normalise(&[1; 256], 9), [2; 256]);
+    }
+
+    #[test]
+    fn max_words_keeps_coded_blocks_shorter() {
+        assert_eq!(max_words(4096), Some(1982));
+        assert!(coded_len(1982) < 4096 && coded_len(1983) >= 4096);
+        assert_eq!(max_words(128), None);
+        assert_eq!(max_words(129), Some(0));
+    }
+
+    #[test]
+    fn single_symbol_blocks_keep_their_states() {
+        let e = round_trip(&[42u8; 10_000], 10);
+        // Probability 2^10 never renormalises: each coded block is its 128 bytes of states.
+        assert_eq!(e.len(), head_len(3) + 3 * 128);
+        assert!(e[head_len(3)..].chunks_exact(4).all(|s| s == STATE_LOW.to_le_bytes()));
+    }
+
+    #[test]
+    fn empty_and_tiny_inputs() {
+        assert!(round_trip(&[], 10).is_empty());
+        let e = round_trip(&[1, 2, 3], 11);
+        assert_eq!(e.len(), head_len(1) + 3, "raw");
+        assert_eq!(&e[PROBS_BYTES..PROBS_BYTES + 4], &RAW.to_le_bytes());
+    }
+
+    #[test]
+    fn uniform_bytes_are_raw() {
+        let data: Vec<u8> = (0..20_000u32).map(|i| (i.wrapping_mul(0x9e37_79b9) >> 24) as u8).collect();
+        let e = round_trip(&data, 9);
+        assert_eq!(e.len(), head_len(5) + data.len());
+    }
+
+    #[test]
+    fn corrupt_heads_and_blocks_are_errors() {
+        let data: Vec<u8> = (0..9000u32).map(|i| (i % 7) as u8 * (i % 3) as u8).collect();
+        let e = encode(&data, 10);
+        assert!(decode(&e, data.len(), 11).is_err());
+        assert!(decode(&e, data.len() + 1, 10).is_err());
+        assert!(decode(&e[..e.len() - 2], data.len(), 10).is_err());
+        let mut bad = e.clone();
+        bad[PROBS_BYTES] ^= 1; // a word count
+        assert!(decode(&bad, data.len(), 10).is_err());
+        let mut bad = e.clone();
+        bad[head_len(3) + 5] ^= 0x40; // a final state
+        assert!(decode(&bad, data.len(), 10).is_err());
+    }
+
+    fn skewed(seed: Vec<u8>, spread: u8) -> Vec<u8> {
+        seed.into_iter().map(|s| if s < spread { s } else { s % 3 }).collect()
+    }
+
+    proptest! {
+        #[test]
+        fn round_trips(seed in prop::collection::vec(any::<u8>(), 0..20_000), spread in any::<u8>(), bits in 9u32..12) {
+            round_trip(&skewed(seed, spread), bits);
+        }
+
+        #[test]
+        fn corruption_is_an_error_or_a_decode(seed in prop::collection::vec(any::<u8>(), 1..9000), at in any::<usize>(), v in any::<u8>()) {
+            let data = skewed(seed, 4);
+            let mut e = encode(&data, 10);
+            let i = at % e.len();
+            e[i] = v;
+            let _ = decode(&e, data.len(), 10);
+            let _ = decode(&e[..i], data.len(), 10);
+        }
+    }
+}

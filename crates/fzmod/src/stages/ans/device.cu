@@ -1,0 +1,242 @@
+// ANS on the device: rANS over bytes with dietgpu's geometry (cpu.rs for the rules). Four
+// standalone kernels: a byte histogram, its normalisation (one thread block), the encoder (one
+// warp per 4 KiB block, placed by a decoupled look-back) and the decoder (one warp per block).
+// Words a round emits get their slots from a ballot, in lane order, as cpu.rs writes them.
+
+#define ANS_BLOCK 4096
+#define ANS_WARPS 4
+#define ANS_STATE_LOW (1u << 15)
+#define ANS_RAW 0xffffffffu
+#define ANS_PROBS_BYTES 512
+#define ANS_STATES_BYTES 128
+// Room for a block's words: at most max_words(4096) = 1982, plus one round beyond it.
+#define ANS_MAX_WORDS 2048
+
+typedef unsigned short u16;
+
+// cpu.rs max_words: the most words a coded block of `len` bytes holds; -1 when none fits.
+__device__ __forceinline__ int ans_max_words(u32 len) {
+    return len > ANS_STATES_BYTES ? 2 * (int)((len - ANS_STATES_BYTES - 1) / 4) : -1;
+}
+__device__ __forceinline__ u32 ans_coded_len(u32 words) { return ANS_STATES_BYTES + 4 * ((words + 1) / 2); }
+
+// Byte counts into counts[256] (u64, zeroed before the launch); per-block shared counters.
+extern "C" __global__ void __launch_bounds__(256) ans_histogram(const u8* in, u64 n, u64* counts) {
+    __shared__ u32 h[256];
+    h[threadIdx.x] = 0;
+    __syncthreads();
+    u64 stride = (u64)gridDim.x * blockDim.x, t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    u64 head = ((u64)in & 3) ? min(n, 4 - ((u64)in & 3)) : 0;
+    for (u64 i = t; i < head; i += stride) atomicAdd(&h[in[i]], 1u);
+    const u32* words = (const u32*)(in + head);
+    u64 nwords = (n - head) / 4;
+    for (u64 i = t; i < nwords; i += stride) {
+        u32 v = words[i];
+        atomicAdd(&h[v & 255], 1u);
+        atomicAdd(&h[v >> 8 & 255], 1u);
+        atomicAdd(&h[v >> 16 & 255], 1u);
+        atomicAdd(&h[v >> 24], 1u);
+    }
+    for (u64 i = head + 4 * nwords + t; i < n; i += stride) atomicAdd(&h[in[i]], 1u);
+    __syncthreads();
+    if (h[threadIdx.x]) atomicAdd((unsigned long long*)&counts[threadIdx.x], (unsigned long long)h[threadIdx.x]);
+}
+
+// floor(c · s / t) exactly for c ≤ t and s ≤ 2^11 (cpu.rs takes it in 128 bits): the quotient
+// is below 2^11, found bit by bit by comparing 128-bit products.
+__device__ u32 ans_scale(u64 c, u64 s, u64 t) {
+    u64 hi = __umul64hi(c, s), lo = c * s;
+    u64 q = 0;
+    for (int bit = 11; bit >= 0; bit--) {
+        u64 next = q | 1ull << bit, next_hi = __umul64hi(next, t), next_lo = next * t;
+        if (next_hi < hi || (next_hi == hi && next_lo <= lo)) q = next;
+    }
+    return (u32)q;
+}
+
+// One thread block of 256 threads, thread s for symbol s (cpu.rs normalise): the probabilities
+// as u16 LE into probs, and table[s] = prob | cdf << 16 for the encoder.
+extern "C" __global__ void __launch_bounds__(256) ans_normalise(const u64* counts, u32 bits, u8* probs, u32* table) {
+    __shared__ u64 best[256];
+    u32 s = threadIdx.x;
+    u64 c = counts[s], total, present;
+    block_exclusive_scan(c, &total);
+    block_exclusive_scan(c > 0, &present);
+    u64 spread = (1ull << bits) - present;
+    u32 p = c ? 1 + ans_scale(c, spread, total) : 0;
+    // The most frequent symbol, the smallest on ties: the largest (count, 255 − s).
+    best[s] = c << 8 | (255 - s);
+    __syncthreads();
+    for (u32 half = 128; half > 0; half >>= 1) {
+        if (s < half) best[s] = max(best[s], best[s + half]);
+        __syncthreads();
+    }
+    u64 sum;
+    block_exclusive_scan(p, &sum);
+    if (s == 255 - (u32)(best[0] & 255)) p += (1u << bits) - (u32)sum;
+    u64 cdf = block_exclusive_scan(p, &sum);
+    probs[2 * s] = (u8)p;
+    probs[2 * s + 1] = (u8)(p >> 8);
+    table[s] = p | (u32)cdf << 16;
+}
+
+// Block placement by a decoupled look-back over the blocks' sizes, as RZE's: a block publishes
+// its size (AGGREGATE) once encoded, sums its predecessors' published values 32 at a time back
+// to the nearest one holding its whole prefix (INCLUSIVE), then publishes its own. Blocks are
+// taken in ticket order, so every block waited for is running or done.
+#define ANS_AGGREGATE (1ull << 62)
+#define ANS_INCLUSIVE (2ull << 62)
+#define ANS_VALUE (ANS_AGGREGATE - 1)
+
+__device__ __forceinline__ u64 ans_look_back(volatile u64* flags, u64 c) {
+    int lane = threadIdx.x & 31;
+    u64 exclusive = 0;
+    for (long long end = (long long)c - 1;; end -= 32) {
+        long long k = end - lane;
+        u64 v = ANS_INCLUSIVE;  // before block 0: an empty prefix
+        if (k >= 0)
+            do v = flags[k];
+            while (v >> 62 == 0);
+        u32 inclusive = __ballot_sync(FULL_MASK, v >> 62 == 2);
+        int stop = inclusive ? __ffs(inclusive) - 1 : 31;
+        u64 part = lane <= stop ? v & ANS_VALUE : 0;
+        for (int o = 16; o > 0; o >>= 1) part += __shfl_down_sync(FULL_MASK, part, o);
+        exclusive += __shfl_sync(FULL_MASK, part, 0);
+        if (inclusive) return exclusive;
+    }
+}
+
+// Copy `len` bytes with one warp, on 4-byte words where both ends and the length allow.
+__device__ __forceinline__ void ans_warp_copy(u8* dst, const u8* src, u32 len) {
+    int lane = threadIdx.x & 31;
+    if (((u64)dst | (u64)src | len) % 4 == 0) {
+        for (u32 i = lane; i < len / 4; i += 32) ((u32*)dst)[i] = ((const u32*)src)[i];
+    } else {
+        for (u32 i = lane; i < len; i += 32) dst[i] = src[i];
+    }
+}
+
+// The segment after its probabilities: a word count per block (ANS_RAW when raw), then each
+// block at head + the sizes of the blocks before it; *out_len gets the segment's length.
+// `state` holds a ticket counter and a look-back word per block, zeroed before the launch.
+extern "C" __global__ void __launch_bounds__(ANS_WARPS * 32) ans_encode(
+    const u8* in, u64 n, u64 nblocks, u32 bits, const u32* table, u64* state, u8* out, u64* out_len) {
+    __shared__ u32 prob_cdf[256];
+    __shared__ __align__(16) u8 staged[ANS_WARPS][ANS_BLOCK];
+    __shared__ __align__(4) u16 words[ANS_WARPS][ANS_MAX_WORDS];
+    for (u32 i = threadIdx.x; i < 256; i += blockDim.x) prob_cdf[i] = table[i];
+    __syncthreads();
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    u32 before_me = (1u << lane) - 1;
+    volatile u64* flags = (volatile u64*)(state + 1);
+    u64 head = ANS_PROBS_BYTES + 4 * nblocks;
+    u8* mine = staged[warp];
+    u16* emitted = words[warp];
+    for (;;) {
+        u64 c = 0;
+        if (lane == 0) c = atomicAdd((unsigned long long*)state, 1ull);
+        c = __shfl_sync(FULL_MASK, c, 0);
+        if (c >= nblocks) return;
+        u32 len = (u32)min((u64)ANS_BLOCK, n - c * ANS_BLOCK);
+        ans_warp_copy(mine, in + c * ANS_BLOCK, len);
+        __syncwarp();
+        int cap = ans_max_words(len);
+        bool raw = cap < 0;
+        u32 x = ANS_STATE_LOW;
+        int w = 0;
+        for (u32 r = 0; !raw && r * 32 < len; r++) {
+            u32 i = r * 32 + lane;
+            bool active = i < len;
+            u32 e = prob_cdf[active ? mine[i] : 0];
+            u32 p = e & 0xffff;
+            bool emit = active && x >= p << (31 - bits);
+            u32 mask = __ballot_sync(FULL_MASK, emit);
+            if (emit) {
+                emitted[w + __popc(mask & before_me)] = (u16)x;
+                x >>= 16;
+            }
+            w += __popc(mask);
+            if (active) x = (x / p << bits) + x % p + (e >> 16);
+            raw = w > cap;
+        }
+        u32 size = raw ? len : ans_coded_len(w);
+        if (lane == 0 && c > 0) flags[c] = ANS_AGGREGATE | size;
+        u64 before = ans_look_back(flags, c);
+        if (lane == 0) {
+            flags[c] = ANS_INCLUSIVE | (before + size);
+            ((u32*)(out + ANS_PROBS_BYTES))[c] = raw ? ANS_RAW : (u32)w;
+            if (c == nblocks - 1) *out_len = head + before + size;
+        }
+        __syncwarp();
+        u8* dst = out + head + before;
+        if (raw) {
+            ans_warp_copy(dst, mine, len);
+        } else {
+            // Coded blocks start 4-byte aligned: the head and every block before are multiples of 4.
+            ((u32*)dst)[lane] = x;
+            for (int i = lane; 2 * i < w; i += 32) {
+                u32 hi = 2 * i + 1 < w ? emitted[2 * i + 1] : 0;
+                ((u32*)(dst + ANS_STATES_BYTES))[i] = emitted[2 * i] | hi << 16;
+            }
+        }
+        __syncwarp();
+    }
+}
+
+// Inverse: block b starts at starts[b] (the head was checked on the host, cpu.rs block_starts),
+// dtable is cpu.rs decode_table. A state out of range, non-zero padding, a block that reads
+// past its words or does not end on its initial states sets *err.
+extern "C" __global__ void __launch_bounds__(ANS_WARPS * 32) ans_decode(
+    const u8* seg, const u64* starts, u64 n, u64 nblocks, u32 bits, const u32* dtable, u8* out, u32* err) {
+    __shared__ u32 table[1 << 11];
+    __shared__ u16 words[ANS_WARPS][ANS_MAX_WORDS];
+    __shared__ __align__(16) u8 decoded[ANS_WARPS][ANS_BLOCK];
+    for (u32 i = threadIdx.x; i < 1u << bits; i += blockDim.x) table[i] = dtable[i];
+    __syncthreads();
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    u32 before_me = (1u << lane) - 1, mask = (1u << bits) - 1;
+    const u32* counts = (const u32*)(seg + ANS_PROBS_BYTES);
+    u16* stream = words[warp];
+    u8* mine = decoded[warp];
+    for (u64 b = (u64)blockIdx.x * ANS_WARPS + warp; b < nblocks; b += (u64)gridDim.x * ANS_WARPS) {
+        u32 len = (u32)min((u64)ANS_BLOCK, n - b * ANS_BLOCK);
+        const u8* src = seg + starts[b];
+        u8* dst = out + b * ANS_BLOCK;
+        u32 count = counts[b];
+        if (count == ANS_RAW) {
+            ans_warp_copy(dst, src, len);
+            continue;
+        }
+        u32 x = ((const u32*)src)[lane];
+        bool ok = x >= ANS_STATE_LOW && x >> 31 == 0;
+        for (u32 i = lane; 2 * i < count; i += 32) {
+            u32 v = ((const u32*)(src + ANS_STATES_BYTES))[i];
+            stream[2 * i] = (u16)v;
+            if (2 * i + 1 < count) stream[2 * i + 1] = (u16)(v >> 16);
+            else ok = ok && v >> 16 == 0;
+        }
+        __syncwarp();
+        ok = __all_sync(FULL_MASK, ok);
+        int pos = (int)count;
+        for (int r = (int)((len + 31) / 32) - 1; ok && r >= 0; r--) {
+            u32 i = r * 32 + lane;
+            bool active = i < len;
+            if (active) {
+                u32 t = table[x & mask];
+                mine[i] = (u8)t;
+                x = (t >> 8 & 0xfff) * (x >> bits) + (x & mask) - (t >> 20);
+            }
+            bool need = active && x < ANS_STATE_LOW;
+            u32 m = __ballot_sync(FULL_MASK, need);
+            int reads = __popc(m);
+            ok = reads <= pos;
+            pos -= reads;
+            if (ok && need) x = x << 16 | stream[pos + __popc(m & before_me)];
+        }
+        ok = __all_sync(FULL_MASK, ok && pos == 0 && x == ANS_STATE_LOW);
+        __syncwarp();
+        if (ok) ans_warp_copy(dst, mine, len);
+        else if (lane == 0) atomicOr(err, 1u);
+        __syncwarp();
+    }
+}
