@@ -46,7 +46,9 @@ __device__ __forceinline__ u32 block_popcount(const u8* map, u32 bytes) {
 template <typename F>
 __device__ __forceinline__ void rank_walk(const u8* map, u32 items, F f) {
     u32 per = ((items + blockDim.x - 1) / blockDim.x + 7) & ~7u;
-    u32 lo = min(items, threadIdx.x * per), hi = min(items, lo + per);
+    // lo is a multiple of 8 unless the thread has nothing (lo = hi = items).
+    u32 lo = min(items, threadIdx.x * per), hi = lo < items ? min(items, lo + per) : lo;
+    if (lo == hi) lo = hi = 0;
     u32 local = 0;
     for (u32 q = lo / 8; q * 8 < hi; q++) {
         u32 valid = min(8u, hi - 8 * q);
