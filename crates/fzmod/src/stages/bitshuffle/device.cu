@@ -44,36 +44,60 @@ __device__ __forceinline__ u32 byte_of(const u32* w, int i) { return (w[i >> 2] 
 
 // The word path of bs_block for planes of a multiple of 4 groups, both ends 4-byte aligned
 // (every PFPL block): thread q takes groups 4q..4q+3 and moves whole words, each group's
-// 8·W input bytes loaded once and each output row of its 4 groups stored as one word.
-template <int W>
-__device__ __forceinline__ void bs_words(const u8* src, u8* dst, u32 plane_len, u32 inverse) {
+// 8·W input bytes loaded once and each output row of its 4 groups stored as one word. The
+// loops are unrolled so that the arrays stay in registers.
+template <int W, bool INVERSE>
+__device__ __forceinline__ void bs_words(const u8* src, u8* dst, u32 plane_len) {
     for (u32 q = threadIdx.x; q < plane_len / 4; q += blockDim.x) {
         u32 rows[8 * W];  // rows[8b + i]: byte i of plane b, for groups 4q..4q+3
-        if (inverse)
+        if (INVERSE) {
+#pragma unroll
             for (int r = 0; r < 8 * W; r++) rows[r] = *(const u32*)(src + r * plane_len + 4 * q);
+        }
+#pragma unroll
         for (int g = 0; g < 4; g++) {
             u32 w[2 * W];  // the group's 8 elements
-            u8* group = dst + (4 * q + g) * 8 * W;
-            if (!inverse)
-                for (int j = 0; j < 2 * W; j++) w[j] = ((const u32*)(src + (4 * q + g) * 8 * W))[j];
-            else
-                for (int j = 0; j < 2 * W; j++) w[j] = 0;
+            const u32* in = (const u32*)(src + (4 * q + g) * 8 * W);
+#pragma unroll
+            for (int j = 0; j < 2 * W; j++) w[j] = INVERSE ? 0u : in[j];
+#pragma unroll
             for (int b = 0; b < W; b++) {
                 u64 x = 0;
+#pragma unroll
                 for (int j = 0; j < 8; j++)
-                    x |= (u64)(inverse ? (rows[8 * b + j] >> (8 * g)) & 0xffu : byte_of(w, j * W + b)) << (8 * j);
+                    x |= (u64)(INVERSE ? (rows[8 * b + j] >> (8 * g)) & 0xffu : byte_of(w, j * W + b)) << (8 * j);
                 x = transpose8(x);
+#pragma unroll
                 for (int i = 0; i < 8; i++) {
                     u32 v = (u32)(x >> (8 * i)) & 0xffu;
-                    if (inverse) w[(i * W + b) >> 2] |= v << (8 * ((i * W + b) & 3));
+                    if (INVERSE) w[(i * W + b) >> 2] |= v << (8 * ((i * W + b) & 3));
                     else rows[8 * b + i] = g == 0 ? v : rows[8 * b + i] | v << (8 * g);
                 }
             }
-            if (inverse)
-                for (int j = 0; j < 2 * W; j++) ((u32*)group)[j] = w[j];
+            if (INVERSE) {
+                u32* out = (u32*)(dst + (4 * q + g) * 8 * W);
+#pragma unroll
+                for (int j = 0; j < 2 * W; j++) out[j] = w[j];
+            }
         }
-        if (!inverse)
+        if (!INVERSE) {
+#pragma unroll
             for (int r = 0; r < 8 * W; r++) *(u32*)(dst + r * plane_len + 4 * q) = rows[r];
+        }
+    }
+}
+
+// bs_words for a width and direction known only at run time.
+__device__ __forceinline__ void bs_words_any(const u8* src, u8* dst, u32 plane_len, u32 width, u32 inverse) {
+    switch (width * 2 + (inverse ? 1 : 0)) {
+        case 2: bs_words<1, false>(src, dst, plane_len); break;
+        case 3: bs_words<1, true>(src, dst, plane_len); break;
+        case 4: bs_words<2, false>(src, dst, plane_len); break;
+        case 5: bs_words<2, true>(src, dst, plane_len); break;
+        case 8: bs_words<4, false>(src, dst, plane_len); break;
+        case 9: bs_words<4, true>(src, dst, plane_len); break;
+        case 16: bs_words<8, false>(src, dst, plane_len); break;
+        default: bs_words<8, true>(src, dst, plane_len); break;
     }
 }
 
@@ -81,12 +105,7 @@ __device__ __forceinline__ void bs_words(const u8* src, u8* dst, u32 plane_len, 
 __device__ __forceinline__ void bs_block(const u8* src, u8* dst, u32 blen, u32 width, u32 inverse) {
     u32 body = blen / (8 * width) * (8 * width), plane_len = body / (8 * width);
     if (plane_len % 4 == 0 && (((u64)src | (u64)dst) & 3) == 0) {
-        switch (width) {
-            case 1: bs_words<1>(src, dst, plane_len, inverse); break;
-            case 2: bs_words<2>(src, dst, plane_len, inverse); break;
-            case 4: bs_words<4>(src, dst, plane_len, inverse); break;
-            default: bs_words<8>(src, dst, plane_len, inverse); break;
-        }
+        bs_words_any(src, dst, plane_len, width, inverse);
         for (u32 i = body + threadIdx.x; i < blen; i += blockDim.x) dst[i] = src[i];
         return;
     }
