@@ -1,8 +1,8 @@
 //! The CUDA backend: a device context, run-time compiled kernels (NVRTC → CUBIN for the
 //! device's own `sm_XY`, `--fmad=false`, cached per process and on disk, keyed by source,
 //! options, arch and NVRTC version), a grow-only device workspace reused across calls, the
-//! device half of the stage contract (`device.rs`) and the fragment contract with the region kernel generator (`region.rs`). Nothing
-//! here names a concrete stage.
+//! device half of the stage contract (`device.rs`), and the fragment contract with the
+//! generator of fused region kernels (`region.rs`). Nothing here names a concrete stage.
 //!
 //! Built with cudarc's dynamic loading: nothing CUDA is needed to compile, and the driver and
 //! NVRTC libraries are probed before any call (cudarc panics on a missing library).
