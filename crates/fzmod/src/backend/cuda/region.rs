@@ -24,6 +24,9 @@ pub const SCRATCH_BYTES: usize = 10240;
 /// Runtime values (device addresses, sizes) one region can pass its fragments.
 const MAX_ARGS: usize = 24;
 const THREADS: u32 = 256;
+/// Thread blocks per SM the shared memory allows (two tile buffers and the scratch, about
+/// 44 KiB with the driver's reserve, of 228 KiB); registers are capped to match.
+const MIN_BLOCKS: u32 = 5;
 /// Thread blocks a region launch uses at most (they loop over the tiles).
 const MAX_BLOCKS: u64 = 132 * 16;
 
@@ -333,7 +336,7 @@ impl Region<'_> {
                 &[("$seg", "seg"), ("$tile", "t"), ("$size", "size")],
             );
             format!(
-                "extern \"C\" __global__ void __launch_bounds__({THREADS}) region_forward(RegionArgs A, const u8* input, u64 n, \
+                "extern \"C\" __global__ void __launch_bounds__({THREADS}, {MIN_BLOCKS}) region_forward(RegionArgs A, const u8* input, u64 n, \
                  u64 ntiles, u64 table, u64* state, u8* seg, u64 capacity, u64* seg_len) {{\n{SHARED}    __shared__ u64 ticket, offset;\n    \
                  volatile u64* published = (volatile u64*)(state + 1);\n    for (;;) {{\n        \
                  if (threadIdx.x == 0) ticket = atomicAdd((unsigned long long*)state, 1ull);\n        __syncthreads();\n        \
@@ -348,7 +351,7 @@ impl Region<'_> {
         } else {
             let last = buffer(transforms - 1);
             format!(
-                "extern \"C\" __global__ void __launch_bounds__({THREADS}) region_forward(RegionArgs A, const u8* input, u64 n, \
+                "extern \"C\" __global__ void __launch_bounds__({THREADS}, {MIN_BLOCKS}) region_forward(RegionArgs A, const u8* input, u64 n, \
                  u64 ntiles, u8* out) {{\n{SHARED}    for (u64 t = blockIdx.x; t < ntiles; t += gridDim.x) {{\n    {head}{body}        \
                  fz_block_copy(out + first * {last_width}ull, {last}, (u64)count * {last_width}u);\n        __syncthreads();\n    }}\n}}\n"
             )
@@ -387,7 +390,7 @@ impl Region<'_> {
         }
         let (tile, out_width) = (self.tile, rates[0]);
         let kernel = format!(
-            "extern \"C\" __global__ void __launch_bounds__({THREADS}) region_inverse(RegionArgs A, const u8* seg, u64 n, \
+            "extern \"C\" __global__ void __launch_bounds__({THREADS}, {MIN_BLOCKS}) region_inverse(RegionArgs A, const u8* seg, u64 n, \
              u64 ntiles, u8* out, u32* err) {{\n{SHARED}    for (u64 t = blockIdx.x; t < ntiles; t += gridDim.x) {{\n        \
              u64 first = t * {tile}ull;\n        u32 count = (u32)min((u64){tile}, n - first);\n        \
              u8* dst = out + first * {out_width}ull;\n{body}    }}\n}}\n"
@@ -432,7 +435,7 @@ impl Region<'_> {
         let s = run.stream().clone();
         let config = grid(ntiles.clamp(1, MAX_BLOCKS) * u64::from(THREADS), u64::from(THREADS));
         let (n64, source) = (n as u64, input.ptr(&s));
-        let f = run.kernel(&program, "region_forward")?;
+        let f = region_kernel(run, &program, "region_forward")?;
         match coder {
             Some((table, segment, length_at, record)) => {
                 let state = run.alloc(DType::U64, ntiles as usize + 1)?;
@@ -521,7 +524,7 @@ impl Region<'_> {
         let out = run.alloc(out_dtype, n * rates[0] / out_dtype.size())?;
         let err = run.alloc(DType::U32, 1)?;
         run.zero(&err)?;
-        let f = run.kernel(&program, "region_inverse")?;
+        let f = region_kernel(run, &program, "region_inverse")?;
         let s = run.stream().clone();
         if ntiles > 0 {
             let config = grid(ntiles.min(MAX_BLOCKS) * u64::from(THREADS), u64::from(THREADS));
@@ -547,6 +550,15 @@ impl Region<'_> {
         }
         Ok((out, finishers))
     }
+}
+
+/// A region kernel, asking for the largest shared-memory carveout: its occupancy is bounded
+/// by the tile buffers.
+fn region_kernel(run: &DeviceRun, program: &Program, name: &str) -> Result<cudarc::driver::CudaFunction> {
+    use cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT;
+    let f = run.kernel(program, name)?;
+    f.set_attribute(CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100).map_err(device_error)?;
+    Ok(f)
 }
 
 /// The placeholders every call site shares, after its own.

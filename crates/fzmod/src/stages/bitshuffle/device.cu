@@ -42,70 +42,75 @@ extern "C" __global__ void bs_run(const u8* in, u8* out, u64 len, u32 width, u64
 // byte `i` of the words `w` (little endian).
 __device__ __forceinline__ u32 byte_of(const u32* w, int i) { return (w[i >> 2] >> (8 * (i & 3))) & 0xffu; }
 
-// The word path of bs_block for planes of a multiple of 4 groups, both ends 4-byte aligned
-// (every PFPL block): thread q takes groups 4q..4q+3 and moves whole words, each group's
-// 8·W input bytes loaded once and each output row of its 4 groups stored as one word. The
-// loops are unrolled so that the arrays stay in registers.
+// The group side of bs_block where both ends are 16-byte aligned (every PFPL block): thread k
+// moves group k's 8·W contiguous bytes as whole 8- or 16-byte words and its plane bytes one by
+// one, so that consecutive threads touch consecutive plane bytes (no bank conflicts) and the
+// group's words stay in registers (the loops are unrolled).
 template <int W, bool INVERSE>
-__device__ __forceinline__ void bs_words(const u8* src, u8* dst, u32 plane_len) {
-    for (u32 q = threadIdx.x; q < plane_len / 4; q += blockDim.x) {
-        u32 rows[8 * W];  // rows[8b + i]: byte i of plane b, for groups 4q..4q+3
-        if (INVERSE) {
+__device__ __forceinline__ void bs_groups(const u8* src, u8* dst, u32 plane_len) {
+    for (u32 k = threadIdx.x; k < plane_len; k += blockDim.x) {
+        u32 w[2 * W];  // the group's 8 elements
+        if (!INVERSE) {
+            if (W == 1) {
+                u64 v = *(const u64*)(src + 8 * k);
+                w[0] = (u32)v;
+                w[1] = (u32)(v >> 32);
+            } else {
 #pragma unroll
-            for (int r = 0; r < 8 * W; r++) rows[r] = *(const u32*)(src + r * plane_len + 4 * q);
-        }
-#pragma unroll
-        for (int g = 0; g < 4; g++) {
-            u32 w[2 * W];  // the group's 8 elements
-            const u32* in = (const u32*)(src + (4 * q + g) * 8 * W);
-#pragma unroll
-            for (int j = 0; j < 2 * W; j++) w[j] = INVERSE ? 0u : in[j];
-#pragma unroll
-            for (int b = 0; b < W; b++) {
-                u64 x = 0;
-#pragma unroll
-                for (int j = 0; j < 8; j++)
-                    x |= (u64)(INVERSE ? (rows[8 * b + j] >> (8 * g)) & 0xffu : byte_of(w, j * W + b)) << (8 * j);
-                x = transpose8(x);
-#pragma unroll
-                for (int i = 0; i < 8; i++) {
-                    u32 v = (u32)(x >> (8 * i)) & 0xffu;
-                    if (INVERSE) w[(i * W + b) >> 2] |= v << (8 * ((i * W + b) & 3));
-                    else rows[8 * b + i] = g == 0 ? v : rows[8 * b + i] | v << (8 * g);
+                for (int h = 0; h < W / 2; h++) {
+                    uint4 v = ((const uint4*)(src + 8 * W * k))[h];
+                    w[4 * h] = v.x, w[4 * h + 1] = v.y, w[4 * h + 2] = v.z, w[4 * h + 3] = v.w;
                 }
             }
-            if (INVERSE) {
-                u32* out = (u32*)(dst + (4 * q + g) * 8 * W);
+        } else {
 #pragma unroll
-                for (int j = 0; j < 2 * W; j++) out[j] = w[j];
+            for (int j = 0; j < 2 * W; j++) w[j] = 0;
+        }
+#pragma unroll
+        for (int b = 0; b < W; b++) {
+            u64 x = 0;
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                x |= (u64)(INVERSE ? src[(8 * b + j) * plane_len + k] : byte_of(w, j * W + b)) << (8 * j);
+            x = transpose8(x);
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                u32 v = (u32)(x >> (8 * i)) & 0xffu;
+                if (INVERSE) w[(i * W + b) >> 2] |= v << (8 * ((i * W + b) & 3));
+                else dst[(8 * b + i) * plane_len + k] = (u8)v;
             }
         }
-        if (!INVERSE) {
+        if (INVERSE) {
+            if (W == 1) {
+                *(u64*)(dst + 8 * k) = (u64)w[0] | (u64)w[1] << 32;
+            } else {
 #pragma unroll
-            for (int r = 0; r < 8 * W; r++) *(u32*)(dst + r * plane_len + 4 * q) = rows[r];
+                for (int h = 0; h < W / 2; h++)
+                    ((uint4*)(dst + 8 * W * k))[h] = make_uint4(w[4 * h], w[4 * h + 1], w[4 * h + 2], w[4 * h + 3]);
+            }
         }
     }
 }
 
-// bs_words for a width and direction known only at run time.
-__device__ __forceinline__ void bs_words_any(const u8* src, u8* dst, u32 plane_len, u32 width, u32 inverse) {
+// bs_groups for a width and direction known only at run time.
+__device__ __forceinline__ void bs_groups_any(const u8* src, u8* dst, u32 plane_len, u32 width, u32 inverse) {
     switch (width * 2 + (inverse ? 1 : 0)) {
-        case 2: bs_words<1, false>(src, dst, plane_len); break;
-        case 3: bs_words<1, true>(src, dst, plane_len); break;
-        case 4: bs_words<2, false>(src, dst, plane_len); break;
-        case 5: bs_words<2, true>(src, dst, plane_len); break;
-        case 8: bs_words<4, false>(src, dst, plane_len); break;
-        case 9: bs_words<4, true>(src, dst, plane_len); break;
-        case 16: bs_words<8, false>(src, dst, plane_len); break;
-        default: bs_words<8, true>(src, dst, plane_len); break;
+        case 2: bs_groups<1, false>(src, dst, plane_len); break;
+        case 3: bs_groups<1, true>(src, dst, plane_len); break;
+        case 4: bs_groups<2, false>(src, dst, plane_len); break;
+        case 5: bs_groups<2, true>(src, dst, plane_len); break;
+        case 8: bs_groups<4, false>(src, dst, plane_len); break;
+        case 9: bs_groups<4, true>(src, dst, plane_len); break;
+        case 16: bs_groups<8, false>(src, dst, plane_len); break;
+        default: bs_groups<8, true>(src, dst, plane_len); break;
     }
 }
 
 // Shuffle one block of `blen` bytes from `src` to `dst` (distinct; shared memory is fastest).
 __device__ __forceinline__ void bs_block(const u8* src, u8* dst, u32 blen, u32 width, u32 inverse) {
     u32 body = blen / (8 * width) * (8 * width), plane_len = body / (8 * width);
-    if (plane_len % 4 == 0 && (((u64)src | (u64)dst) & 3) == 0) {
-        bs_words_any(src, dst, plane_len, width, inverse);
+    if ((((u64)src | (u64)dst) & 15) == 0) {
+        bs_groups_any(src, dst, plane_len, width, inverse);
         for (u32 i = body + threadIdx.x; i < blen; i += blockDim.x) dst[i] = src[i];
         return;
     }
