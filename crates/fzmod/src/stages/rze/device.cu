@@ -30,7 +30,6 @@ __device__ __forceinline__ Maps rze_maps(u8* shared, u32 words) {
     return m;
 }
 
-__device__ __forceinline__ u32 map_bit(const u8* map, u32 i) { return map[i >> 3] >> (i & 7) & 1u; }
 
 // Set bits of a bitmap of `bytes` bytes, summed over the block (every thread gets the total).
 __device__ __forceinline__ u32 block_popcount(const u8* map, u32 bytes) {
@@ -41,28 +40,38 @@ __device__ __forceinline__ u32 block_popcount(const u8* map, u32 bytes) {
     return (u32)total;
 }
 
-// Visit bits [0, items) of `map` in runs of consecutive whole bytes per thread: f(i, set,
-// rank), rank = set bits before i. Every thread of the block must call it.
+// Visit bits [0, items) of `map`: f(i, set, rank), rank = set bits before i. Each warp takes a
+// contiguous share and walks it 256 bits per round, lane l on the round's byte l (a warp scan
+// of the bytes' popcounts ranks them), so that neighbouring lanes read and write neighbouring
+// bytes of shared memory (a bank conflict at most 2-way) and each bit costs a shift and an add.
+// Every thread of the block must call it.
 template <typename F>
 __device__ __forceinline__ void rank_walk(const u8* map, u32 items, F f) {
-    u32 per = ((items + blockDim.x - 1) / blockDim.x + 7) & ~7u;
-    // lo is a multiple of 8 unless the thread has nothing (lo = hi = items).
-    u32 lo = min(items, threadIdx.x * per), hi = lo < items ? min(items, lo + per) : lo;
-    if (lo == hi) lo = hi = 0;
+    const u32 lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+    u32 per = ((items + warps - 1) / warps + 255) & ~255u;
+    u32 lo = min(items, (threadIdx.x >> 5) * per), hi = min(items, lo + per);
     u32 local = 0;
-    for (u32 q = lo / 8; q * 8 < hi; q++) {
-        u32 valid = min(8u, hi - 8 * q);
-        local += __popc(map[q] & ((1u << valid) - 1));
-    }
+    if (lo < hi)  // lo is a multiple of 256 here
+        for (u32 q = lo / 8 + lane; q * 8 < hi; q += 32) local += __popc(map[q] & ((1u << min(8u, hi - 8 * q)) - 1));
+    for (int o = 16; o > 0; o >>= 1) local += __shfl_xor_sync(FULL_MASK, local, o);
     u64 total;
-    u32 rank = (u32)block_exclusive_scan(local, &total);
-    for (u32 q = lo / 8; q * 8 < hi; q++) {
-        u32 bits = map[q], valid = min(8u, hi - 8 * q);
-        for (u32 j = 0; j < valid; j++) {
-            u32 set = bits >> j & 1u;
-            f(8 * q + j, set, rank);
-            rank += set;
+    u32 rank = (u32)block_exclusive_scan(lane == 0 ? local : 0u, &total);
+    rank = __shfl_sync(FULL_MASK, rank, 0);
+    for (u32 base = lo; base < hi; base += 256) {
+        u32 first = base + 8 * lane;
+        u32 bits = first < hi ? map[first / 8] & ((1u << min(8u, hi - first)) - 1) : 0u;
+        u32 count = __popc(bits), inclusive = count;
+        for (int o = 1; o < 32; o <<= 1) {
+            u32 t = __shfl_up_sync(FULL_MASK, inclusive, o);
+            if ((int)lane >= o) inclusive += t;
         }
+        u32 r = rank + inclusive - count;
+        for (u32 j = 0; j < 8 && first + j < hi; j++) {
+            u32 set = bits >> j & 1u;
+            f(first + j, set, r);
+            r += set;
+        }
+        rank += __shfl_sync(FULL_MASK, inclusive, 31);
     }
 }
 
