@@ -89,7 +89,7 @@ pub static PRESETS: &[Preset] = &[
     },
     Preset {
         name: "cusz",
-        summary: "cuSZ: LorenzoQuant (radius-512 u16 codes) -> Huffman (bklen 1024, codes <= 20 bits); strict bound",
+        summary: "cuSZ: LorenzoQuant (radius-2048 u16 codes) -> Huffman (bklen 1024, codes <= 20 bits); strict bound",
         one_d: CUSZ,
         multi_d: CUSZ,
     },
@@ -101,7 +101,7 @@ pub static PRESETS: &[Preset] = &[
     },
     Preset {
         name: "interp",
-        summary: "SZ3/cuSZ-i-style multilevel cubic interpolation (radius-512 u16 codes) -> Huffman (bklen 1024); strict bound",
+        summary: "SZ3/cuSZ-i-style multilevel cubic interpolation (radius-2048 u16 codes) -> Huffman (bklen 4096) -> RZE; strict bound",
         one_d: INTERP,
         multi_d: INTERP,
     },

@@ -50,7 +50,7 @@ pub fn feed<T: Real>(v: T) -> T {
 pub fn quantize_point<T: Real>(x: T, p: T, lv: LevelStep<T>, radius: u32, abs_bound: f64) -> Option<(i32, T)> {
     let e = x - p;
     // Range check before any float → integer conversion (NaN fails it).
-    if !((e * lv.recip).to_f64().abs() < f64::from(radius)) {
+    if (e * lv.recip).to_f64().abs().partial_cmp(&f64::from(radius)) != Some(std::cmp::Ordering::Less) {
         return None;
     }
     let xf = x.to_f64();
@@ -72,7 +72,7 @@ pub fn quantize_point<T: Real>(x: T, p: T, lv: LevelStep<T>, radius: u32, abs_bo
 #[inline]
 pub fn point_cost<T: Real>(x: T, p: T, recip: T) -> u64 {
     let e = x - p;
-    if !((e * recip).to_f64().abs() < f64::from(1u32 << 20)) {
+    if (e * recip).to_f64().abs().partial_cmp(&f64::from(1u32 << 20)) != Some(std::cmp::Ordering::Less) {
         return 21;
     }
     u64::from(32 - e.quantize(recip).unsigned_abs().leading_zeros())

@@ -108,6 +108,10 @@ impl Geometry {
         self.dims.iter().product()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Element strides of z, y, x.
     pub fn strides(&self) -> [usize; 3] {
         [self.dims[1] * self.dims[2], self.dims[2], 1]
