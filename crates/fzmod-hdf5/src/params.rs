@@ -26,7 +26,7 @@ const HEADER_WORDS: usize = 7;
 pub const MAX_DIMS: usize = 16;
 
 /// Preset ids, fixed forever: a file written with id 1 means cuszp2 in every later build.
-pub const PRESET_IDS: [(c_uint, &str); 9] = [
+pub const PRESET_IDS: [(c_uint, &str); 11] = [
     (0, "cuszp"),
     (1, "cuszp2"),
     (2, "cuszp3-fixed"),
@@ -36,6 +36,8 @@ pub const PRESET_IDS: [(c_uint, &str); 9] = [
     (6, "pfpl"),
     (7, "mans"),
     (8, "cusz"),
+    (9, "interp"),
+    (10, "interp-fast"),
 ];
 
 /// How to compress: the user's words.

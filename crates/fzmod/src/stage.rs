@@ -193,10 +193,15 @@ impl std::fmt::Debug for StageKind {
 /// is at most 8 bytes wide, and no stage widens its data beyond that.
 pub const MAX_BYTES_PER_ELEMENT: u64 = 8;
 
+/// Bytes any buffer may hold beyond [`MAX_BYTES_PER_ELEMENT`] per element, whatever the array's
+/// size: a coder's fixed tables (a Huffman book of 4096 entries takes about 2.5 KB, so RZE after
+/// Huffman on a 97-element array states more than 8 bytes per element).
+pub const MAX_FIXED_BYTES: u64 = 1 << 16;
+
 /// Refuse a record that states a buffer length (`bytes`) no archive with this header needs:
 /// decoding would allocate it before any other check could refuse the archive.
 pub fn check_stated_bytes(stage: &str, bytes: u64, header: &Header) -> Result<()> {
-    let most = header.num_elements()?.saturating_mul(MAX_BYTES_PER_ELEMENT);
+    let most = header.num_elements()?.saturating_mul(MAX_BYTES_PER_ELEMENT).saturating_add(MAX_FIXED_BYTES);
     if bytes > most {
         return Err(Error::Corrupt(format!(
             "{stage} states {bytes} bytes, more than the {most} an array of shape {:?} can need",

@@ -23,7 +23,7 @@ struct Golden {
     specials: bool,
 }
 
-const GOLDENS: [Golden; 12] = [
+const GOLDENS: [Golden; 14] = [
     Golden {
         file: "v1.0_cuszp_1d.fzm",
         preset: "cuszp",
@@ -134,6 +134,24 @@ const GOLDENS: [Golden; 12] = [
         bound: (ErrorMode::Rel, 1e-3),
         f64: false,
         specials: true,
+    },
+    Golden {
+        file: "v1.0_interp_3d_specials.fzm",
+        preset: "interp",
+        shape: &[6, 73, 144],
+        start: 0,
+        bound: (ErrorMode::Rel, 1e-3),
+        f64: false,
+        specials: true,
+    },
+    Golden {
+        file: "v1.0_interp-fast_f64.fzm",
+        preset: "interp-fast",
+        shape: &[73, 144],
+        start: 3 * PLANE,
+        bound: (ErrorMode::Rel, 1e-4),
+        f64: true,
+        specials: false,
     },
 ];
 

@@ -720,3 +720,37 @@ fn huffman_cases_round_trip_on_the_cpu() {
         assert!(fzmod::decompress(&archive).unwrap().data == data, "{stage}");
     }
 }
+
+/// The Interpolation stage (random radius, mapping, anchor, α, β) and the `interp` and
+/// `interp-fast` presets on random fields, f32 and f64, abs and rel: device bytes == CPU
+/// bytes fused and unfused, each decoder decodes the other's archive. (The stage has no device
+/// kernels yet and runs on the CPU inside a device pipeline; its coders run on the device.)
+#[test]
+#[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
+fn interpolation_stage_and_presets_give_cpu_bytes() {
+    for seed in 1..=12u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x1e7e);
+        let f64_values = rng.below(3) == 0;
+        let (data, shape) = random_field(&mut rng, f64_values);
+        let mode = [ErrorMode::Abs, ErrorMode::Rel][rng.below(2) as usize];
+        let bound = ErrorBound::new(mode, [1e-2, 1e-3, 1e-4][rng.below(3) as usize]).unwrap();
+        let stage = format!(
+            "type = \"Interpolation\"\ncode_mapping = \"{}\"\nquant_radius = {}\nanchor_stride = {}\nalpha = {}\nbeta = {}\n",
+            ["radius", "zigzag"][rng.below(2) as usize],
+            1 + rng.below(32768),
+            1u64 << (1 + rng.below(8)),
+            [1.0, 1.25, 1.5][rng.below(3) as usize],
+            [1.0, 2.0, 4.0][rng.below(3) as usize],
+        );
+        let mut p = fzmod::from_toml(&format!("[[stage]]\nname = \"s\"\n{stage}")).unwrap();
+        p.set_error_bound(bound).unwrap();
+        p.set_input_dtype(data.dtype()).unwrap();
+        assert_backends_agree(&p, &data, &shape, &format!("seed {seed} shape {shape:?} {bound:?}: {stage}"));
+        for preset in ["interp", "interp-fast"] {
+            let mut p = fzmod::preset(preset, &shape).unwrap();
+            p.set_error_bound(bound).unwrap();
+            p.set_input_dtype(data.dtype()).unwrap();
+            assert_backends_agree(&p, &data, &shape, &format!("seed {seed} shape {shape:?} {bound:?}: {preset}"));
+        }
+    }
+}

@@ -38,6 +38,8 @@ PRESET_IDS = {
     "pfpl": 6,
     "mans": 7,
     "cusz": 8,
+    "interp": 9,
+    "interp-fast": 10,
 }
 _MODE_CODES = {"abs": 0, "rel": 1}
 

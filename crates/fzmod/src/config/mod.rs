@@ -39,6 +39,8 @@ const CUSZP2: &str = include_str!("presets/cuszp2.toml");
 const FZGPU: &str = include_str!("presets/fzgpu.toml");
 const PFPL: &str = include_str!("presets/pfpl.toml");
 const CUSZ: &str = include_str!("presets/cusz.toml");
+const INTERP: &str = include_str!("presets/interp.toml");
+const INTERP_FAST: &str = include_str!("presets/interp-fast.toml");
 const MANS: &str = include_str!("presets/mans.toml");
 
 /// Every built-in preset.
@@ -87,7 +89,7 @@ pub static PRESETS: &[Preset] = &[
     },
     Preset {
         name: "cusz",
-        summary: "cuSZ: LorenzoQuant (radius-512 u16 codes) -> Huffman (bklen 1024, codes <= 20 bits); strict bound",
+        summary: "cuSZ: LorenzoQuant (radius-2048 u16 codes) -> Huffman (bklen 1024, codes <= 20 bits); strict bound",
         one_d: CUSZ,
         multi_d: CUSZ,
     },
@@ -96,6 +98,18 @@ pub static PRESETS: &[Preset] = &[
         summary: "MANS: LorenzoQuant (zigzag u16) -> ADM -> ANS (dietgpu rANS, 10-bit); strict bound",
         one_d: MANS,
         multi_d: MANS,
+    },
+    Preset {
+        name: "interp",
+        summary: "SZ3/cuSZ-i-style multilevel cubic interpolation (radius-2048 u16 codes) -> Huffman (bklen 4096) -> RZE; strict bound",
+        one_d: INTERP,
+        multi_d: INTERP,
+    },
+    Preset {
+        name: "interp-fast",
+        summary: "Multilevel interpolation (zigzag u16 codes) -> Bitshuffle(2) -> RZE, no Huffman; strict bound",
+        one_d: INTERP_FAST,
+        multi_d: INTERP_FAST,
     },
 ];
 

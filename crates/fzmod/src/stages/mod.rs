@@ -12,6 +12,7 @@ pub mod bitshuffle;
 pub mod cuszp_fusion;
 pub mod difference;
 pub mod huffman;
+pub mod interp;
 pub mod lorenzo;
 pub mod lorenzo_quant;
 pub mod mask;
@@ -43,6 +44,7 @@ pub static ALL: &[&StageKind] = &[
     &huffman::KIND,
     &adm::KIND,
     &ans::KIND,
+    &interp::KIND,
 ];
 
 /// Every stage type this build knows.

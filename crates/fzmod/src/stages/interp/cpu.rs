@@ -1,0 +1,286 @@
+//! CPU reference of the Interpolation stage: level bounds, the per-point quantizer, the
+//! deterministic per-level choice, and the level-by-level encoder and decoder. Every
+//! per-point step is a pure function a CUDA kernel mirrors; the drivers only fix the visiting
+//! order, which does not change any value (points of one pass are independent).
+
+use super::walk::{passes, predict, walk, Choice, Geometry, Real};
+use crate::archive::{Reader, Writer};
+use crate::element::zeroed_vec;
+use crate::error::{corrupt, Result};
+
+/// Half bin width and its reciprocal (0.5 / step; 0 when the step is 0) of one level.
+#[derive(Clone, Copy, Debug)]
+pub struct LevelStep<T> {
+    pub step: T,
+    pub recip: T,
+}
+
+/// The level bounds eb_ℓ = abs_bound / min(α^(ℓ−1), β), computed in f64 (α^(ℓ−1) by
+/// repeated multiplication from 1), each turned into the element type's half bin width.
+/// Index ℓ − 1: entry 0 is the finest level.
+pub fn level_steps<T: Real>(abs_bound: f64, alpha: f64, beta: f64, levels: usize) -> Vec<LevelStep<T>> {
+    let mut power = 1.0f64;
+    (0..levels)
+        .map(|l| {
+            if l > 0 {
+                power *= alpha;
+            }
+            let step = T::at_most(abs_bound / power.min(beta));
+            let recip = if step.to_f64() > 0.0 { T::half_recip(step) } else { T::ZERO };
+            LevelStep { step, recip }
+        })
+        .collect()
+}
+
+/// The value a point contributes to later predictions: itself, or 0 when it is not finite
+/// (a NaN would otherwise turn every point predicted from it into an outlier).
+#[inline]
+pub fn feed<T: Real>(v: T) -> T {
+    if v.is_finite() {
+        v
+    } else {
+        T::ZERO
+    }
+}
+
+/// Quantize the prediction error of `x` against `p`: `Some((q, r))` with |q| < radius and the
+/// reconstruction r = p + (q·step)·2 within `abs_bound` of x (checked in f64): the rounded
+/// code, or its neighbour on x's side when rounding put r just outside. `None`: an outlier.
+#[inline]
+pub fn quantize_point<T: Real>(x: T, p: T, lv: LevelStep<T>, radius: u32, abs_bound: f64) -> Option<(i32, T)> {
+    let e = x - p;
+    // Range check before any float → integer conversion (NaN fails it).
+    if (e * lv.recip).to_f64().abs().partial_cmp(&f64::from(radius)) != Some(std::cmp::Ordering::Less) {
+        return None;
+    }
+    let xf = x.to_f64();
+    let within = |q: i32| {
+        let r = p + T::reconstruct(q, lv.step);
+        (q.unsigned_abs() < radius && r.is_finite() && (xf - r.to_f64()).abs() <= abs_bound).then_some(r)
+    };
+    let q = e.quantize(lv.recip);
+    if let Some(r) = within(q) {
+        return Some((q, r));
+    }
+    let side = if xf < (p + T::reconstruct(q, lv.step)).to_f64() { q - 1 } else { q + 1 };
+    within(side).map(|r| (side, r))
+}
+
+/// The cost of a point in the choice estimate: the bit length of |q| (0 for q = 0), 21 when
+/// the error does not quantize into 2^20 bins or is not finite. Integer, so sums are exact in
+/// any order.
+#[inline]
+pub fn point_cost<T: Real>(x: T, p: T, recip: T) -> u64 {
+    let e = x - p;
+    if (e * recip).to_f64().abs().partial_cmp(&f64::from(1u32 << 20)) != Some(std::cmp::Ordering::Less) {
+        return 21;
+    }
+    u64::from(32 - e.quantize(recip).unsigned_abs().leading_zeros())
+}
+
+/// Anchor blocks sampled by the choice estimate: every S-th block in C order, S = max(1,
+/// ⌊blocks / 64⌋).
+pub fn sampled_blocks(g: &Geometry) -> impl Iterator<Item = ([usize; 3], [usize; 3])> + '_ {
+    let [_, by, bx] = g.blocks_per_axis();
+    let total: usize = g.blocks_per_axis().iter().product();
+    let stride = (total / 64).max(1);
+    (0..total).step_by(stride).map(move |b| {
+        let lo = [b / (by * bx) * g.anchor, b / bx % by * g.anchor, b % bx * g.anchor];
+        (lo, std::array::from_fn(|k| (lo[k] + g.anchor).min(g.dims[k])))
+    })
+}
+
+/// Per level (coarsest first), the candidate of least summed cost on the sampled blocks,
+/// predicting from the original values; ties go to the earlier candidate.
+pub fn select<T: Real>(x: &[T], g: &Geometry, steps: &[LevelStep<T>]) -> Vec<Choice> {
+    (1..=g.levels())
+        .rev()
+        .map(|l| {
+            let s = 1 << (l - 1);
+            let recip = steps[l - 1].recip;
+            let costs = Choice::CANDIDATES.map(|cand| {
+                let mut cost = 0u64;
+                for (lo, hi) in sampled_blocks(g) {
+                    for pass in passes(s, cand) {
+                        walk(g, &pass, lo, hi, |idx, i| {
+                            cost += point_cost(x[idx], predict(g, x, cand.kind, pass.axis, s, idx, i), recip);
+                        });
+                    }
+                }
+                cost
+            });
+            let best = (0..costs.len()).min_by_key(|&k| (costs[k], k)).expect("candidates");
+            Choice::CANDIDATES[best]
+        })
+        .collect()
+}
+
+/// Output of [`forward`].
+pub struct Encoded {
+    pub codes: Vec<u16>,
+    /// Anchors, then the outlier list (docs/FORMAT.md 6.17).
+    pub side: Vec<u8>,
+    pub num_outliers: u64,
+    pub choices: Vec<Choice>,
+}
+
+/// The quantization parameters shared by both directions.
+#[derive(Clone, Copy, Debug)]
+pub struct Params {
+    pub radius: u32,
+    /// Code mapping: `false` radius (q + radius, outlier 0), `true` zigzag (outlier 2·radius − 1).
+    pub zigzag: bool,
+    pub abs_bound: f64,
+    pub alpha: f64,
+    pub beta: f64,
+}
+
+impl Params {
+    /// The u16 code of a level code q (|q| < radius).
+    #[inline]
+    pub fn code(&self, q: i32) -> u16 {
+        if self.zigzag {
+            ((q << 1) ^ (q >> 31)) as u16
+        } else {
+            (q + self.radius as i32) as u16
+        }
+    }
+
+    /// The code that marks an outlier.
+    #[inline]
+    pub fn outlier_code(&self) -> u16 {
+        if self.zigzag {
+            (2 * self.radius - 1) as u16
+        } else {
+            0
+        }
+    }
+
+    /// Inverse of [`Params::code`]; total (any code other than the marker decodes to some q).
+    #[inline]
+    pub fn level_code(&self, c: u16) -> i32 {
+        if self.zigzag {
+            i32::from(c >> 1) ^ -i32::from(c & 1)
+        } else {
+            i32::from(c) - self.radius as i32
+        }
+    }
+}
+
+/// Encode `x` on grid `g`; `choices` (coarsest first) or, when `None`, the estimate's.
+pub fn forward<T: Real>(x: &[T], g: &Geometry, q: Params, choices: Option<Vec<Choice>>) -> Encoded {
+    let steps = level_steps::<T>(q.abs_bound, q.alpha, q.beta, g.levels());
+    let choices = choices.unwrap_or_else(|| select(x, g, &steps));
+    let mut w: Vec<T> = zeroed_vec(x.len());
+    let mut codes = vec![q.code(0); x.len()];
+    let mut side = Writer::default();
+    g.for_each_anchor(|i| {
+        x[i].write_le(&mut side);
+        w[i] = feed(x[i]);
+    });
+    let mut outliers = Vec::new();
+    for (k, l) in (1..=g.levels()).rev().enumerate() {
+        let (s, lv, choice) = (1 << (l - 1), steps[l - 1], choices[k]);
+        for pass in passes(s, choice) {
+            walk(g, &pass, [0; 3], g.dims, |idx, i| {
+                let p = predict(g, &w, choice.kind, pass.axis, s, idx, i);
+                match quantize_point(x[idx], p, lv, q.radius, q.abs_bound) {
+                    Some((code, r)) => {
+                        codes[idx] = q.code(code);
+                        w[idx] = r;
+                    }
+                    None => {
+                        codes[idx] = q.outlier_code();
+                        outliers.push(idx);
+                        w[idx] = feed(x[idx]);
+                    }
+                }
+            });
+        }
+    }
+    outliers.sort_unstable();
+    let mut next = 0;
+    for &i in &outliers {
+        side.varint((i - next) as u64);
+        x[i].write_le(&mut side);
+        next = i + 1;
+    }
+    Encoded { codes, side: side.bytes, num_outliers: outliers.len() as u64, choices }
+}
+
+/// The side port parsed: anchor values (anchor-grid C order) and (index, value) outliers.
+pub type Side<T> = (Vec<T>, Vec<(usize, T)>);
+
+/// Parse the side port of grid `g`, every outlier index checked (increasing, inside the grid).
+pub fn parse_side<T: Real>(side: &[u8], num_outliers: u64, g: &Geometry) -> Result<Side<T>> {
+    let mut r = Reader::new(side, "Interpolation side channel");
+    let n = g.len() as u64;
+    let anchors = (0..g.num_anchors()).map(|_| T::read_le(&mut r)).collect::<Result<Vec<T>>>()?;
+    // Each entry takes at least two bytes: never reserve more than the channel can hold.
+    let mut list = Vec::with_capacity((num_outliers as usize).min(r.remaining() / 2));
+    let mut next = 0u64;
+    for k in 0..num_outliers {
+        let index = r.varint()?.checked_add(next).filter(|&i| i < n);
+        let index = index.ok_or_else(|| corrupt!("Interpolation outlier {k} lies outside {n} elements"))?;
+        list.push((index as usize, T::read_le(&mut r)?));
+        next = index + 1;
+    }
+    r.finish()?;
+    Ok((anchors, list))
+}
+
+/// Decode: replay the levels with the recorded choices. Total on any codes (a corrupted code
+/// decodes to some value); the side channel is checked.
+pub fn inverse<T: Real>(
+    codes: &[u16],
+    side: &[u8],
+    num_outliers: u64,
+    g: &Geometry,
+    q: Params,
+    choices: &[Choice],
+) -> Result<Vec<T>> {
+    if codes.len() != g.len() || choices.len() != g.levels() {
+        return Err(corrupt!(
+            "Interpolation: {} codes, {} level choices for grid {:?}",
+            codes.len(),
+            choices.len(),
+            g.dims
+        ));
+    }
+    let (anchors, outliers) = parse_side::<T>(side, num_outliers, g)?;
+    let steps = level_steps::<T>(q.abs_bound, q.alpha, q.beta, g.levels());
+    let mut w: Vec<T> = zeroed_vec(codes.len());
+    // Outlier values wait in place: each is read only after its own point was visited.
+    for &(i, v) in &outliers {
+        w[i] = v;
+    }
+    let mut k = 0;
+    g.for_each_anchor(|i| {
+        w[i] = feed(anchors[k]);
+        k += 1;
+    });
+    let marker = q.outlier_code();
+    for (k, l) in (1..=g.levels()).rev().enumerate() {
+        let (s, lv, choice) = (1 << (l - 1), steps[l - 1], choices[k]);
+        for pass in passes(s, choice) {
+            walk(g, &pass, [0; 3], g.dims, |idx, i| {
+                let c = codes[idx];
+                w[idx] = if c == marker {
+                    feed(w[idx])
+                } else {
+                    predict(g, &w, choice.kind, pass.axis, s, idx, i) + T::reconstruct(q.level_code(c), lv.step)
+                };
+            });
+        }
+    }
+    // Non-finite values fed predictions as 0; put their bits back.
+    let mut k = 0;
+    g.for_each_anchor(|i| {
+        w[i] = anchors[k];
+        k += 1;
+    });
+    for (i, v) in outliers {
+        w[i] = v;
+    }
+    Ok(w)
+}

@@ -1,0 +1,133 @@
+//! Round trips of the CPU reference: the bound on every element, specials bit-exact, and
+//! corrupted records and channels refused with typed errors.
+
+use super::cpu::{forward, inverse, Params};
+use super::walk::{Choice, Geometry, Real};
+use super::*;
+use proptest::prelude::*;
+
+fn round_trip<T: Real>(x: &[T], dims: [usize; 3], anchor: usize, q: Params) -> Vec<T> {
+    let g = Geometry { dims, anchor };
+    let f = forward(x, &g, q, None);
+    inverse(&f.codes, &f.side, f.num_outliers, &g, q, &f.choices).unwrap()
+}
+
+fn check<T: Real>(x: &[T], y: &[T], b: f64) {
+    assert_eq!(x.len(), y.len());
+    for (i, (a, c)) in x.iter().zip(y).enumerate() {
+        if a.is_finite() {
+            assert!((a.to_f64() - c.to_f64()).abs() <= b, "element {i}: {} vs {}", a.to_f64(), c.to_f64());
+        } else {
+            assert_eq!(a.bits(), c.bits(), "element {i}");
+        }
+    }
+}
+
+fn field(n: usize, pattern: u8, seed: u64, scale: f64) -> Vec<f64> {
+    (0..n as u64)
+        .map(|i| {
+            let noise = (i.wrapping_mul(seed | 1).wrapping_add(seed) >> 40) as f64 / 16777216.0 - 0.5;
+            match pattern {
+                0 => scale,
+                1 => scale * i as f64 / n as f64,
+                2 => scale * noise,
+                _ => scale * ((i as f64 * 0.05).sin() + 0.01 * noise),
+            }
+        })
+        .collect()
+}
+
+proptest! {
+    #[test]
+    fn bound_holds_on_every_element(
+        nz in 1usize..6, ny in 1usize..20, nx in 1usize..45, anchor_log in 1u32..6,
+        pattern in 0u8..4, seed in any::<u64>(), scale in 1e-3f64..1e6, rel in 1e-6f64..1e-1,
+        radius in prop::sample::select(vec![1u32, 4, 512, 32768]), specials in any::<bool>(),
+        alpha in 1.0f64..2.0, beta in 1.0f64..4.0, zigzag in any::<bool>(),
+    ) {
+        let n = nz * ny * nx;
+        let mut x: Vec<f32> = field(n, pattern, seed, scale).iter().map(|&v| v as f32).collect();
+        if specials {
+            for (k, v) in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 3e38, -0.0].into_iter().enumerate() {
+                let i = (seed as usize).wrapping_add(k * 7919) % n;
+                x[i] = v;
+            }
+        }
+        let b = rel * scale;
+        let q = Params { radius, zigzag, abs_bound: b, alpha, beta };
+        let y = round_trip(&x, [nz, ny, nx], 1 << anchor_log, q);
+        check(&x, &y, b);
+        let x64: Vec<f64> = field(n, pattern, seed, scale);
+        check(&x64, &round_trip(&x64, [nz, ny, nx], 1 << anchor_log, q), b);
+    }
+}
+
+#[test]
+fn constant_field_at_a_relative_bound_is_exact() {
+    let x = vec![2.5f32; 300];
+    let q = Params { radius: 512, zigzag: false, abs_bound: 0.0, alpha: 1.5, beta: 4.0 };
+    let g = Geometry { dims: [1, 10, 30], anchor: 8 };
+    let f = forward(&x, &g, q, None);
+    assert_eq!(f.num_outliers, 0);
+    assert_eq!(inverse::<f32>(&f.codes, &f.side, 0, &g, q, &f.choices).unwrap(), x);
+}
+
+#[test]
+fn smooth_field_codes_are_mostly_zero() {
+    let x: Vec<f32> = (0..64 * 64).map(|i| ((i / 64) as f32 * 0.1).sin() + ((i % 64) as f32 * 0.07).cos()).collect();
+    let q = Params { radius: 512, zigzag: false, abs_bound: 1e-3, alpha: 1.5, beta: 4.0 };
+    let g = Geometry { dims: [1, 64, 64], anchor: 16 };
+    let f = forward(&x, &g, q, None);
+    let zeros = f.codes.iter().filter(|&&c| c == 512).count();
+    assert!(zeros > x.len() * 3 / 4, "{zeros}");
+    assert!(f.choices.iter().any(|c| c.kind != Kind::Linear), "{:?}", f.choices);
+}
+
+#[test]
+fn truncated_or_corrupted_side_channel_is_an_error() {
+    let mut x: Vec<f32> = field(200, 2, 7, 10.0).iter().map(|&v| v as f32).collect();
+    x[17] = f32::NAN;
+    x[101] = 1e30;
+    let q = Params { radius: 4, zigzag: true, abs_bound: 1e-2, alpha: 1.5, beta: 4.0 };
+    let g = Geometry { dims: [1, 10, 20], anchor: 4 };
+    let f = forward(&x, &g, q, None);
+    assert!(f.num_outliers >= 2);
+    for cut in 0..f.side.len() {
+        assert!(inverse::<f32>(&f.codes, &f.side[..cut], f.num_outliers, &g, q, &f.choices).is_err());
+    }
+    assert!(inverse::<f32>(&f.codes, &f.side, f.num_outliers + 1, &g, q, &f.choices).is_err());
+    assert!(inverse::<f32>(&f.codes[1..], &f.side, f.num_outliers, &g, q, &f.choices).is_err());
+    assert!(inverse::<f32>(&f.codes, &f.side, f.num_outliers, &g, q, &f.choices[1..]).is_err());
+    // Any code and any choice decode to something without a panic.
+    let codes: Vec<u16> = (0..200).map(|i| (i * 7919 % 65536) as u16).collect();
+    let choices = vec![Choice::CANDIDATES[5]; 2];
+    assert!(inverse::<f32>(&codes, &f.side, f.num_outliers, &g, q, &choices).is_ok());
+}
+
+#[test]
+fn mutated_records_are_typed_errors() {
+    let stage = Interpolation::new(
+        DType::F32,
+        512,
+        false,
+        Some(8),
+        1.5,
+        4.0,
+        Some(ErrorBound::new(ErrorMode::Abs, 0.01).unwrap()),
+    )
+    .unwrap();
+    let x: Vec<f32> = (0..300).map(|i| (i as f32 * 0.1).sin()).collect();
+    let f = stage.forward(vec![Buffer::F32(x)], &ForwardContext { shape: &[10, 30] }).unwrap();
+    assert!(Interpolation::decode_record(1, &f.record).is_ok());
+    for cut in 0..f.record.len() {
+        assert!(Interpolation::decode_record(1, &f.record[..cut]).is_err());
+    }
+    for i in 0..f.record.len() {
+        for bit in 0..8 {
+            let mut r = f.record.clone();
+            r[i] ^= 1 << bit;
+            let _ = Interpolation::decode_record(1, &r); // never panics
+        }
+    }
+    assert!(Interpolation::decode_record(2, &f.record).is_err());
+}
