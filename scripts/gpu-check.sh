@@ -36,7 +36,7 @@ if [ "${1:-}" != "--bench-only" ]; then
     san="compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 5"
     timeout 300 $san ./.gpu/gpu-tests --include-ignored --test-threads 1 integer_stages_alone embedding_api \
       > "/tmp/san-$tool-tests.log" 2>&1 || { echo "sanitizer $tool: GPU tests FAILED"; sanitize_rc=1; }
-    for preset in cuszp cuszp2 cuszp3-fixed cuszp3-plain cuszp3-outlier fzgpu pfpl; do
+    for preset in cuszp cuszp2 cuszp3-fixed cuszp3-plain cuszp3-outlier fzgpu pfpl cusz mans; do
       for fusion in on off; do
         timeout 120 $san ./.gpu/fzmod roundtrip $N --dtype f32 --shape 132x73x144 --preset $preset -m rel -e 1e-3 \
           --backend cuda --fusion $fusion --quiet > "/tmp/san-$tool-$preset-$fusion.log" 2>&1 \
@@ -71,17 +71,26 @@ bench x8-cuszp-abs $E8 f32 74684160 cuszp 18.209 abs
 bench x8-cuszp2-abs $E8 f32 74684160 cuszp2 18.209 abs
 bench x8-cuszp3-fixed-abs $E8 f32 74684160 cuszp3-fixed 18.209 abs
 bench f64-ncep-cuszp2 /tmp/fzdata/ncep_hgt500_djf_65x29x49.f64 f64 65x29x49 cuszp2 1e-3
-# FZ-GPU and PFPL (stage by stage on the device).
+# FZ-GPU and PFPL (PFPL as one generated region kernel each way).
 bench 2d-fzgpu $E f32 2161x4320 fzgpu 1e-3
+bench x8-2d-fzgpu $E8 f32 17288x4320 fzgpu 1e-3
 bench 2d-pfpl $E f32 2161x4320 pfpl 1e-3
 bench x8-pfpl $E8 f32 74684160 pfpl 1e-3
-# Composed chains no fusion rule covers (scripts/chains/).
+# The entropy-coded and interpolation presets.
+for preset in cusz mans; do bench "x8-2d-$preset" $E8 f32 17288x4320 $preset 1e-3; done
+for preset in interp interp-fast; do bench "2d-$preset" $E f32 2161x4320 $preset 1e-3; done
+# Composed chains (scripts/chains/): the region compiler fuses what follows a global-pass
+# stage (N-D Lorenzo) or a stage without a fragment, and all of quant-negabinary-rze.
 bench x8-chain-nd-lorenzo $E8 f32 74684160 scripts/chains/nd-lorenzo-zigzag-rze.toml 1e-3
 bench x8-chain-tiled-negabinary $E8 f32 17288x4320 scripts/chains/tiled-negabinary-rze.toml 1e-3
 bench x8-chain-block-lorenzo $E8 f32 74684160 scripts/chains/block-lorenzo-zigzag-rze.toml 1e-3
+bench x8-chain-quant-negabinary $E8 f32 74684160 scripts/chains/quant-negabinary-rze.toml 1e-3
 # The unfused device path: every stage's own kernels, same bytes.
-for preset in cuszp cuszp2 cuszp3-fixed; do bench "x8-$preset-unfused" $E8 f32 74684160 $preset 1e-3 rel off; done
+for preset in cuszp cuszp2 cuszp3-fixed pfpl; do bench "x8-$preset-unfused" $E8 f32 74684160 $preset 1e-3 rel off; done
 for preset in cuszp3-plain cuszp3-outlier; do bench "2d-$preset-unfused" $E f32 2161x4320 $preset 1e-3 rel off; done
+for chain in nd-lorenzo-zigzag-rze quant-negabinary-rze; do
+  bench "x8-chain-$chain-unfused" $E8 f32 74684160 scripts/chains/$chain.toml 1e-3 rel off
+done
 cat /tmp/bench/x8-cuszp2.txt
 
 # The Python wheel on the GPU: CuPy and PyTorch arrays compressed on the device to the CPU
