@@ -4,6 +4,7 @@ mod inspect;
 mod io;
 mod memory;
 mod report;
+mod sweep;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -109,6 +110,17 @@ enum Command {
         /// Overwrite an existing JSON file.
         #[arg(short, long)]
         force: bool,
+        /// Rate–distortion sweep over these bounds (comma-separated, in -m's mode, default
+        /// rel) for every preset, or the --presets given, or the --config pipeline: a table of
+        /// ratio, bits per value, PSNR and GB/s per pipeline and bound.
+        #[arg(long, value_delimiter = ',', num_args = 1.., conflicts_with = "error_bound")]
+        sweep: Option<Vec<f64>>,
+        /// The presets of a sweep, comma-separated (default: all).
+        #[arg(long, value_delimiter = ',', requires = "sweep", conflicts_with = "config")]
+        presets: Option<Vec<String>>,
+        /// Write the sweep's plot of PSNR against compression ratio (SVG) to this file.
+        #[arg(long, requires = "sweep")]
+        plot: Option<PathBuf>,
     },
     /// Show an archive's header, pipeline and segments.
     Inspect {
@@ -208,6 +220,16 @@ struct Prepared {
 fn prepare(path: &Path, job: &Job, max_memory: u64) -> Result<Prepared> {
     let dtype = DType::parse(&job.dtype).context("--dtype")?;
     let shape = fzmod::parse_shape(&job.shape).with_context(|| format!("--shape {}", job.shape))?;
+    let pipeline = job_pipeline(job, &job.preset, job.error_bound, &shape)?;
+    let input = io::read_array(path, dtype, &shape, max_memory)?;
+    let (backend, note) = Backend::select(job.backend)?;
+    Ok(Prepared { input, shape, pipeline, backend, note, opts: job.fusion.into() })
+}
+
+/// The job's pipeline (its --config, else `preset`) with the bound (-m and `error_bound`) and
+/// element type set, finalized.
+fn job_pipeline(job: &Job, preset: &str, error_bound: Option<f64>, shape: &[usize]) -> Result<Pipeline> {
+    let dtype = DType::parse(&job.dtype).context("--dtype")?;
     let (mut pipeline, origin) = match &job.config {
         Some(file) => {
             let text = io::read_config(file)?;
@@ -215,15 +237,14 @@ fn prepare(path: &Path, job: &Job, max_memory: u64) -> Result<Prepared> {
             (fzmod::from_toml(&text).with_context(|| origin.clone())?, origin)
         }
         None => {
-            let name = &job.preset;
-            let pipeline = fzmod::preset(name, &shape).with_context(|| {
-                format!("--preset {name} (`fzmod presets` lists them; --config FILE.toml gives your own pipeline)")
+            let pipeline = fzmod::preset(preset, shape).with_context(|| {
+                format!("--preset {preset} (`fzmod presets` lists them; --config FILE.toml gives your own pipeline)")
             })?;
-            (pipeline, format!("preset {name}"))
+            (pipeline, format!("preset {preset}"))
         }
     };
     let mode = job.mode.as_deref().map(str::parse::<ErrorMode>).transpose().context("-m/--mode")?;
-    let bound = ErrorBound::from_parts(mode, job.error_bound, pipeline.error_bound())
+    let bound = ErrorBound::from_parts(mode, error_bound, pipeline.error_bound())
         .with_context(|| format!("error bound (-m/-e) for {origin}"))?;
     if let Some(b) = bound {
         pipeline
@@ -232,9 +253,7 @@ fn prepare(path: &Path, job: &Job, max_memory: u64) -> Result<Prepared> {
     }
     pipeline.set_input_dtype(dtype).with_context(|| format!("--dtype {} for {origin}", job.dtype))?;
     pipeline.finalize().with_context(|| origin.clone())?;
-    let input = io::read_array(path, dtype, &shape, max_memory)?;
-    let (backend, note) = Backend::select(job.backend)?;
-    Ok(Prepared { input, shape, pipeline, backend, note, opts: job.fusion.into() })
+    Ok(pipeline)
 }
 
 /// The decoder of a run: its backend, fusion option and the --max-memory limit, which the
@@ -390,7 +409,13 @@ fn run(cli: Cli) -> Result<()> {
             out.check_bound(&r, on_stdout)?;
             out.finish(&r, dest.as_ref().map(|d| (d, archive.as_slice())), json.as_ref())
         }
-        Command::Bench { input, job, runs, json, force } => {
+        Command::Bench { input, job, runs, json, force, sweep: Some(bounds), presets, plot } => {
+            let json = json.map(|j| io::destination(&j, force, &[&input])).transpose()?;
+            let plot = plot.map(|p| io::destination(&p, force, &[&input])).transpose()?;
+            let sweep = Sweep { bounds, presets, json, plot };
+            bench_sweep(&input, &job, runs as usize, &sweep, max_memory)
+        }
+        Command::Bench { input, job, runs, json, force, .. } => {
             let json = json.map(|j| io::destination(&j, force, &[&input])).transpose()?;
             bench(&input, &job, runs as usize, json.as_ref(), max_memory)
         }
@@ -487,6 +512,70 @@ fn bench(input: &Path, job: &Job, runs: usize, json: Option<&io::Destination>, m
     let mut outputs: Vec<(&io::Destination, &[u8])> = vec![(&table, text.as_bytes())];
     if let (Some(dest), Some(j)) = (json, &json_text) {
         outputs.push((dest, j.as_bytes()));
+    }
+    io::write_all(&outputs)
+}
+
+/// What `bench --sweep` runs and where its results go.
+struct Sweep {
+    bounds: Vec<f64>,
+    presets: Option<Vec<String>>,
+    json: Option<io::Destination>,
+    plot: Option<io::Destination>,
+}
+
+/// Every pipeline of the sweep at every bound, on one field read once: a table on standard
+/// output, and the JSON and SVG files when asked for. Progress goes to standard error.
+fn bench_sweep(input: &Path, job: &Job, runs: usize, sweep: &Sweep, max_memory: u64) -> Result<()> {
+    let dtype = DType::parse(&job.dtype).context("--dtype")?;
+    let shape = fzmod::parse_shape(&job.shape).with_context(|| format!("--shape {}", job.shape))?;
+    let data = io::read_array(input, dtype, &shape, max_memory)?;
+    let (backend, _) = Backend::select(job.backend)?;
+    let names: Vec<String> = match (&job.config, &sweep.presets) {
+        (Some(file), _) => vec![file.display().to_string()],
+        (None, Some(names)) => names.clone(),
+        (None, None) => fzmod::PRESETS.iter().map(|p| p.name.to_string()).collect(),
+    };
+    let bytes = data.byte_len() as f64;
+    let mut points = Vec::new();
+    for name in &names {
+        for &bound in &sweep.bounds {
+            let pipeline = job_pipeline(job, name, Some(bound), &shape)?;
+            let mode = pipeline.error_bound().map_or("none", |b| b.mode.name()).to_string();
+            eprintln!("sweep: {name} {mode} {bound:e} ({} runs on {})", runs, backend.name());
+            let timing = pipeline
+                .bench_on(&backend, &data, &shape, runs, job.fusion.into())
+                .with_context(|| format!("benchmarking {name} at {bound:e} on {}", shown(input)))?;
+            let quality = fzmod::compare(&data, &timing.decoded)?;
+            let gbps = |secs: &[f64]| stats(secs.iter().map(|s| bytes / s / 1e9).collect()).0;
+            let ratio = bytes / timing.archive_bytes as f64;
+            points.push(sweep::Point {
+                pipeline: name.clone(),
+                mode,
+                bound,
+                ratio,
+                bits_per_value: 8.0 * dtype.size() as f64 / ratio,
+                psnr_db: quality.psnr_db,
+                max_abs_error: quality.max_abs_error,
+                compress_gbps: gbps(&timing.compress_seconds),
+                decompress_gbps: gbps(&timing.decompress_seconds),
+            });
+        }
+    }
+    let title = format!("{} ({} {}), {} backend", shown(input), dtype, job.shape, backend.name());
+    let table = format!("{title}\n{}", sweep::table(&points));
+    let json = serde_json::to_string_pretty(&serde_json::json!({
+        "dataset": shown(input), "backend": backend.name(),
+        "points": points.iter().map(sweep::Point::to_json).collect::<Vec<_>>(),
+    }))?;
+    let svg = sweep::svg(&points, &title);
+    let report = io::Destination::report(false);
+    let mut outputs: Vec<(&io::Destination, &[u8])> = vec![(&report, table.as_bytes())];
+    if let Some(dest) = &sweep.json {
+        outputs.push((dest, json.as_bytes()));
+    }
+    if let Some(dest) = &sweep.plot {
+        outputs.push((dest, svg.as_bytes()));
     }
     io::write_all(&outputs)
 }

@@ -407,6 +407,38 @@ fn degenerate_fields_and_bench_output_read_sensibly() {
     assert!(text.contains("bound        rel 1e-3\n") && !text.contains("Some("), "{text}");
 }
 
+#[test]
+fn bench_sweep_prints_a_rate_distortion_table_json_and_a_plot() {
+    let (json, plot) = (scratch("sweep.json"), scratch("sweep.svg"));
+    let mut args = vec!["bench", FIELD, "--dtype", "f32", "--shape", "132x73x144", "--backend", "cpu", "--runs", "1"];
+    args.extend(["--sweep", "1e-2,1e-4", "--presets", "pfpl,cusz,cuszp2"]);
+    args.extend(["--json", json.to_str().unwrap(), "--plot", plot.to_str().unwrap()]);
+    let o = fzmod(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    // A title, a header and one line per preset and bound.
+    assert_eq!(text.lines().count(), 2 + 6, "{text}");
+    assert!(
+        text.contains("pfpl") && text.contains("rel 1e-4") && stderr(&o).contains("sweep: cusz rel 1e-2"),
+        "{text}"
+    );
+    let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let points = j["points"].as_array().unwrap();
+    assert_eq!(points.len(), 6);
+    for p in points {
+        let bound = p["bound"].as_f64().unwrap();
+        // The bound is relative to the field's range: a tighter bound gives a higher PSNR.
+        assert!(p["ratio"].as_f64().unwrap() > 1.0 && p["psnr_db"].as_f64().unwrap() > 20.0, "{p}");
+        assert!(bound == 1e-2 || bound == 1e-4, "{p}");
+    }
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert_eq!(svg.matches("<polyline").count(), 3);
+    assert_eq!(svg.matches("<circle").count(), 6);
+    // A sweep needs bounds, and its own options need a sweep.
+    let o = fzmod(&["bench", FIELD, "--dtype", "f32", "--shape", "132x73x144", "--presets", "pfpl"]);
+    assert!(!o.status.success() && stderr(&o).contains("--sweep"), "{}", stderr(&o));
+}
+
 /// Run and give up after `seconds` (a regression that reads forever must fail, not hang).
 fn fzmod_within(args: &[&str], stdin: std::process::Stdio, seconds: u64) -> Output {
     let child = Command::new(env!("CARGO_BIN_EXE_fzmod"))
