@@ -63,6 +63,7 @@ pub fn decompress_device(dev: &CudaDevice, plan: DecodePlan) -> Result<(DeviceBu
     job.kernels()?;
     let (run, data) = job.result.take().ok_or_else(|| Error::Device("no result".into()))?;
     run.stream().synchronize().map_err(device_error)?;
+    run.check_flags()?;
     let n = host_len(&run, &data)?;
     job.plan.check_result(data.dtype, n)?;
     Ok((data, job.plan.header.clone()))
@@ -387,6 +388,8 @@ impl DecompressJob for UnfusedDecompress<'_> {
         if dst.len() != len * data.dtype.size() {
             return Err(Error::InvalidArgument(format!("destination of {} bytes for {len} {}", dst.len(), data.dtype)));
         }
+        // The caller's memory is written only once every check of the payload passed.
+        run.check_flags()?;
         run.download_into(&data, dst)?;
         run.stream().synchronize().map_err(device_error)
     }

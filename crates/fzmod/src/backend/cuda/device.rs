@@ -133,13 +133,16 @@ pub struct DeviceRun<'a> {
     dynamic: Vec<(Slot, usize)>,
     /// Exact capacities measured by an overflowing earlier run, in allocation order.
     learnt: Vec<usize>,
+    /// Slots kernels set non-zero when a payload is inconsistent, with what that means; read
+    /// once after the run instead of a synchronisation per check.
+    flags: Vec<(Slot, String)>,
 }
 
 impl<'a> DeviceRun<'a> {
     pub(crate) fn new(dev: &'a CudaDevice, shape: Vec<usize>, learnt: Vec<usize>) -> Result<Self> {
         dev.bind()?;
         let scalars = dev.stream.alloc_zeros::<u8>(8 * MAX_SLOTS).map_err(device_error)?;
-        Ok(DeviceRun { dev, shape, scalars, used_slots: 0, dynamic: Vec::new(), learnt })
+        Ok(DeviceRun { dev, shape, scalars, used_slots: 0, dynamic: Vec::new(), learnt, flags: Vec::new() })
     }
 
     pub fn stream(&self) -> &Arc<CudaStream> {
@@ -159,6 +162,29 @@ impl<'a> DeviceRun<'a> {
         let slot = Slot(self.used_slots);
         self.used_slots += 1;
         Ok((slot, address(&self.scalars, &self.dev.stream) + 8 * slot.0 as u64))
+    }
+
+    /// An error flag (a zeroed slot; kernels `atomicOr` a u32 into its address) that
+    /// [`DeviceRun::check_flags`] turns into a corrupt-archive error saying `message`. Kernels
+    /// after the one that sets it must stay within their buffers whatever it found.
+    pub fn error_flag(&mut self, message: String) -> Result<u64> {
+        let (slot, at) = self.slot()?;
+        self.flags.push((slot, message));
+        Ok(at)
+    }
+
+    /// Wait for the stream and fail with the first raised flag's message.
+    pub(crate) fn check_flags(&self) -> Result<()> {
+        if self.flags.is_empty() {
+            return Ok(());
+        }
+        let Ok(scalars) = self.read_scalars()? else {
+            return Err(Error::Device("a decode's device outputs overflowed".into()));
+        };
+        match self.flags.iter().find(|(slot, _)| scalars.u64(*slot) != 0) {
+            Some((_, message)) => Err(crate::error::corrupt!("{message}")),
+            None => Ok(()),
+        }
     }
 
     /// A buffer of `len` elements (contents undefined).

@@ -519,8 +519,14 @@ __device__ void q_region_inverse(const void* in, real* out, u64 first, u32 count
     }
 }
 
-// After the inverse region: the escapes of tiles that have any, from the channel.
-extern "C" __global__ void __launch_bounds__(Q_THREADS) qi_patch_escapes(real* out, u64 n, const u64* offsets, const u8* channel) {
+// After the inverse region: the escapes of tiles that have any, from the channel of `values`
+// values. A count that differs from the record's raises *err (checked after the run) and no
+// value past the channel is read.
+extern "C" __global__ void __launch_bounds__(Q_THREADS) qi_patch_escapes(real* out, u64 n, const u64* offsets, u64 ntiles, const u8* channel, u64 values, u32* err) {
+    if (offsets[ntiles] != values) {
+        if (blockIdx.x == 0 && threadIdx.x == 0) atomicOr(err, 1u);
+        return;
+    }
     u64 start = offsets[blockIdx.x];
     if (offsets[blockIdx.x + 1] == start) return;
     qi_walk_escapes(n, [&](u64 i) { return real_bits(out[i]) == QI_SENTINEL; }, [&](u64 i, u64 rank) { qi_read_escape(channel, start + rank, out + i); });

@@ -68,23 +68,36 @@ impl Fragment for Quantizer {
             let tile_count = run.alloc(DType::U32, ntiles as usize)?;
             let counts = tile_count.ptr(run.stream());
             let (channel_bytes, channel) = (channel.known_len()? as u64, channel.ptr(run.stream()));
+            // The escapes the words hold are counted on the device and checked against this
+            // after the run (no synchronisation here).
+            if r.num_outliers.checked_mul(self.input.size() as u64) != Some(channel_bytes) {
+                return Err(corrupt!("Quantizer: {} outliers in {channel_bytes} channel bytes", r.num_outliers));
+            }
+            let err = run.error_flag(format!(
+                "Quantizer: the words' escapes differ from the {} outliers recorded",
+                r.num_outliers
+            ))?;
             return Ok(InversePart::Transform {
                 args: vec![step, counts],
                 input_bytes: Some(input_bytes),
                 finish: Box::new(move |run, out| {
                     let out =
                         out.ok_or_else(|| Error::Pipeline("the Quantizer must be a region's first stage".into()))?;
-                    let offsets = stage.checked_escape_offsets(run, &tile_count, ntiles, channel_bytes, r)?;
+                    let offsets = stage.escape_offsets(run, &tile_count, ntiles)?;
                     let patch = run.kernel(&super::program(stage.input), "qi_patch_escapes")?;
                     let s = run.stream();
                     // SAFETY: argument list matches device.cu; `out` holds n elements, `offsets`
-                    // ntiles + 1 counts whose total the channel's values cover (checked above).
+                    // ntiles + 1 counts; the kernel reads the channel only when their total is
+                    // its value count.
                     unsafe {
                         s.launch_builder(&patch)
                             .arg(&out.ptr(s))
                             .arg(&(n as u64))
                             .arg(&offsets.ptr(s))
+                            .arg(&ntiles)
                             .arg(&channel)
+                            .arg(&r.num_outliers)
+                            .arg(&err)
                             .launch(grid(ntiles * 256, 256))
                             .map_err(device_error)?;
                     }

@@ -90,9 +90,23 @@ impl Quantizer {
         Ok((channel, record))
     }
 
+    /// The exclusive scan of per-tile escape counts (ntiles + 1 offsets, the last the total).
+    pub(super) fn escape_offsets(
+        &self,
+        run: &DeviceRun,
+        tile_count: &DeviceBuffer,
+        ntiles: u64,
+    ) -> Result<DeviceBuffer> {
+        let offsets = run.alloc(DType::U64, ntiles as usize + 1)?;
+        let partials = run.alloc(DType::U64, scan_partials_len(ntiles))?;
+        let s = run.stream();
+        exclusive_scan(run, &program(self.input), tile_count.ptr(s), ntiles, partials.ptr(s), offsets.ptr(s))?;
+        Ok(offsets)
+    }
+
     /// Scan per-tile escape counts and check their total against the record and the channel
     /// (as cpu.rs's reconstruct_inline does); returns the scanned offsets.
-    pub(super) fn checked_escape_offsets(
+    fn checked_escape_offsets(
         &self,
         run: &DeviceRun,
         tile_count: &DeviceBuffer,
@@ -100,11 +114,7 @@ impl Quantizer {
         channel_bytes: u64,
         r: Resolved,
     ) -> Result<DeviceBuffer> {
-        let program = program(self.input);
-        let offsets = run.alloc(DType::U64, ntiles as usize + 1)?;
-        let partials = run.alloc(DType::U64, scan_partials_len(ntiles))?;
-        let s = run.stream();
-        exclusive_scan(run, &program, tile_count.ptr(s), ntiles, partials.ptr(s), offsets.ptr(s))?;
+        let offsets = self.escape_offsets(run, tile_count, ntiles)?;
         let escapes = run.read_u64(&offsets, ntiles as usize)?;
         if escapes != r.num_outliers || escapes.checked_mul(self.input.size() as u64) != Some(channel_bytes) {
             return Err(corrupt!(
