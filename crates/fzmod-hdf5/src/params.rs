@@ -86,9 +86,11 @@ impl Settings {
         let words = match cd.first() {
             Some(&LAYOUT_VERSION) => SETTINGS_WORDS,
             Some(&LAYOUT_VERSION_MASKED) => MAX_SETTINGS_WORDS,
-            Some(v) => return Err(format!(
+            Some(v) => {
+                return Err(format!(
                 "cd_values layout {v} is not supported (this build reads {LAYOUT_VERSION} and {LAYOUT_VERSION_MASKED})"
-            )),
+            ))
+            }
             None => 0,
         };
         if cd.len() < words.max(SETTINGS_WORDS) {
