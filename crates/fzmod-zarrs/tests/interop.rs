@@ -127,12 +127,8 @@ fn a_nan_padded_edge_chunk_and_the_array_fill_value_are_masked() {
     };
     let (full, edge) = size("masked", codec());
     assert!(edge >= 0.8 * full, "{full} {edge}");
-    let unmasked = FzmodCodecConfiguration {
-        mode: Some("abs".into()),
-        bound: Some(BOUND),
-        mask_nan: false,
-        ..Default::default()
-    };
+    let unmasked =
+        FzmodCodecConfiguration { mode: Some("abs".into()), bound: Some(BOUND), mask_nan: false, ..Default::default() };
     let (_, edge_plain) = size("plain", Arc::new(FzmodCodec::new(unmasked).unwrap()));
     assert!(edge > 2.0 * edge_plain, "{edge} {edge_plain}");
 
@@ -141,8 +137,7 @@ fn a_nan_padded_edge_chunk_and_the_array_fill_value_are_masked() {
     assert_eq!(c.mask(Some(-1e10)), fzmod::MaskSpec::nan_and(Some(-1e10)));
     assert_eq!(c.mask(Some(0.0)), fzmod::MaskSpec::nan_and(None));
     assert_eq!(c.mask(Some(f64::NAN)), fzmod::MaskSpec::nan_and(None));
-    let none: FzmodCodecConfiguration =
-        serde_json::from_str(r#"{"fill_value": null, "mask_nan": false}"#).unwrap();
+    let none: FzmodCodecConfiguration = serde_json::from_str(r#"{"fill_value": null, "mask_nan": false}"#).unwrap();
     assert!(FzmodCodec::new(none).unwrap().mask(Some(5.0)).is_empty());
     let inf: FzmodCodecConfiguration = serde_json::from_str(r#"{"fill_value": "-Infinity"}"#).unwrap();
     assert_eq!(FzmodCodec::new(inf).unwrap().mask(None).fill, Some(f64::NEG_INFINITY));

@@ -331,7 +331,8 @@ fn the_masked_golden_restores_its_land_and_nan_bit_for_bit() {
     let (Buffer::F32(input), Buffer::F32(output)) = (g.input(), decoded.data) else { unreachable!() };
     let fill = g.land.unwrap();
     let valid: Vec<f64> = input.iter().filter(|x| x.is_finite() && **x != fill).map(|&x| f64::from(x)).collect();
-    let range = valid.iter().copied().fold(f64::NEG_INFINITY, f64::max) - valid.iter().copied().fold(f64::INFINITY, f64::min);
+    let range =
+        valid.iter().copied().fold(f64::NEG_INFINITY, f64::max) - valid.iter().copied().fold(f64::INFINITY, f64::min);
     let mut land = 0;
     for (a, b) in input.iter().zip(&output) {
         if *a == fill || a.is_nan() {
