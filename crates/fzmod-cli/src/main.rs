@@ -159,6 +159,15 @@ struct Job {
     /// Error bound (> 0). Default: the pipeline's own bound (presets: 1e-3).
     #[arg(short = 'e', long = "error-bound", allow_hyphen_values = true)]
     error_bound: Option<f64>,
+    /// Put a Mask stage (docs/FORMAT.md 6.16) in front of the pipeline that masks NaN: masked
+    /// points are stored as a run-length mask and come back bit for bit; a rel bound is then
+    /// relative to the range of the unmasked values.
+    #[arg(long)]
+    mask_nan: bool,
+    /// Put a Mask stage in front of the pipeline that masks this exact value (e.g. a CF
+    /// _FillValue such as -1e10), and NaN too: as --mask-nan.
+    #[arg(long, allow_hyphen_values = true, value_name = "VALUE")]
+    fill_value: Option<f64>,
     /// auto (GPU when usable, else CPU), cpu, or cuda (alias gpu; fails without a GPU).
     #[arg(long, default_value = "auto", value_parser = backend_choice)]
     backend: BackendChoice,
@@ -230,7 +239,7 @@ fn prepare(path: &Path, job: &Job, max_memory: u64) -> Result<Prepared> {
 /// element type set, finalized.
 fn job_pipeline(job: &Job, preset: &str, error_bound: Option<f64>, shape: &[usize]) -> Result<Pipeline> {
     let dtype = DType::parse(&job.dtype).context("--dtype")?;
-    let (mut pipeline, origin) = match &job.config {
+    let (pipeline, origin) = match &job.config {
         Some(file) => {
             let text = io::read_config(file)?;
             let origin = format!("pipeline file {}", file.display());
@@ -243,6 +252,16 @@ fn job_pipeline(job: &Job, preset: &str, error_bound: Option<f64>, shape: &[usiz
             (pipeline, format!("preset {preset}"))
         }
     };
+    let (pipeline, origin) = if job.mask_nan || job.fill_value.is_some() {
+        let spec = fzmod::MaskSpec::nan_and(job.fill_value);
+        (
+            fzmod::with_mask(&pipeline, spec).with_context(|| format!("--mask-nan/--fill-value for {origin}"))?,
+            format!("{origin} (masked)"),
+        )
+    } else {
+        (pipeline, origin)
+    };
+    let mut pipeline = pipeline;
     let mode = job.mode.as_deref().map(str::parse::<ErrorMode>).transpose().context("-m/--mode")?;
     let bound = ErrorBound::from_parts(mode, error_bound, pipeline.error_bound())
         .with_context(|| format!("error bound (-m/-e) for {origin}"))?;

@@ -140,7 +140,7 @@ fn store_dataset_layout(dcpl: hdf5::Hid, type_id: hdf5::Hid) -> Result<(), Strin
         .collect::<Result<Vec<_>, _>>()?;
     let mut flags: c_uint = 0;
     // Only the user's words are read back; set_local rewrites the rest.
-    let mut cd = [0 as c_uint; params::SETTINGS_WORDS];
+    let mut cd = [0 as c_uint; params::MAX_SETTINGS_WORDS];
     let mut cd_len = cd.len();
     let mut config: c_uint = 0;
     // SAFETY: every pointer names a live buffer of the size passed; no name is asked for.
@@ -231,7 +231,8 @@ fn encode(cd_values: &[c_uint], chunk: &[u8]) -> Result<Vec<u8>, String> {
         ));
     }
     let data = fzmod::Buffer::from_le_bytes(p.dtype, chunk).map_err(|e| e.to_string())?;
-    let mut pipeline = fzmod::preset(p.settings.preset, &p.chunk_shape).map_err(|e| e.to_string())?;
+    let pipeline = fzmod::preset(p.settings.preset, &p.chunk_shape).map_err(|e| e.to_string())?;
+    let mut pipeline = fzmod::with_mask(&pipeline, p.settings.mask).map_err(|e| e.to_string())?;
     pipeline.set_error_bound(p.settings.bound).map_err(|e| e.to_string())?;
     pipeline.set_input_dtype(p.dtype).map_err(|e| e.to_string())?;
     pipeline.compress(&data, &p.chunk_shape).map_err(|e| e.to_string())

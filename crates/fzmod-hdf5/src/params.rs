@@ -1,4 +1,4 @@
-//! The filter's `cd_values`, version 1 (u32 words):
+//! The filter's `cd_values` (u32 words). Layout version 1 (no mask):
 //!
 //! | word | meaning | written by |
 //! |---|---|---|
@@ -10,18 +10,38 @@
 //! | 6 | number of chunk dimensions n (1–16) | `set_local`, from the dataset |
 //! | 7 .. 7+n | chunk shape, C order | `set_local`, from the dataset |
 //!
+//! Layout version 2 (a Mask stage in front of the preset, docs/FORMAT.md 6.16) inserts three
+//! user words after word 4, so the dataset's words start at 8:
+//!
+//! | word | meaning |
+//! |---|---|
+//! | 0 | layout version (2) |
+//! | 1–4 | as version 1 (with `rel`: relative to the unmasked values of each chunk) |
+//! | 5 | mask flags: 1 NaN, 2 ±Inf, 4 the fill value (at least one set) |
+//! | 6, 7 | fill value, f64 bits, low word then high word (0 without flag 4) |
+//! | 8 .. | element type, n, chunk shape, as words 5 .. of version 1 |
+//!
+//! Writers use version 1 when nothing is masked, so files without a mask stay readable by
+//! builds that only know version 1.
+//!
 //! The user's words say how to compress; the rest describe the data and are taken from the
 //! dataset when it is created, so they cannot disagree with it (a user-written element type
 //! once made an int32 dataset come back as zeros).
 
-use fzmod::{DType, ErrorBound, ErrorMode};
+use fzmod::{DType, ErrorBound, ErrorMode, MaskSpec};
 use std::ffi::c_uint;
 
-/// This layout's version (word 0).
+/// The layout without a mask (word 0).
 pub const LAYOUT_VERSION: c_uint = 1;
-/// The words the user writes (version, preset, mode, bound).
+/// The layout with a mask.
+pub const LAYOUT_VERSION_MASKED: c_uint = 2;
+/// The words the user writes without a mask (version, preset, mode, bound).
 pub const SETTINGS_WORDS: usize = 5;
-const HEADER_WORDS: usize = 7;
+/// The words the user writes with a mask (and the most any layout has).
+pub const MAX_SETTINGS_WORDS: usize = 8;
+const MASK_NAN: c_uint = 1;
+const MASK_INF: c_uint = 2;
+const MASK_FILL: c_uint = 4;
 /// Most chunk dimensions the layout carries.
 pub const MAX_DIMS: usize = 16;
 
@@ -45,6 +65,8 @@ pub const PRESET_IDS: [(c_uint, &str); 11] = [
 pub struct Settings {
     pub preset: &'static str,
     pub bound: ErrorBound,
+    /// What a Mask stage in front of the preset masks (empty: no Mask stage).
+    pub mask: MaskSpec,
 }
 
 /// What the encoder needs: the settings and the dataset's element type and chunk shape.
@@ -58,14 +80,27 @@ pub struct FilterParams {
 impl Settings {
     /// Read the user's words (any words after them are ignored: `set_local` rewrites them).
     pub fn decode(cd: &[c_uint]) -> Result<Settings, String> {
-        if cd.len() < SETTINGS_WORDS {
+        Settings::decode_len(cd).map(|(s, _)| s)
+    }
+
+    /// The settings and how many words they take.
+    fn decode_len(cd: &[c_uint]) -> Result<(Settings, usize), String> {
+        let words = match cd.first() {
+            Some(&LAYOUT_VERSION) => SETTINGS_WORDS,
+            Some(&LAYOUT_VERSION_MASKED) => MAX_SETTINGS_WORDS,
+            Some(v) => {
+                return Err(format!(
+                "cd_values layout {v} is not supported (this build reads {LAYOUT_VERSION} and {LAYOUT_VERSION_MASKED})"
+            ))
+            }
+            None => 0,
+        };
+        if cd.len() < words.max(SETTINGS_WORDS) {
             return Err(format!(
-                "{} cd_values, expected at least {SETTINGS_WORDS} (write them with fzmod.h5.Fzmod)",
-                cd.len()
+                "{} cd_values, expected at least {} (write them with fzmod.h5.Fzmod)",
+                cd.len(),
+                words.max(SETTINGS_WORDS)
             ));
-        }
-        if cd[0] != LAYOUT_VERSION {
-            return Err(format!("cd_values layout {} is not supported (this build reads {LAYOUT_VERSION})", cd[0]));
         }
         let preset = PRESET_IDS
             .iter()
@@ -76,7 +111,26 @@ impl Settings {
             .map_err(|e| e.to_string())?;
         let value = f64::from_bits(u64::from(cd[3]) | (u64::from(cd[4]) << 32));
         let bound = ErrorBound::new(mode, value).map_err(|e| e.to_string())?;
-        Ok(Settings { preset, bound })
+        let mut mask = MaskSpec::default();
+        if words == MAX_SETTINGS_WORDS {
+            let flags = cd[5];
+            if flags == 0 || flags & !(MASK_NAN | MASK_INF | MASK_FILL) != 0 {
+                return Err(format!("mask flags {flags:#x} in cd_values word 5"));
+            }
+            let fill = f64::from_bits(u64::from(cd[6]) | (u64::from(cd[7]) << 32));
+            if flags & MASK_FILL == 0 && fill.to_bits() != 0 {
+                return Err("a fill value in cd_values without the fill flag".into());
+            }
+            if flags & MASK_FILL != 0 && fill.is_nan() {
+                return Err("a NaN fill value in cd_values (NaN is mask flag 1)".into());
+            }
+            mask = MaskSpec {
+                nan: flags & MASK_NAN != 0,
+                inf: flags & MASK_INF != 0,
+                fill: (flags & MASK_FILL != 0).then_some(fill),
+            };
+        }
+        Ok((Settings { preset, bound, mask }, words))
     }
 
     /// The user's words of these settings.
@@ -87,7 +141,20 @@ impl Settings {
             .map(|(id, _)| *id)
             .ok_or_else(|| format!("preset '{}' has no HDF5 id", self.preset))?;
         let bits = self.bound.value.to_bits();
-        Ok(vec![LAYOUT_VERSION, preset, c_uint::from(self.bound.mode.code()), bits as c_uint, (bits >> 32) as c_uint])
+        let mut cd =
+            vec![LAYOUT_VERSION, preset, c_uint::from(self.bound.mode.code()), bits as c_uint, (bits >> 32) as c_uint];
+        let mask = self.mask;
+        if mask.fill.is_some_and(f64::is_nan) {
+            return Err("a NaN fill value: mask NaN instead".into());
+        }
+        if !mask.is_empty() {
+            cd[0] = LAYOUT_VERSION_MASKED;
+            let flag = |on: bool, f: c_uint| if on { f } else { 0 };
+            cd.push(flag(mask.nan, MASK_NAN) | flag(mask.inf, MASK_INF) | flag(mask.fill.is_some(), MASK_FILL));
+            let fill = mask.fill.map_or(0, f64::to_bits);
+            cd.extend([fill as c_uint, (fill >> 32) as c_uint]);
+        }
+        Ok(cd)
     }
 }
 
@@ -95,19 +162,20 @@ impl FilterParams {
     /// Read complete `cd_values` (as `set_local` leaves them), refusing anything outside the
     /// layout.
     pub fn decode(cd: &[c_uint]) -> Result<FilterParams, String> {
-        let settings = Settings::decode(cd)?;
-        if cd.len() < HEADER_WORDS {
+        let (settings, words) = Settings::decode_len(cd)?;
+        let header_words = words + 2;
+        if cd.len() < header_words {
             return Err(format!("{} cd_values lack the dataset's element type and chunk shape", cd.len()));
         }
-        let dtype = match u8::try_from(cd[5]).ok().and_then(DType::from_code) {
+        let dtype = match u8::try_from(cd[words]).ok().and_then(DType::from_code) {
             Some(d @ (DType::F32 | DType::F64)) => d,
-            _ => return Err(format!("element type code {} is not float32 (8) or float64 (9)", cd[5])),
+            _ => return Err(format!("element type code {} is not float32 (8) or float64 (9)", cd[words])),
         };
-        let ndim = cd[6] as usize;
-        if ndim == 0 || ndim > MAX_DIMS || cd.len() != HEADER_WORDS + ndim {
+        let ndim = cd[words + 1] as usize;
+        if ndim == 0 || ndim > MAX_DIMS || cd.len() != header_words + ndim {
             return Err(format!("{ndim} chunk dimensions in {} cd_values", cd.len()));
         }
-        let chunk_shape = cd[HEADER_WORDS..].iter().map(|&d| d as usize).collect();
+        let chunk_shape = cd[header_words..].iter().map(|&d| d as usize).collect();
         Ok(FilterParams { settings, dtype, chunk_shape })
     }
 

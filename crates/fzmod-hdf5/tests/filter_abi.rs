@@ -49,7 +49,13 @@ fn field(n: usize) -> Vec<f64> {
 
 fn cd_values(preset: &'static str, dtype: fzmod::DType, shape: &[usize], bound: f64) -> Vec<c_uint> {
     let bound = fzmod::ErrorBound::new(fzmod::ErrorMode::Abs, bound).unwrap();
-    FilterParams { settings: Settings { preset, bound }, dtype, chunk_shape: shape.to_vec() }.encode().unwrap()
+    FilterParams {
+        settings: Settings { preset, bound, mask: fzmod::MaskSpec::default() },
+        dtype,
+        chunk_shape: shape.to_vec(),
+    }
+    .encode()
+    .unwrap()
 }
 
 #[test]
@@ -109,7 +115,7 @@ fn failures_return_zero_and_keep_the_buffer() {
     let mut wrong_shape = good.clone();
     *wrong_shape.last_mut().unwrap() = 65;
     let mut wrong_version = good.clone();
-    wrong_version[0] = 2;
+    wrong_version[0] = 3;
     let mut unknown_preset = good.clone();
     unknown_preset[1] = 99;
     for cd in [&good[..3], &wrong_shape, &wrong_version, &unknown_preset, &[][..]] {
@@ -129,6 +135,7 @@ fn cd_values_round_trip() {
         settings: Settings {
             preset: "cuszp3-outlier",
             bound: fzmod::ErrorBound::new(fzmod::ErrorMode::Rel, 1e-4).unwrap(),
+            mask: fzmod::MaskSpec::default(),
         },
         dtype: fzmod::DType::F32,
         chunk_shape: vec![3, 5, 7],
@@ -158,5 +165,63 @@ fn dataset_callbacks_fail_without_an_hdf5_to_ask() {
     unsafe {
         assert_eq!(class.can_apply.unwrap()(1, 2, 3), -1);
         assert_eq!(class.set_local.unwrap()(1, 2, 3), -1);
+    }
+}
+
+#[test]
+fn masked_cd_values_round_trip_and_compress_a_filled_chunk() {
+    let fill = -1e10;
+    let p = FilterParams {
+        settings: Settings {
+            preset: "cuszp2",
+            bound: fzmod::ErrorBound::new(fzmod::ErrorMode::Rel, 1e-3).unwrap(),
+            mask: fzmod::MaskSpec::nan_and(Some(fill)),
+        },
+        dtype: fzmod::DType::F32,
+        chunk_shape: vec![40, 50],
+    };
+    let cd = p.encode().unwrap();
+    assert_eq!(cd[..3], [2, 1, 1]);
+    assert_eq!(cd[5], 1 | 4, "NaN and fill flags");
+    assert_eq!(&cd[8..], &[8, 2, 40, 50]);
+    assert_eq!(FilterParams::decode(&cd).unwrap(), p);
+    assert_eq!(Settings::decode(&cd[..8]).unwrap(), p.settings);
+    // Bad flags, a fill without its flag, a NaN fill: refused.
+    for (word, value) in [(5, 0), (5, 8), (6, 1)] {
+        let mut bad = cd.clone();
+        bad[5] = if word == 6 { 1 } else { bad[5] };
+        bad[word] = value;
+        assert!(FilterParams::decode(&bad).is_err(), "word {word} = {value}");
+    }
+
+    // A land-masked chunk: the mask makes it smaller than the same chunk unmasked, and
+    // the fill (and a NaN) come back bit for bit.
+    let mut values: Vec<f32> = (0..2000).map(|i| 10.0 + (i as f32 * 0.01).sin()).collect();
+    for (i, v) in values.iter_mut().enumerate() {
+        if (i % 50) < 20 {
+            *v = fill as f32;
+        }
+    }
+    values[1999] = f32::NAN;
+    let raw: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let mut masked = CBuffer::from(&raw);
+    let masked_len = masked.filter(0, &cd, raw.len());
+    assert!(masked_len > 0);
+    let plain_cd = FilterParams { settings: Settings { mask: fzmod::MaskSpec::default(), ..p.settings.clone() }, ..p }
+        .encode()
+        .unwrap();
+    let mut plain = CBuffer::from(&raw);
+    let plain_len = plain.filter(0, &plain_cd, raw.len());
+    assert!(plain_len > 0 && masked_len < plain_len, "{masked_len} vs {plain_len}");
+    let archive = masked.bytes(masked_len).to_vec();
+    let mut back = CBuffer::from(&archive);
+    let n = back.filter(REVERSE, &cd, archive.len());
+    let out: Vec<f32> = back.bytes(n).chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+    for (a, b) in values.iter().zip(&out) {
+        if a.is_nan() || *a == fill as f32 {
+            assert_eq!(a.to_bits(), b.to_bits());
+        } else {
+            assert!((a - b).abs() <= 2e-3 * 1.01, "{a} {b}");
+        }
     }
 }

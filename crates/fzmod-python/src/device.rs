@@ -68,7 +68,7 @@ fn wait_for_producer(context: &CudaContext, stream: Option<u64>) -> Result<(), D
 /// Compress `len` elements of `typestr` (`<f4`/`<f8`, C order, `shape`) at device address
 /// `ptr`, written by `stream` (see [`wait_for_producer`]; `sync` false: nothing to wait for).
 #[pyfunction]
-#[pyo3(signature = (ptr, typestr, shape, sync, stream, preset, pipeline, mode, bound, backend_choice))]
+#[pyo3(signature = (ptr, typestr, shape, sync, stream, preset, pipeline, mode, bound, backend_choice, mask_nan=false, fill_value=None))]
 #[allow(clippy::too_many_arguments)] // the Python call's arguments, one to one
 pub fn compress_device(
     py: Python<'_>,
@@ -82,6 +82,8 @@ pub fn compress_device(
     mode: Option<&str>,
     bound: Option<f64>,
     backend_choice: &str,
+    mask_nan: bool,
+    fill_value: Option<f64>,
 ) -> PyResult<Vec<u8>> {
     let dtype = match typestr {
         "<f4" => fzmod::DType::F32,
@@ -111,7 +113,7 @@ pub fn compress_device(
         py.detach(|| wait_for_producer(&context, stream))
             .map_err(|e| driver_error(py, "waiting for the array's stream", e))?;
     }
-    let request = PipelineRequest { preset, toml: pipeline, mode, bound };
+    let request = PipelineRequest { preset, toml: pipeline, mode, bound, mask: crate::mask_spec(mask_nan, fill_value) };
     let compressor = compressors::get(py, &request, dtype, &shape, &backend)?;
     // SAFETY: `ptr` is device-0 memory (checked above) holding `len` elements of `dtype`
     // (the producer's interface says so; alignment checked), and the Python caller keeps the

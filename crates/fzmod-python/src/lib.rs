@@ -32,7 +32,8 @@ fn facts_json(py: Python<'_>, facts: &impl serde::Serialize) -> PyResult<String>
 
 /// Compress a float32/float64 numpy array into archive bytes.
 #[pyfunction]
-#[pyo3(signature = (array, preset, pipeline, mode, bound, backend_choice))]
+#[pyo3(signature = (array, preset, pipeline, mode, bound, backend_choice, mask_nan=false, fill_value=None))]
+#[allow(clippy::too_many_arguments)]
 fn compress<'py>(
     py: Python<'py>,
     array: &Bound<'py, PyAny>,
@@ -41,6 +42,8 @@ fn compress<'py>(
     mode: Option<&str>,
     bound: Option<f64>,
     backend_choice: &str,
+    mask_nan: bool,
+    fill_value: Option<f64>,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let input = arrays::host_array(array)?;
     let shape = input.shape();
@@ -51,7 +54,7 @@ fn compress<'py>(
     if shape.is_empty() {
         return Err(invalid_argument(py, "a 0-d array has no shape to compress: reshape it to (1,)".into()));
     }
-    let request = PipelineRequest { preset, toml: pipeline, mode, bound };
+    let request = PipelineRequest { preset, toml: pipeline, mode, bound, mask: mask_spec(mask_nan, fill_value) };
     let (backend, _) = backend(py, backend_choice)?;
     let compressor = compressors::get(py, &request, dtype, &shape, &backend)?;
     let archive = match &input {
@@ -129,7 +132,8 @@ fn compare<'py>(
 /// a mode without a value the pipeline cannot supply, a bad backend name). Codecs call it when
 /// they are built, so a wrong setting fails there and not on the first chunk.
 #[pyfunction]
-#[pyo3(signature = (preset, pipeline, mode, bound, backend_choice))]
+#[pyo3(signature = (preset, pipeline, mode, bound, backend_choice, mask_nan=false, fill_value=None))]
+#[allow(clippy::too_many_arguments)]
 fn resolve_settings(
     py: Python<'_>,
     preset: &str,
@@ -137,12 +141,23 @@ fn resolve_settings(
     mode: Option<&str>,
     bound: Option<f64>,
     backend_choice: &str,
+    mask_nan: bool,
+    fill_value: Option<f64>,
 ) -> PyResult<Option<(&'static str, f64)>> {
     backend_choice.parse::<BackendChoice>().map_err(|e| from_library(py, e))?;
-    let request = PipelineRequest { preset, toml: pipeline, mode, bound };
+    let request = PipelineRequest { preset, toml: pipeline, mode, bound, mask: mask_spec(mask_nan, fill_value) };
     // Presets take the shape only to pick block sizes; the bound does not depend on it.
     let (_, resolved) = pipeline::resolve(py, &request, &[1])?;
     Ok(resolved.map(|b| (b.mode.name(), b.value)))
+}
+
+/// What `mask_nan` / `fill_value` ask to mask: a fill value masks NaN too (a NaN fill value
+/// is NaN masking), nothing at all means no Mask stage.
+pub(crate) fn mask_spec(mask_nan: bool, fill_value: Option<f64>) -> fzmod::MaskSpec {
+    match fill_value {
+        Some(_) => fzmod::MaskSpec::nan_and(fill_value),
+        None => fzmod::MaskSpec { nan: mask_nan, inf: false, fill: None },
+    }
 }
 
 /// A pipeline dict (the TOML schema as Python values) as TOML text.

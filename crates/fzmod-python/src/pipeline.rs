@@ -11,6 +11,8 @@ pub struct PipelineRequest<'a> {
     pub toml: Option<&'a str>,
     pub mode: Option<&'a str>,
     pub bound: Option<f64>,
+    /// A Mask stage in front of the pipeline (empty: none).
+    pub mask: fzmod::MaskSpec,
 }
 
 /// The pipeline a request names, before any bound is applied, and the bound it resolves to
@@ -26,6 +28,8 @@ pub fn resolve(
         Some(text) => fzmod::from_toml(text).map_err(lib)?,
         None => fzmod::preset(request.preset, shape).map_err(lib)?,
     };
+    let pipeline =
+        if request.mask.is_empty() { pipeline } else { fzmod::with_mask(&pipeline, request.mask).map_err(lib)? };
     let mode = request.mode.map(str::parse::<fzmod::ErrorMode>).transpose().map_err(lib)?;
     let bound = fzmod::ErrorBound::from_parts(mode, request.bound, pipeline.error_bound()).map_err(lib)?;
     Ok((pipeline, bound))

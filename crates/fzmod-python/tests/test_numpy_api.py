@@ -8,7 +8,7 @@ from conftest import assert_within, smooth_field
 
 import fzmod
 
-PRESETS = ["cuszp", "cuszp2", "cuszp3-fixed", "cuszp3-plain", "cuszp3-outlier", "fzgpu", "pfpl", "mans", "cusz", "interp", "interp-fast"]
+PRESETS = ["cuszp", "cuszp2", "cuszp3-fixed", "cuszp3-plain", "cuszp3-outlier", "fzgpu", "pfpl", "cusz", "mans", "interp", "interp-fast"]
 SHAPES = [(5000,), (70, 90), (9, 33, 17)]
 
 

@@ -62,6 +62,57 @@ pub struct FzmodCodecConfiguration {
     /// A TOML pipeline that replaces the preset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pipeline: Option<String>,
+    /// Mask NaN (a Mask stage in front of the pipeline, docs/FORMAT.md 6.16). Default true;
+    /// written only when false.
+    #[serde(default = "yes", skip_serializing_if = "is_yes")]
+    pub mask_nan: bool,
+    /// Which fill value to mask: `"array"` (the default, not written) the array's own unless
+    /// it is zero; a number (or `"NaN"`, `"Infinity"`, `"-Infinity"`); `null` none.
+    #[serde(default = "array_fill", skip_serializing_if = "is_array_fill")]
+    pub fill_value: Option<FillSetting>,
+}
+
+/// A `fill_value` setting other than `null`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum FillSetting {
+    Number(f64),
+    /// `"array"`, `"NaN"`, `"Infinity"` or `"-Infinity"`.
+    Name(String),
+}
+
+/// The `fill_value` setting that takes the array's fill value.
+pub const ARRAY_FILL: &str = "array";
+
+fn yes() -> bool {
+    true
+}
+fn is_yes(v: &bool) -> bool {
+    *v
+}
+fn array_fill() -> Option<FillSetting> {
+    Some(FillSetting::Name(ARRAY_FILL.into()))
+}
+fn is_array_fill(v: &Option<FillSetting>) -> bool {
+    *v == array_fill()
+}
+
+impl FillSetting {
+    /// The number named, `None` for `"array"`; an unknown name is an error.
+    fn number(&self) -> Result<Option<f64>, String> {
+        match self {
+            FillSetting::Number(v) => Ok(Some(*v)),
+            FillSetting::Name(n) => match n.as_str() {
+                ARRAY_FILL => Ok(None),
+                "NaN" => Ok(Some(f64::NAN)),
+                "Infinity" => Ok(Some(f64::INFINITY)),
+                "-Infinity" => Ok(Some(f64::NEG_INFINITY)),
+                other => Err(format!(
+                    "fzmod: fill_value must be a number, \"array\", null, \"NaN\", \"Infinity\" or \"-Infinity\", not {other:?}"
+                )),
+            },
+        }
+    }
 }
 
 fn version_1() -> u32 {
@@ -83,6 +134,8 @@ impl Default for FzmodCodecConfiguration {
             bound: None,
             backend: default_backend(),
             pipeline: None,
+            mask_nan: true,
+            fill_value: array_fill(),
         }
     }
 }
@@ -109,6 +162,9 @@ impl FzmodCodec {
             )
             .into());
         }
+        if let Some(fill) = &configuration.fill_value {
+            fill.number()?;
+        }
         let mode = configuration.mode.as_deref().map(str::parse::<fzmod::ErrorMode>).transpose();
         let backend = configuration.backend.parse().map_err(|e: fzmod::Error| e.to_string())?;
         let unbound = Self { configuration: configuration.clone(), bound: None, backend };
@@ -118,6 +174,29 @@ impl FzmodCodec {
         configuration.mode = bound.map(|b| b.mode.name().to_string());
         configuration.bound = bound.map(|b| b.value);
         Ok(Self { configuration, bound, backend })
+    }
+
+    /// What a chunk's Mask stage masks, given the array's fill value (`None`: not known).
+    pub fn mask(&self, array_fill: Option<f64>) -> fzmod::MaskSpec {
+        let fill = match &self.configuration.fill_value {
+            None => None,
+            Some(setting) => match setting.number() {
+                Ok(Some(v)) => Some(v),
+                // "array": the array's, unless zero (Zarr's default for floats, usually data).
+                Ok(None) => array_fill.filter(|v| *v != 0.0),
+                Err(_) => None, // refused in `new`
+            },
+        };
+        match fill {
+            Some(_) => fzmod::MaskSpec::nan_and(fill),
+            None => fzmod::MaskSpec { nan: self.configuration.mask_nan, inf: false, fill: None },
+        }
+    }
+
+    /// The pipeline for chunks of `shape`, at the codec's bound, masking what `mask` names.
+    fn pipeline_masked(&self, shape: &[usize], mask: fzmod::MaskSpec) -> fzmod::Result<fzmod::Pipeline> {
+        let pipeline = self.pipeline(shape)?;
+        fzmod::with_mask(&pipeline, mask)
     }
 
     /// The pipeline for chunks of `shape`, at the codec's bound.
@@ -208,7 +287,7 @@ impl ArrayToBytesCodecTraits for FzmodCodec {
         bytes: ArrayBytes<'a>,
         shape: &[NonZeroU64],
         data_type: &DataType,
-        _fill_value: &FillValue,
+        fill_value: &FillValue,
         _options: &CodecOptions,
     ) -> Result<ArrayBytesRaw<'a>, CodecError> {
         let dtype = element_type(data_type)?;
@@ -216,7 +295,12 @@ impl ArrayToBytesCodecTraits for FzmodCodec {
         // zarrs hands native-endian elements; fzmod buffers are read as little-endian.
         let bytes = bytes.into_fixed()?;
         let data = fzmod::Buffer::from_le_bytes(dtype, &bytes).map_err(library_error)?;
-        let mut pipeline = self.pipeline(&shape).map_err(library_error)?;
+        let fill = fill_value.as_ne_bytes();
+        let array_fill = match dtype {
+            fzmod::DType::F32 => fill.try_into().ok().map(|b| f64::from(f32::from_ne_bytes(b))),
+            _ => fill.try_into().ok().map(f64::from_ne_bytes),
+        };
+        let mut pipeline = self.pipeline_masked(&shape, self.mask(array_fill)).map_err(library_error)?;
         pipeline.set_input_dtype(dtype).map_err(library_error)?;
         let (backend, _) = fzmod::backend::Backend::select(self.backend).map_err(library_error)?;
         let archive = pipeline.compress_on(&backend, &data, &shape).map_err(library_error)?;

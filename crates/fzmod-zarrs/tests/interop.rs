@@ -106,6 +106,54 @@ fn bad_configurations_are_refused() {
     }
 }
 
+#[test]
+fn a_nan_padded_edge_chunk_and_the_array_fill_value_are_masked() {
+    // (200, 128) in (128, 128) chunks, fill value NaN: the edge chunk is 44 % NaN padding.
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(FilesystemStore::new(dir.path()).unwrap());
+    let values: Vec<f32> = field(200, 128).iter().map(|&v| v as f32).collect();
+    let size = |name: &str, codec: Arc<FzmodCodec>| {
+        let a = ArrayBuilder::new(vec![200, 128], vec![128, 128], data_type::float32(), f32::NAN)
+            .array_to_bytes_codec(codec)
+            .build(store.clone(), &format!("/{name}"))
+            .unwrap();
+        a.store_metadata().unwrap();
+        a.store_array_subset(&a.subset_all(), values.clone()).unwrap();
+        let back: Vec<f32> = a.retrieve_array_subset(&a.subset_all()).unwrap();
+        let widen = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<_>>();
+        assert_within(&widen(&values), &widen(&back));
+        let chunk = |i: u32| std::fs::metadata(dir.path().join(format!("{name}/c/{i}/0"))).unwrap().len() as f64;
+        (128.0 * 128.0 * 4.0 / chunk(0), 72.0 * 128.0 * 4.0 / chunk(1))
+    };
+    let (full, edge) = size("masked", codec());
+    assert!(edge >= 0.8 * full, "{full} {edge}");
+    // No NaN mask and no fill value (else the array's NaN fill value masks NaN anyway).
+    let unmasked = FzmodCodecConfiguration {
+        mode: Some("abs".into()),
+        bound: Some(BOUND),
+        mask_nan: false,
+        fill_value: None,
+        ..Default::default()
+    };
+    let (_, edge_plain) = size("plain", Arc::new(FzmodCodec::new(unmasked).unwrap()));
+    assert!(edge > 2.0 * edge_plain, "{edge} {edge_plain}");
+
+    // "array": the array's fill value, unless zero; a number or null as given.
+    let c = codec();
+    assert_eq!(c.mask(Some(-1e10)), fzmod::MaskSpec::nan_and(Some(-1e10)));
+    assert_eq!(c.mask(Some(0.0)), fzmod::MaskSpec::nan_and(None));
+    assert_eq!(c.mask(Some(f64::NAN)), fzmod::MaskSpec::nan_and(None));
+    let none: FzmodCodecConfiguration = serde_json::from_str(r#"{"fill_value": null, "mask_nan": false}"#).unwrap();
+    assert!(FzmodCodec::new(none).unwrap().mask(Some(5.0)).is_empty());
+    let inf: FzmodCodecConfiguration = serde_json::from_str(r#"{"fill_value": "-Infinity"}"#).unwrap();
+    assert_eq!(FzmodCodec::new(inf).unwrap().mask(None).fill, Some(f64::NEG_INFINITY));
+    let bad: FzmodCodecConfiguration = serde_json::from_str(r#"{"fill_value": "land"}"#).unwrap();
+    assert!(FzmodCodec::new(bad).is_err());
+    // Defaults are not written: metadata stays readable by builds without masks.
+    let json = serde_json::to_string(&FzmodCodecConfiguration::default()).unwrap();
+    assert!(!json.contains("mask") && !json.contains("fill"), "{json}");
+}
+
 fn from_metadata(json: &str) -> Result<zarrs_codec::Codec, zarrs_plugin::PluginCreateError> {
     let metadata: MetadataV3 = serde_json::from_str(json).unwrap();
     <FzmodCodec as CodecTraitsV3>::create(&metadata)

@@ -53,7 +53,7 @@ pub mod stages;
 pub use api::{compress, decompress_into, Compressor};
 pub use archive::{ErrorMode, Header};
 pub use bench::BenchTiming;
-pub use config::{from_toml, preset, to_toml, PRESETS};
+pub use config::{from_toml, masked_preset, preset, to_toml, with_mask, MaskSpec, PRESETS};
 pub use element::{Buffer, DType, Element, View};
 pub use error::{Error, ErrorKind, Result};
 pub use fallback::is_stored_raw;

@@ -7,7 +7,7 @@
 mod common;
 
 use common::*;
-use fzmod::{Buffer, ErrorBound, ErrorMode};
+use fzmod::{Buffer, ErrorBound, ErrorMode, MaskSpec};
 use std::path::PathBuf;
 
 const PLANE: usize = 73 * 144;
@@ -21,9 +21,12 @@ struct Golden {
     bound: (ErrorMode, f64),
     f64: bool,
     specials: bool,
+    /// A land band of this fill value, masked (with NaN) by a Mask stage in front of the
+    /// preset (`fzmod::masked_preset`).
+    land: Option<f32>,
 }
 
-const GOLDENS: [Golden; 14] = [
+const GOLDENS: [Golden; 15] = [
     Golden {
         file: "v1.0_cuszp_1d.fzm",
         preset: "cuszp",
@@ -32,6 +35,7 @@ const GOLDENS: [Golden; 14] = [
         bound: (ErrorMode::Rel, 1e-3),
         f64: false,
         specials: false,
+        land: None,
     },
     Golden {
         file: "v1.0_cuszp2_2d.fzm",
@@ -41,6 +45,7 @@ const GOLDENS: [Golden; 14] = [
         bound: (ErrorMode::Abs, 1e-2),
         f64: false,
         specials: false,
+        land: None,
     },
     Golden {
         file: "v1.0_cuszp3-fixed_2d.fzm",
@@ -50,6 +55,7 @@ const GOLDENS: [Golden; 14] = [
         bound: (ErrorMode::Rel, 1e-3),
         f64: false,
         specials: false,
+        land: None,
     },
     Golden {
         file: "v1.0_cuszp3-plain_3d.fzm",
@@ -59,6 +65,7 @@ const GOLDENS: [Golden; 14] = [
         bound: (ErrorMode::Rel, 1e-4),
         f64: false,
         specials: false,
+        land: None,
     },
     Golden {
         file: "v1.0_cuszp3-outlier_2d_specials.fzm",
@@ -68,6 +75,7 @@ const GOLDENS: [Golden; 14] = [
         bound: (ErrorMode::Abs, 1e-3),
         f64: false,
         specials: true,
+        land: None,
     },
     Golden {
         file: "v1.0_cuszp2_f64.fzm",
@@ -77,6 +85,7 @@ const GOLDENS: [Golden; 14] = [
         bound: (ErrorMode::Abs, 1e-3),
         f64: true,
         specials: false,
+        land: None,
     },
     // A bound far below the data's precision: the pipeline's archive would exceed the input,
     // so the writer falls back to a one-stage Store archive (docs/FORMAT.md 6.12).
@@ -88,6 +97,7 @@ const GOLDENS: [Golden; 14] = [
         bound: (ErrorMode::Abs, 1e-9),
         f64: false,
         specials: true,
+        land: None,
     },
     Golden {
         file: "v1.0_fzgpu_2d_specials.fzm",
@@ -97,6 +107,7 @@ const GOLDENS: [Golden; 14] = [
         bound: (ErrorMode::Abs, 1e-2),
         f64: false,
         specials: true,
+        land: None,
     },
     Golden {
         file: "v1.0_pfpl_2d_specials.fzm",
@@ -106,6 +117,7 @@ const GOLDENS: [Golden; 14] = [
         bound: (ErrorMode::Abs, 1e-3),
         f64: false,
         specials: true,
+        land: None,
     },
     Golden {
         file: "v1.0_pfpl_f64.fzm",
@@ -115,6 +127,7 @@ const GOLDENS: [Golden; 14] = [
         bound: (ErrorMode::Rel, 1e-4),
         f64: true,
         specials: false,
+        land: None,
     },
     Golden {
         file: "v1.0_cusz_2d_specials.fzm",
@@ -124,6 +137,7 @@ const GOLDENS: [Golden; 14] = [
         bound: (ErrorMode::Rel, 1e-3),
         f64: false,
         specials: true,
+        land: None,
     },
     // Written by the build that added ADM and ANS (format 1.0 plus stage ids 19 and 20).
     Golden {
@@ -134,6 +148,19 @@ const GOLDENS: [Golden; 14] = [
         bound: (ErrorMode::Rel, 1e-3),
         f64: false,
         specials: true,
+        land: None,
+    },
+    // Written by the build that added `fzmod::masked_preset` (format 1.0 plus stage id 43):
+    // a −1e10 land band and the specials' NaN masked, rel relative to the valid values.
+    Golden {
+        file: "v1.0_masked-cuszp2_2d_specials.fzm",
+        preset: "cuszp2",
+        shape: &[73, 144],
+        start: 8 * PLANE,
+        bound: (ErrorMode::Rel, 1e-3),
+        f64: false,
+        specials: true,
+        land: Some(-1e10),
     },
     Golden {
         file: "v1.0_interp_3d_specials.fzm",
@@ -143,6 +170,7 @@ const GOLDENS: [Golden; 14] = [
         bound: (ErrorMode::Rel, 1e-3),
         f64: false,
         specials: true,
+        land: None,
     },
     Golden {
         file: "v1.0_interp-fast_f64.fzm",
@@ -152,6 +180,7 @@ const GOLDENS: [Golden; 14] = [
         bound: (ErrorMode::Rel, 1e-4),
         f64: true,
         specials: false,
+        land: None,
     },
 ];
 
@@ -171,6 +200,15 @@ impl Golden {
             v[501] = 3.0e38;
             v[9000] = -0.0;
         }
+        if let Some(fill) = self.land {
+            v[501] = fill; // not 3e38: the valid range stays the field's
+            for (i, x) in v.iter_mut().enumerate() {
+                let (y, lon) = (i / 144, i % 144);
+                if (40 + y / 3..70 + y / 2).contains(&lon) || (y > 60 && lon < 20) {
+                    *x = fill;
+                }
+            }
+        }
         if self.f64 {
             Buffer::F64(v.iter().map(|&x| f64::from(x) * 1.000_000_1).collect())
         } else {
@@ -180,7 +218,11 @@ impl Golden {
 
     fn compress(&self) -> Vec<u8> {
         let input = self.input();
-        let mut p = fzmod::preset(self.preset, self.shape).unwrap();
+        let mut p = match self.land {
+            Some(fill) => fzmod::masked_preset(self.preset, self.shape, MaskSpec::nan_and(Some(f64::from(fill)))),
+            None => fzmod::preset(self.preset, self.shape),
+        }
+        .unwrap();
         p.set_error_bound(ErrorBound::new(self.bound.0, self.bound.1).unwrap()).unwrap();
         p.set_input_dtype(input.dtype()).unwrap();
         p.compress(&input, self.shape).unwrap()
@@ -224,7 +266,9 @@ fn golden_archives_decode_to_their_recorded_values() {
         let input = g.input();
         let abs = expected_abs_bound(&input, ErrorBound::new(g.bound.0, g.bound.1).unwrap());
         assert_within(&input, &decoded.data, abs, g.file);
-        assert_eq!(decoded.header.preset, g.preset);
+        // (A masked golden's bound is checked against its valid range in its own test.)
+        let preset = if g.land.is_some() { format!("masked-{}", g.preset) } else { g.preset.to_string() };
+        assert_eq!(decoded.header.preset, preset);
     }
 }
 
@@ -297,4 +341,26 @@ fn the_store_fallback_golden_keeps_every_bit_and_the_requested_bound() {
     assert!(fzmod::is_stored_raw(&decoded.header));
     assert_eq!((decoded.header.error_mode, decoded.header.error_bound), g.bound);
     assert_eq!(decoded.data.to_le_bytes(), g.input().to_le_bytes(), "NaN payload, -0.0 and all values bit for bit");
+}
+
+#[test]
+fn the_masked_golden_restores_its_land_and_nan_bit_for_bit() {
+    let g = GOLDENS.iter().find(|g| g.land.is_some()).unwrap();
+    let decoded = fzmod::decompress(&g.archive()).unwrap();
+    assert_eq!(decoded.header.preset, "masked-cuszp2");
+    let (Buffer::F32(input), Buffer::F32(output)) = (g.input(), decoded.data) else { unreachable!() };
+    let fill = g.land.unwrap();
+    let valid: Vec<f64> = input.iter().filter(|x| x.is_finite() && **x != fill).map(|&x| f64::from(x)).collect();
+    let range =
+        valid.iter().copied().fold(f64::NEG_INFINITY, f64::max) - valid.iter().copied().fold(f64::INFINITY, f64::min);
+    let mut land = 0;
+    for (a, b) in input.iter().zip(&output) {
+        if *a == fill || a.is_nan() {
+            assert_eq!(a.to_bits(), b.to_bits());
+            land += 1;
+        } else if a.is_finite() {
+            assert!((f64::from(*a) - f64::from(*b)).abs() <= 1e-3 * range, "{a} -> {b}");
+        }
+    }
+    assert!(land > 2000, "{land} masked points");
 }

@@ -258,6 +258,15 @@ fn every_recorded_float_mutated_decodes_identically_or_fails() {
                 archives.push((format!("{} {dtype} {}", preset.name, mode.name()), archive));
             }
         }
+        // The same with a Mask stage in front (NaN and a fill value on a tenth of the points).
+        let mut values = field(4096);
+        values.iter_mut().step_by(10).for_each(|v| *v = -1e10);
+        values[7] = f64::NAN;
+        let data = buffer(&values, DType::F32);
+        let mut p = fzmod::masked_preset(preset.name, &[64, 64], fzmod::MaskSpec::nan_and(Some(-1e10))).unwrap();
+        p.set_error_bound(ErrorBound::new(ErrorMode::Rel, 1e-3).unwrap()).unwrap();
+        p.set_input_dtype(DType::F32).unwrap();
+        archives.push((format!("masked {} f32 rel", preset.name), p.compress(&data, &[64, 64]).unwrap()));
     }
     let mut failures = Vec::new();
     let mut mutated = 0;

@@ -61,6 +61,9 @@ def compress(
     bound: Optional[float] = None,
     backend: str = "auto",
     pipeline: Pipeline = None,
+    *,
+    mask_nan: bool = False,
+    fill_value: Optional[float] = None,
 ) -> bytes:
     """Compress a float32 or float64 array into archive bytes.
 
@@ -77,13 +80,27 @@ def compress(
         bytes are the same on every backend.
     pipeline: a TOML pipeline (README "Pipelines as TOML") as text, or as a dict of the
         same structure, e.g. ``{"stage": [{"name": "quant", "type": "Quantizer", ...}, ...]}``.
+    mask_nan, fill_value: put a Mask stage (docs/FORMAT.md 6.16) in front of the preset or
+        pipeline. ``mask_nan=True`` masks every NaN; ``fill_value=v`` masks the exact value
+        ``v`` (a land or missing marker such as a CF ``_FillValue``; as the array's dtype's
+        nearest value) and NaN too (``fill_value=nan`` is ``mask_nan=True``). Masked points
+        are stored as a run-length mask and come back bit for bit; they are filled from a
+        neighbour before prediction, and ``mode="rel"`` is then relative to the range of the
+        unmasked values.
     """
-    options = _options(preset, mode, bound, backend, pipeline)
+    options = _options(preset, mode, bound, backend, pipeline, mask_nan, fill_value)
     if _device.is_device_array(array):
         return _device.compress(array, **options)
     host = _float_array(array, "array")
     return _native.compress(
-        host, options["preset"], options["pipeline"], options["mode"], options["bound"], options["backend"]
+        host,
+        options["preset"],
+        options["pipeline"],
+        options["mode"],
+        options["bound"],
+        options["backend"],
+        options["mask_nan"],
+        options["fill_value"],
     )
 
 
@@ -93,12 +110,17 @@ def resolve_bound(
     bound: Optional[float] = None,
     backend: str = "auto",
     pipeline: Pipeline = None,
+    *,
+    mask_nan: bool = False,
+    fill_value: Optional[float] = None,
 ) -> Optional[Tuple[str, float]]:
     """The ``(mode, value)`` that ``compress`` with these settings runs at (``None`` for a
     pipeline without a bound), raising ``InvalidArgument`` for any setting ``compress`` would
     refuse. The codecs call it when they are built, so a wrong setting fails there."""
-    o = _options(preset, mode, bound, backend, pipeline)
-    return _native.resolve_settings(o["preset"], o["pipeline"], o["mode"], o["bound"], o["backend"])
+    o = _options(preset, mode, bound, backend, pipeline, mask_nan, fill_value)
+    return _native.resolve_settings(
+        o["preset"], o["pipeline"], o["mode"], o["bound"], o["backend"], o["mask_nan"], o["fill_value"]
+    )
 
 
 def decompress(data: Any, out: Optional[numpy.ndarray] = None, *, backend: str = "auto", device: Optional[str] = None) -> Any:
@@ -217,9 +239,13 @@ def _backend(choice):
     return _text(choice, "backend")
 
 
-def _options(preset, mode, bound, backend, pipeline):
+def _options(preset, mode, bound, backend, pipeline, mask_nan=False, fill_value=None):
     """compress's settings, type-checked and with the library's default preset."""
+    if not isinstance(mask_nan, (bool, numpy.bool_)):
+        raise InvalidArgument(f"mask_nan must be True or False, got {mask_nan!r}")
     return {
+        "mask_nan": bool(mask_nan),
+        "fill_value": None if fill_value is None else _number(fill_value, "fill_value"),
         "preset": DEFAULT_PRESET if preset is None else _text(preset, "preset"),
         "pipeline": pipeline_text(pipeline),
         "mode": None if mode is None else _text(mode, "mode"),

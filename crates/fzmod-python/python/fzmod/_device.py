@@ -33,14 +33,16 @@ def is_device_array(obj):
     return int(device_type) not in _DLPACK_HOST_DEVICES
 
 
-def compress(array, *, preset, pipeline, mode, bound, backend):
+def compress(array, *, preset, pipeline, mode, bound, backend, mask_nan=False, fill_value=None):
     """Compress a device array on the device (arguments already normalised by the caller)."""
     # `owner` (the array, or CuPy's view of a DLPack producer) stays referenced until this
     # returns, so the memory outlives the library's use of it.
     owner, interface = _interface(array)
     pointer, shape, typestr = _validate(interface, array)
     sync, stream = _producer_stream(interface)
-    return _native.compress_device(pointer, typestr, shape, sync, stream, preset, pipeline, mode, bound, backend)
+    return _native.compress_device(
+        pointer, typestr, shape, sync, stream, preset, pipeline, mode, bound, backend, mask_nan, fill_value
+    )
 
 
 def decompress(data, backend):

@@ -14,6 +14,8 @@ def compress(
     mode: Optional[str],
     bound: Optional[float],
     backend_choice: str,
+    mask_nan: bool = False,
+    fill_value: Optional[float] = None,
 ) -> bytes: ...
 def decompress(data: numpy.ndarray, out: Optional[numpy.ndarray], backend_choice: str) -> numpy.ndarray: ...
 def inspect(data: numpy.ndarray) -> str:
@@ -29,6 +31,8 @@ def resolve_settings(
     mode: Optional[str],
     bound: Optional[float],
     backend_choice: str,
+    mask_nan: bool = False,
+    fill_value: Optional[float] = None,
 ) -> Optional[Tuple[str, float]]: ...
 def pipeline_toml(pipeline: dict) -> str: ...
 def resolve_backend(choice: str) -> Tuple[str, str]: ...
@@ -43,6 +47,8 @@ def compress_device(
     mode: Optional[str],
     bound: Optional[float],
     backend_choice: str,
+    mask_nan: bool = False,
+    fill_value: Optional[float] = None,
 ) -> bytes: ...
 def decompress_device(data: numpy.ndarray, backend_choice: str) -> DeviceArray: ...
 

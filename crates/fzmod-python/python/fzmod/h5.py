@@ -11,6 +11,11 @@ chunk shape (HDF5's ``set_local``; layout: crates/fzmod-hdf5/src/params.rs), and
 datasets it cannot compress (anything but float32/float64): the creation fails, nothing is
 stored uncompressed behind your back. ``mode="rel"`` is relative to each chunk's value range
 (``fzmod.xarray.encoding`` sets an absolute bound from a whole variable's range instead).
+
+Masked data: ``mask_nan=True`` and/or ``fill_value=v`` (a CF ``_FillValue``, land marker) put
+a Mask stage in front of the preset, as with ``fzmod.compress``; ``create_dataset`` takes the
+dataset's ``fillvalue=`` as the fill value to mask unless told otherwise. These settings use
+cd_values layout 2 (layout 1 without a mask, readable by earlier plugins).
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from . import _hdf5_plugin
 
 FILTER_ID = 400
 CD_LAYOUT_VERSION = 1
+CD_LAYOUT_VERSION_MASKED = 2
+_MASK_NAN, _MASK_FILL = 1, 4
 # Fixed forever, as in crates/fzmod-hdf5/src/params.rs.
 PRESET_IDS = {
     "cuszp": 0,
@@ -51,9 +58,17 @@ class Fzmod(Mapping):
 
     filter_id = FILTER_ID
 
-    def __init__(self, preset: Optional[str] = None, mode: Optional[str] = None, bound: Optional[float] = None):
+    def __init__(
+        self,
+        preset: Optional[str] = None,
+        mode: Optional[str] = None,
+        bound: Optional[float] = None,
+        *,
+        mask_nan: bool = False,
+        fill_value: Optional[float] = None,
+    ):
         _ensure_plugin()
-        self.filter_options = cd_values(preset, mode, bound)
+        self.filter_options = cd_values(preset, mode, bound, mask_nan=mask_nan, fill_value=fill_value)
         self._kwargs = {"compression": FILTER_ID, "compression_opts": self.filter_options}
 
     def __getitem__(self, key: str) -> Any:
@@ -77,22 +92,47 @@ def create_dataset(
     preset: Optional[str] = None,
     mode: Optional[str] = None,
     bound: Optional[float] = None,
+    *,
+    mask_nan: bool = False,
+    fill_value: Any = "fillvalue",
     **kwargs: Any,
 ) -> Any:
-    """``group.create_dataset(name, data=data, chunks=chunks, ...)`` with the fzmod filter."""
+    """``group.create_dataset(name, data=data, chunks=chunks, ...)`` with the fzmod filter.
+    ``fill_value`` (default: the dataset's ``fillvalue=`` if given, else none) and
+    ``mask_nan`` as for ``Fzmod``."""
     data = numpy.asarray(data)
-    return group.create_dataset(name, data=data, chunks=tuple(chunks), **Fzmod(preset, mode, bound), **kwargs)
+    if isinstance(fill_value, str) and fill_value == "fillvalue":
+        fill_value = kwargs.get("fillvalue")
+    options = Fzmod(preset, mode, bound, mask_nan=mask_nan, fill_value=fill_value)
+    return group.create_dataset(name, data=data, chunks=tuple(chunks), **options, **kwargs)
 
 
-def cd_values(preset: Optional[str] = None, mode: Optional[str] = None, bound: Optional[float] = None) -> tuple:
+def cd_values(
+    preset: Optional[str] = None,
+    mode: Optional[str] = None,
+    bound: Optional[float] = None,
+    *,
+    mask_nan: bool = False,
+    fill_value: Optional[float] = None,
+) -> tuple:
     """The filter's cd_values (unsigned 32-bit words) for these settings, under the bound
-    policy of ``fzmod.compress`` (``fzmod.resolve_bound``)."""
+    policy of ``fzmod.compress`` (``fzmod.resolve_bound``); with a mask, layout 2."""
     preset = fzmod.DEFAULT_PRESET if preset is None else preset
     if preset not in PRESET_IDS:
         raise fzmod.InvalidArgument(f"preset {preset!r} has no HDF5 id (known: {', '.join(PRESET_IDS)})")
-    mode, bound = fzmod.resolve_bound(preset, mode, bound)  # presets always carry a bound
+    # Presets always carry a bound.
+    mode, bound = fzmod.resolve_bound(preset, mode, bound, mask_nan=mask_nan, fill_value=fill_value)
     low, high = struct.unpack("<II", struct.pack("<d", bound))
-    return (CD_LAYOUT_VERSION, PRESET_IDS[preset], _MODE_CODES[mode], low, high)
+    if fill_value is not None:
+        fill_value = float(fill_value)
+        mask_nan = True  # a fill value masks NaN too; a NaN fill value is NaN masking
+        if fill_value != fill_value:
+            fill_value = None
+    if not mask_nan:
+        return (CD_LAYOUT_VERSION, PRESET_IDS[preset], _MODE_CODES[mode], low, high)
+    flags = _MASK_NAN | (_MASK_FILL if fill_value is not None else 0)
+    fill_low, fill_high = struct.unpack("<II", struct.pack("<d", 0.0 if fill_value is None else fill_value))
+    return (CD_LAYOUT_VERSION_MASKED, PRESET_IDS[preset], _MODE_CODES[mode], low, high, flags, fill_low, fill_high)
 
 
 def _ensure_plugin():

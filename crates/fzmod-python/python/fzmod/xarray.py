@@ -78,18 +78,24 @@ def encoding(
         raise fzmod.InvalidArgument(f"zarr_format must be 2 or 3, got {zarr_format!r}")
     result = {}
     for name, bound in abs_bounds(dataset, rel, variables).items():
+        # The CF fill value (the first of _FillValue / missing_value) and NaN are masked: the
+        # fill costs run lengths, not one outlier per point.
+        fills = fill_values(dataset.data_vars[name])
+        mask = {"mask_nan": True, "fill_value": fills[0] if fills else None}
         if engine == "zarr" and zarr_format == 3:
             from .zarr import FzmodCodec
 
-            result[name] = {"serializer": FzmodCodec(preset=preset, mode="abs", bound=bound), "compressors": None}
+            codec = FzmodCodec(preset=preset, mode="abs", bound=bound, **mask)
+            result[name] = {"serializer": codec, "compressors": None}
         elif engine == "zarr":
             from .numcodecs import Fzmod
 
-            result[name] = {"compressors": [Fzmod(preset=preset, mode="abs", bound=bound)]}
+            result[name] = {"compressors": [Fzmod(preset=preset, mode="abs", bound=bound, **mask)]}
         else:
             from .h5 import FILTER_ID, cd_values
 
-            result[name] = {"compression": FILTER_ID, "compression_opts": cd_values(preset, "abs", bound)}
+            opts = cd_values(preset, "abs", bound, **mask)
+            result[name] = {"compression": FILTER_ID, "compression_opts": opts}
     return result
 
 

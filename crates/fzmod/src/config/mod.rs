@@ -14,6 +14,10 @@
 //! ```
 //! A stage without `inputs` (or with `from = "__external__"`) reads the pipeline input.
 
+mod mask;
+
+pub use mask::{masked_preset, with_mask, MaskSpec};
+
 use crate::error::{Error, Result};
 use crate::graph::Pipeline;
 use crate::shape::Grid;
