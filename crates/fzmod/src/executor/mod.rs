@@ -216,6 +216,9 @@ fn host_len(run: &DeviceRun, b: &DeviceBuffer) -> Result<usize> {
 
 impl CompressJob for UnfusedCompress<'_> {
     fn kernels(&mut self) -> Result<()> {
+        // A repeated call (timing) frees the previous run's buffers first: one run's memory
+        // at a time.
+        self.done = None;
         self.done = Some(self.walk()?);
         Ok(())
     }
@@ -318,6 +321,7 @@ fn on_cpu_inverse(run: &DeviceRun, stage: &dyn Stage, outputs: &[&DeviceBuffer])
 
 impl DecompressJob for UnfusedDecompress<'_> {
     fn kernels(&mut self) -> Result<()> {
+        self.result = None;
         let mut run = DeviceRun::new(self.dev, Vec::new(), Vec::new())?;
         let plan = &self.plan;
         let chain = self.chain();
