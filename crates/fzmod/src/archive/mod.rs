@@ -4,6 +4,7 @@
 //! body (pipeline, shape, bound, segment table) and the aligned, checksummed segments.
 
 mod bytes;
+pub mod index;
 
 pub(crate) use bytes::{Reader, Writer};
 
