@@ -113,7 +113,9 @@ pub enum IndexError {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Data {
-    Implicit { size: u64 },
+    Implicit {
+        size: u64,
+    },
     Verbatim(Vec<u64>),
     /// (top 32 bits of the 44-bit base, deltas of the four blocks)
     Hybrid4(Vec<(u32, [u16; 4])>),
@@ -473,7 +475,10 @@ impl IndexBuilder {
                     return Err(unrep(
                         class,
                         i,
-                        format!("size {size} differs from the fixed size {} (no variable rate)", self.fixed.unwrap_or(0)),
+                        format!(
+                            "size {size} differs from the fixed size {} (no variable rate)",
+                            self.fixed.unwrap_or(0)
+                        ),
                     ));
                 }
             }
