@@ -14,8 +14,10 @@ def compress(
     mode: Optional[str],
     bound: Optional[float],
     backend_choice: str,
+    chunk: Optional[str] = None,
 ) -> bytes: ...
 def decompress(data: numpy.ndarray, out: Optional[numpy.ndarray], backend_choice: str) -> numpy.ndarray: ...
+def decompress_region(data: numpy.ndarray, region: str, backend_choice: str) -> numpy.ndarray: ...
 def inspect(data: numpy.ndarray) -> str:
     """JSON text of the archive's facts (fzmod::ArchiveFacts)."""
 
