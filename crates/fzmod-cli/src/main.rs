@@ -259,9 +259,8 @@ fn prepare(path: &Path, job: &Job, max_memory: u64) -> Result<Prepared> {
             let d = shape.len().clamp(1, 4) as u8;
             let index = match &job.index {
                 None => Vec::new(),
-                Some(name) => vec![fzmod::archive::index::IndexClass::parse(name, d).with_context(|| {
-                    format!("--index {name}: expected implicit, verbatim, hybrid4 or hybrid8")
-                })?],
+                Some(name) => vec![fzmod::archive::index::IndexClass::parse(name, d)
+                    .with_context(|| format!("--index {name}: expected implicit, verbatim, hybrid4 or hybrid8"))?],
             };
             Some(fzmod::ChunkOptions { chunk_shape, index })
         }
@@ -370,8 +369,7 @@ fn run(cli: Cli) -> Result<()> {
             let json = out.json_destination(&[&input], Some(&dest))?;
             let p = prepare(&input, &job, max_memory)?;
             let message = format!("compressing {} on {}", shown(&input), p.backend.name());
-            let (archive, secs) =
-                timed(message, out.quiet, || p.compress());
+            let (archive, secs) = timed(message, out.quiet, || p.compress());
             let archive = archive.with_context(|| format!("compressing {}", shown(&input)))?;
             let header = fzmod::inspect(&archive).with_context(|| format!("the archive of {}", shown(&input)))?;
             let mut r = Report::new(&header, archive.len(), shown(&input));
@@ -419,8 +417,7 @@ fn run(cli: Cli) -> Result<()> {
             let json = out.json_destination(&[&input], dest.as_ref())?;
             let p = prepare(&input, &job, max_memory)?;
             let message = format!("compressing {} on {}", shown(&input), p.backend.name());
-            let (archive, c_secs) =
-                timed(message, out.quiet, || p.compress());
+            let (archive, c_secs) = timed(message, out.quiet, || p.compress());
             let archive = archive.with_context(|| format!("compressing {}", shown(&input)))?;
             let what = format!("the new archive of {}", shown(&input));
             let decoder = decoder(p.backend.clone(), p.opts, max_memory);

@@ -252,10 +252,12 @@ fn the_golden_chunked_archive_decodes_to_its_recorded_values() {
         let all = load(&repo_root().join("data/navy_uwnd_132x73x144.f32"));
         let Buffer::F32(v) = all.data else { unreachable!() };
         let data = v[..shape.iter().product::<usize>()].to_vec();
-        let archive = compress_chunked("cuszp2", &data, &shape, &[2, 40, 72], ErrorBound::new(ErrorMode::Rel, 1e-3).unwrap());
+        let archive =
+            compress_chunked("cuszp2", &data, &shape, &[2, 40, 72], ErrorBound::new(ErrorMode::Rel, 1e-3).unwrap());
         std::fs::write(&path, archive).unwrap();
     }
-    let archive = std::fs::read(&path).unwrap_or_else(|_| panic!("{} missing (FZMOD_BLESS=1 writes it once)", path.display()));
+    let archive =
+        std::fs::read(&path).unwrap_or_else(|_| panic!("{} missing (FZMOD_BLESS=1 writes it once)", path.display()));
     let decoded = fzmod::decompress(&archive).unwrap();
     let crc = crc32c::crc32c(&decoded.data.to_le_bytes());
     let manifest = dir.join("MANIFEST");
