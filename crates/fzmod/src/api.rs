@@ -125,7 +125,15 @@ mod device_resident {
             let Backend::Cuda(dev) = self.backend() else {
                 return Err(Error::BackendUnavailable("device-resident output needs the CUDA backend".into()));
             };
-            executor::decompress_device(dev, self.plan(archive)?)
+            let plan = self.plan(archive)?;
+            if plan.chunked.is_some() {
+                return Err(Error::InvalidArgument(
+                    "a chunked archive decodes into host memory (decompress / region); device-resident \
+                     output of chunked archives is not supported yet"
+                        .into(),
+                ));
+            }
+            executor::decompress_device(dev, plan)
         }
     }
 }
