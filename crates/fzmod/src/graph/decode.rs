@@ -232,6 +232,9 @@ impl<'a> DecodePlan<'a> {
     /// that states one (its record was checked against the header); `None` when every stage is
     /// exact (lossless pipelines and the Store fallback).
     pub fn guaranteed_abs_bound(&self) -> Option<f64> {
+        if let Some(c) = &self.header.chunking {
+            return c.guaranteed_abs_bound();
+        }
         self.stages.iter().find_map(|s| s.recorded_abs_bound())
     }
 
