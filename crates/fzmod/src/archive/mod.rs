@@ -441,7 +441,9 @@ fn decode_body(body: &[u8], version: (u16, u16)) -> Result<(Header, u64)> {
             chunking: None,
         };
         header.chunking = Some(chunked::decode_fields(&mut r, &header, data_len)?);
-        if version.1 <= chunked::CHUNKED_MINOR {
+        // As in 1.x: a newer minor may append fields this build does not know.
+        let newer_minor = version.1 > chunked::CHUNKED_MINOR;
+        if !newer_minor {
             r.finish()?;
         }
         return Ok((header, data_len));

@@ -26,10 +26,11 @@ impl ArchiveSource for &[u8] {
         <[u8]>::len(self) as u64
     }
     fn read_at(&self, offset: u64, len: usize) -> Result<Cow<'_, [u8]>> {
-        let end = offset.checked_add(len as u64).filter(|&e| e <= self.len() as u64);
+        let total = <[u8]>::len(self) as u64;
+        let end = offset.checked_add(len as u64).filter(|&e| e <= total);
         match end {
             Some(end) => Ok(Cow::Borrowed(&self[offset as usize..end as usize])),
-            None => Err(past_end(offset, len, self.len() as u64)),
+            None => Err(past_end(offset, len, total)),
         }
     }
 }

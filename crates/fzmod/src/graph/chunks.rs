@@ -68,6 +68,7 @@ pub fn check_region(region: &[Range<u64>], shape: &[u64]) -> Result<()> {
 
 /// Copy the box of `extent` at `src_origin` of a C-order array `src` (shape `src_shape`,
 /// elements of `elem` bytes) to `dst_origin` of `dst` (shape `dst_shape`).
+#[allow(clippy::too_many_arguments)]
 pub fn copy_box(
     src: &[u8],
     src_shape: &[u64],
