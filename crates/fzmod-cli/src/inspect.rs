@@ -72,6 +72,23 @@ pub fn to_text(h: &Header, archive_len: usize) -> String {
             parameters_text(st)
         );
     }
+    if let Some(c) = &h.chunking {
+        let shape: Vec<String> = c.chunk_shape.iter().map(u64::to_string).collect();
+        s += &format!(
+            "chunks       {} of {} (each its own format-1 archive; stages above: the first chunk's)\n",
+            c.index.len(),
+            shape.join("x")
+        );
+        s += &format!(
+            "chunk bound  {} {:e} in every chunk\nchunk index  {}, {} bytes ({:.2} bits per chunk)\n",
+            c.chunk_mode.name(),
+            c.chunk_bound,
+            c.index.class(),
+            c.index.size_bytes(),
+            c.index.bits_per_block()
+        );
+        return s;
+    }
     s += "segments\n";
     for e in &h.segments {
         s += &format!(
@@ -110,5 +127,15 @@ pub fn to_json(h: &Header, archive_len: usize) -> anyhow::Result<Value> {
         })
     });
     m.insert("segments".into(), Value::Array(segments.collect()));
+    if let Some(c) = &h.chunking {
+        m.insert(
+            "chunks".into(),
+            json!({
+                "chunk_shape": c.chunk_shape, "count": c.index.len(),
+                "chunk_error_mode": c.chunk_mode.name(), "chunk_error_bound": c.chunk_bound,
+                "index_class": c.index.class().name(), "index_bytes": c.index.size_bytes(),
+            }),
+        );
+    }
     Ok(Value::Object(m))
 }

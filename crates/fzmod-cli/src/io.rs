@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 /// The path that means standard input or standard output.
 const STDIO: &str = "-";
 
-fn is_stdio(path: &Path) -> bool {
+pub fn is_stdio(path: &Path) -> bool {
     path.as_os_str() == STDIO
 }
 

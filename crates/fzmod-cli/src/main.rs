@@ -79,6 +79,12 @@ enum Command {
         /// GPU fusion rules (same output either way).
         #[arg(long, value_enum, default_value_t = Fusion::On)]
         fusion: Fusion,
+        /// Decode only this box, numpy-style slices in C order: `10:20,0:73,5:100` (`:` a
+        /// whole dimension, `7` one index, negative numbers from the end; step 1 only). Of a
+        /// chunked archive only the chunks the box meets are read; an unchunked one is decoded
+        /// whole and sliced. The output is the box's values in C order.
+        #[arg(long, value_name = "SLICES", conflicts_with = "compare", allow_hyphen_values = true)]
+        region: Option<String>,
         #[command(flatten)]
         out: Output,
     },
@@ -174,6 +180,15 @@ struct Job {
     /// GPU fusion rules (same bytes either way): `off` runs every stage's own kernels.
     #[arg(long, value_enum, default_value_t = Fusion::On)]
     fusion: Fusion,
+    /// Write a chunked archive (format 2.0) of independent chunks of this shape, for region
+    /// decode: `1024x1024`, `64,64,64`, or `auto` (boxes of about 4 MiB). Chunks compress in
+    /// parallel on the CPU; the bytes do not depend on the thread count.
+    #[arg(long, value_name = "SHAPE|auto")]
+    chunk: Option<String>,
+    /// Chunk index class (with --chunk): implicit, verbatim, hybrid4 or hybrid8. Default: the
+    /// most compact class that holds the chunk sizes.
+    #[arg(long, value_name = "CLASS", requires = "chunk")]
+    index: Option<String>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -224,6 +239,8 @@ struct Prepared {
     backend: Backend,
     note: String,
     opts: RunOptions,
+    /// --chunk: write a chunked archive.
+    chunks: Option<fzmod::ChunkOptions>,
 }
 
 fn prepare(path: &Path, job: &Job, max_memory: u64) -> Result<Prepared> {
@@ -232,7 +249,31 @@ fn prepare(path: &Path, job: &Job, max_memory: u64) -> Result<Prepared> {
     let pipeline = job_pipeline(job, &job.preset, job.error_bound, &shape)?;
     let input = io::read_array(path, dtype, &shape, max_memory)?;
     let (backend, note) = Backend::select(job.backend)?;
-    Ok(Prepared { input, shape, pipeline, backend, note, opts: job.fusion.into() })
+    let chunks = match &job.chunk {
+        None => None,
+        Some(text) => {
+            let chunk_shape =
+                fzmod::parse_chunk_shape(text, &shape, dtype.size()).with_context(|| format!("--chunk {text}"))?;
+            let d = shape.len().clamp(1, 4) as u8;
+            let index = match &job.index {
+                None => Vec::new(),
+                Some(name) => vec![fzmod::archive::index::IndexClass::parse(name, d)
+                    .with_context(|| format!("--index {name}: expected implicit, verbatim, hybrid4 or hybrid8"))?],
+            };
+            Some(fzmod::ChunkOptions { chunk_shape, index })
+        }
+    };
+    Ok(Prepared { input, shape, pipeline, backend, note, opts: job.fusion.into(), chunks })
+}
+
+impl Prepared {
+    /// Compress as the job asks: one archive, or a chunked one with --chunk.
+    fn compress(&self) -> fzmod::Result<Vec<u8>> {
+        match &self.chunks {
+            None => self.pipeline.compress_with(&self.backend, &self.input, &self.shape, self.opts),
+            Some(c) => self.pipeline.compress_chunked(&self.backend, &self.input, &self.shape, c, self.opts),
+        }
+    }
 }
 
 /// The job's pipeline (its --config, else `preset`) with the bound (-m and `error_bound`) and
@@ -366,8 +407,7 @@ fn run(cli: Cli) -> Result<()> {
             let json = out.json_destination(&[&input], Some(&dest))?;
             let p = prepare(&input, &job, max_memory)?;
             let message = format!("compressing {} on {}", shown(&input), p.backend.name());
-            let (archive, secs) =
-                timed(message, out.quiet, || p.pipeline.compress_with(&p.backend, &p.input, &p.shape, p.opts));
+            let (archive, secs) = timed(message, out.quiet, || p.compress());
             let archive = archive.with_context(|| format!("compressing {}", shown(&input)))?;
             let header = fzmod::inspect(&archive).with_context(|| format!("the archive of {}", shown(&input)))?;
             let mut r = Report::new(&header, archive.len(), shown(&input));
@@ -375,10 +415,15 @@ fn run(cli: Cli) -> Result<()> {
             r.compress_seconds = Some(secs);
             out.finish(&r, Some((&dest, &archive)), json.as_ref())
         }
-        Command::Decompress { input, output, compare, backend, fusion, out } => {
+        Command::Decompress { input, output, compare, backend, fusion, region, out } => {
             let inputs: Vec<&Path> = std::iter::once(input.as_path()).chain(compare.as_deref()).collect();
             let dest = io::destination(&output, out.force, &inputs)?;
             let json = out.json_destination(&inputs, Some(&dest))?;
+            if let Some(region) = region {
+                let (backend, note) = Backend::select(backend)?;
+                let decoder = decoder(backend, fusion.into(), max_memory);
+                return decompress_region(&input, &region, &decoder, note, &dest, json.as_ref(), &out, max_memory);
+            }
             let bytes = io::read_archive(&input, max_memory)?;
             let what = format!("archive {}", shown(&input));
             let (backend, note) = Backend::select(backend)?;
@@ -410,8 +455,7 @@ fn run(cli: Cli) -> Result<()> {
             let json = out.json_destination(&[&input], dest.as_ref())?;
             let p = prepare(&input, &job, max_memory)?;
             let message = format!("compressing {} on {}", shown(&input), p.backend.name());
-            let (archive, c_secs) =
-                timed(message, out.quiet, || p.pipeline.compress_with(&p.backend, &p.input, &p.shape, p.opts));
+            let (archive, c_secs) = timed(message, out.quiet, || p.compress());
             let archive = archive.with_context(|| format!("compressing {}", shown(&input)))?;
             let what = format!("the new archive of {}", shown(&input));
             let decoder = decoder(p.backend.clone(), p.opts, max_memory);
@@ -468,6 +512,54 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
+/// `decompress --region`: read the header, then only the chunks the box meets (a regular
+/// file is read at offsets; a stream is read whole first).
+#[allow(clippy::too_many_arguments)]
+fn decompress_region(
+    input: &Path,
+    region: &str,
+    decoder: &Decoder,
+    note: String,
+    dest: &io::Destination,
+    json: Option<&io::Destination>,
+    out: &Output,
+    max_memory: u64,
+) -> Result<()> {
+    use fzmod::archive::source::{ArchiveSource, CountingSource, FileSource};
+    let what = format!("archive {}", shown(input));
+    let file = (!io::is_stdio(input))
+        .then(|| std::fs::File::open(input))
+        .transpose()
+        .with_context(|| format!("cannot read {}", shown(input)))?
+        .filter(|f| f.metadata().is_ok_and(|m| m.is_file()));
+    let bytes;
+    let source: Box<dyn ArchiveSource> = match file {
+        Some(f) => Box::new(FileSource::new(f).with_context(|| what.clone())?),
+        None => {
+            bytes = io::read_archive(input, max_memory)?;
+            Box::new(bytes.as_slice())
+        }
+    };
+    let counting = CountingSource::new(source.as_ref());
+    let head = fzmod::graph::chunks::open(&counting).with_context(|| what.clone())?;
+    let ranges = fzmod::parse_region(region, &head.header.shape)
+        .with_context(|| format!("--region {region} (the archive's shape is {:?})", head.header.shape))?;
+    let message = format!("decompressing a region of {} on {}", shown(input), decoder.backend().name());
+    let (decoded, secs) = timed(message, out.quiet, || decoder.region_from(&counting, &ranges));
+    let decoded = decoded.with_context(|| format!("decompressing {what}"))?;
+    let mut r = Report::new(&decoded.header, counting.len() as usize, shown(input));
+    r.backend = decoded.backend.into();
+    r.backend_note = format!(
+        "{note}{}region {region}: {} values, {} of {} archive bytes read",
+        if note.is_empty() { "" } else { "; " },
+        decoded.data.len(),
+        counting.bytes_read(),
+        counting.len()
+    );
+    r.decompress_seconds = Some(secs);
+    out.finish(&r, Some((dest, &decoded.data.le_bytes())), json)
+}
+
 fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
     v.sort_by(f64::total_cmp);
     let median = if v.len() % 2 == 1 { v[v.len() / 2] } else { (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0 };
@@ -475,6 +567,9 @@ fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
 }
 
 fn bench(input: &Path, job: &Job, runs: usize, json: Option<&io::Destination>, max_memory: u64) -> Result<()> {
+    if job.chunk.is_some() {
+        bail!("bench times one archive; --chunk is for compress and roundtrip");
+    }
     let p = prepare(input, job, max_memory)?;
     let bytes = p.input.byte_len() as f64;
     let message = format!("benchmarking {} runs on {}", runs, p.backend.name());

@@ -318,6 +318,7 @@ fn inspect_reports_a_segment_of_a_missing_stage_without_panicking() {
         }],
         // Stage 1 is one past the last stage (index 0).
         segments: vec![SegmentEntry { stage: 1, port: 0, dtype: fzmod::DType::F32, offset: 0, len: 0, crc32c: 0 }],
+        chunking: None,
     };
     let path = scratch("stage-past-the-end.fzm");
     std::fs::write(&path, archive::write(header, &[vec![0; 4]])).unwrap();
@@ -748,4 +749,57 @@ fn inspect_and_reports_use_the_shared_fact_names() {
         assert!(!report[key].is_null(), "report lacks {key}: {report}");
     }
     assert_eq!(report["within_bound"], true);
+}
+
+#[test]
+fn chunked_compress_and_region_decode() {
+    let archive = scratch("chunked.fzm");
+    let (a, full, region) = (archive.to_str().unwrap(), scratch("chunked-full.raw"), scratch("chunked-box.raw"));
+    let out = fzmod(&[
+        "compress",
+        FIELD,
+        "-o",
+        a,
+        "--dtype",
+        "f32",
+        "--shape",
+        "132x73x144",
+        "--chunk",
+        "16x40x72",
+        "-q",
+        "--backend",
+        "cpu",
+        "-f",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = fzmod(&["decompress", a, "-o", full.to_str().unwrap(), "-q", "--backend", "cpu", "-f"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = fzmod(&[
+        "decompress",
+        a,
+        "-o",
+        region.to_str().unwrap(),
+        "--region",
+        "10:20,5,-4:",
+        "-q",
+        "--backend",
+        "cpu",
+        "-f",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (full, got) = (std::fs::read(full).unwrap(), std::fs::read(region).unwrap());
+    let want: Vec<u8> = (10..20)
+        .flat_map(|z| (140..144).map(move |x| ((z * 73 + 5) * 144 + x) * 4))
+        .flat_map(|at| full[at..at + 4].to_vec())
+        .collect();
+    assert_eq!(got, want);
+    for (bad, needle) in
+        [("10:20,5", "3 dimensions"), ("0:133,:,:", "133"), ("0:4:2,:,:", "step 2"), ("3:3,:,:", "empty")]
+    {
+        let out = fzmod(&["decompress", a, "-o", "-", "--region", bad, "--backend", "cpu"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(needle), "{bad}: {err}");
+    }
+    let out = fzmod(&["inspect", a]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("format       2.0"));
 }

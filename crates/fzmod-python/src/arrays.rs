@@ -90,6 +90,22 @@ pub fn compress<T: Float>(
     py.detach(|| compressor.compress(values, &shape)).map_err(|e| from_library(py, e))
 }
 
+/// [`compress`] as a chunked archive of chunks of `chunk` (`"auto"`, `"64x64"`, ...).
+pub fn compress_chunked<T: Float>(
+    py: Python<'_>,
+    view: &PyReadonlyArrayDyn<'_, T>,
+    compressor: &Compressor,
+    chunk: &str,
+) -> PyResult<Vec<u8>> {
+    let shape = view.shape().to_vec();
+    let chunk_shape =
+        fzmod::parse_chunk_shape(chunk, &shape, std::mem::size_of::<T>()).map_err(|e| from_library(py, e))?;
+    let options = fzmod::ChunkOptions::shape(&chunk_shape);
+    let mut copy = Vec::new();
+    let values = c_order(view, &mut copy);
+    py.detach(|| compressor.compress_chunked(values, &shape, &options)).map_err(|e| from_library(py, e))
+}
+
 /// Hand a decoded buffer to numpy with the archive's shape (no copy).
 pub fn to_numpy<'py>(py: Python<'py>, buffer: fzmod::Buffer, shape: &[usize]) -> PyResult<Bound<'py, PyAny>> {
     match buffer {

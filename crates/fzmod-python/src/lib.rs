@@ -32,7 +32,7 @@ fn facts_json(py: Python<'_>, facts: &impl serde::Serialize) -> PyResult<String>
 
 /// Compress a float32/float64 numpy array into archive bytes.
 #[pyfunction]
-#[pyo3(signature = (array, preset, pipeline, mode, bound, backend_choice, mask_nan=false, fill_value=None))]
+#[pyo3(signature = (array, preset, pipeline, mode, bound, backend_choice, mask_nan=false, fill_value=None, chunk=None))]
 #[allow(clippy::too_many_arguments)]
 fn compress<'py>(
     py: Python<'py>,
@@ -44,6 +44,7 @@ fn compress<'py>(
     backend_choice: &str,
     mask_nan: bool,
     fill_value: Option<f64>,
+    chunk: Option<&str>,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let input = arrays::host_array(array)?;
     let shape = input.shape();
@@ -57,9 +58,11 @@ fn compress<'py>(
     let request = PipelineRequest { preset, toml: pipeline, mode, bound, mask: mask_spec(mask_nan, fill_value) };
     let (backend, _) = backend(py, backend_choice)?;
     let compressor = compressors::get(py, &request, dtype, &shape, &backend)?;
-    let archive = match &input {
-        HostArray::F32(a) => arrays::compress(py, a, &compressor)?,
-        HostArray::F64(a) => arrays::compress(py, a, &compressor)?,
+    let archive = match (&input, chunk) {
+        (HostArray::F32(a), None) => arrays::compress(py, a, &compressor)?,
+        (HostArray::F64(a), None) => arrays::compress(py, a, &compressor)?,
+        (HostArray::F32(a), Some(c)) => arrays::compress_chunked(py, a, &compressor, c)?,
+        (HostArray::F64(a), Some(c)) => arrays::compress_chunked(py, a, &compressor, c)?,
     };
     Ok(PyBytes::new(py, &archive))
 }
@@ -90,6 +93,27 @@ fn decompress<'py>(
             arrays::to_numpy(py, decoded.data, &shape)
         }
     }
+}
+
+/// Decode the box `region` (numpy-style slices in C order, `"10:20,0:73,5:100"`) of an
+/// archive into a new array of the box's shape: of a chunked archive only the chunks the box
+/// meets are decoded.
+#[pyfunction]
+#[pyo3(signature = (data, region, backend_choice))]
+fn decompress_region<'py>(
+    py: Python<'py>,
+    data: PyReadonlyArray1<'py, u8>,
+    region: &str,
+    backend_choice: &str,
+) -> PyResult<Bound<'py, PyAny>> {
+    let bytes = data.as_slice().map_err(|_| invalid_argument(py, "archive bytes must be contiguous".into()))?;
+    let (backend, _) = backend(py, backend_choice)?;
+    let header = fzmod::inspect(bytes).map_err(|e| from_library(py, e))?;
+    let ranges = fzmod::parse_region(region, &header.shape).map_err(|e| from_library(py, e))?;
+    let decoder = fzmod::Decoder::new(backend);
+    let decoded = py.detach(|| decoder.region(bytes, &ranges)).map_err(|e| from_library(py, e))?;
+    let shape: Vec<usize> = ranges.iter().map(|r| (r.end - r.start) as usize).collect();
+    arrays::to_numpy(py, decoded.data, &shape)
 }
 
 /// The archive's facts (`fzmod::ArchiveFacts`) as JSON text, without decoding the data.
@@ -177,6 +201,7 @@ fn resolve_backend(py: Python<'_>, choice: &str) -> PyResult<(&'static str, Stri
 fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(compress, module)?)?;
     module.add_function(wrap_pyfunction!(decompress, module)?)?;
+    module.add_function(wrap_pyfunction!(decompress_region, module)?)?;
     module.add_function(wrap_pyfunction!(inspect, module)?)?;
     module.add_function(wrap_pyfunction!(presets, module)?)?;
     module.add_function(wrap_pyfunction!(resolve_settings, module)?)?;

@@ -54,6 +54,18 @@ impl Compressor {
         self.pipeline.compress_view(self.backend(), View::of(data), shape, self.opts)
     }
 
+    /// Compress borrowed values as a chunked archive (docs/FORMAT.md §8) for region decode:
+    /// chunks compress in parallel on the CPU, one after another on a GPU (the same device
+    /// path as [`Compressor::compress`]); the bytes do not depend on the thread count.
+    pub fn compress_chunked<T: Element>(
+        &self,
+        data: &[T],
+        shape: &[usize],
+        chunks: &crate::chunking::ChunkOptions,
+    ) -> Result<Vec<u8>> {
+        self.pipeline.compress_chunked_view(self.backend(), View::of(data), shape, chunks, self.opts)
+    }
+
     /// Decode an archive into `out`, which must hold exactly its elements, of its type.
     pub fn decompress_into<T: Element>(&self, archive: &[u8], out: &mut [T]) -> Result<Header> {
         self.decoder.decompress_into(archive, out)
@@ -113,7 +125,15 @@ mod device_resident {
             let Backend::Cuda(dev) = self.backend() else {
                 return Err(Error::BackendUnavailable("device-resident output needs the CUDA backend".into()));
             };
-            executor::decompress_device(dev, self.plan(archive)?)
+            let plan = self.plan(archive)?;
+            if plan.chunked.is_some() {
+                return Err(Error::InvalidArgument(
+                    "a chunked archive decodes into host memory (decompress / region); device-resident \
+                     output of chunked archives is not supported yet"
+                        .into(),
+                ));
+            }
+            executor::decompress_device(dev, plan)
         }
     }
 }

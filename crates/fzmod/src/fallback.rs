@@ -48,7 +48,7 @@ fn store_raw(pipeline: &Pipeline, input: View, shape: &[usize]) -> Result<Vec<u8
 
 /// Did compression fall back to storing the input as it is?
 pub fn is_stored_raw(header: &Header) -> bool {
-    matches!(header.stages.as_slice(), [only] if only.type_id == store::KIND.id)
+    header.chunking.is_none() && matches!(header.stages.as_slice(), [only] if only.type_id == store::KIND.id)
 }
 
 #[cfg(test)]

@@ -35,6 +35,7 @@ mod api;
 pub mod archive;
 pub mod backend;
 mod bench;
+mod chunking;
 pub mod config;
 pub mod element;
 pub mod error;
@@ -53,6 +54,9 @@ pub mod stages;
 pub use api::{compress, decompress_into, Compressor};
 pub use archive::{ErrorMode, Header};
 pub use bench::BenchTiming;
+pub use chunking::{
+    decompress_region, default_chunk_shape, parse_chunk_shape, parse_region, ChunkOptions, DEFAULT_CHUNK_BYTES,
+};
 pub use config::{from_toml, masked_preset, preset, to_toml, with_mask, MaskSpec, PRESETS};
 pub use element::{Buffer, DType, Element, View};
 pub use error::{Error, ErrorKind, Result};
@@ -69,6 +73,9 @@ pub use stage::{ErrorBound, Stage};
 /// pipeline is exact or a record does not decode. [`graph::DecodePlan::guaranteed_abs_bound`]
 /// gives the same for a validated archive.
 pub fn archived_abs_bound(header: &Header) -> Option<f64> {
+    if let Some(c) = &header.chunking {
+        return c.guaranteed_abs_bound();
+    }
     for rec in &header.stages {
         let kind = stages::kind_by_id(rec.type_id).ok()?;
         let s = (kind.from_record)(rec.param_version, &rec.params).ok()?;
@@ -79,7 +86,17 @@ pub fn archived_abs_bound(header: &Header) -> Option<f64> {
     None
 }
 
-/// Parse and verify an archive's header without decoding the data.
+/// Parse and verify an archive's header without decoding the data. For a chunked archive
+/// the header's `stages` are those of its first chunk (the pipeline every chunk ran).
 pub fn inspect(archive: &[u8]) -> Result<Header> {
-    archive::parse(archive).map(|p| p.header)
+    let parsed = archive::parse(archive)?;
+    let mut header = parsed.header;
+    if let Some(c) = &header.chunking {
+        let data_len = (archive.len() - parsed.data_start) as u64;
+        let (start, len) = c.chunk_span(0, data_len)?;
+        let at = parsed.data_start + start as usize;
+        let first = archive::chunked::chunk_archive(&archive[at..at + len as usize], 0)?;
+        header.stages = archive::parse(first)?.header.stages;
+    }
+    Ok(header)
 }

@@ -115,6 +115,13 @@ pub fn decompress_with(backend: &Backend, archive: &[u8], opts: RunOptions) -> R
 
 #[cfg_attr(not(feature = "cuda"), allow(unused_variables))]
 fn run_plan(backend: &Backend, plan: DecodePlan, opts: RunOptions) -> Result<Decompressed> {
+    if let Some(c) = plan.chunked {
+        // Chunk by chunk through this backend's own path (docs/FORMAT.md §8).
+        let decoder = Decoder::new(backend.clone()).with_options(opts).with_limits(c.limits);
+        let header = plan.header.clone();
+        let data = crate::chunking::run_chunked(&decoder, plan)?;
+        return Ok(Decompressed { header, data, backend: backend.name() });
+    }
     match backend {
         #[cfg(feature = "cuda")]
         Backend::Cuda(dev) => {
@@ -158,6 +165,11 @@ impl Decoder {
         &self.backend
     }
 
+    /// The memory limits this decoder plans under.
+    pub fn limits(&self) -> DecodeLimits {
+        self.limits
+    }
+
     /// Parse and check an archive under this decoder's limits.
     pub fn plan<'a>(&self, archive: &'a [u8]) -> Result<DecodePlan<'a>> {
         DecodePlan::new_with_limits(archive, &self.limits)
@@ -190,6 +202,11 @@ impl Decoder {
                 out.len(),
                 T::DTYPE
             )));
+        }
+        if plan.chunked.is_some() {
+            let decoded = self.run(plan)?;
+            bytemuck::cast_slice_mut(out).copy_from_slice(decoded.data.native_bytes());
+            return Ok(decoded.header);
         }
         match &self.backend {
             #[cfg(feature = "cuda")]

@@ -101,8 +101,9 @@ fn newer_major_versions_and_unknown_stages_are_refused() {
     let p = fzmod::preset("cuszp", &[256]).unwrap();
     let mut archive = p.compress(&sample(256), &[256]).unwrap();
     let mut newer = archive.clone();
-    newer[8] = 2;
-    assert!(matches!(fzmod::decompress(&newer), Err(Error::UnsupportedVersion { major: 2, .. })));
+    // Major 2 is the chunked container (docs/FORMAT.md §8); 3 is newer than this build.
+    newer[8] = 3;
+    assert!(matches!(fzmod::decompress(&newer), Err(Error::UnsupportedVersion { major: 3, .. })));
     // Rewrite the first stage's type id (first varint after the preset name) and fix the CRC.
     let h = fzmod::inspect(&archive).unwrap();
     let body_len = u32::from_le_bytes(archive[12..16].try_into().unwrap()) as usize;

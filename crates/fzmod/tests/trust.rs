@@ -247,6 +247,8 @@ fn every_recorded_float_mutated_decodes_identically_or_fails() {
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "fzm"))
+        // Stage records of format 1 headers (a chunked golden's records sit in its chunks).
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("v1.")))
         .map(|p| (p.file_name().unwrap().to_string_lossy().to_string(), std::fs::read(&p).unwrap()))
         .collect();
     assert!(archives.len() >= 7, "expected the golden archives");

@@ -64,6 +64,7 @@ def compress(
     *,
     mask_nan: bool = False,
     fill_value: Optional[float] = None,
+    chunk: Optional[str] = None,
 ) -> bytes:
     """Compress a float32 or float64 array into archive bytes.
 
@@ -87,9 +88,14 @@ def compress(
         are stored as a run-length mask and come back bit for bit; they are filled from a
         neighbour before prediction, and ``mode="rel"`` is then relative to the range of the
         unmasked values.
+    chunk: write a chunked archive (docs/FORMAT.md §8) of independent chunks of this shape
+        (``"64x64x64"``, or ``"auto"`` for boxes of about 4 MiB), so ``decompress(...,
+        region=...)`` decodes only the chunks a box meets. Host arrays only.
     """
     options = _options(preset, mode, bound, backend, pipeline, mask_nan, fill_value)
     if _device.is_device_array(array):
+        if chunk is not None:
+            raise InvalidArgument("chunk= takes host arrays")
         return _device.compress(array, **options)
     host = _float_array(array, "array")
     return _native.compress(
@@ -101,6 +107,7 @@ def compress(
         options["backend"],
         options["mask_nan"],
         options["fill_value"],
+        chunk,
     )
 
 
@@ -123,8 +130,40 @@ def resolve_bound(
     )
 
 
-def decompress(data: Any, out: Optional[numpy.ndarray] = None, *, backend: str = "auto", device: Optional[str] = None) -> Any:
+def _region_text(region: Any) -> str:
+    """A region as the library's slice text: a string as is, or a tuple of slices and ints."""
+    if isinstance(region, str):
+        return region
+    items = region if isinstance(region, (tuple, list)) else (region,)
+    parts = []
+    for item in items:
+        if isinstance(item, slice):
+            if item.step not in (None, 1):
+                raise InvalidArgument(f"region slice {item}: only step 1 is supported")
+            start = "" if item.start is None else str(int(item.start))
+            stop = "" if item.stop is None else str(int(item.stop))
+            parts.append(f"{start}:{stop}")
+        elif isinstance(item, (int, numpy.integer)):
+            parts.append(str(int(item)))
+        else:
+            raise InvalidArgument(f"region items must be slices or ints, got {item!r}")
+    return ",".join(parts)
+
+
+def decompress(
+    data: Any,
+    out: Optional[numpy.ndarray] = None,
+    *,
+    backend: str = "auto",
+    device: Optional[str] = None,
+    region: Any = None,
+) -> Any:
     """Decode archive bytes into a new numpy array with the archive's shape and dtype.
+
+    region: decode only this box, given as numpy-style slices in C order, either a string
+        (``"10:20,0:73,5:100"``) or a tuple (``numpy.s_[10:20, :, 5:100]``); an int keeps its
+        dimension with extent 1, steps other than 1 are refused. Of a chunked archive only
+        the chunks the box meets are decoded; the result has the box's shape.
 
     data: bytes, bytearray, memoryview, or a numpy uint8 array (read without a copy).
     out: optional C-contiguous numpy array of the archive's shape and dtype, filled in place
@@ -133,6 +172,10 @@ def decompress(data: Any, out: Optional[numpy.ndarray] = None, *, backend: str =
         memory and returns a CuPy array (or, without CuPy, an object exposing
         ``__cuda_array_interface__``).
     """
+    if region is not None:
+        if out is not None or device not in (None, "cpu"):
+            raise InvalidArgument("region= returns a new host array: give neither out= nor device='cuda'")
+        return _native.decompress_region(archive_view(data), _region_text(region), _backend(backend))
     if device in (None, "cpu"):
         if out is not None and _device.is_device_array(out):
             raise InvalidArgument("out must be a numpy array; for device memory use device='cuda'")

@@ -16,8 +16,10 @@ def compress(
     backend_choice: str,
     mask_nan: bool = False,
     fill_value: Optional[float] = None,
+    chunk: Optional[str] = None,
 ) -> bytes: ...
 def decompress(data: numpy.ndarray, out: Optional[numpy.ndarray], backend_choice: str) -> numpy.ndarray: ...
+def decompress_region(data: numpy.ndarray, region: str, backend_choice: str) -> numpy.ndarray: ...
 def inspect(data: numpy.ndarray) -> str:
     """JSON text of the archive's facts (fzmod::ArchiveFacts)."""
 

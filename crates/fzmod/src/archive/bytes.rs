@@ -14,7 +14,13 @@ impl Writer {
     pub fn u8(&mut self, v: u8) {
         self.bytes.push(v);
     }
+    pub fn u16(&mut self, v: u16) {
+        self.bytes.extend_from_slice(&v.to_le_bytes());
+    }
     pub fn u32(&mut self, v: u32) {
+        self.bytes.extend_from_slice(&v.to_le_bytes());
+    }
+    pub fn u64(&mut self, v: u64) {
         self.bytes.extend_from_slice(&v.to_le_bytes());
     }
     pub fn f64(&mut self, v: f64) {
@@ -83,6 +89,9 @@ impl<'a> Reader<'a> {
     }
     pub fn u32(&mut self) -> Result<u32> {
         Ok(u32::from_le_bytes(self.array()?))
+    }
+    pub fn u64(&mut self) -> Result<u64> {
+        Ok(u64::from_le_bytes(self.array()?))
     }
     pub fn f64(&mut self) -> Result<f64> {
         Ok(f64::from_le_bytes(self.array()?))

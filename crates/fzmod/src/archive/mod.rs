@@ -4,6 +4,9 @@
 //! body (pipeline, shape, bound, segment table) and the aligned, checksummed segments.
 
 mod bytes;
+pub mod chunked;
+pub mod index;
+pub mod source;
 
 pub(crate) use bytes::{Reader, Writer};
 
@@ -109,6 +112,10 @@ pub struct Header {
     pub preset: String,
     pub stages: Vec<StageRecord>,
     pub segments: Vec<SegmentEntry>,
+    /// Chunked archives (format 2, docs/FORMAT.md §8): the chunk grid, the bound each chunk
+    /// was given and the chunk index. Their `stages` and `segments` are empty (each chunk is
+    /// an archive of its own), except that [`crate::inspect`] shows the first chunk's stages.
+    pub chunking: Option<chunked::Chunking>,
 }
 
 impl Header {
@@ -181,19 +188,43 @@ pub(crate) fn write_with<E>(
     let body = encode_body(&header, data_len);
     debug_assert_eq!(body.len(), body_len, "checksums are fixed-width");
     let mut at = 0;
-    for piece in [
-        &MAGIC[..],
-        &FORMAT_MAJOR.to_le_bytes(),
-        &FORMAT_MINOR.to_le_bytes(),
-        &(body.len() as u32).to_le_bytes(),
-        &body,
-    ] {
+    let (major, minor) = if header.chunking.is_some() {
+        (chunked::CHUNKED_MAJOR, chunked::CHUNKED_MINOR)
+    } else {
+        (FORMAT_MAJOR, FORMAT_MINOR)
+    };
+    for piece in [&MAGIC[..], &major.to_le_bytes(), &minor.to_le_bytes(), &(body.len() as u32).to_le_bytes(), &body] {
         head[at..at + piece.len()].copy_from_slice(piece);
         at += piece.len();
     }
     let crc = crc32c::crc32c(&head[..at]);
     head[at..at + 4].copy_from_slice(&crc.to_le_bytes());
     Ok(out)
+}
+
+/// Serialise a chunked archive (format 2, docs/FORMAT.md §8): `header.chunking` holds the
+/// index built from `chunks`' lengths ([`chunked::build_index`]), whose archives follow the
+/// header at 64-byte boundaries.
+pub fn write_chunked(header: Header, chunks: &[Vec<u8>], data_len: u64) -> Vec<u8> {
+    assert!(header.chunking.is_some() && header.segments.is_empty(), "a chunked header");
+    let body = encode_body(&header, data_len);
+    let mut head = Vec::with_capacity(PREAMBLE_LEN + body.len() + 4);
+    head.extend_from_slice(&MAGIC);
+    head.extend_from_slice(&chunked::CHUNKED_MAJOR.to_le_bytes());
+    head.extend_from_slice(&chunked::CHUNKED_MINOR.to_le_bytes());
+    head.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    head.extend_from_slice(&body);
+    let crc = crc32c::crc32c(&head);
+    head.extend_from_slice(&crc.to_le_bytes());
+    let data_start = align_up(head.len());
+    let mut out: Vec<u8> = crate::element::zeroed_vec(data_start + data_len as usize);
+    out[..head.len()].copy_from_slice(&head);
+    let mut at = data_start;
+    for chunk in chunks {
+        out[at..at + chunk.len()].copy_from_slice(chunk);
+        at = align_up(at + chunk.len());
+    }
+    out
 }
 
 /// CRC-32C of a segment, computed in 4 MiB pieces on every core and combined (the same value
@@ -223,6 +254,10 @@ fn encode_body(h: &Header, data_len: u64) -> Vec<u8> {
     w.u8(h.error_mode.code());
     w.f64(h.error_bound);
     w.blob(h.preset.as_bytes());
+    if let Some(c) = &h.chunking {
+        chunked::encode_fields(c, &mut w);
+        return w.bytes;
+    }
     w.varint(h.stages.len() as u64);
     for s in &h.stages {
         w.varint(u64::from(s.type_id));
@@ -258,6 +293,8 @@ pub struct ParsedArchive<'a> {
     pub header: Header,
     /// Segment bytes in table order, each checksum-verified.
     pub segments: Vec<&'a [u8]>,
+    /// Offset of the data region (chunked archives: the chunks start there).
+    pub data_start: usize,
 }
 
 /// Bytes needed to know an archive's length: the preamble, and then the body's first field.
@@ -277,35 +314,67 @@ pub fn announced_len(head: &[u8]) -> Result<u64> {
     data_start.checked_add(data_len).ok_or_else(|| corrupt!("data length {data_len} overflows"))
 }
 
-/// Parse and verify archive bytes: magic, version, header CRC, layout, segment CRCs.
-pub fn parse(data: &[u8]) -> Result<ParsedArchive<'_>> {
-    if data.len() < MAGIC.len() || data[..MAGIC.len()] != MAGIC {
-        return Err(if MAGIC.starts_with(data) {
-            Error::Truncated(format!("{} bytes, shorter than the magic", data.len()))
+/// The parsed header of an archive and where its data region lies.
+#[derive(Debug)]
+pub struct Head {
+    pub header: Header,
+    /// Offset of the data region from the archive start.
+    pub data_start: u64,
+    /// Bytes of the data region.
+    pub data_len: u64,
+}
+
+impl Head {
+    /// Total length of the archive the header announces.
+    pub fn archive_len(&self) -> Result<u64> {
+        self.data_start.checked_add(self.data_len).ok_or_else(|| corrupt!("data length {} overflows", self.data_len))
+    }
+}
+
+/// Bytes from the archive start to the end of the header CRC, from the first 16 bytes: what
+/// a reader of a file reads before [`parse_head`].
+pub fn header_len(preamble: &[u8]) -> Result<usize> {
+    if preamble.len() < MAGIC.len() || preamble[..MAGIC.len()] != MAGIC {
+        return Err(if MAGIC.starts_with(preamble) {
+            Error::Truncated(format!("{} bytes, shorter than the magic", preamble.len()))
         } else {
             Error::BadMagic
         });
     }
-    let mut pre = Reader::new(data, "preamble");
+    let p = preamble.get(..PREAMBLE_LEN).ok_or_else(|| Error::Truncated("preamble cut short".into()))?;
+    let body_len = u32::from_le_bytes(p[12..16].try_into().expect("4 bytes")) as usize;
+    Ok(PREAMBLE_LEN + body_len + 4)
+}
+
+/// Parse and verify the header alone (magic, version, header CRC, body, chunk index):
+/// `bytes` starts at the archive start and holds at least [`header_len`] bytes.
+pub fn parse_head(bytes: &[u8]) -> Result<Head> {
+    let end = header_len(bytes)?;
+    let mut pre = Reader::new(bytes, "preamble");
     pre.take(MAGIC.len())?;
-    let (major, minor, body_len) = match (pre.u16(), pre.u16(), pre.u32()) {
-        (Ok(a), Ok(b), Ok(c)) => (a, b, c as usize),
-        _ => return Err(Error::Truncated("preamble cut short".into())),
-    };
-    if major != FORMAT_MAJOR {
-        return Err(Error::UnsupportedVersion { major, minor, supported: FORMAT_MAJOR });
+    let (major, minor) = (pre.u16()?, pre.u16()?);
+    if major != FORMAT_MAJOR && major != chunked::CHUNKED_MAJOR {
+        return Err(Error::UnsupportedVersion { major, minor, supported: chunked::CHUNKED_MAJOR });
     }
-    let crc_end = PREAMBLE_LEN
-        .checked_add(body_len)
-        .filter(|&e| e.checked_add(4).is_some_and(|x| x <= data.len()))
-        .ok_or_else(|| Error::Truncated(format!("header announces {body_len} bytes, archive has {}", data.len())))?;
-    let stored = u32::from_le_bytes(data[crc_end..crc_end + 4].try_into().expect("4 bytes"));
-    let computed = crc32c::crc32c(&data[..crc_end]);
+    if bytes.len() < end {
+        return Err(Error::Truncated(format!("header announces {} bytes, archive has {}", end, bytes.len())));
+    }
+    let crc_end = end - 4;
+    let stored = u32::from_le_bytes(bytes[crc_end..end].try_into().expect("4 bytes"));
+    let computed = crc32c::crc32c(&bytes[..crc_end]);
     if stored != computed {
         return Err(Error::Checksum { what: "header".into(), stored, computed });
     }
-    let (header, data_len) = decode_body(&data[PREAMBLE_LEN..crc_end], (major, minor))?;
-    let data_start = align_up(crc_end + 4);
+    let (header, data_len) = decode_body(&bytes[PREAMBLE_LEN..crc_end], (major, minor))?;
+    Ok(Head { header, data_start: align_up(end) as u64, data_len })
+}
+
+/// Parse and verify archive bytes: magic, version, header CRC, layout, segment CRCs. For a
+/// chunked archive the chunks are checked when they are read ([`chunked::chunk_archive`]).
+pub fn parse(data: &[u8]) -> Result<ParsedArchive<'_>> {
+    let Head { header, data_start, data_len } = parse_head(data)?;
+    let crc_end = header_len(data)? - 4;
+    let data_start = data_start as usize;
     let expected_len = u64::try_from(data_start)
         .ok()
         .and_then(|s| s.checked_add(data_len))
@@ -317,7 +386,7 @@ pub fn parse(data: &[u8]) -> Result<ParsedArchive<'_>> {
     if actual > expected_len {
         return Err(corrupt!("{} trailing bytes after the last segment", actual - expected_len));
     }
-    if data[crc_end + 4..data_start].iter().any(|&b| b != 0) {
+    if data[crc_end + 4..data_start.min(data.len())].iter().any(|&b| b != 0) {
         return Err(corrupt!("non-zero padding after the header"));
     }
     let region = &data[data_start..];
@@ -346,7 +415,7 @@ pub fn parse(data: &[u8]) -> Result<ParsedArchive<'_>> {
         next_free = end;
         segments.push(bytes);
     }
-    Ok(ParsedArchive { header, segments })
+    Ok(ParsedArchive { header, segments, data_start })
 }
 
 fn decode_body(body: &[u8], version: (u16, u16)) -> Result<(Header, u64)> {
@@ -359,6 +428,26 @@ fn decode_body(body: &[u8], version: (u16, u16)) -> Result<(Header, u64)> {
     let error_mode = ErrorMode::from_code(r.u8()?)?;
     let error_bound = r.f64()?;
     let preset = r.string()?;
+    if version.0 == chunked::CHUNKED_MAJOR {
+        let mut header = Header {
+            version,
+            dtype,
+            shape,
+            error_mode,
+            error_bound,
+            preset,
+            stages: Vec::new(),
+            segments: Vec::new(),
+            chunking: None,
+        };
+        header.chunking = Some(chunked::decode_fields(&mut r, &header, data_len)?);
+        // As in 1.x: a newer minor may append fields this build does not know.
+        let newer_minor = version.1 > chunked::CHUNKED_MINOR;
+        if !newer_minor {
+            r.finish()?;
+        }
+        return Ok((header, data_len));
+    }
     let num_stages = r.count(MAX_STAGES, "number of stages")?;
     let mut stages = Vec::with_capacity(num_stages);
     for index in 0..num_stages {
@@ -402,7 +491,7 @@ fn decode_body(body: &[u8], version: (u16, u16)) -> Result<(Header, u64)> {
     if !newer_minor {
         r.finish()?;
     }
-    Ok((Header { version, dtype, shape, error_mode, error_bound, preset, stages, segments }, data_len))
+    Ok((Header { version, dtype, shape, error_mode, error_bound, preset, stages, segments, chunking: None }, data_len))
 }
 
 #[cfg(test)]
@@ -441,6 +530,7 @@ mod tests {
                 len: 0,
                 crc32c: 0,
             }],
+            chunking: None,
         }
     }
 

@@ -59,6 +59,57 @@ pub struct DecodePlan<'a> {
     pub stages: Vec<Box<dyn Stage>>,
     /// `archived[stage][port]`: the segment bytes of each unconnected output.
     pub archived: Vec<Vec<Option<&'a [u8]>>>,
+    /// A chunked archive (docs/FORMAT.md §8): its bytes, where its chunks lie, and what
+    /// decodes each chunk; `stages` and `archived` are then empty.
+    pub chunked: Option<ChunkedArchive<'a>>,
+}
+
+/// The parts of a chunked archive a decode needs besides its header.
+#[derive(Clone, Copy)]
+pub struct ChunkedArchive<'a> {
+    pub bytes: &'a [u8],
+    pub data_start: u64,
+    pub data_len: u64,
+    /// The stage registry and limits every chunk is planned with.
+    pub registry: &'static [&'static stage::StageKind],
+    pub limits: DecodeLimits,
+}
+
+impl std::fmt::Debug for ChunkedArchive<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChunkedArchive")
+            .field("data_start", &self.data_start)
+            .field("data_len", &self.data_len)
+            .finish()
+    }
+}
+
+impl ChunkedArchive<'_> {
+    /// The archive's header and data region, as [`super::chunks::decode`] takes them.
+    pub fn head(&self, header: &Header) -> archive::Head {
+        archive::Head { header: header.clone(), data_start: self.data_start, data_len: self.data_len }
+    }
+}
+
+/// Decodes chunks on the CPU (the reference), in parallel.
+struct CpuChunks {
+    registry: &'static [&'static stage::StageKind],
+    limits: DecodeLimits,
+}
+
+impl super::chunks::ChunkRunner for CpuChunks {
+    fn plan<'a>(&self, chunk: &'a [u8]) -> Result<DecodePlan<'a>> {
+        DecodePlan::with_registry(chunk, &self.limits, self.registry)
+    }
+    fn run(&self, plan: DecodePlan<'_>) -> Result<Buffer> {
+        plan.run_cpu_buffer().map(|(_, data)| data)
+    }
+    fn parallel(&self) -> bool {
+        true
+    }
+    fn max_memory(&self) -> u64 {
+        self.limits.max_memory
+    }
 }
 
 impl<'a> DecodePlan<'a> {
@@ -68,11 +119,33 @@ impl<'a> DecodePlan<'a> {
     pub fn with_registry(
         bytes: &'a [u8],
         limits: &DecodeLimits,
-        registry: &[&'static stage::StageKind],
+        registry: &'static [&'static stage::StageKind],
     ) -> Result<Self> {
         let parsed = archive::parse(bytes)?;
         let header = parsed.header;
         check_header_facts(&header)?;
+        if header.chunking.is_some() {
+            // The array, and per chunk what its own plan checks (under the same limits).
+            let need = header.num_elements()?.checked_mul(header.dtype.size() as u64);
+            if need.is_none_or(|n| n > limits.max_memory) {
+                return Err(Error::InvalidArgument(format!(
+                    "decoding needs more than {} bytes ({} {} values of shape {:?}); raise the decode \
+                     limit (the CLI's --max-memory, the library's DecodeLimits) or decode a region",
+                    limits.max_memory,
+                    header.num_elements()?,
+                    header.dtype,
+                    header.shape
+                )));
+            }
+            let chunked = ChunkedArchive {
+                bytes,
+                data_start: parsed.data_start as u64,
+                data_len: (bytes.len() - parsed.data_start) as u64,
+                registry,
+                limits: *limits,
+            };
+            return Ok(DecodePlan { header, stages: Vec::new(), archived: Vec::new(), chunked: Some(chunked) });
+        }
         let need = DecodePlan::memory_needed(&header)?;
         if need > limits.max_memory {
             return Err(Error::InvalidArgument(format!(
@@ -133,7 +206,7 @@ impl<'a> DecodePlan<'a> {
                 }
             }
         }
-        Ok(DecodePlan { header, stages, archived })
+        Ok(DecodePlan { header, stages, archived, chunked: None })
     }
 
     /// The host memory a decode of `header` needs, estimated from the header alone: the
@@ -159,6 +232,9 @@ impl<'a> DecodePlan<'a> {
     /// that states one (its record was checked against the header); `None` when every stage is
     /// exact (lossless pipelines and the Store fallback).
     pub fn guaranteed_abs_bound(&self) -> Option<f64> {
+        if let Some(c) = &self.header.chunking {
+            return c.guaranteed_abs_bound();
+        }
         self.stages.iter().find_map(|s| s.recorded_abs_bound())
     }
 
@@ -205,7 +281,25 @@ impl<'a> DecodePlan<'a> {
         Ok(header)
     }
 
+    /// Decode a region (C-order ranges, one per dimension) on the CPU: of a chunked archive
+    /// only the chunks it intersects; of an unchunked one the whole array, then the slice.
+    pub fn run_cpu_region(self, region: &[std::ops::Range<u64>]) -> Result<Buffer> {
+        super::chunks::check_region(region, &self.header.shape)?;
+        if let Some(c) = self.chunked {
+            let runner = CpuChunks { registry: c.registry, limits: c.limits };
+            return super::chunks::decode(&c.head(&self.header), &c.bytes, Some(region), &runner);
+        }
+        let shape = self.header.shape.clone();
+        let (_, data) = self.run_cpu_buffer()?;
+        slice(&data, &shape, region)
+    }
+
     fn run_cpu_buffer(self) -> Result<(Header, Buffer)> {
+        if let Some(c) = self.chunked {
+            let runner = CpuChunks { registry: c.registry, limits: c.limits };
+            let data = super::chunks::decode(&c.head(&self.header), &c.bytes, None, &runner)?;
+            return Ok((self.header, data));
+        }
         // The whole walk runs on a pool thread: each stage's parallel loops then start as
         // local work instead of a hand-off from the calling thread and back (a wake-up per
         // loop, which costs a visible share of a small array's decode).
@@ -243,6 +337,18 @@ impl<'a> DecodePlan<'a> {
         self.check_result(data.dtype(), data.len())?;
         Ok((self.header, data))
     }
+}
+
+/// The box `region` of a C-order array of `shape` (checked by the caller), as a new buffer.
+pub fn slice(data: &Buffer, shape: &[u64], region: &[std::ops::Range<u64>]) -> Result<Buffer> {
+    let extent: Vec<u64> = region.iter().map(|r| r.end - r.start).collect();
+    let n: u64 = extent.iter().product();
+    let mut out = Buffer::zeroed(data.dtype(), n as usize)?;
+    let origin: Vec<u64> = region.iter().map(|r| r.start).collect();
+    let zero = vec![0; extent.len()];
+    let elem = data.dtype().size();
+    super::chunks::copy_box(data.native_bytes(), shape, &origin, out.native_bytes_mut(), &extent, &zero, &extent, elem);
+    Ok(out)
 }
 
 /// Header facts that hold for every pipeline: stage names are unique and non-empty

@@ -12,6 +12,7 @@ use crate::element::{Buffer, DType, View};
 use crate::error::{Error, Result};
 use crate::stage::{ErrorBound, ForwardContext, Stage};
 
+pub mod chunks;
 mod decode;
 #[cfg(feature = "cuda")]
 pub mod fusion;
@@ -19,7 +20,7 @@ pub mod fusion;
 pub mod partition;
 #[cfg(feature = "cuda")]
 pub(crate) use decode::check_inverse;
-pub use decode::{DecodeLimits, DecodePlan};
+pub use decode::{slice, ChunkedArchive, DecodeLimits, DecodePlan};
 
 /// One stage of a pipeline and where its inputs come from.
 #[derive(Clone, Debug)]
@@ -394,6 +395,7 @@ impl Pipeline {
             preset: self.preset.clone(),
             stages,
             segments,
+            chunking: None,
         }
     }
 }

@@ -1,0 +1,337 @@
+//! Chunked compression and region decode (docs/FORMAT.md §8): the array is cut into boxes,
+//! each compressed by the same pipeline into an archive of its own (on the CPU in parallel,
+//! on a GPU one after another through the same device path), and indexed so a reader decodes
+//! only the chunks a region needs.
+//!
+//! Bounds. An `abs` bound is every chunk's bound. A `rel` bound is resolved **once**, over
+//! the value range the pipeline's first quantizing stage sees of the whole array, into an
+//! absolute bound that every chunk gets: the archive obeys the user's bound exactly as an
+//! unchunked one would, and chunks stay independent (a chunk's own range never enters).
+
+use crate::archive::chunked::{self, Chunking};
+use crate::archive::index::IndexClass;
+use crate::archive::source::ArchiveSource;
+use crate::archive::{self, ErrorMode, InputRef};
+use crate::backend::Backend;
+use crate::element::{Buffer, View};
+use crate::error::{Error, Result};
+use crate::graph::chunks::{self as decode_chunks, ChunkRunner};
+use crate::graph::{DecodePlan, Decompressed, Pipeline};
+use crate::run::{Decoder, RunOptions};
+use crate::stage::{ErrorBound, ForwardContext};
+use std::ops::Range;
+
+/// Default bytes of input per chunk (`--chunk auto`): large enough that a chunk's own header
+/// and alignment cost well under 1 % of its archive, small enough for fine region reads.
+pub const DEFAULT_CHUNK_BYTES: usize = 4 << 20;
+
+/// How to cut an array into chunks.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChunkOptions {
+    /// Chunk extents in C order (one per dimension); empty: [`default_chunk_shape`].
+    pub chunk_shape: Vec<usize>,
+    /// Index classes to try, cheapest first; empty: implicit, hybrid8, hybrid4, verbatim.
+    pub index: Vec<IndexClass>,
+}
+
+impl ChunkOptions {
+    /// Chunks of the given shape, the index chosen automatically.
+    pub fn shape(chunk_shape: &[usize]) -> ChunkOptions {
+        ChunkOptions { chunk_shape: chunk_shape.to_vec(), index: Vec::new() }
+    }
+}
+
+/// Boxes of about [`DEFAULT_CHUNK_BYTES`]: the array's shape with its largest extent halved
+/// (rounding up) until a box fits.
+pub fn default_chunk_shape(shape: &[usize], elem: usize) -> Vec<usize> {
+    let target = (DEFAULT_CHUNK_BYTES / elem.max(1)).max(1);
+    let mut c = shape.to_vec();
+    while c.iter().product::<usize>() > target {
+        let (d, _) = c.iter().enumerate().max_by_key(|&(i, &e)| (e, std::cmp::Reverse(i))).expect("a dimension");
+        c[d] = c[d].div_ceil(2);
+    }
+    c
+}
+
+/// Parse a chunk shape: `auto`, or extents such as `1024x1024` / `64,64,64` (one per
+/// dimension, each ≥ 1; extents past the array's are cut to it).
+pub fn parse_chunk_shape(text: &str, shape: &[usize], elem: usize) -> Result<Vec<usize>> {
+    if text.trim().eq_ignore_ascii_case("auto") {
+        return Ok(default_chunk_shape(shape, elem));
+    }
+    let c =
+        crate::shape::parse_shape(text).map_err(|e| Error::InvalidArgument(format!("chunk shape '{text}': {e}")))?;
+    if c.len() != shape.len() {
+        return Err(Error::InvalidArgument(format!(
+            "chunk shape '{text}' has {} dimensions, the array {} (shape {shape:?})",
+            c.len(),
+            shape.len()
+        )));
+    }
+    Ok(c.iter().zip(shape).map(|(&c, &n)| c.min(n)).collect())
+}
+
+/// Parse a region in numpy's slice syntax, one item per dimension, C order:
+/// `10:20,0:73,5:100`; `:` is the whole extent, `a:` and `:b` are open ends, `7` is the
+/// single index 7 (the dimension is kept, of extent 1), negative numbers count from the end,
+/// and a step other than 1 is refused. Every range must be non-empty and inside the shape.
+pub fn parse_region(text: &str, shape: &[u64]) -> Result<Vec<Range<u64>>> {
+    let bad = |item: &str, why: String| Error::InvalidArgument(format!("region item '{item}': {why}"));
+    let items: Vec<&str> = text.split(',').map(str::trim).collect();
+    if items.len() != shape.len() {
+        return Err(Error::InvalidArgument(format!(
+            "region '{text}' has {} items, the array {} dimensions (shape {shape:?})",
+            items.len(),
+            shape.len()
+        )));
+    }
+    let mut out = Vec::with_capacity(items.len());
+    for (d, (item, &n)) in items.iter().zip(shape).enumerate() {
+        let index = |s: &str, default: u64| -> Result<u64> {
+            if s.is_empty() {
+                return Ok(default);
+            }
+            let v: i128 = s.parse().map_err(|_| bad(item, format!("'{s}' is not an integer")))?;
+            let v = if v < 0 { v + i128::from(n) } else { v };
+            if v < 0 || v > i128::from(n) {
+                return Err(bad(item, format!("{s} lies outside 0..={n}, the extent of dimension {d}")));
+            }
+            Ok(v as u64)
+        };
+        let parts: Vec<&str> = item.split(':').map(str::trim).collect();
+        let range = match parts.as_slice() {
+            [one] => {
+                let i = index(one, 0)?;
+                if one.is_empty() || i >= n {
+                    return Err(bad(item, format!("index outside 0..{n}, the extent of dimension {d}")));
+                }
+                i..i + 1
+            }
+            [a, b] => index(a, 0)?..index(b, n)?,
+            [a, b, step] => {
+                if !(step.is_empty() || step.parse::<i64>() == Ok(1)) {
+                    return Err(bad(item, format!("step {step}: only contiguous boxes (step 1) are supported")));
+                }
+                index(a, 0)?..index(b, n)?
+            }
+            _ => return Err(bad(item, "expected start:stop".into())),
+        };
+        if range.start >= range.end {
+            return Err(bad(item, format!("the range {}..{} of dimension {d} is empty", range.start, range.end)));
+        }
+        out.push(range);
+    }
+    Ok(out)
+}
+
+fn finite_min_max<T: Copy + Send + Sync>(x: &[T], f: impl Fn(T) -> f64 + Sync) -> Option<(f64, f64)> {
+    use rayon::prelude::*;
+    let (lo, hi) = x
+        .par_chunks(1 << 16)
+        .map(|c| {
+            c.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| {
+                let v = f(v);
+                if v.is_finite() {
+                    (lo.min(v), hi.max(v))
+                } else {
+                    (lo, hi)
+                }
+            })
+        })
+        .reduce(|| (f64::INFINITY, f64::NEG_INFINITY), |a, b| (a.0.min(b.0), a.1.max(b.1)));
+    (lo <= hi).then_some((lo, hi))
+}
+
+fn view_range(v: View) -> Result<Option<(f64, f64)>> {
+    if let Some(x) = v.typed::<f32>() {
+        return Ok(finite_min_max(x, f64::from));
+    }
+    if let Some(x) = v.typed::<f64>() {
+        return Ok(finite_min_max(x, |v| v));
+    }
+    Err(Error::InvalidArgument(format!("a relative bound needs f32 or f64 values, got {}", v.dtype())))
+}
+
+/// The finite value range the first quantizing stage of `p` sees of the whole `input`: the
+/// input itself, or the output of the stage before it (a Mask) when that one reads the input.
+fn quantizer_range(p: &Pipeline, input: View, shape: &[usize]) -> Result<Option<(f64, f64)>> {
+    let nodes = p.nodes();
+    let Some(q) = nodes.iter().position(|n| n.stage.error_bound().is_some()) else {
+        return Ok(None);
+    };
+    match nodes[q].inputs.as_slice() {
+        [Some(InputRef::External)] => view_range(input),
+        [Some(InputRef::Stage { stage, port })]
+            if matches!(nodes[*stage].inputs.as_slice(), [Some(InputRef::External)]) =>
+        {
+            let ctx = ForwardContext { shape };
+            let out = nodes[*stage].stage.forward_borrowed(input, &ctx).map_err(|e| e.in_stage(&nodes[*stage].name))?;
+            let b = out.outputs.get(*port).ok_or_else(|| Error::Pipeline("missing output".into()))?;
+            view_range(b.view())
+        }
+        _ => Err(Error::InvalidArgument(format!(
+            "a relative bound over chunks needs the quantizing stage '{}' to read the input or a stage \
+             that does; give an absolute bound",
+            nodes[q].name
+        ))),
+    }
+}
+
+/// The bound each chunk gets (see the module documentation).
+fn chunk_bound(p: &Pipeline, input: View, shape: &[usize]) -> Result<(ErrorMode, f64)> {
+    let Some(bound) = p.error_bound() else {
+        return Ok((ErrorMode::Abs, 0.0));
+    };
+    if bound.mode == ErrorMode::Abs {
+        return Ok((ErrorMode::Abs, bound.value));
+    }
+    // As the Quantizer resolves it (docs/FORMAT.md 6.1).
+    let b = match quantizer_range(p, input, shape)? {
+        None => 0.0,
+        Some((lo, hi)) if (hi - lo).is_finite() => bound.value * (hi - lo),
+        Some((lo, hi)) => bound.value * hi - bound.value * lo,
+    };
+    // A constant array: every chunk is constant too, and its own relative bound is exact.
+    Ok(if b == 0.0 { (ErrorMode::Rel, bound.value) } else { (ErrorMode::Abs, b) })
+}
+
+impl Pipeline {
+    /// Compress `input` (C-order `shape`) as a chunked archive (docs/FORMAT.md §8) on
+    /// `backend`: chunks compress in parallel on the CPU, one after another on a GPU; the
+    /// bytes are the same for any thread count.
+    pub fn compress_chunked(
+        &self,
+        backend: &Backend,
+        input: &Buffer,
+        shape: &[usize],
+        chunks: &ChunkOptions,
+        opts: RunOptions,
+    ) -> Result<Vec<u8>> {
+        self.compress_chunked_view(backend, input.view(), shape, chunks, opts)
+    }
+
+    pub(crate) fn compress_chunked_view(
+        &self,
+        backend: &Backend,
+        input: View,
+        shape: &[usize],
+        chunks: &ChunkOptions,
+        opts: RunOptions,
+    ) -> Result<Vec<u8>> {
+        let p = self.finalized()?;
+        p.check_input(input, shape)?;
+        if shape.is_empty() {
+            return Err(Error::InvalidArgument("chunking needs an array of at least one dimension".into()));
+        }
+        let elem = input.dtype().size();
+        let chunk_shape =
+            if chunks.chunk_shape.is_empty() { default_chunk_shape(shape, elem) } else { chunks.chunk_shape.clone() };
+        if chunk_shape.len() != shape.len() || chunk_shape.contains(&0) {
+            return Err(Error::InvalidArgument(format!(
+                "chunk shape {chunk_shape:?} does not suit the shape {shape:?} (one extent ≥ 1 per dimension)"
+            )));
+        }
+        let chunk_shape: Vec<u64> = chunk_shape.iter().zip(shape).map(|(&c, &n)| c.min(n) as u64).collect();
+        let shape64: Vec<u64> = shape.iter().map(|&n| n as u64).collect();
+        let (chunk_mode, chunk_bound) = chunk_bound(&p, input, shape)?;
+        let mut cp: Pipeline = (*p).clone();
+        if chunk_mode == ErrorMode::Abs && chunk_bound > 0.0 {
+            cp.set_error_bound(ErrorBound::new(ErrorMode::Abs, chunk_bound)?)?;
+        }
+        cp.finalize()?;
+        let placeholder = archive::index::BlockIndex::build(IndexClass::Verbatim, &[])?;
+        let mut grid = Chunking { chunk_shape, chunk_mode, chunk_bound, index: placeholder };
+        let n = grid.num_chunks(&shape64).ok_or_else(|| Error::InvalidArgument("too many chunks".into()))?;
+        let one = |i: u64| -> Result<Vec<u8>> {
+            let (origin, extent) = grid.chunk_box(&shape64, i);
+            let count: u64 = extent.iter().product();
+            let mut part = Buffer::zeroed(input.dtype(), count as usize)?;
+            let zero = vec![0; extent.len()];
+            decode_chunks::copy_box(
+                input.native_bytes(),
+                &shape64,
+                &origin,
+                part.native_bytes_mut(),
+                &extent,
+                &zero,
+                &extent,
+                elem,
+            );
+            let extent: Vec<usize> = extent.iter().map(|&e| e as usize).collect();
+            cp.compress_view(backend, part.view(), &extent, opts).map_err(|e| match e {
+                Error::InvalidArgument(m) => Error::InvalidArgument(format!("chunk {i}: {m}")),
+                e => e,
+            })
+        };
+        let archives: Vec<Vec<u8>> = match backend {
+            Backend::Cpu => {
+                use rayon::prelude::*;
+                (0..n).into_par_iter().map(one).collect::<Result<_>>()?
+            }
+            #[cfg(feature = "cuda")]
+            Backend::Cuda(_) => (0..n).map(one).collect::<Result<_>>()?,
+        };
+        let lens: Vec<usize> = archives.iter().map(Vec::len).collect();
+        let (index, data_len) = chunked::build_index(&lens, shape.len(), &chunks.index)?;
+        grid.index = index;
+        let mut header = p.header(input.dtype(), shape, Vec::new(), std::iter::empty());
+        header.stages.clear();
+        header.version = (chunked::CHUNKED_MAJOR, chunked::CHUNKED_MINOR);
+        header.chunking = Some(grid);
+        Ok(archive::write_chunked(header, &archives, data_len))
+    }
+}
+
+/// Decodes chunks on a decoder's backend: in parallel on the CPU, one after another on a GPU.
+struct BackendChunks<'d>(&'d Decoder);
+
+impl ChunkRunner for BackendChunks<'_> {
+    fn plan<'a>(&self, chunk: &'a [u8]) -> Result<DecodePlan<'a>> {
+        self.0.plan(chunk)
+    }
+    fn run(&self, plan: DecodePlan<'_>) -> Result<Buffer> {
+        self.0.run(plan).map(|d| d.data)
+    }
+    fn parallel(&self) -> bool {
+        matches!(self.0.backend(), Backend::Cpu)
+    }
+    fn max_memory(&self) -> u64 {
+        self.0.limits().max_memory
+    }
+}
+
+/// Decode a whole chunked plan on the decoder's backend.
+pub(crate) fn run_chunked(decoder: &Decoder, plan: DecodePlan<'_>) -> Result<Buffer> {
+    let c = plan.chunked.expect("a chunked plan");
+    decode_chunks::decode(&c.head(&plan.header), &c.bytes, None, &BackendChunks(decoder))
+}
+
+impl Decoder {
+    /// Decode the box `region` (one range per dimension, C order) of an archive. Of a chunked
+    /// archive only the chunks the region intersects are read and decoded; an unchunked one
+    /// is decoded whole and sliced. The result's data holds the region's elements in C order
+    /// (its shape: the ranges' lengths); its header is the archive's.
+    pub fn region(&self, archive: &[u8], region: &[Range<u64>]) -> Result<Decompressed> {
+        self.region_from(&archive, region)
+    }
+
+    /// [`Decoder::region`] reading only what it needs from `source` (e.g. a
+    /// [`archive::source::FileSource`]): the header, then each chunk the region intersects.
+    pub fn region_from(&self, source: &dyn ArchiveSource, region: &[Range<u64>]) -> Result<Decompressed> {
+        let head = decode_chunks::open(source)?;
+        decode_chunks::check_region(region, &head.header.shape)?;
+        if head.header.chunking.is_some() {
+            let data = decode_chunks::decode(&head, source, Some(region), &BackendChunks(self))?;
+            return Ok(Decompressed { header: head.header, data, backend: self.backend().name() });
+        }
+        let bytes = source.read_at(0, source.len() as usize)?;
+        let decoded = self.decompress(&bytes)?;
+        let data = crate::graph::slice(&decoded.data, &decoded.header.shape, region)?;
+        Ok(Decompressed { data, ..decoded })
+    }
+}
+
+/// Decode the box `region` of an archive on the CPU (see [`Decoder::region`]).
+pub fn decompress_region(archive: &[u8], region: &[Range<u64>]) -> Result<Decompressed> {
+    Decoder::new(Backend::Cpu).region(archive, region)
+}
