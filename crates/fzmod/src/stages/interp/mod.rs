@@ -13,6 +13,8 @@
 //! cost estimate on sampled blocks and are recorded. Layout: docs/FORMAT.md 6.17.
 
 mod cpu;
+#[cfg(feature = "cuda")]
+pub(crate) mod device;
 pub(crate) mod walk;
 
 use crate::archive::{ErrorMode, Header, Reader, Writer};
@@ -359,6 +361,11 @@ impl Stage for Interpolation {
         }
         r.grid.check_header(header, "Interpolation")?;
         check_header_bound("Interpolation", bound, header)
+    }
+
+    #[cfg(feature = "cuda")]
+    fn device(&self) -> Option<&dyn crate::backend::cuda::device::DeviceStage> {
+        Some(self)
     }
 }
 
