@@ -41,10 +41,11 @@ __device__ __forceinline__ real ip_predict(const real* w, u32 kind, u64 idx, u64
     u64 base = i / anchor * anchor;
     u64 end = min(base + anchor, n - 1);
     bool has_a = i >= base + 3 * s, has_c = i + s <= end, has_d = i + 3 * s <= end;
-    real b = w[idx - o];
-    real c = has_c ? w[idx + o] : b;
-    real a = has_a ? w[idx - 3 * o] : b;
-    real d = has_d ? w[idx + 3 * o] : b;
+    u64 off = s * o;
+    real b = w[idx - off];
+    real c = has_c ? w[idx + off] : b;
+    real a = has_a ? w[idx - 3 * off] : b;
+    real d = has_d ? w[idx + 3 * off] : b;
     return ip_stencil(kind, has_a, has_c, has_d, a, b, c, d);
 }
 
@@ -183,7 +184,7 @@ ip_costs(const real* x, IGeom g, u64 block_stride, u32 levels, const double* lst
     for (u32 j = 0; j < 3; j++) {
         ILattice lat = ip_lattice(ip_pass(choice, j, s), lo, hi);
         u64 n = ip_axis_extent(g, lat.p.axis), o = ip_axis_stride(g, lat.p.axis), total = lat.total();
-        for (u64 t = threadIdx.x; t < total; t += IP_COST_THREADS) {
+        for (u64 t = threadIdx.x; t < total; t += blockDim.x) {
             u64 idx, i;
             lat.point(t, g, &idx, &i);
             cost += ip_point_cost(x[idx], ip_predict(x, kind, idx, i, s, n, o, a), recip);
