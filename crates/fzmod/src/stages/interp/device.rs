@@ -309,11 +309,7 @@ impl DeviceStage for Interpolation {
         let n = codes.known_len()?;
         let g = Walk { dims: r.grid.dims, anchor: r.anchor };
         if n != g.len() || r.choices.len() != g.levels() {
-            return Err(corrupt!(
-                "Interpolation: {n} codes, {} level choices for grid {:?}",
-                r.choices.len(),
-                g.dims
-            ));
+            return Err(corrupt!("Interpolation: {n} codes, {} level choices for grid {:?}", r.choices.len(), g.dims));
         }
         // The side port (anchors and outliers) is parsed with the CPU's own validating parser.
         let bytes = run.download(side, side.known_len()?)?;
@@ -346,7 +342,9 @@ impl DeviceStage for Interpolation {
         let count = outliers.len() as u64;
         let out = run.alloc(self.input, n)?;
         // The CPU decoder starts from zeros (a marker without an outlier entry feeds 0).
-        run.zero(&out)?;
+        if n > 0 {
+            run.zero(&out)?;
+        }
         let geom = IGeom::new(&g);
         let s = run.stream().clone();
         let p = |b: &DeviceBuffer| b.ptr(&s);
