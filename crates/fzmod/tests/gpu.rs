@@ -48,6 +48,11 @@ impl Rng {
 fn random_field(rng: &mut Rng, f64_values: bool) -> (Buffer, Vec<usize>) {
     let ndim = 1 + rng.below(4) as usize;
     let shape: Vec<usize> = (0..ndim).map(|_| 1 + rng.below([50_000, 300, 40, 12][ndim - 1]) as usize).collect();
+    field_of_shape(rng, f64_values, shape)
+}
+
+/// [`random_field`]'s values on a given shape.
+fn field_of_shape(rng: &mut Rng, f64_values: bool, shape: Vec<usize>) -> (Buffer, Vec<usize>) {
     let n: usize = shape.iter().product();
     let noise = rng.unit() * 0.5;
     let mut v: Vec<f64> =
@@ -721,23 +726,43 @@ fn huffman_cases_round_trip_on_the_cpu() {
     }
 }
 
-/// The Interpolation stage (random radius, mapping, anchor, α, β) and the `interp` and
-/// `interp-fast` presets on random fields, f32 and f64, abs and rel: device bytes == CPU
-/// bytes fused and unfused, each decoder decodes the other's archive. (The stage has no device
-/// kernels yet and runs on the CPU inside a device pipeline; its coders run on the device.)
+/// The Interpolation stage (random radius, anchor, α, β) and the `interp` and `interp-fast`
+/// presets, f32 and f64, abs and rel, radius and zigzag codes, on fields with NaN and ±Inf:
+/// device bytes == CPU bytes fused and unfused, each decoder decodes the other's archive.
+/// Seeds cycle through 1-D to 4-D random shapes (extents rarely multiples of the anchor
+/// stride), then a few fixed shapes that span several default anchor blocks (64 in 2-D and
+/// 3-D, 1024 in 1-D) with partial blocks at the upper edges.
 #[test]
 #[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
 fn interpolation_stage_and_presets_give_cpu_bytes() {
-    for seed in 1..=12u64 {
+    let fixed: [&[usize]; 6] = [&[50_001], &[257, 300], &[70, 65, 33], &[3, 5, 40, 41], &[1, 130, 1, 129], &[2, 1]];
+    for seed in 1..=(16 + fixed.len() as u64) {
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x1e7e);
-        let f64_values = rng.below(3) == 0;
-        let (data, shape) = random_field(&mut rng, f64_values);
+        let f64_values = seed % 8 >= 4;
+        let (mut data, shape) = match fixed.get((seed as usize).wrapping_sub(17)) {
+            Some(shape) => field_of_shape(&mut rng, f64_values, shape.to_vec()),
+            None => {
+                let ndim = 1 + (seed % 4) as usize;
+                let shape = (0..ndim).map(|_| 1 + rng.below([50_000, 300, 40, 12][ndim - 1]) as usize).collect();
+                field_of_shape(&mut rng, f64_values, shape)
+            }
+        };
+        // At least one NaN, +Inf and -Inf (when there is room).
+        let n = data.len();
+        for (k, special) in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY].into_iter().enumerate() {
+            let at = (rng.below(n as u64) as usize + k) % n;
+            match &mut data {
+                Buffer::F32(v) => v[at] = special as f32,
+                Buffer::F64(v) => v[at] = special,
+                _ => unreachable!(),
+            }
+        }
         let mode = [ErrorMode::Abs, ErrorMode::Rel][rng.below(2) as usize];
         let bound = ErrorBound::new(mode, [1e-2, 1e-3, 1e-4][rng.below(3) as usize]).unwrap();
         let stage = format!(
             "type = \"Interpolation\"\ncode_mapping = \"{}\"\nquant_radius = {}\nanchor_stride = {}\nalpha = {}\nbeta = {}\n",
-            ["radius", "zigzag"][rng.below(2) as usize],
-            1 + rng.below(32768),
+            ["radius", "zigzag"][(seed / 2 % 2) as usize],
+            [1 + rng.below(32768), 1, 32768, 7][rng.below(4) as usize],
             1u64 << (1 + rng.below(8)),
             [1.0, 1.25, 1.5][rng.below(3) as usize],
             [1.0, 2.0, 4.0][rng.below(3) as usize],

@@ -96,6 +96,7 @@ pub(crate) fn device_programs() -> Vec<crate::backend::cuda::Program> {
     for real in [DType::F32, DType::F64] {
         programs.push(quantizer::device::program(real));
         programs.push(lorenzo_quant::device::program(real));
+        programs.push(interp::device::program(real));
         programs.push(mask::device::program(real));
     }
     for word in [DType::U16, DType::U32] {

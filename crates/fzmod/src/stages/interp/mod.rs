@@ -10,9 +10,12 @@
 //! segment of the point, so an A-cube is decodable on its own (cuSZ-i's tiles). A code the
 //! radius cannot hold, a value the check in f64 would miss, NaN and ±Inf go to a lossless
 //! outlier list in index order. Per level, interpolator and sweep order come from an integer
-//! cost estimate on sampled blocks and are recorded. Layout: docs/FORMAT.md 6.17.
+//! cost estimate on sampled blocks and are recorded. Layout: docs/FORMAT.md 6.17. device.rs
+//! produces the same bytes on the GPU (one kernel per level and pass).
 
 mod cpu;
+#[cfg(feature = "cuda")]
+pub(crate) mod device;
 pub(crate) mod walk;
 
 use crate::archive::{ErrorMode, Header, Reader, Writer};
@@ -359,6 +362,11 @@ impl Stage for Interpolation {
         }
         r.grid.check_header(header, "Interpolation")?;
         check_header_bound("Interpolation", bound, header)
+    }
+
+    #[cfg(feature = "cuda")]
+    fn device(&self) -> Option<&dyn crate::backend::cuda::device::DeviceStage> {
+        Some(self)
     }
 }
 

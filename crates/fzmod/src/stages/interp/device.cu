@@ -1,0 +1,388 @@
+// Interpolation on the device, after quantizer/device.cu (real, is_finite_real, quantize,
+// reconstruct, real_bits, at_most, Params, fz_minmax/fz_resolve, q_tile_starts, varint_len,
+// fz_scatter_outliers, Q_TILE, Q_THREADS, QI_RUN): cpu.rs and walk.rs step for step.
+//
+// Organisation: one kernel launch per (level, pass) over the whole grid, values in global
+// memory, exactly the CPU's level-by-level walk (the points of one pass are independent: each
+// reads only points of earlier passes or levels). The per-level choice is scored by ip_costs
+// (one thread block per sampled anchor block, level and candidate; integer sums, atomics) and
+// picked by ip_select on the device; the forward pass kernels read it from device memory, so
+// their launch covers the larger of the two sweep orders' point counts. The outlier list is
+// written in index order like LorenzoQuant's lists: per Q_TILE a count and the last index, a
+// max-scan, per-tile byte sizes, a scan, then the bytes, after the anchors' raw values.
+
+struct IGeom {
+    u64 nz, ny, nx, anchor;
+};
+static_assert(sizeof(IGeom) == 32, "IGeom: interp/device.rs");
+
+// walk.rs Kind.
+#define IP_LINEAR 0u
+#define IP_CUBIC 1u
+
+// cpu.rs feed: the value a point contributes to later predictions.
+__device__ __forceinline__ real ip_feed(real v) { return is_finite_real(v) ? v : (real)0; }
+
+// walk.rs stencil, in its exact operation order (no contraction: --fmad=false).
+__device__ __forceinline__ real ip_stencil(u32 kind, bool has_a, bool has_c, bool has_d, real a, real b, real c, real d) {
+    if (!has_c) return b;
+    if (kind == IP_LINEAR || !(has_a || has_d)) return (b + c) * (real)0.5;
+    if (has_a && has_d) {
+        if (kind == IP_CUBIC) return ((b + c) * (real)9 - (a + d)) * (real)0.0625;
+        return ((b + c) * (real)23 - (a + d) * (real)3) / (real)40;
+    }
+    if (!has_a) return (b * (real)3 + c * (real)6 - d) * (real)0.125;
+    return (b * (real)6 + c * (real)3 - a) * (real)0.125;
+}
+
+// walk.rs neighbours + predict: the point idx at coordinate i along an axis of extent n whose
+// element stride is o, level stride s.
+__device__ __forceinline__ real ip_predict(const real* w, u32 kind, u64 idx, u64 i, u64 s, u64 n, u64 o, u64 anchor) {
+    u64 base = i / anchor * anchor;
+    u64 end = min(base + anchor, n - 1);
+    bool has_a = i >= base + 3 * s, has_c = i + s <= end, has_d = i + 3 * s <= end;
+    u64 off = s * o;
+    real b = w[idx - off];
+    real c = has_c ? w[idx + off] : b;
+    real a = has_a ? w[idx - 3 * off] : b;
+    real d = has_d ? w[idx + 3 * off] : b;
+    return ip_stencil(kind, has_a, has_c, has_d, a, b, c, d);
+}
+
+// walk.rs passes: pass j of the level with stride s under the choice byte (bit 2: x first).
+struct IPass {
+    u32 axis;
+    u64 start[3], step[3];
+};
+
+__device__ __forceinline__ IPass ip_pass(u32 choice, u32 j, u64 s) {
+    bool rev = (choice >> 2) & 1u;
+    IPass p;
+    for (int a = 0; a < 3; a++) {
+        p.start[a] = 0;
+        p.step[a] = 2 * s;
+    }
+    for (u32 k = 0; k < j; k++) p.step[rev ? 2 - k : k] = s;
+    p.axis = rev ? 2 - j : j;
+    p.start[p.axis] = s;
+    return p;
+}
+
+// The points of a pass inside the box [lo, hi): per axis their count; the t-th of them (z, y,
+// x ascending, x fastest) as its element index and its coordinate along the pass axis.
+struct ILattice {
+    u64 lo[3], cnt[3];
+    IPass p;
+    __device__ u64 total() const { return cnt[0] * cnt[1] * cnt[2]; }
+    __device__ void point(u64 t, const IGeom& g, u64* idx, u64* coord) const {
+        u64 kx = t % cnt[2], r = t / cnt[2], ky = r % cnt[1], kz = r / cnt[1];
+        u64 z = lo[0] + p.start[0] + kz * p.step[0];
+        u64 y = lo[1] + p.start[1] + ky * p.step[1];
+        u64 x = lo[2] + p.start[2] + kx * p.step[2];
+        *idx = (z * g.ny + y) * g.nx + x;
+        *coord = p.axis == 0 ? z : p.axis == 1 ? y : x;
+    }
+};
+
+__device__ __forceinline__ ILattice ip_lattice(const IPass& p, const u64* lo, const u64* hi) {
+    ILattice l;
+    l.p = p;
+    for (int a = 0; a < 3; a++) {
+        l.lo[a] = lo[a];
+        u64 first = lo[a] + p.start[a];
+        l.cnt[a] = hi[a] > first ? (hi[a] - first - 1) / p.step[a] + 1 : 0;
+    }
+    return l;
+}
+
+__device__ __forceinline__ u64 ip_axis_extent(const IGeom& g, u32 axis) { return axis == 0 ? g.nz : axis == 1 ? g.ny : g.nx; }
+__device__ __forceinline__ u64 ip_axis_stride(const IGeom& g, u32 axis) { return axis == 0 ? g.ny * g.nx : axis == 1 ? g.nx : 1; }
+
+// cpu.rs Params::code / outlier_code / level_code.
+__device__ __forceinline__ unsigned short ip_code(i32 q, u32 radius, u32 zigzag) {
+    if (zigzag) return (unsigned short)(((u32)q << 1) ^ (u32)(q >> 31));
+    return (unsigned short)(u32)(q + (i32)radius);
+}
+__device__ __forceinline__ unsigned short ip_marker(u32 radius, u32 zigzag) { return zigzag ? (unsigned short)(2 * radius - 1) : (unsigned short)0; }
+__device__ __forceinline__ i32 ip_level_code(unsigned short c, u32 radius, u32 zigzag) {
+    if (zigzag) return (i32)(c >> 1) ^ -(i32)(c & 1);
+    return (i32)c - (i32)radius;
+}
+
+// cpu.rs quantize_point's `within`.
+__device__ __forceinline__ bool ip_within(real x, real p, i32 q, real step, u32 radius, double abs_bound, real* r) {
+    *r = p + reconstruct(q, step);
+    u32 mag = q < 0 ? 0u - (u32)q : (u32)q;
+    return mag < radius && is_finite_real(*r) && fabs((double)x - (double)*r) <= abs_bound;
+}
+
+// cpu.rs quantize_point: true with (q, r), or false for an outlier.
+__device__ __forceinline__ bool ip_quantize(real x, real p, real step, real recip, u32 radius, double abs_bound, i32* qo, real* ro) {
+    real e = x - p;
+    // Range check before any conversion (NaN fails it).
+    if (!(fabs((double)(e * recip)) < (double)radius)) return false;
+    i32 q = quantize(e, recip);
+    real r;
+    if (ip_within(x, p, q, step, radius, abs_bound, &r)) {
+        *qo = q;
+        *ro = r;
+        return true;
+    }
+    i32 side = (double)x < (double)(p + reconstruct(q, step)) ? q - 1 : q + 1;
+    if (ip_within(x, p, side, step, radius, abs_bound, &r)) {
+        *qo = side;
+        *ro = r;
+        return true;
+    }
+    return false;
+}
+
+// cpu.rs point_cost.
+__device__ __forceinline__ u64 ip_point_cost(real x, real p, real recip) {
+    real e = x - p;
+    if (!(fabs((double)(e * recip)) < 1048576.0)) return 21;
+    i32 q = quantize(e, recip);
+    u32 mag = q < 0 ? 0u - (u32)q : (u32)q;
+    return (u64)(32 - __clz(mag));
+}
+
+// ---- Forward ----
+
+// cpu.rs level_steps: lsteps[2(l-1)] = h_l, lsteps[2(l-1)+1] = r_l (values of the element
+// type, as f64), finest level first.
+extern "C" __global__ void ip_level_steps(const Params* params, u32 levels, double alpha, double beta, double* lsteps) {
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    double abs_bound = params->abs_bound, power = 1.0;
+    for (u32 l = 0; l < levels; l++) {
+        if (l > 0) power = __dmul_rn(power, alpha);
+        real step = at_most(__ddiv_rn(abs_bound, fmin(power, beta)));
+        real recip = (double)step > 0.0 ? (real)0.5 / step : (real)0;
+        lsteps[2 * l] = (double)step;
+        lsteps[2 * l + 1] = (double)recip;
+    }
+}
+
+#define IP_COST_THREADS 256
+#define IP_CANDIDATES 6
+
+// cpu.rs select, the sums: block (sample, level k * 6 + candidate) adds the cost of the
+// candidate's passes of level k (coarsest first) inside sampled anchor block sample ·
+// block_stride, predicting from the original values, to costs[k * 6 + candidate].
+extern "C" __global__ void __launch_bounds__(IP_COST_THREADS)
+ip_costs(const real* x, IGeom g, u64 block_stride, u32 levels, const double* lsteps, u64* costs) {
+    u32 k = blockIdx.y / IP_CANDIDATES, cand = blockIdx.y % IP_CANDIDATES;
+    u32 l = levels - k;
+    u64 s = 1ull << (l - 1);
+    real recip = (real)lsteps[2 * (l - 1) + 1];
+    u32 choice = (cand >> 1) | (cand & 1u) << 2;
+    u32 kind = cand >> 1;
+    u64 a = g.anchor, bx = (g.nx + a - 1) / a, by = (g.ny + a - 1) / a;
+    u64 b = (u64)blockIdx.x * block_stride;
+    u64 lo[3] = {b / (by * bx) * a, b / bx % by * a, b % bx * a};
+    u64 hi[3] = {min(lo[0] + a, g.nz), min(lo[1] + a, g.ny), min(lo[2] + a, g.nx)};
+    u64 cost = 0;
+    for (u32 j = 0; j < 3; j++) {
+        ILattice lat = ip_lattice(ip_pass(choice, j, s), lo, hi);
+        u64 n = ip_axis_extent(g, lat.p.axis), o = ip_axis_stride(g, lat.p.axis), total = lat.total();
+        for (u64 t = threadIdx.x; t < total; t += blockDim.x) {
+            u64 idx, i;
+            lat.point(t, g, &idx, &i);
+            cost += ip_point_cost(x[idx], ip_predict(x, kind, idx, i, s, n, o, a), recip);
+        }
+    }
+    u64 sum;
+    block_exclusive_scan(cost, &sum);
+    if (threadIdx.x == 0 && sum > 0) atomicAdd(&costs[blockIdx.y], sum);
+}
+
+// cpu.rs select, the choice: per level the least sum, ties to the earlier candidate.
+extern "C" __global__ void ip_select(const u64* costs, u32 levels, u32* choices) {
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    for (u32 k = 0; k < levels; k++) {
+        u32 best = 0;
+        for (u32 c = 1; c < IP_CANDIDATES; c++)
+            if (costs[k * IP_CANDIDATES + c] < costs[k * IP_CANDIDATES + best]) best = c;
+        choices[k] = (best >> 1) | (best & 1u) << 2;
+    }
+}
+
+// The anchor grid's t-th point (C order) as an element index.
+__device__ __forceinline__ u64 ip_anchor_index(u64 t, const IGeom& g) {
+    u64 ax = (g.nx + g.anchor - 1) / g.anchor, ay = (g.ny + g.anchor - 1) / g.anchor;
+    // anchors per axis: (n - 1) / A + 1 = ceil(n / A) for n >= 1
+    u64 x = t % ax, r = t / ax, y = r % ay, z = r / ay;
+    return (z * g.anchor * g.ny + y * g.anchor) * g.nx + x * g.anchor;
+}
+
+// Anchors: code of q = 0, fed value, raw bytes into the side port in anchor-grid C order.
+extern "C" __global__ void ip_anchors(const real* x, IGeom g, u64 count, unsigned short code0, real* w, unsigned short* codes, u8* side) {
+    u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= count) return;
+    u64 idx = ip_anchor_index(t, g);
+    real v = x[idx];
+    codes[idx] = code0;
+    w[idx] = ip_feed(v);
+    u64 bits = real_bits(v);
+    for (int b = 0; b < (int)sizeof(real); b++) side[t * sizeof(real) + b] = (u8)(bits >> (8 * b));
+}
+
+// One pass of one level over the whole grid: level k (coarsest first, stride s), pass j of the
+// choice the device selected. lsteps index l - 1 = levels - 1 - k.
+extern "C" __global__ void ip_encode_pass(const real* x, real* w, unsigned short* codes, IGeom g, const u32* choices, u32 k, u32 j,
+                                          u64 s, const double* lsteps, u32 levels, const Params* params, u32 radius, u32 zigzag) {
+    u32 choice = choices[k];
+    u64 lo[3] = {0, 0, 0}, hi[3] = {g.nz, g.ny, g.nx};
+    ILattice lat = ip_lattice(ip_pass(choice, j, s), lo, hi);
+    u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= lat.total()) return;
+    u64 idx, i;
+    lat.point(t, g, &idx, &i);
+    u32 axis = lat.p.axis;
+    u32 lv = levels - 1 - k;
+    real step = (real)lsteps[2 * lv], recip = (real)lsteps[2 * lv + 1];
+    real p = ip_predict(w, choice & 3u, idx, i, s, ip_axis_extent(g, axis), ip_axis_stride(g, axis), g.anchor);
+    real xv = x[idx];
+    i32 q;
+    real r;
+    if (ip_quantize(xv, p, step, recip, radius, params->abs_bound, &q, &r)) {
+        codes[idx] = ip_code(q, radius, zigzag);
+        w[idx] = r;
+    } else {
+        codes[idx] = ip_marker(radius, zigzag);
+        w[idx] = ip_feed(xv);
+    }
+}
+
+// Per Q_TILE: outliers (codes equal to the marker) and (last outlier index + 1), as
+// q_tile_starts takes them.
+extern "C" __global__ void __launch_bounds__(Q_THREADS)
+ip_list_count(const unsigned short* codes, unsigned short marker, u64 n, u32* tile_count, u64* tile_next) {
+    u64 first = (u64)blockIdx.x * Q_TILE + (u64)threadIdx.x * QI_RUN;
+    u32 count = 0;
+    u64 next = 0;
+    for (int j = 0; j < QI_RUN && first + j < n; j++)
+        if (codes[first + j] == marker) {
+            count++;
+            next = first + j + 1;
+        }
+    u64 total;
+    block_exclusive_scan(count, &total);
+    for (int o = 16; o > 0; o >>= 1) next = max(next, __shfl_xor_sync(FULL_MASK, next, o));
+    __shared__ u64 warp_next[Q_THREADS / 32];
+    if ((threadIdx.x & 31) == 0) warp_next[threadIdx.x >> 5] = next;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < Q_THREADS / 32; w++) next = max(next, warp_next[w]);
+        tile_count[blockIdx.x] = (u32)total;
+        tile_next[blockIdx.x] = next;
+    }
+}
+
+// Exclusive max-scan of one value per thread across the block, starting from `carry`.
+__device__ u64 ip_block_exclusive_max(u64 v, u64 carry) {
+    __shared__ u64 warp_max[Q_THREADS / 32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    u64 incl = v;
+    for (int d = 1; d < 32; d <<= 1) {
+        u64 t = __shfl_up_sync(FULL_MASK, incl, d);
+        if (lane >= d) incl = max(incl, t);
+    }
+    if (lane == 31) warp_max[warp] = incl;
+    __syncthreads();
+    u64 before = carry;
+    for (int w = 0; w < warp; w++) before = max(before, warp_max[w]);
+    u64 up = __shfl_up_sync(FULL_MASK, incl, 1);
+    if (lane > 0) before = max(before, up);
+    __syncthreads();
+    return before;
+}
+
+__device__ __forceinline__ u8* ip_put_varint(u64 v, u8* o) {
+    while (v >= 0x80) {
+        *o++ = (u8)(v | 0x80);
+        v >>= 7;
+    }
+    *o++ = (u8)v;
+    return o;
+}
+
+// `write` = 0: tile_bytes[tile] = the tile's entry bytes (varint gap + raw value each).
+// `write` = 1: the entries at base + offsets[tile] of `out`, when base + offsets[ntiles] fits
+// `capacity`. Tiles without outliers are skipped.
+extern "C" __global__ void __launch_bounds__(Q_THREADS)
+ip_list_bytes(const unsigned short* codes, unsigned short marker, const real* x, u64 n, const u32* tile_count, const u64* tile_next,
+              u64 ntiles, u32* tile_bytes, u64 base, const u64* offsets, u8* out, u64 capacity, u32 write) {
+    if (tile_count[blockIdx.x] == 0) {
+        if (!write && threadIdx.x == 0) tile_bytes[blockIdx.x] = 0;
+        return;
+    }
+    u64 first = (u64)blockIdx.x * Q_TILE + (u64)threadIdx.x * QI_RUN;
+    u64 last = 0;
+    for (int j = 0; j < QI_RUN && first + j < n; j++)
+        if (codes[first + j] == marker) last = first + j + 1;
+    u64 next = ip_block_exclusive_max(last, tile_next[blockIdx.x]);
+    u64 bytes = 0;
+    for (u64 i = first, prev = next; i < min(n, first + QI_RUN); i++)
+        if (codes[i] == marker) {
+            bytes += varint_len(i - prev) + sizeof(real);
+            prev = i + 1;
+        }
+    u64 total;
+    u64 at = block_exclusive_scan(bytes, &total);
+    if (!write) {
+        if (threadIdx.x == 0) tile_bytes[blockIdx.x] = (u32)total;
+        return;
+    }
+    if (base + offsets[ntiles] > capacity) return;
+    u8* o = out + base + offsets[blockIdx.x] + at;
+    for (u64 i = first, prev = next; i < min(n, first + QI_RUN); i++)
+        if (codes[i] == marker) {
+            o = ip_put_varint(i - prev, o);
+            u64 bits = real_bits(x[i]);
+            for (int b = 0; b < (int)sizeof(real); b++) *o++ = (u8)(bits >> (8 * b));
+            prev = i + 1;
+        }
+}
+
+// The record's values: abs bound, step, the choice bytes packed 8 per word (level 0 in the
+// low byte), and the side port's length (anchors, then the outlier list).
+extern "C" __global__ void ip_export(const Params* params, const u32* choices, u32 levels, const u64* list_bytes, u64 anchor_bytes,
+                                     u64* abs_bound, u64* step, u64* choices_lo, u64* choices_hi, u64* side_len) {
+    *abs_bound = (u64)__double_as_longlong(params->abs_bound);
+    *step = (u64)__double_as_longlong(params->step);
+    u64 packed[2] = {0, 0};
+    for (u32 k = 0; k < levels; k++) packed[k / 8] |= (u64)(choices[k] & 0xffu) << (8 * (k % 8));
+    *choices_lo = packed[0];
+    *choices_hi = packed[1];
+    *side_len = anchor_bytes + *list_bytes;
+}
+
+// ---- Inverse ----
+
+// Anchor values (anchor-grid C order) into w: fed (before the levels) or raw (after).
+extern "C" __global__ void ip_put_anchors(const real* values, IGeom g, u64 count, u32 fed, real* w) {
+    u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= count) return;
+    real v = values[t];
+    w[ip_anchor_index(t, g)] = fed ? ip_feed(v) : v;
+}
+
+// One pass of one level: the marker keeps the (outlier) value already in place, fed; any other
+// code adds its reconstruction to the prediction.
+extern "C" __global__ void ip_decode_pass(const unsigned short* codes, real* w, IGeom g, u32 choice, u32 j, u64 s, double step_f64,
+                                          u32 radius, u32 zigzag) {
+    u64 lo[3] = {0, 0, 0}, hi[3] = {g.nz, g.ny, g.nx};
+    ILattice lat = ip_lattice(ip_pass(choice, j, s), lo, hi);
+    u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= lat.total()) return;
+    u64 idx, i;
+    lat.point(t, g, &idx, &i);
+    u32 axis = lat.p.axis;
+    unsigned short c = codes[idx];
+    if (c == ip_marker(radius, zigzag)) {
+        w[idx] = ip_feed(w[idx]);
+    } else {
+        real p = ip_predict(w, choice & 3u, idx, i, s, ip_axis_extent(g, axis), ip_axis_stride(g, axis), g.anchor);
+        w[idx] = p + reconstruct(ip_level_code(c, radius, zigzag), (real)step_f64);
+    }
+}
