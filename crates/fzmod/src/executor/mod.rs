@@ -138,6 +138,13 @@ impl<'a> UnfusedCompress<'a> {
                     }
                 });
             }
+            // A length only the device knows (a coder's output feeding another stage) is read
+            // back here: stages size their work from their inputs' lengths.
+            for b in owned.iter_mut().flatten() {
+                if matches!(b.len, Len::Device { .. }) {
+                    b.len = Len::Known(host_len(&run, b)?);
+                }
+            }
             let inputs: Vec<&DeviceBuffer> = owned.iter().map(|b| b.as_ref().unwrap_or(self.input.buffer())).collect();
             let ports = node.stage.inputs();
             if inputs.iter().zip(&ports).any(|(b, p)| b.dtype != p.dtype) {
