@@ -266,9 +266,12 @@ impl CompressJob for UnfusedCompress<'_> {
         let mut notes = cpu_stage_notes(nodes.iter().map(|n| (n.name.as_str(), n.stage.as_ref())));
         if self.fuse {
             let chain = Chain::of_pipeline(self.pipeline);
-            for r in chain.forward_regions() {
-                notes.push(format!("fused region: {}", chain.describe(&r, |k| nodes[k].name.clone())));
+            let regions: Vec<String> =
+                chain.forward_regions().iter().map(|r| chain.describe(r, |k| nodes[k].name.clone())).collect();
+            if !regions.is_empty() {
+                notes[0] = "device walk with generated region kernels".into();
             }
+            notes.extend(regions.into_iter().map(|r| format!("fused region: {r}")));
         }
         notes
     }
