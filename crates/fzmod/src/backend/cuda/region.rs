@@ -96,6 +96,16 @@ pub enum ForwardPart {
     },
 }
 
+impl ForwardPart {
+    /// A transform with no runtime values, no other outputs and a record known up front.
+    pub fn fixed(record: Vec<u8>) -> ForwardPart {
+        ForwardPart::Transform {
+            args: Vec::new(),
+            finish: Box::new(move |_| Ok((Vec::new(), Box::new(move |_| Ok(record))))),
+        }
+    }
+}
+
 /// A stage's part of an inverse region, with the byte count of its input where its record
 /// states one (the region checks that they agree).
 pub enum InversePart {
@@ -110,6 +120,13 @@ pub enum InversePart {
         input_bytes: usize,
         keep: Vec<DeviceBuffer>,
     },
+}
+
+impl InversePart {
+    /// A transform with no runtime values, no stated length and nothing to do afterwards.
+    pub fn fixed() -> InversePart {
+        InversePart::Transform { args: Vec::new(), input_bytes: None, finish: Box::new(|_, _| Ok(())) }
+    }
 }
 
 /// A stage whose device work can join a region (implemented beside its `DeviceStage`).

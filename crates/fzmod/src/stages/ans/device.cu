@@ -80,31 +80,8 @@ extern "C" __global__ void __launch_bounds__(256) ans_normalise(const u64* count
     table[s] = p | (u32)cdf << 16;
 }
 
-// Block placement by a decoupled look-back over the blocks' sizes, as RZE's: a block publishes
-// its size (AGGREGATE) once encoded, sums its predecessors' published values 32 at a time back
-// to the nearest one holding its whole prefix (INCLUSIVE), then publishes its own. Blocks are
+// Blocks are placed by the decoupled look-back of common.cu (fz_look_back) over their sizes,
 // taken in ticket order, so every block waited for is running or done.
-#define ANS_AGGREGATE (1ull << 62)
-#define ANS_INCLUSIVE (2ull << 62)
-#define ANS_VALUE (ANS_AGGREGATE - 1)
-
-__device__ __forceinline__ u64 ans_look_back(volatile u64* flags, u64 c) {
-    int lane = threadIdx.x & 31;
-    u64 exclusive = 0;
-    for (long long end = (long long)c - 1;; end -= 32) {
-        long long k = end - lane;
-        u64 v = ANS_INCLUSIVE;  // before block 0: an empty prefix
-        if (k >= 0)
-            do v = flags[k];
-            while (v >> 62 == 0);
-        u32 inclusive = __ballot_sync(FULL_MASK, v >> 62 == 2);
-        int stop = inclusive ? __ffs(inclusive) - 1 : 31;
-        u64 part = lane <= stop ? v & ANS_VALUE : 0;
-        for (int o = 16; o > 0; o >>= 1) part += __shfl_down_sync(FULL_MASK, part, o);
-        exclusive += __shfl_sync(FULL_MASK, part, 0);
-        if (inclusive) return exclusive;
-    }
-}
 
 // Copy `len` bytes with one warp, on 4-byte words where both ends and the length allow.
 __device__ __forceinline__ void ans_warp_copy(u8* dst, const u8* src, u32 len) {
@@ -160,10 +137,10 @@ extern "C" __global__ void __launch_bounds__(ANS_WARPS * 32) ans_encode(
             raw = w > cap;
         }
         u32 size = raw ? len : ans_coded_len(w);
-        if (lane == 0 && c > 0) flags[c] = ANS_AGGREGATE | size;
-        u64 before = ans_look_back(flags, c);
+        if (lane == 0 && c > 0) flags[c] = FZ_AGGREGATE | size;
+        u64 before = fz_look_back(flags, c);
         if (lane == 0) {
-            flags[c] = ANS_INCLUSIVE | (before + size);
+            flags[c] = FZ_INCLUSIVE | (before + size);
             ((u32*)(out + ANS_PROBS_BYTES))[c] = raw ? ANS_RAW : (u32)w;
             if (c == nblocks - 1) *out_len = head + before + size;
         }

@@ -143,15 +143,11 @@ impl Fragment for Difference {
     }
 
     fn forward(&self, _run: &mut DeviceRun, _input: Option<&DeviceBuffer>, _n: usize) -> Result<ForwardPart> {
-        let record = self.record();
-        Ok(ForwardPart::Transform {
-            args: Vec::new(),
-            finish: Box::new(move |_| Ok((Vec::new(), Box::new(move |_| Ok(record))))),
-        })
+        Ok(ForwardPart::fixed(self.record()))
     }
 
     fn inverse(&self, _run: &mut DeviceRun, _outputs: &[Option<&DeviceBuffer>]) -> Result<InversePart> {
-        Ok(InversePart::Transform { args: Vec::new(), input_bytes: None, finish: Box::new(|_, _| Ok(())) })
+        Ok(InversePart::fixed())
     }
 }
 
