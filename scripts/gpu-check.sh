@@ -8,6 +8,9 @@
 #   3. the Python wheel's device paths (crates/fzmod-python/tests/gpu_check.py), when
 #      prepare-gpu.sh built a wheel into .gpu/wheels;
 # and prints a short summary last. Full logs and JSON go to $OUT when set.
+# The whole run takes about 12 minutes on an H100, more than one device call allows: run
+# `gpu-check.sh --tests-only` (tests, sanitizers, Python) and `gpu-check.sh --bench-only` as two
+# calls.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/fzmod-gpu}
@@ -47,7 +50,9 @@ if [ "${1:-}" != "--bench-only" ]; then
   done
 fi
 
+MODE=${1:-}
 bench() { # name file dtype shape preset-or-toml bound [mode [fusion]]
+  [ "$MODE" = "--tests-only" ] && return 0
   local pipeline=(--preset "$5")
   [[ "$5" == *.toml ]] && pipeline=(--config "$5")
   ./.gpu/fzmod bench "$2" --dtype "$3" --shape "$4" "${pipeline[@]}" -m "${7:-rel}" -e "$6" --backend cuda --runs 20 \
@@ -91,7 +96,7 @@ for preset in cuszp3-plain cuszp3-outlier; do bench "2d-$preset-unfused" $E f32 
 for chain in nd-lorenzo-zigzag-rze quant-negabinary-rze; do
   bench "x8-chain-$chain-unfused" $E8 f32 74684160 scripts/chains/$chain.toml 1e-3 rel off
 done
-cat /tmp/bench/x8-cuszp2.txt
+[ "$MODE" = "--tests-only" ] || cat /tmp/bench/x8-cuszp2.txt
 
 # The Python wheel on the GPU: CuPy and PyTorch arrays compressed on the device to the CPU
 # backend's bytes, decoding into CuPy arrays, refusals, host vs device timing. Optional:
