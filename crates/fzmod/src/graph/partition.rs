@@ -1,7 +1,7 @@
-//! Which stages form a fused region (backend/cuda/region.rs generates and runs them): consecutive stages
-//! that each read only their predecessor's first output, which nothing else reads, that all
-//! have fragments, with a coder only last, and a tile that fits them all. The same rule finds
-//! regions in a pipeline (forward) and in a decode plan (inverse).
+//! Which stages form a fused region (backend/cuda/region.rs generates and runs them):
+//! consecutive stages that each read only their predecessor's first output, which nothing else
+//! reads, that all have fragments, with a coder only last, and a tile that fits them all. The
+//! same rule finds regions in a pipeline (forward) and in a decode plan (inverse).
 
 use crate::archive::InputRef;
 use crate::backend::cuda::region::{tile_elements, Fragment, Geometry, Region};
