@@ -8,9 +8,8 @@
 #   3. the Python wheel's device paths (crates/fzmod-python/tests/gpu_check.py), when
 #      prepare-gpu.sh built a wheel into .gpu/wheels;
 # and prints a short summary last. Full logs and JSON go to $OUT when set.
-# The whole run takes about 12 minutes on an H100, more than one device call allows: run
-# `gpu-check.sh --tests-only` (tests, sanitizers, Python) and `gpu-check.sh --bench-only` as two
-# calls.
+# The whole run takes about 12 minutes on an H100, more than one device call allows: run it as
+# three calls, `--tests-only` (GPU tests, Python), `--sanitize-only` and `--bench-only`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/fzmod-gpu}
@@ -24,8 +23,11 @@ e = pathlib.Path("/tmp/fzdata/etopo5_2161x4320.f32").read_bytes()
 pathlib.Path("/tmp/etopo5x8_74684160.f32").write_bytes(e * 8)
 PY
 export FZMOD_DATA=/tmp/fzdata FZMOD_REPO=$PWD
+MODE=${1:-}
+# Whether this run includes a part: tests, sanitize or bench.
+part() { [ -z "$MODE" ] || [ "$MODE" = "--$1-only" ]; }
 tests_rc=0
-if [ "${1:-}" != "--bench-only" ]; then
+if part tests; then
   ./.gpu/gpu-tests --include-ignored --test-threads 1 --nocapture 2>&1 | tee /tmp/gpu-tests.log | grep -E "^test |GPU ==|panicked|skipping|result"
   tests_rc=${PIPESTATUS[0]}
 fi
@@ -33,7 +35,7 @@ fi
 # compute-sanitizer: memcheck, racecheck and initcheck over the small GPU tests and a CLI round
 # trip of every preset, fused and unfused (the big property tests ran above, unsanitized).
 sanitize_rc=0
-if [ "${1:-}" != "--bench-only" ]; then
+if part sanitize; then
   N=data/navy_uwnd_132x73x144.f32
   for tool in memcheck racecheck initcheck; do
     san="compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 5"
@@ -53,9 +55,8 @@ if [ "${1:-}" != "--bench-only" ]; then
   done
 fi
 
-MODE=${1:-}
 bench() { # name file dtype shape preset-or-toml bound [mode [fusion]]
-  [ "$MODE" = "--tests-only" ] && return 0
+  part bench || return 0
   local pipeline=(--preset "$5")
   [[ "$5" == *.toml ]] && pipeline=(--config "$5")
   ./.gpu/fzmod bench "$2" --dtype "$3" --shape "$4" "${pipeline[@]}" -m "${7:-rel}" -e "$6" --backend cuda --runs 20 \
@@ -99,14 +100,14 @@ for preset in cuszp3-plain cuszp3-outlier; do bench "2d-$preset-unfused" $E f32 
 for chain in nd-lorenzo-zigzag-rze quant-negabinary-rze; do
   bench "x8-chain-$chain-unfused" $E8 f32 74684160 scripts/chains/$chain.toml 1e-3 rel off
 done
-[ "$MODE" = "--tests-only" ] || cat /tmp/bench/x8-cuszp2.txt
+part bench && cat /tmp/bench/x8-cuszp2.txt
 
 # The Python wheel on the GPU: CuPy and PyTorch arrays compressed on the device to the CPU
 # backend's bytes, decoding into CuPy arrays, refusals, host vs device timing. Optional:
 # prepare-gpu.sh builds the wheel only where maturin is installed. Needs numpy, CuPy, PyTorch.
 python_rc=0
 rm -f /tmp/gpu-python.log
-if [ "${1:-}" = "--bench-only" ]; then
+if ! part tests; then
   :
 elif compgen -G ".gpu/wheels/*.whl" >/dev/null; then
   echo "== Python wheel on the GPU ($(basename .gpu/wheels/*.whl))"
