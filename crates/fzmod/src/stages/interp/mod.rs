@@ -26,7 +26,7 @@ use crate::shape::Grid;
 use crate::stage::{self, ErrorBound, ForwardContext, Forwarded, Port, Stage, StageKind};
 use crate::stages::quantizer::cpu::{finite_min_max, Float};
 use crate::stages::quantizer::{
-    check_header_bound, check_recorded, check_resolved, check_stated_input, resolve_abs_bound,
+    check_header_bound, check_recorded, check_resolved, check_stated_input, resolve_abs_bound, RecordHead,
 };
 pub use walk::{Choice, Geometry, Kind};
 
@@ -154,13 +154,7 @@ impl Interpolation {
     fn decode_record(version: u32, bytes: &[u8]) -> Result<Interpolation> {
         stage::check_param_version(&KIND, version)?;
         let mut r = Reader::new(bytes, "Interpolation parameters");
-        let code = r.u8()?;
-        let input = DType::from_code(code).filter(|d| matches!(d, DType::F32 | DType::F64));
-        let input = input.ok_or_else(|| corrupt!("Interpolation input type code {code}"))?;
-        let mode = ErrorMode::from_code(r.u8()?)?;
-        let value = r.f64()?;
-        let abs_bound = r.f64()?;
-        let step = r.f64()?;
+        let RecordHead { input, mode, value, abs_bound, step } = RecordHead::read(&mut r, "Interpolation")?;
         let zigzag = match r.u8()? {
             0 => false,
             1 => true,
@@ -203,11 +197,7 @@ impl Interpolation {
     pub(crate) fn record(&self, bound: ErrorBound, range: Option<(f64, f64)>, r: &Resolved) -> Result<Vec<u8>> {
         check_resolved("Interpolation", self.input, bound, range, r.abs_bound, r.step)?;
         let mut w = Writer::default();
-        w.u8(self.input.code());
-        w.u8(bound.mode.code());
-        w.f64(bound.value);
-        w.f64(r.abs_bound);
-        w.f64(r.step);
+        RecordHead::write(&mut w, self.input, bound, r.abs_bound, r.step);
         w.u8(u8::from(self.zigzag));
         w.varint(u64::from(self.radius));
         w.varint(r.anchor as u64);

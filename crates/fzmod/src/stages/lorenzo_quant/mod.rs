@@ -20,7 +20,7 @@ use crate::shape::Grid;
 use crate::stage::{self, ErrorBound, ForwardContext, Forwarded, Port, Stage, StageKind};
 use crate::stages::quantizer::cpu::{finite_min_max, Float};
 use crate::stages::quantizer::{
-    check_header_bound, check_recorded, check_resolved, check_stated_input, resolve_abs_bound,
+    check_header_bound, check_recorded, check_resolved, check_stated_input, resolve_abs_bound, RecordHead,
 };
 
 /// Registry entry.
@@ -216,13 +216,7 @@ impl LorenzoQuant {
     fn decode_record(version: u32, bytes: &[u8]) -> Result<LorenzoQuant> {
         stage::check_param_version(&KIND, version)?;
         let mut r = Reader::new(bytes, "LorenzoQuant parameters");
-        let code = r.u8()?;
-        let input = DType::from_code(code).filter(|d| matches!(d, DType::F32 | DType::F64));
-        let input = input.ok_or_else(|| corrupt!("LorenzoQuant input type code {code}"))?;
-        let mode = ErrorMode::from_code(r.u8()?)?;
-        let value = r.f64()?;
-        let abs_bound = r.f64()?;
-        let step = r.f64()?;
+        let RecordHead { input, mode, value, abs_bound, step } = RecordHead::read(&mut r, "LorenzoQuant")?;
         let mapping_code = r.u8()?;
         let radius = r.count(32768, "quant radius")? as u32;
         let mapping = CodeMapping::from_parts(mapping_code, radius)?;
@@ -251,11 +245,7 @@ impl LorenzoQuant {
     pub(crate) fn record(&self, bound: ErrorBound, range: Option<(f64, f64)>, r: &Resolved) -> Result<Vec<u8>> {
         check_resolved("LorenzoQuant", self.input, bound, range, r.abs_bound, r.step)?;
         let mut w = Writer::default();
-        w.u8(self.input.code());
-        w.u8(bound.mode.code());
-        w.f64(bound.value);
-        w.f64(r.abs_bound);
-        w.f64(r.step);
+        RecordHead::write(&mut w, self.input, bound, r.abs_bound, r.step);
         w.u8(self.mapping.code());
         w.varint(u64::from(self.mapping.radius()));
         for t in r.tile.0 {

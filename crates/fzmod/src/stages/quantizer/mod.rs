@@ -84,6 +84,35 @@ fn usable(input: DType, abs_bound: f64, step: f64) -> bool {
     exact || (abs_bound.is_normal() && abs_bound > 0.0 && step_normal && step > 0.0)
 }
 
+/// The head every float front end's record starts with (Quantizer, LorenzoQuant,
+/// Interpolation; docs/FORMAT.md 6.1): element type, the bound as given, the resolved absolute
+/// bound and the step.
+pub(crate) struct RecordHead {
+    pub input: DType,
+    pub mode: ErrorMode,
+    pub value: f64,
+    pub abs_bound: f64,
+    pub step: f64,
+}
+
+impl RecordHead {
+    pub(crate) fn read(r: &mut Reader, stage: &str) -> Result<RecordHead> {
+        let code = r.u8()?;
+        let input = DType::from_code(code).filter(|d| matches!(d, DType::F32 | DType::F64));
+        let input = input.ok_or_else(|| corrupt!("{stage} input type code {code}"))?;
+        let mode = ErrorMode::from_code(r.u8()?)?;
+        Ok(RecordHead { input, mode, value: r.f64()?, abs_bound: r.f64()?, step: r.f64()? })
+    }
+
+    pub(crate) fn write(w: &mut Writer, input: DType, bound: ErrorBound, abs_bound: f64, step: f64) {
+        w.u8(input.code());
+        w.u8(bound.mode.code());
+        w.f64(bound.value);
+        w.f64(abs_bound);
+        w.f64(step);
+    }
+}
+
 /// Refuse to write a record whose resolved bound cannot be honoured (every backend's record
 /// passes here, so CPU and GPU refuse the same inputs; nothing is written).
 pub(crate) fn check_resolved(
@@ -201,13 +230,7 @@ impl Quantizer {
     fn decode_record(version: u32, bytes: &[u8]) -> Result<Quantizer> {
         stage::check_param_version(&KIND, version)?;
         let mut r = Reader::new(bytes, "Quantizer parameters");
-        let code = r.u8()?;
-        let input = DType::from_code(code).filter(|d| matches!(d, DType::F32 | DType::F64));
-        let input = input.ok_or_else(|| corrupt!("Quantizer input type code {code}"))?;
-        let mode = ErrorMode::from_code(r.u8()?)?;
-        let value = r.f64()?;
-        let abs_bound = r.f64()?;
-        let step = r.f64()?;
+        let RecordHead { input, mode, value, abs_bound, step } = RecordHead::read(&mut r, "Quantizer")?;
         let num_elements = r.varint()?;
         let num_outliers = r.varint()?;
         // Optional trailing field: absent = indexed channel (every record before the mode).
@@ -233,11 +256,7 @@ impl Quantizer {
     pub(crate) fn record(&self, bound: ErrorBound, range: Option<(f64, f64)>, r: &Resolved) -> Result<Vec<u8>> {
         check_resolved("Quantizer", self.input, bound, range, r.abs_bound, r.step)?;
         let mut w = Writer::default();
-        w.u8(self.input.code());
-        w.u8(bound.mode.code());
-        w.f64(bound.value);
-        w.f64(r.abs_bound);
-        w.f64(r.step);
+        RecordHead::write(&mut w, self.input, bound, r.abs_bound, r.step);
         w.varint(r.num_elements);
         w.varint(r.num_outliers);
         if self.inline_outliers {
