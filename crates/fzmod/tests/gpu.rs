@@ -111,18 +111,25 @@ fn assert_backends_agree(p: &Pipeline, data: &Buffer, shape: &[usize], what: &st
     }
 }
 
+/// Case `seed` of a seeded random-pipeline test (`salt` tells the tests apart): the TOML
+/// `generate` writes, a random field (f64 one time in three) and the pipeline set for it.
+fn seeded_case(salt: u64, seed: u64, generate: fn(&mut Rng) -> String) -> (String, Pipeline, Buffer, Vec<usize>) {
+    let mut rng = Rng(seed.wrapping_mul(salt) | 1);
+    let toml = generate(&mut rng);
+    let f64_values = rng.below(3) == 0;
+    let (data, shape) = random_field(&mut rng, f64_values);
+    let mut p = fzmod::from_toml(&toml).unwrap_or_else(|e| panic!("{e}\n{toml}"));
+    p.set_input_dtype(data.dtype()).unwrap();
+    (toml, p, data, shape)
+}
+
 /// Property test with a fixed seed list: random pipelines of every stage (block sizes 1..5000,
 /// N-D and block Lorenzo, any tile, every layout, abs and rel) on random shapes and values.
 #[test]
 #[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
 fn random_pipelines_give_cpu_bytes_fused_and_unfused() {
     for seed in 1..=60u64 {
-        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-        let toml = random_pipeline(&mut rng);
-        let f64_values = rng.below(3) == 0;
-        let (data, shape) = random_field(&mut rng, f64_values);
-        let mut p = fzmod::from_toml(&toml).unwrap();
-        p.set_input_dtype(data.dtype()).unwrap();
+        let (toml, p, data, shape) = seeded_case(0x9E37_79B9_7F4A_7C15, seed, random_pipeline);
         assert_backends_agree(&p, &data, &shape, &format!("seed {seed} shape {shape:?}\n{toml}"));
     }
 }
@@ -196,6 +203,9 @@ fn random_fusable_chain(rng: &mut Rng) -> String {
     t
 }
 
+/// The seeds of the fusable-chain tests (the GPU test and its CPU twin take the same cases).
+const FUSABLE_SALT: u64 = 0xD1B5_4A32_D192_ED03;
+
 /// The region compiler: random fusable chains on random fields (NaN, Inf, f32 and f64) give
 /// the CPU's bytes fused (generated region kernels) and unfused (stage by stage), and each
 /// decoder decodes the others' archives.
@@ -203,12 +213,7 @@ fn random_fusable_chain(rng: &mut Rng) -> String {
 #[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
 fn random_fused_regions_give_cpu_bytes() {
     for seed in 1..=48u64 {
-        let mut rng = Rng(seed.wrapping_mul(0xD1B5_4A32_D192_ED03) | 1);
-        let toml = random_fusable_chain(&mut rng);
-        let f64_values = rng.below(3) == 0;
-        let (data, shape) = random_field(&mut rng, f64_values);
-        let mut p = fzmod::from_toml(&toml).unwrap_or_else(|e| panic!("{e}\n{toml}"));
-        p.set_input_dtype(data.dtype()).unwrap();
+        let (toml, p, data, shape) = seeded_case(FUSABLE_SALT, seed, random_fusable_chain);
         assert_backends_agree(&p, &data, &shape, &format!("seed {seed} shape {shape:?}\n{toml}"));
     }
 }
@@ -217,12 +222,7 @@ fn random_fused_regions_give_cpu_bytes() {
 #[test]
 fn random_fusable_chains_are_valid_pipelines() {
     for seed in 1..=48u64 {
-        let mut rng = Rng(seed.wrapping_mul(0xD1B5_4A32_D192_ED03) | 1);
-        let toml = random_fusable_chain(&mut rng);
-        let f64_values = rng.below(3) == 0;
-        let (data, shape) = random_field(&mut rng, f64_values);
-        let mut p = fzmod::from_toml(&toml).unwrap_or_else(|e| panic!("{e}\n{toml}"));
-        p.set_input_dtype(data.dtype()).unwrap();
+        let (toml, p, data, shape) = seeded_case(FUSABLE_SALT, seed, random_fusable_chain);
         let archive = p.compress(&data, &shape).unwrap_or_else(|e| panic!("{e}\n{toml}"));
         fzmod::decompress(&archive).unwrap_or_else(|e| panic!("{e}\n{toml}"));
     }
