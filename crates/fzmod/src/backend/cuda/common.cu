@@ -91,15 +91,35 @@ extern "C" __global__ void __launch_bounds__(SCAN_THREADS) fz_scan_apply(const u
 // *out = *a + b (a stage's archived length: a scanned total plus a fixed header).
 extern "C" __global__ void fz_add_u64(const u64* a, u64 b, u64* out) { *out = *a + b; }
 
-// Copy `len` bytes with the whole thread block, consecutive threads on consecutive 4-byte
-// words where both ends and the length are aligned, else on bytes (staging tiles between
-// global and shared memory).
+// Copy `len` bytes with the whole thread block (staging tiles between global and shared
+// memory). Whatever the alignments, the bulk moves as 4-byte words into an aligned destination
+// (a source off by 1-3 bytes is realigned with funnel shifts; RZE's chunks start anywhere), and
+// each thread issues FZ_COPY_BATCH loads before its stores, so that a tile costs a few memory
+// latencies rather than one per word. Every aligned word it reads holds a byte of
+// [src, src + len), so it stays inside the source's allocation.
+#define FZ_COPY_BATCH 4
 __device__ __forceinline__ void fz_block_copy(u8* dst, const u8* src, u64 len) {
-    if (((u64)dst | (u64)src | len) % 4 == 0) {
-        for (u64 i = threadIdx.x; i < len / 4; i += blockDim.x) ((u32*)dst)[i] = ((const u32*)src)[i];
-    } else {
-        for (u64 i = threadIdx.x; i < len; i += blockDim.x) dst[i] = src[i];
+    u32 head = (u32)min((u64)((4 - ((u64)dst & 3)) & 3), len);
+    if (threadIdx.x < head) dst[threadIdx.x] = src[threadIdx.x];
+    dst += head, src += head, len -= head;
+    u32 shift = (u32)((u64)src & 3);
+    // Whole words: with a shifted source, word i also reads the aligned word after it, which
+    // for the last word may pass the end: that one goes byte by byte.
+    u64 words = len / 4 - (shift != 0 && len >= 4);
+    const u32* s = (const u32*)(src - shift);
+    u32* d = (u32*)dst;
+    for (u64 i0 = threadIdx.x; i0 < words; i0 += FZ_COPY_BATCH * blockDim.x) {
+        u32 v[FZ_COPY_BATCH];
+#pragma unroll
+        for (int k = 0; k < FZ_COPY_BATCH; k++) {
+            u64 i = i0 + k * blockDim.x;
+            v[k] = i >= words ? 0u : shift == 0 ? s[i] : __funnelshift_r(s[i], s[i + 1], 8 * shift);
+        }
+#pragma unroll
+        for (int k = 0; k < FZ_COPY_BATCH; k++)
+            if (i0 + k * blockDim.x < words) d[i0 + k * blockDim.x] = v[k];
     }
+    for (u64 i = 4 * words + threadIdx.x; i < len; i += blockDim.x) dst[i] = src[i];
 }
 
 // Placement of variable-size chunks (RZE's, a fused region's tiles) by a decoupled look-back:

@@ -141,9 +141,14 @@ pub trait Fragment: Sync {
     /// Its geometry; `None` when this instance does not fuse (e.g. a chunk larger than a
     /// tile buffer).
     fn geometry(&self) -> Option<Geometry>;
-    /// Forward: a transform's statement from `$in` to `$out`; a coder's expression, the size of
-    /// the encoded tile it leaves in `$out`.
+    /// Forward: a transform's statement from `$in` to `$out`; a coder's expression, the size
+    /// of the tile encoded (its state kept in `$scratch` for `emit_code`).
     fn forward_code(&self) -> Code;
+    /// A coder's statement writing the encoded tile of `$size` bytes into `$out` (after a
+    /// barrier, once the size is published: later tiles' placement need not wait for it).
+    fn emit_code(&self) -> Code {
+        Code::new()
+    }
     /// A coder's statement writing tile `$tile`'s table entry for `$size` bytes into `$seg`.
     fn entry_code(&self) -> Code {
         Code::new()
@@ -312,16 +317,23 @@ impl Region<'_> {
         self.fragments.len() - usize::from(self.coded())
     }
 
-    /// The forward codes: each stage's, then the coder's table entry.
+    /// The forward codes: each stage's, then the coder's emit and table entry.
     fn forward_codes(&self) -> Vec<Code> {
         let mut codes: Vec<Code> = self.fragments.iter().map(|f| f.forward_code()).collect();
         if self.coded() {
-            codes.push(self.fragments.last().expect("a region has stages").entry_code());
+            let coder = self.fragments.last().expect("a region has stages");
+            codes.extend([coder.emit_code(), coder.entry_code()]);
         }
         codes
     }
 
-    /// The forward kernel `region_forward`.
+    /// The forward kernel `region_forward`. With a coder, blocks take tiles by ticket and place
+    /// them by the decoupled look-back: a tile publishes its size as soon as it is known, is
+    /// written into shared memory, and only then looks back, so that its successors rarely wait
+    /// for it. A block takes its next ticket while its tile is still being written (that
+    /// atomic's latency hides behind the emit); no deadlock follows, because the smallest
+    /// unfinished ticket is always the one its block is working on, and every tile it waits
+    /// for is smaller.
     pub fn forward_program(&self) -> Result<Program> {
         let codes = self.forward_codes();
         let bases = bases(&codes)?;
@@ -347,18 +359,24 @@ impl Region<'_> {
             let staged = buffer(transforms);
             let names = [("$in", coded_in), ("$out", staged), ("$bytes", bytes.as_str())];
             let encode = expand(&codes[transforms], bases[transforms], &with_common(&names));
+            let emit_names = [("$in", coded_in), ("$out", staged), ("$bytes", bytes.as_str()), ("$size", "size")];
+            let emit = expand(&codes[transforms + 1], bases[transforms + 1], &with_common(&emit_names));
+            let tile_body = self.specialised(&format!("{body}        size = {encode};\n"));
+            let tile_emit = self.specialised(&format!("        {emit};\n"));
             let entry = expand(
-                &codes[transforms + 1],
-                bases[transforms + 1],
+                &codes[transforms + 2],
+                bases[transforms + 2],
                 &[("$seg", "seg"), ("$tile", "t"), ("$size", "size")],
             );
             format!(
                 "extern \"C\" __global__ void __launch_bounds__({THREADS}, {MIN_BLOCKS}) region_forward(RegionArgs A, const u8* input, u64 n, \
                  u64 ntiles, u64 table, u64* state, u8* seg, u64 capacity, u64* seg_len) {{\n{SHARED}    __shared__ u64 ticket, offset;\n    \
-                 volatile u64* published = (volatile u64*)(state + 1);\n    for (;;) {{\n        \
-                 if (threadIdx.x == 0) ticket = atomicAdd((unsigned long long*)state, 1ull);\n        __syncthreads();\n        \
-                 u64 t = ticket;\n        if (t >= ntiles) return;\n    {head}{body}        u32 size = {encode};\n        __syncthreads();\n        \
-                 if (threadIdx.x == 0 && t > 0) published[t] = FZ_AGGREGATE | size;\n        if (threadIdx.x < 32) {{\n            \
+                 volatile u64* published = (volatile u64*)(state + 1);\n    \
+                 if (threadIdx.x == 0) ticket = atomicAdd((unsigned long long*)state, 1ull);\n    __syncthreads();\n    for (;;) {{\n        \
+                 u64 t = ticket;\n        if (t >= ntiles) return;\n    {head}        u32 size;\n{tile_body}        __syncthreads();\n        \
+                 if (threadIdx.x == 0) {{\n            if (t > 0) published[t] = FZ_AGGREGATE | size;\n            \
+                 ticket = atomicAdd((unsigned long long*)state, 1ull);\n        }}\n{tile_emit}        __syncthreads();\n        \
+                 if (threadIdx.x < 32) {{\n            \
                  u64 before = fz_look_back(published, t);\n            if (threadIdx.x == 0) {{\n                \
                  published[t] = FZ_INCLUSIVE | (before + size);\n                offset = before;\n                \
                  if (t == ntiles - 1) *seg_len = table + before + size;\n            }}\n        }}\n        __syncthreads();\n        \
@@ -369,11 +387,23 @@ impl Region<'_> {
             let last = buffer(transforms - 1);
             format!(
                 "extern \"C\" __global__ void __launch_bounds__({THREADS}, {MIN_BLOCKS}) region_forward(RegionArgs A, const u8* input, u64 n, \
-                 u64 ntiles, u8* out) {{\n{SHARED}    for (u64 t = blockIdx.x; t < ntiles; t += gridDim.x) {{\n    {head}{body}        \
-                 fz_block_copy(out + first * {last_width}ull, {last}, (u64)count * {last_width}u);\n        __syncthreads();\n    }}\n}}\n"
+                 u64 ntiles, u8* out) {{\n{SHARED}    for (u64 t = blockIdx.x; t < ntiles; t += gridDim.x) {{\n    {head}{}    }}\n}}\n",
+                self.specialised(&format!(
+                        "{body}        fz_block_copy(out + first * {last_width}ull, {last}, (u64)count * {last_width}u);\n        \
+                         __syncthreads();\n"
+                    )
+                )
             )
         };
         Ok(program(&self.fragments, kernel))
+    }
+
+    /// `code` (which reads the tile's element count `count`) twice: for full tiles with the
+    /// count a constant, so that every fragment's loops have known trip counts, and for the
+    /// last, partial tile.
+    fn specialised(&self, code: &str) -> String {
+        let tile = self.tile;
+        format!("        if (count == {tile}u) {{\n        const u32 count = {tile}u;\n{code}        }} else {{\n{code}        }}\n")
     }
 
     /// The inverse kernel `region_inverse`.
@@ -410,7 +440,8 @@ impl Region<'_> {
             "extern \"C\" __global__ void __launch_bounds__({THREADS}, {MIN_BLOCKS}) region_inverse(RegionArgs A, const u8* seg, u64 n, \
              u64 ntiles, u8* out, u32* err) {{\n{SHARED}    for (u64 t = blockIdx.x; t < ntiles; t += gridDim.x) {{\n        \
              u64 first = t * {tile}ull;\n        u32 count = (u32)min((u64){tile}, n - first);\n        \
-             u8* dst = out + first * {out_width}ull;\n{body}    }}\n}}\n"
+             u8* dst = out + first * {out_width}ull;\n{}    }}\n}}\n",
+            self.specialised(&body)
         );
         Ok(program(&self.fragments, kernel))
     }
@@ -440,9 +471,8 @@ impl Region<'_> {
                     finishers.push(finish);
                 }
                 ForwardPart::Coder { args: a, table_bytes, segment, length_at, record } => {
-                    // The encode expression and the table entry share the coder's values.
-                    args.push(a.clone());
-                    args.push(a);
+                    // The size expression, the emit and the table entry share the coder's values.
+                    args.extend([a.clone(), a.clone(), a]);
                     coder = Some((table_bytes, segment, length_at, record));
                 }
             }

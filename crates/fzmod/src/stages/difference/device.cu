@@ -78,6 +78,43 @@ __device__ __forceinline__ void diff_tile_forward(const void* in, void* out, u32
     }
 }
 
+// The inverse of 32-bit words in chunks that the warps share in whole rounds of 128 words: each
+// lane takes four consecutive words (one 16-byte shared-memory access, no bank conflicts) and
+// sums them itself, so a warp scan serves four words. Sums wrap as in diff_tile_inverse.
+__device__ void diff_tile_inverse_x4(void* in, void* out, u32 n, u32 chunk, u32 op, u8* scratch) {
+    u32* warp_total = (u32*)scratch;
+    const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5, per = chunk / (blockDim.x >> 5);
+    uint4* w = (uint4*)in;
+    uint4* o = (uint4*)out;
+    for (u32 start = 0; start < n; start += chunk) {
+        u32 lo = (start + warp * per) / 4, hi = lo + per / 4, carry = 0;
+        for (u32 q = lo + lane; q < hi; q += 32) {
+            uint4 v = w[q];
+            v.x = word_undo(v.x, 32, op);
+            v.y = word_undo(v.y, 32, op) + v.x;
+            v.z = word_undo(v.z, 32, op) + v.y;
+            v.w = word_undo(v.w, 32, op) + v.z;
+            u32 inclusive = v.w;
+            for (int d = 1; d < 32; d <<= 1) {
+                u32 t = __shfl_up_sync(FULL_MASK, inclusive, d);
+                if ((int)lane >= d) inclusive += t;
+            }
+            u32 before = carry + inclusive - v.w;
+            w[q] = make_uint4(v.x + before, v.y + before, v.z + before, v.w + before);
+            carry += __shfl_sync(FULL_MASK, inclusive, 31);
+        }
+        if (lane == 0) warp_total[warp] = carry;
+        __syncthreads();
+        u32 offset = 0;
+        for (u32 j = 0; j < warp; j++) offset += warp_total[j];
+        for (u32 q = lo + lane; q < hi; q += 32) {
+            uint4 v = w[q];
+            o[q] = make_uint4(v.x + offset, v.y + offset, v.z + offset, v.w + offset);
+        }
+        __syncthreads();
+    }
+}
+
 // Inverse, chunk by chunk as diff_inverse_chunks: the map undone and each warp's share scanned
 // in place in `in` (shared memory the region lets it overwrite), then the totals of the warps
 // before it added on the way to `out`. `scratch` holds the warp totals.
@@ -85,6 +122,10 @@ __device__ void diff_tile_inverse(void* in, void* out, u32 bytes, u32 bits, u32 
     u32* warp_total = (u32*)scratch;
     const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
     u32 n = bytes / (bits / 8);
+    if (bits == 32 && chunk % (128 * warps) == 0 && n % chunk == 0 && ((u64)out & 15) == 0) {
+        diff_tile_inverse_x4(in, out, n, chunk, op, scratch);
+        return;
+    }
     for (u32 start = 0; start < n; start += chunk) {
         u32 len = min(chunk, n - start), per = (len + 32 * warps - 1) / (32 * warps) * 32;
         u32 lo = min(len, warp * per), hi = min(len, lo + per), carry = 0;

@@ -40,13 +40,14 @@ __device__ __forceinline__ u32 block_popcount(const u8* map, u32 bytes) {
     return (u32)total;
 }
 
-// Visit bits [0, items) of `map`: f(i, set, rank), rank = set bits before i. Each warp takes a
-// contiguous share and walks it 256 bits per round, lane l on the round's byte l (a warp scan
-// of the bytes' popcounts ranks them), so that neighbouring lanes read and write neighbouring
-// bytes of shared memory (a bank conflict at most 2-way) and each bit costs a shift and an add.
-// Every thread of the block must call it.
-template <typename F>
-__device__ __forceinline__ void rank_walk(const u8* map, u32 items, F f) {
+// Visit bits [0, items) of `map` a byte at a time: g(first, bits, rank) for the bits
+// [first, first + 8) (those at and beyond `items` cleared), rank = set bits before `first`.
+// Each warp takes a contiguous share and walks it 256 bits per round, lane l on the round's
+// byte l (a warp scan of the bytes' popcounts ranks them), so that neighbouring lanes read and
+// write neighbouring bytes of shared memory (a bank conflict at most 2-way). Every thread of
+// the block must call it.
+template <typename G>
+__device__ __forceinline__ void rank_walk_bytes(const u8* map, u32 items, G g) {
     const u32 lane = threadIdx.x & 31, warps = blockDim.x >> 5;
     u32 per = ((items + warps - 1) / warps + 255) & ~255u;
     u32 lo = min(items, (threadIdx.x >> 5) * per), hi = min(items, lo + per);
@@ -65,14 +66,22 @@ __device__ __forceinline__ void rank_walk(const u8* map, u32 items, F f) {
             u32 t = __shfl_up_sync(FULL_MASK, inclusive, o);
             if ((int)lane >= o) inclusive += t;
         }
-        u32 r = rank + inclusive - count;
-        for (u32 j = 0; j < 8 && first + j < hi; j++) {
+        if (first < hi) g(first, bits, rank + inclusive - count);
+        rank += __shfl_sync(FULL_MASK, inclusive, 31);
+    }
+}
+
+// Visit bits [0, items) of `map`: f(i, set, rank), rank = set bits before i (rank_walk_bytes,
+// each bit costing a shift and an add).
+template <typename F>
+__device__ __forceinline__ void rank_walk(const u8* map, u32 items, F f) {
+    rank_walk_bytes(map, items, [&](u32 first, u32 bits, u32 r) {
+        for (u32 j = 0; j < 8 && first + j < items; j++) {
             u32 set = bits >> j & 1u;
             f(first + j, set, r);
             r += set;
         }
-        rank += __shfl_sync(FULL_MASK, inclusive, 31);
-    }
+    });
 }
 
 // Build B0..B3 of one chunk in shared memory; returns its encoded size (cpu.rs encode_chunk).
@@ -227,9 +236,24 @@ __device__ bool rze_decode_chunk(const u8* enc, u32 size, u32 len, u32 word, u8*
     }
     u32 count = block_popcount(m.at[0], m.len[0]);
     if (!padding_ok(m.at[0], m.len[0], words) || pos + count * word + len % word != size) return false;
-    rank_walk(m.at[0], words, [&](u32 i, u32 set, u32 rank) {
-        for (u32 b = 0; b < word; b++) dst[i * word + b] = set ? enc[pos + rank * word + b] : 0;
-    });
+    if (word == 1 && ((u64)dst & 7) == 0) {
+        // Byte words: a lane's eight bytes gathered into one 8-byte store.
+        rank_walk_bytes(m.at[0], words, [&](u32 first, u32 bits, u32 r) {
+            const u8* from = enc + pos + r;
+            u64 v = 0;
+            for (u32 j = 0, k = 0; j < 8; j++)
+                if (bits >> j & 1u) v |= (u64)from[k++] << (8 * j);
+            if (first + 8 <= words) {
+                *(u64*)(dst + first) = v;
+            } else {
+                for (u32 j = 0; first + j < words; j++) dst[first + j] = (u8)(v >> (8 * j));
+            }
+        });
+    } else {
+        rank_walk(m.at[0], words, [&](u32 i, u32 set, u32 rank) {
+            for (u32 b = 0; b < word; b++) dst[i * word + b] = set ? enc[pos + rank * word + b] : 0;
+        });
+    }
     pos += count * word;
     for (u32 t = threadIdx.x; t < len % word; t += blockDim.x) dst[words * word + t] = enc[pos + t];
     return true;
@@ -261,18 +285,30 @@ rze_decode(const u8* seg, const u64* starts, u64 n, u64 chunk, u32 word, u64 nch
 
 // ---- Fragment of a fused region (backend/cuda/region.rs): one chunk per tile ----
 
-// Encode the tile `in` (`len` <= RZE_STAGE bytes) into `out`; returns the encoded size (`len`
-// and a raw copy when encoding would not shrink it). `scratch` holds the bitmaps.
-__device__ u32 rze_region_encode(const u8* in, u32 len, u32 word, u8* scratch, u8* out) {
+// The tile's encoded size, from its bitmaps built in `scratch` (`len` <= RZE_STAGE bytes;
+// `len` when encoding would not shrink it: the tile is then stored raw). The bit counts go
+// to the scratch beyond the bitmaps for rze_region_emit, which runs after a barrier: the
+// region publishes the size before the tile is written, so that later tiles' look-backs
+// need not wait for this one's emit.
+#define RZE_REGION_POPS RZE_MAP_BYTES
+__device__ u32 rze_region_size(const u8* in, u32 len, u32 word, u8* scratch) {
     Maps m = rze_maps(scratch, len / word);
     u32 pops[4];
     u32 size = rze_build(in, len, word, m, pops);
-    if (size >= len) {
+    if (threadIdx.x < 4) ((u32*)(scratch + RZE_REGION_POPS))[threadIdx.x] = pops[threadIdx.x];
+    return min(size, len);
+}
+
+// Write the tile of `size` bytes (rze_region_size's) into `out`.
+__device__ void rze_region_emit(const u8* in, u32 len, u32 word, u8* scratch, u32 size, u8* out) {
+    if (size == len) {
         fz_block_copy(out, in, len);
-        return len;
+        return;
     }
+    Maps m = rze_maps(scratch, len / word);
+    const u32* p = (const u32*)(scratch + RZE_REGION_POPS);
+    u32 pops[4] = {p[0], p[1], p[2], p[3]};
     rze_emit(in, len, word, m, pops, out);
-    return size;
 }
 
 // Decode tile c (its payload at seg + starts[c]) into `out`; `stage` is a second tile buffer.

@@ -153,7 +153,11 @@ impl Fragment for Rze {
     }
 
     fn forward_code(&self) -> Code {
-        format!("rze_region_encode($in, $bytes, {}u, $scratch, $out)", self.word_size)
+        format!("rze_region_size($in, $bytes, {}u, $scratch)", self.word_size)
+    }
+
+    fn emit_code(&self) -> Code {
+        format!("rze_region_emit($in, $bytes, {}u, $scratch, $size, $out)", self.word_size)
     }
 
     fn entry_code(&self) -> Code {
