@@ -350,3 +350,41 @@ extern "C" __global__ void __launch_bounds__(LQ_TILE_THREADS) lq_tile_inverse(co
         __syncthreads();
     }
 }
+
+// The inverse for tiles one element deep in z whose rows hold a power of two of at most 32
+// elements and whose columns at most LQ_BAND_ROWS (FZ-GPU's 16 × 16 among them), read
+// straight from the codes when no delta outlier patches them (`codes` null: from `d`). A
+// thread per column of a band of `ty` rows loads its column at once and sums it in registers;
+// the lanes of each tile row (groups of `tx` lanes, aligned with the tiles) then scan across
+// it by shuffles, and every value is written as it is known: one read of the codes and one
+// write of the values, no shared memory. Sums wrap in u32 as in cpu.rs, so summing along y
+// before x gives its bits.
+#define LQ_BAND_ROWS 16
+extern "C" __global__ void __launch_bounds__(LQ_TILE_THREADS)
+lq_band_inverse(const unsigned short* codes, const i32* d, u32 mapping, u32 radius, Geometry g, double step, real* out) {
+    const u64 columns = (g.nx + LQ_TILE_THREADS - 1) / LQ_TILE_THREADS, bands = (g.ny + g.ty - 1) / g.ty;
+    const u64 band = blockIdx.x / columns, x = blockIdx.x % columns * LQ_TILE_THREADS + threadIdx.x;
+    if (band >= g.nz * bands) return;
+    const u64 y0 = band % bands * g.ty, base = (band / bands * g.ny + y0) * g.nx + x;
+    const u32 rows = (u32)min(g.ty, g.ny - y0), tx = (u32)g.tx, lane = threadIdx.x & 31;
+    const bool inside = x < g.nx;
+    u32 v[LQ_BAND_ROWS];
+#pragma unroll
+    for (u32 r = 0; r < LQ_BAND_ROWS; r++) {
+        u64 at = base + r * g.nx;
+        v[r] = r >= rows || !inside ? 0u : codes ? (u32)lq_decode(codes[at], mapping, radius) : (u32)d[at];
+    }
+    u32 column = 0;
+#pragma unroll
+    for (u32 r = 0; r < LQ_BAND_ROWS; r++) {
+        if (r >= rows) break;
+        column += v[r];
+        u32 sum = column;
+        for (u32 o = 1; o < tx; o <<= 1) {
+            u32 t = __shfl_up_sync(FULL_MASK, sum, o, tx);
+            if ((lane & (tx - 1)) >= o) sum += t;
+        }
+        if (inside) out[base + r * g.nx] = reconstruct((i32)sum, (real)step);
+    }
+}
+

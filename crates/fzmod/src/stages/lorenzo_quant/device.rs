@@ -41,6 +41,8 @@ const TILE_MAX: u64 = 4096;
 const INVERSE_THREADS: u64 = 256;
 /// Most tiles one thread block of that kernel takes (`LQ_GROUP`).
 const GROUP: u64 = 64;
+/// Most rows of a tile `lq_band_inverse` takes (`LQ_BAND_ROWS`).
+const BAND_ROWS: u64 = 16;
 
 // SAFETY: plain #[repr(C)] integers, laid out as the CUDA struct.
 unsafe impl DeviceRepr for Geometry {}
@@ -48,6 +50,19 @@ unsafe impl DeviceRepr for Geometry {}
 impl Geometry {
     fn new(grid: Grid, tile: Tile) -> Geometry {
         Geometry { dims: grid.dims.map(|d| d as u64), tile: tile.0.map(|t| t as u64) }
+    }
+
+    /// Whether `lq_band_inverse` serves these tiles: one element deep in z, rows of a power
+    /// of two up to a warp (`tx`), columns up to `LQ_BAND_ROWS`.
+    fn banded(&self) -> bool {
+        let [tz, ty, tx] = self.tile;
+        tz == 1 && ty <= BAND_ROWS && tx.is_power_of_two() && tx <= 32
+    }
+
+    /// Thread blocks of `lq_band_inverse`: a row of blocks across x per band of `ty` rows.
+    fn band_blocks(&self) -> u64 {
+        let [nz, ny, nx] = self.dims;
+        nz * ny.div_ceil(self.tile[1]) * nx.div_ceil(INVERSE_THREADS)
     }
 
     /// Threads of lq_prefix along `axis` (0 = x, 1 = y, 2 = z): one per tile segment of a line.
@@ -241,73 +256,99 @@ impl DeviceStage for LorenzoQuant {
         };
         let program = program(self.input);
         let k = |name| run.kernel(&program, name);
-        let (to_deltas, scatter_deltas, scatter_values) =
-            (k("lq_codes_to_deltas")?, k("lq_scatter_deltas")?, k("fz_scatter_outliers")?);
         let index_bytes = |list: &[usize]| list.iter().flat_map(|&i| (i as u64).to_le_bytes()).collect::<Vec<u8>>();
-        let delta_index = run.upload(DType::U64, &index_bytes(&deltas.iter().map(|d| d.0).collect::<Vec<_>>()))?;
-        let delta_value =
-            run.upload(DType::I32, &deltas.iter().flat_map(|d| d.1.to_le_bytes()).collect::<Vec<u8>>())?;
-        let value_index = run.upload(DType::U64, &index_bytes(&values.iter().map(|v| v.0).collect::<Vec<_>>()))?;
-        let value_bits = run.upload(DType::U64, &values.iter().flat_map(|v| v.1.to_le_bytes()).collect::<Vec<u8>>())?;
-        let d = run.alloc(DType::I32, n)?;
         let out = run.alloc(self.input, n)?;
         let geometry = Geometry::new(r.grid, r.tile);
         let s = run.stream().clone();
         let p = |b: &DeviceBuffer| b.ptr(&s);
         let ((mapping, radius), n64) = (self.mapping.device_args(), n as u64);
-        let (nd, nv) = (deltas.len() as u64, values.len() as u64);
         let threads = u64::from(THREADS);
-        // SAFETY: argument lists match device.cu; `d` and `out` hold n elements and every
-        // outlier index was checked against n by the parser.
-        unsafe {
-            s.launch_builder(&to_deltas)
-                .arg(&p(codes))
-                .arg(&n64)
-                .arg(&mapping)
-                .arg(&radius)
-                .arg(&p(&d))
-                .launch(grid(n64, threads))
-                .map_err(device_error)?;
-            if nd > 0 {
-                s.launch_builder(&scatter_deltas)
-                    .arg(&p(&delta_index))
-                    .arg(&p(&delta_value))
-                    .arg(&nd)
+        // Bands of flat tiles read the codes themselves unless delta outliers patch them; every
+        // other case sums an i32 copy of the deltas.
+        let d = if geometry.banded() && deltas.is_empty() {
+            None
+        } else {
+            let d = run.alloc(DType::I32, n)?;
+            let delta_index = run.upload(DType::U64, &index_bytes(&deltas.iter().map(|d| d.0).collect::<Vec<_>>()))?;
+            let delta_value =
+                run.upload(DType::I32, &deltas.iter().flat_map(|d| d.1.to_le_bytes()).collect::<Vec<u8>>())?;
+            let nd = deltas.len() as u64;
+            // SAFETY: argument lists match device.cu; `d` holds n elements and every outlier
+            // index was checked against n by the parser.
+            unsafe {
+                s.launch_builder(&k("lq_codes_to_deltas")?)
+                    .arg(&p(codes))
+                    .arg(&n64)
+                    .arg(&mapping)
+                    .arg(&radius)
                     .arg(&p(&d))
-                    .launch(grid(nd, threads))
+                    .launch(grid(n64, threads))
                     .map_err(device_error)?;
+                if nd > 0 {
+                    s.launch_builder(&k("lq_scatter_deltas")?)
+                        .arg(&p(&delta_index))
+                        .arg(&p(&delta_value))
+                        .arg(&nd)
+                        .arg(&p(&d))
+                        .launch(grid(nd, threads))
+                        .map_err(device_error)?;
+                }
             }
-            if geometry.tile.iter().product::<u64>() <= TILE_MAX {
+            Some(d)
+        };
+        // SAFETY: argument lists match device.cu; `d` (where allocated) and `out` hold n
+        // elements, and the band kernel reads `codes` (n elements) only when `d` is absent.
+        unsafe {
+            if geometry.banded() {
+                let (from_codes, from_deltas) = d.as_ref().map_or((p(codes), 0), |d| (0, p(d)));
+                s.launch_builder(&k("lq_band_inverse")?)
+                    .arg(&from_codes)
+                    .arg(&from_deltas)
+                    .arg(&mapping)
+                    .arg(&radius)
+                    .arg(&geometry)
+                    .arg(&r.step)
+                    .arg(&p(&out))
+                    .launch(grid(geometry.band_blocks() * INVERSE_THREADS, INVERSE_THREADS))
+                    .map_err(device_error)?;
+            } else if geometry.tile.iter().product::<u64>() <= TILE_MAX {
+                let d = d.as_ref().expect("deltas are summed when not banded");
                 let tiles: u64 = (0..3).map(|a| geometry.dims[a].div_ceil(geometry.tile[a])).product();
                 // A thread block takes a group of tiles (`LQ_GROUP`, at most TILE_MAX elements).
                 let group = (TILE_MAX / geometry.tile.iter().product::<u64>()).clamp(1, GROUP);
                 s.launch_builder(&k("lq_tile_inverse")?)
-                    .arg(&p(&d))
+                    .arg(&p(d))
                     .arg(&geometry)
                     .arg(&r.step)
                     .arg(&p(&out))
                     .launch(grid(tiles.div_ceil(group) * INVERSE_THREADS, INVERSE_THREADS))
                     .map_err(device_error)?;
             } else {
+                let d = d.as_ref().expect("deltas are summed when not banded");
                 let prefix = k("lq_prefix")?;
                 for axis in 0..3u32 {
                     s.launch_builder(&prefix)
-                        .arg(&p(&d))
+                        .arg(&p(d))
                         .arg(&geometry)
                         .arg(&axis)
                         .launch(grid(geometry.segments(axis as usize), threads))
                         .map_err(device_error)?;
                 }
                 s.launch_builder(&k("lq_reconstruct")?)
-                    .arg(&p(&d))
+                    .arg(&p(d))
                     .arg(&n64)
                     .arg(&r.step)
                     .arg(&p(&out))
                     .launch(grid(n64, threads))
                     .map_err(device_error)?;
             }
-            if nv > 0 {
-                s.launch_builder(&scatter_values)
+            if !values.is_empty() {
+                let value_index =
+                    run.upload(DType::U64, &index_bytes(&values.iter().map(|v| v.0).collect::<Vec<_>>()))?;
+                let value_bits =
+                    run.upload(DType::U64, &values.iter().flat_map(|v| v.1.to_le_bytes()).collect::<Vec<u8>>())?;
+                let nv = values.len() as u64;
+                s.launch_builder(&k("fz_scatter_outliers")?)
                     .arg(&p(&value_index))
                     .arg(&p(&value_bits))
                     .arg(&nv)
