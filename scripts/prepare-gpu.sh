@@ -3,6 +3,8 @@
 # git-ignored folder .gpu/: the release CLI, the GPU test binary, the shared fields (xz) and,
 # where maturin is installed, the Python wheel (.gpu/wheels).
 # Then run, through the device tool: carry [".gpu"], command "bash scripts/gpu-check.sh".
+# With --natives, also stages the native compressors' sources for scripts/natives.sh
+# (scripts/prepare-natives.sh; run that alone after this script to the same effect).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 data=${FZMOD_DATA:-../shared/data}
@@ -33,5 +35,8 @@ elif OUT_DIR=.gpu/wheels bash crates/fzmod-python/build-wheel.sh --zig; then
 else
   echo "WARNING: the wheel build failed: gpu-check.sh will skip the Python checks"
   rm -rf .gpu/wheels
+fi
+if [[ " $* " == *" --natives "* ]]; then
+  bash scripts/prepare-natives.sh
 fi
 du -sh .gpu
