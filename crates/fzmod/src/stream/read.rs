@@ -33,6 +33,8 @@ pub struct StreamDecoder<R: Read> {
     next_row: u64,
     /// Size of every frame read so far, in 64-byte units.
     units: Vec<u64>,
+    /// Bytes of the trailer, once read.
+    trailer_len: u64,
     finished: bool,
 }
 
@@ -69,7 +71,7 @@ impl<R: Read> StreamDecoder<R> {
         }
         let c = head.header.chunking.as_ref().expect("a streamed header");
         let slabs = Slabs::new(c, &head.header.shape, head.header.dtype.size(), 0);
-        let d = StreamDecoder { input, decoder, head, slabs, next_row: 0, units: Vec::new(), finished: false };
+        let d = StreamDecoder { input, decoder, head, slabs, next_row: 0, units: Vec::new(), trailer_len: 0, finished: false };
         d.check_slab_memory()?;
         Ok(d)
     }
@@ -117,7 +119,7 @@ impl<R: Read> StreamDecoder<R> {
 
     /// Bytes of the archive read so far.
     pub fn bytes_read(&self) -> u64 {
-        self.head.data_start + self.units.iter().sum::<u64>() * CHUNK_UNIT
+        self.head.data_start + self.units.iter().sum::<u64>() * CHUNK_UNIT + self.trailer_len
     }
 
     /// The next slab of decoded rows; `None` once the trailer was read and checked.
@@ -211,6 +213,7 @@ impl<R: Read> StreamDecoder<R> {
         if index.range() != offset {
             return Err(corrupt!("the trailing index spans {} units, the frames {offset}", index.range()));
         }
+        self.trailer_len = bytes.len() as u64;
         Ok(())
     }
 }
