@@ -232,8 +232,8 @@ struct Output {
     #[arg(short, long)]
     quiet: bool,
     /// Print the progress of a streamed run (chunks done, MB/s) on standard error even when
-    /// it is not a terminal (on a terminal it is shown unless -q).
-    #[arg(long, conflicts_with = "quiet")]
+    /// it is not a terminal or -q is given (on a terminal it is shown unless -q).
+    #[arg(long)]
     progress: bool,
 }
 
