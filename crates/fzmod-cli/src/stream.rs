@@ -26,7 +26,14 @@ fn parse_range(text: &str) -> Result<(f64, f64)> {
 
 /// The value range a `rel` bound is resolved from: `--range`, or a first pass over a regular
 /// file (exactly the range the in-memory chunked writer finds, so the frames are its chunks).
-fn value_range(p: &Pipeline, input: &Path, job: &Job, dtype: DType, shape: &[usize], out: &Output) -> Result<Option<Option<(f64, f64)>>> {
+fn value_range(
+    p: &Pipeline,
+    input: &Path,
+    job: &Job,
+    dtype: DType,
+    shape: &[usize],
+    out: &Output,
+) -> Result<Option<Option<(f64, f64)>>> {
     if !p.error_bound().is_some_and(|b| b.mode == ErrorMode::Rel) {
         return Ok(None);
     }
@@ -59,7 +66,14 @@ fn value_range(p: &Pipeline, input: &Path, job: &Job, dtype: DType, shape: &[usi
 }
 
 /// `compress --stream`: header, then slab by slab, then the trailer, written as they come.
-pub fn compress(input: &Path, job: &Job, out: &Output, dest: &io::Destination, json: Option<&io::Destination>, max_memory: u64) -> Result<()> {
+pub fn compress(
+    input: &Path,
+    job: &Job,
+    out: &Output,
+    dest: &io::Destination,
+    json: Option<&io::Destination>,
+    max_memory: u64,
+) -> Result<()> {
     let dtype = DType::parse(&job.dtype).context("--dtype")?;
     let shape = fzmod::parse_shape(&job.shape).with_context(|| format!("--shape {}", job.shape))?;
     io::check_size(input, dtype, &shape)?;
@@ -72,7 +86,11 @@ pub fn compress(input: &Path, job: &Job, out: &Output, dest: &io::Destination, j
     let sink = dest.sink()?;
     let mut s = StreamCompressor::new(&pipeline, &backend, dtype, &shape, &options, sink)
         .with_context(|| format!("compressing {}", shown(input)))?;
-    io::within_limit("one slab of the stream (the chunk extent along the first dimension × the others)", s.max_slab_bytes(), max_memory)?;
+    io::within_limit(
+        "one slab of the stream (the chunk extent along the first dimension × the others)",
+        s.max_slab_bytes(),
+        max_memory,
+    )?;
     let mut reader = io::open_input(input)?;
     let mut progress = Progress::new("compress", s.num_chunks(), out.progress, out.quiet);
     let row_bytes = (shape[1..].iter().product::<usize>() * dtype.size()) as u64;

@@ -845,7 +845,9 @@ fn streamed_compress_and_decode_through_files_and_pipes() {
         let decoded = full(&["decompress", "-", "-o", "-"], Some(archive));
         assert_eq!(decoded.len(), field.len());
     }
-    let region = |input: &str, stdin: Option<&[u8]>| full(&["decompress", input, "-o", "-", "--region", "10:40,5:9,-30:"], stdin);
+    let region = |input: &str, stdin: Option<&[u8]>| {
+        full(&["decompress", input, "-o", "-", "--region", "10:40,5:9,-30:"], stdin)
+    };
     assert_eq!(region(file, None), region(seek, None), "region of a streamed file");
     assert_eq!(region("-", Some(&streamed)), region(seek, None), "region of a streamed pipe");
     let compared = run(&["decompress", file, "-o", "/dev/null", "--compare", FIELD, "--report"], None);

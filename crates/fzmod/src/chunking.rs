@@ -179,7 +179,10 @@ pub(crate) fn quantizer_range(p: &Pipeline, input: View, shape: &[usize]) -> Res
 
 /// The bound each chunk gets (see the module documentation), for a pipeline whose first
 /// quantizing stage sees values in `range` (`None`: no finite value, or no such stage).
-pub(crate) fn chunk_bound(p: &Pipeline, range: impl FnOnce() -> Result<Option<(f64, f64)>>) -> Result<(ErrorMode, f64)> {
+pub(crate) fn chunk_bound(
+    p: &Pipeline,
+    range: impl FnOnce() -> Result<Option<(f64, f64)>>,
+) -> Result<(ErrorMode, f64)> {
     let Some(bound) = p.error_bound() else {
         return Ok((ErrorMode::Abs, 0.0));
     };
@@ -335,7 +338,12 @@ impl Pipeline {
 }
 
 /// The header of a chunked archive of `shape` written by `p`, with `grid`.
-pub(crate) fn chunked_header(p: &Pipeline, dtype: crate::element::DType, shape: &[usize], grid: Chunking) -> archive::Header {
+pub(crate) fn chunked_header(
+    p: &Pipeline,
+    dtype: crate::element::DType,
+    shape: &[usize],
+    grid: Chunking,
+) -> archive::Header {
     let mut header = p.header(dtype, shape, Vec::new(), std::iter::empty());
     header.stages.clear();
     header.version = (chunked::CHUNKED_MAJOR, grid.minor());

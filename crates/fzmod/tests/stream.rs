@@ -148,7 +148,9 @@ fn streamed_archives_decode_like_the_seekable_archive_of_the_same_data() {
         let what = format!("{shape:?} in chunks {chunk:?} ({dtype})");
         let input = buffer(&field(shape.iter().product(), false), dtype);
         let p = pipeline("cuszp2", shape, dtype, abs);
-        let seekable = p.compress_chunked(&Backend::Cpu, &input, shape, &ChunkOptions::shape(chunk), RunOptions::default()).unwrap();
+        let seekable = p
+            .compress_chunked(&Backend::Cpu, &input, shape, &ChunkOptions::shape(chunk), RunOptions::default())
+            .unwrap();
         let expected = fzmod::decompress(&seekable).unwrap().data.to_le_bytes();
         // Small slabs (one grid step) and the default (the whole array here): the same bytes.
         let one_step = streamed(&p, &input, shape, &options(chunk, None, 1)).unwrap();
@@ -207,8 +209,9 @@ fn a_relative_bound_from_a_first_pass_gives_the_seekable_frames_and_needs_its_ra
         p.set_input_dtype(DType::F32).unwrap();
         p.finalize().unwrap();
         let chunk = [5usize, 30, 16];
-        let seekable =
-            p.compress_chunked(&Backend::Cpu, &input, &shape, &ChunkOptions::shape(&chunk), RunOptions::default()).unwrap();
+        let seekable = p
+            .compress_chunked(&Backend::Cpu, &input, &shape, &ChunkOptions::shape(&chunk), RunOptions::default())
+            .unwrap();
         let range = first_pass_range(&p, &input, &shape, 5);
         let archive = streamed(&p, &input, &shape, &options(&chunk, Some(range), 1)).unwrap();
         assert_eq!(frames(&archive), frames(&seekable), "masked {masked}");
@@ -291,7 +294,8 @@ fn damaged_streams_give_typed_errors_or_the_right_values() {
     assert!(fzmod::decompress(&longer).is_err() && pipe_decode(&longer, 1).is_err());
     // A trailer pointing anywhere: every stated record length but the true one.
     let n = archive.len();
-    for stated in [0u64, 1, 7, record_len as u64 - 1, record_len as u64 + 1, record_len as u64 + 64, (n - 16) as u64, u64::MAX]
+    for stated in
+        [0u64, 1, 7, record_len as u64 - 1, record_len as u64 + 1, record_len as u64 + 64, (n - 16) as u64, u64::MAX]
     {
         let mut bad = archive.clone();
         bad[n - 16..n - 8].copy_from_slice(&stated.to_le_bytes());
@@ -329,8 +333,9 @@ fn damaged_streams_give_typed_errors_or_the_right_values() {
         }
     }
     // A seekable archive is not a stream: the pipe reader says so.
-    let seekable =
-        p.compress_chunked(&Backend::Cpu, &input, &shape, &ChunkOptions::shape(&[2, 10, 24]), RunOptions::default()).unwrap();
+    let seekable = p
+        .compress_chunked(&Backend::Cpu, &input, &shape, &ChunkOptions::shape(&[2, 10, 24]), RunOptions::default())
+        .unwrap();
     assert_eq!(pipe_decode(&seekable, 0).unwrap_err().kind(), ErrorKind::InvalidArgument);
 }
 

@@ -71,7 +71,16 @@ impl<R: Read> StreamDecoder<R> {
         }
         let c = head.header.chunking.as_ref().expect("a streamed header");
         let slabs = Slabs::new(c, &head.header.shape, head.header.dtype.size(), 0);
-        let d = StreamDecoder { input, decoder, head, slabs, next_row: 0, units: Vec::new(), trailer_len: 0, finished: false };
+        let d = StreamDecoder {
+            input,
+            decoder,
+            head,
+            slabs,
+            next_row: 0,
+            units: Vec::new(),
+            trailer_len: 0,
+            finished: false,
+        };
         d.check_slab_memory()?;
         Ok(d)
     }

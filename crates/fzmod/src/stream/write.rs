@@ -75,7 +75,9 @@ impl<W: Write> StreamCompressor<W> {
         p.check_input_len(shape.iter().product::<usize>().max(1), shape)?;
         if let Some(want) = p.input_dtype() {
             if want != dtype {
-                return Err(Error::InvalidArgument(format!("the pipeline takes {want} values, the stream holds {dtype}")));
+                return Err(Error::InvalidArgument(format!(
+                    "the pipeline takes {want} values, the stream holds {dtype}"
+                )));
             }
         }
         let rel = p.error_bound().is_some_and(|b| b.mode == ErrorMode::Rel);
@@ -158,7 +160,11 @@ impl<W: Write> StreamCompressor<W> {
         let shape_usize: Vec<usize> = slab_shape.iter().map(|&n| n as usize).collect();
         self.pipeline.check_input(slab, &shape_usize)?;
         if slab.dtype() != self.header.dtype {
-            return Err(Error::InvalidArgument(format!("a slab of {} values, the stream holds {}", slab.dtype(), self.header.dtype)));
+            return Err(Error::InvalidArgument(format!(
+                "a slab of {} values, the stream holds {}",
+                slab.dtype(),
+                self.header.dtype
+            )));
         }
         if let Some(range) = self.range {
             self.check_range(slab, &shape_usize, range, &rows)?;
@@ -192,7 +198,13 @@ impl<W: Write> StreamCompressor<W> {
 
     /// The values the quantizer sees of this slab must lie in the range the bound came from:
     /// otherwise the archive would not obey the bound it states.
-    fn check_range(&self, slab: View, shape: &[usize], range: Option<(f64, f64)>, rows: &std::ops::Range<u64>) -> Result<()> {
+    fn check_range(
+        &self,
+        slab: View,
+        shape: &[usize],
+        range: Option<(f64, f64)>,
+        rows: &std::ops::Range<u64>,
+    ) -> Result<()> {
         let seen = self.pipeline.quantizer_value_range(slab, shape)?;
         let inside = match (seen, range) {
             (None, _) => true,
