@@ -80,10 +80,11 @@ pub fn to_text(h: &Header, archive_len: usize) -> String {
             shape.join("x")
         );
         s += &format!(
-            "chunk bound  {} {:e} in every chunk\nchunk index  {}, {} bytes ({:.2} bits per chunk)\n",
+            "chunk bound  {} {:e} in every chunk\nchunk index  {}{}, {} bytes ({:.2} bits per chunk)\n",
             c.chunk_mode.name(),
             c.chunk_bound,
             c.index.class(),
+            if c.streamed { " in the trailer (streamed, format 2.1)" } else { "" },
             c.index.size_bytes(),
             c.index.bits_per_block()
         );
@@ -134,6 +135,7 @@ pub fn to_json(h: &Header, archive_len: usize) -> anyhow::Result<Value> {
                 "chunk_shape": c.chunk_shape, "count": c.index.len(),
                 "chunk_error_mode": c.chunk_mode.name(), "chunk_error_bound": c.chunk_bound,
                 "index_class": c.index.class().name(), "index_bytes": c.index.size_bytes(),
+                "streamed": c.streamed,
             }),
         );
     }

@@ -169,49 +169,110 @@ fn fill_to(source: &mut impl Read, bytes: &mut Vec<u8>, total: u64) -> std::io::
     Ok(())
 }
 
+/// An archive to decode: its bytes, or — for a streamed archive (docs/FORMAT.md §8.5) — a
+/// reader positioned at its start, to be decoded frame by frame.
+pub enum ArchiveInput {
+    Whole(Vec<u8>),
+    Stream(Box<dyn Read>),
+}
+
 /// Read an archive (`-` = standard input) of at most `max_memory` bytes. A regular file is
 /// read whole after its size is checked; any other source only as far as the archive's
 /// header announces, and only after that length is checked against the limit, so
 /// `/dev/zero`, an endless pipe or a header announcing a terabyte is refused or stopped
-/// instead of being read until memory runs out.
+/// instead of being read until memory runs out. A streamed archive, whose header announces
+/// no length, is read to its end under the same limit.
 pub fn read_archive(path: &Path, max_memory: u64) -> Result<Vec<u8>> {
+    match open_archive(path, max_memory)? {
+        ArchiveInput::Whole(bytes) => Ok(bytes),
+        ArchiveInput::Stream(source) => read_whole(source, path, max_memory),
+    }
+}
+
+/// The rest of a streamed archive, to its end, refused past `max_memory` bytes.
+pub fn read_whole(source: Box<dyn Read>, path: &Path, max_memory: u64) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    let mut limited = source.take(max_memory.saturating_add(1));
+    limited.read_to_end(&mut bytes).with_context(|| format!("cannot read {}", shown(path)))?;
+    within_limit(&format!("the streamed archive on {}", shown(path)), bytes.len() as u64, max_memory)?;
+    Ok(bytes)
+}
+
+/// Open an archive (`-` = standard input): a streamed one as a reader (decoded in bounded
+/// memory, whatever its length), any other read as [`read_archive`] describes.
+pub fn open_archive(path: &Path, max_memory: u64) -> Result<ArchiveInput> {
     let context = || format!("cannot read {}", shown(path));
     if is_stdio(path) {
-        return read_announced(std::io::stdin().lock(), path, max_memory);
+        return read_announced(Box::new(std::io::stdin().lock()), path, max_memory);
     }
     let mut file = File::open(path).with_context(context)?;
     let meta = file.metadata().with_context(context)?;
     if !meta.is_file() {
-        return read_announced(file, path, max_memory);
+        return read_announced(Box::new(file), path, max_memory);
+    }
+    let streamed = is_streamed_file(&file);
+    // The peek shares the file's position: start over from the first byte.
+    std::io::Seek::rewind(&mut file).with_context(context)?;
+    if streamed {
+        return Ok(ArchiveInput::Stream(Box::new(file)));
     }
     within_limit(&format!("archive {}", path.display()), meta.len(), max_memory)?;
     // Exactly the size just checked: a file that grows meanwhile cannot slip past the limit.
     let mut bytes = Vec::new();
     fill_to(&mut file, &mut bytes, meta.len()).with_context(context)?;
-    Ok(bytes)
+    Ok(ArchiveInput::Whole(bytes))
+}
+
+/// Does this regular file start with the header of a streamed archive? (Read at offsets,
+/// which moves the position the file shares with its clone.)
+fn is_streamed_file(file: &File) -> bool {
+    use fzmod::archive::source::{ArchiveSource, FileSource};
+    let Ok(source) = file.try_clone().and_then(|f| FileSource::new(f).map_err(std::io::Error::other)) else {
+        return false;
+    };
+    let Ok(pre) = source.read_at(0, fzmod::archive::PREAMBLE_BYTES) else { return false };
+    let Ok(len) = fzmod::archive::header_len(&pre) else { return false };
+    source.read_at(0, len).ok().and_then(|h| fzmod::archive::parse_head(&h).ok()).is_some_and(|h| h.is_streamed())
 }
 
 /// Read the preamble and header of an archive stream, then exactly the length they announce;
-/// each length is checked against `max_memory` before it is read.
-fn read_announced(mut source: impl Read, path: &Path, max_memory: u64) -> Result<Vec<u8>> {
+/// each length is checked against `max_memory` before it is read. A streamed archive is
+/// handed back as a reader that starts with the bytes read so far.
+fn read_announced(mut source: Box<dyn Read>, path: &Path, max_memory: u64) -> Result<ArchiveInput> {
     let mut bytes = Vec::new();
-    let mut read_up_to = |bytes: &mut Vec<u8>, total: u64| -> Result<()> {
+    let read_up_to = |source: &mut Box<dyn Read>, bytes: &mut Vec<u8>, total: u64| -> Result<()> {
         within_limit(&format!("the archive on {}, as its header announces,", shown(path)), total, max_memory)?;
-        fill_to(&mut source, bytes, total).with_context(|| format!("cannot read {}", shown(path)))?;
+        fill_to(source, bytes, total).with_context(|| format!("cannot read {}", shown(path)))?;
         if (bytes.len() as u64) < total {
             bail!("{} ended after {} bytes, inside the archive ({total} bytes expected)", shown(path), bytes.len());
         }
         Ok(())
     };
-    read_up_to(&mut bytes, fzmod::archive::PREAMBLE_BYTES as u64)?;
+    read_up_to(&mut source, &mut bytes, fzmod::archive::PREAMBLE_BYTES as u64)?;
     if !bytes.starts_with(&fzmod::archive::MAGIC) {
         bail!("{}: {}", shown(path), fzmod::Error::BadMagic);
     }
     let body_len = u32::from_le_bytes(bytes[12..16].try_into().expect("preamble read")) as u64;
-    read_up_to(&mut bytes, fzmod::archive::PREAMBLE_BYTES as u64 + body_len + 4)?;
+    read_up_to(&mut source, &mut bytes, fzmod::archive::PREAMBLE_BYTES as u64 + body_len + 4)?;
+    if fzmod::archive::parse_head(&bytes).is_ok_and(|h| h.is_streamed()) {
+        return Ok(ArchiveInput::Stream(Box::new(std::io::Cursor::new(bytes).chain(source))));
+    }
     let total = fzmod::archive::announced_len(&bytes).with_context(|| format!("in {}", shown(path)))?;
-    read_up_to(&mut bytes, total)?;
-    Ok(bytes)
+    read_up_to(&mut source, &mut bytes, total)?;
+    Ok(ArchiveInput::Whole(bytes))
+}
+
+/// Open a raw input for reading in order (`-` = standard input).
+pub fn open_input(path: &Path) -> Result<Box<dyn Read>> {
+    if is_stdio(path) {
+        return Ok(Box::new(std::io::stdin().lock()));
+    }
+    Ok(Box::new(File::open(path).with_context(|| format!("cannot read {}", path.display()))?))
+}
+
+/// Is `path` a regular file (which can be read twice: a first pass, then the data)?
+pub fn is_regular_file(path: &Path) -> bool {
+    !is_stdio(path) && std::fs::metadata(path).is_ok_and(|m| m.is_file())
 }
 
 /// Where one output goes; checked by [`destination`] before any work is done.
@@ -384,13 +445,19 @@ struct Staged {
 
 impl Staged {
     fn stage(&mut self, path: &Path, force: bool, existed: bool, bytes: &[u8]) -> Result<()> {
+        let mut file = self.create(path, force, existed)?;
+        file.write_all(bytes).with_context(|| format!("cannot write {}", path.display()))
+    }
+
+    /// The temporary file that stages `path`, registered before anything is written to it,
+    /// so a partial temporary file is removed too.
+    fn create(&mut self, path: &Path, force: bool, existed: bool) -> Result<File> {
         remove_stale_temps(path);
         let tmp = temp_path(path)?;
-        // Registered before writing, so a partial temporary file is removed too.
         let created = OpenOptions::new().write(true).create_new(true).open(&tmp);
-        let mut file = created.with_context(|| format!("cannot write {}", tmp.display()))?;
+        let file = created.with_context(|| format!("cannot write {}", tmp.display()))?;
         self.files.push((tmp, path.to_path_buf(), force, existed));
-        file.write_all(bytes).with_context(|| format!("cannot write {}", path.display()))
+        Ok(file)
     }
 
     /// Publish every staged file. If one fails, the files this run created are removed again
@@ -467,4 +534,56 @@ pub fn write_all(outputs: &[(&Destination, &[u8])]) -> Result<()> {
         }
     }
     staged.commit()
+}
+
+/// An output written as it is produced (a streamed compress or decode): standard output, a
+/// device or FIFO written through, or a regular file staged beside its target and published
+/// by [`Sink::commit`] only (dropped before that, it leaves nothing behind).
+pub struct Sink {
+    out: Box<dyn Write>,
+    staged: Staged,
+    name: String,
+}
+
+impl Destination {
+    /// Open this destination for writing as data is produced.
+    pub fn sink(&self) -> Result<Sink> {
+        let mut staged = Staged::default();
+        let (out, name): (Box<dyn Write>, String) = match &self.target {
+            Target::Stdout => (Box::new(std::io::stdout().lock()), "standard output".into()),
+            Target::Stderr => (Box::new(std::io::stderr().lock()), "standard error".into()),
+            Target::WriteThrough(path) => {
+                let file = OpenOptions::new().write(true).open(path);
+                (Box::new(file.with_context(|| format!("cannot open {}", path.display()))?), path.display().to_string())
+            }
+            Target::Regular { path, force, existed } => {
+                let file = staged.create(path, *force, *existed)?;
+                (Box::new(std::io::BufWriter::with_capacity(1 << 20, file)), path.display().to_string())
+            }
+        };
+        Ok(Sink { out, staged, name })
+    }
+}
+
+impl Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.out.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
+impl Sink {
+    /// Flush everything written (a full disk or closed pipe fails here at the latest).
+    pub fn flush_all(&mut self) -> Result<()> {
+        self.out.flush().with_context(|| format!("cannot write {}", self.name))
+    }
+
+    /// Publish a staged regular file (see [`publish`]); streams were written through already.
+    pub fn commit(mut self) -> Result<()> {
+        self.flush_all()?;
+        drop(self.out);
+        self.staged.commit()
+    }
 }

@@ -3,7 +3,9 @@
 mod inspect;
 mod io;
 mod memory;
+mod progress;
 mod report;
+mod stream;
 mod sweep;
 
 use anyhow::{bail, Context, Result};
@@ -189,6 +191,18 @@ struct Job {
     /// most compact class that holds the chunk sizes.
     #[arg(long, value_name = "CLASS", requires = "chunk")]
     index: Option<String>,
+    /// Write a streamed chunked archive (format 2.1, docs/FORMAT.md §8.5): the input is read,
+    /// compressed and written slab by slab (one chunk extent along the first dimension, the
+    /// whole array along the others), so memory stays about one slab whatever the input's
+    /// size, from a file or a pipe to a file or a pipe. Chunks: --chunk (default auto). A
+    /// relative bound needs the value range first: a regular file is read twice (the range,
+    /// then the data: the chunks are those of --chunk without --stream); a pipe needs --range.
+    #[arg(long)]
+    stream: bool,
+    /// With --stream and a relative bound: the value range MIN,MAX the bound is relative to
+    /// (instead of a first pass over the input). Values outside it fail the run.
+    #[arg(long, value_name = "MIN,MAX", requires = "stream", allow_hyphen_values = true)]
+    range: Option<String>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -217,6 +231,10 @@ struct Output {
     /// No progress indicator.
     #[arg(short, long)]
     quiet: bool,
+    /// Print the progress of a streamed run (chunks done, MB/s) on standard error even when
+    /// it is not a terminal or -q is given (on a terminal it is shown unless -q).
+    #[arg(long)]
+    progress: bool,
 }
 
 /// Backend names as the library spells them, so every front end accepts the same ones.
@@ -247,23 +265,26 @@ fn prepare(path: &Path, job: &Job, max_memory: u64) -> Result<Prepared> {
     let dtype = DType::parse(&job.dtype).context("--dtype")?;
     let shape = fzmod::parse_shape(&job.shape).with_context(|| format!("--shape {}", job.shape))?;
     let pipeline = job_pipeline(job, &job.preset, job.error_bound, &shape)?;
+    if job.stream {
+        bail!("--stream is for compress (roundtrip and bench hold the whole array in memory)");
+    }
     let input = io::read_array(path, dtype, &shape, max_memory)?;
     let (backend, note) = Backend::select(job.backend)?;
-    let chunks = match &job.chunk {
-        None => None,
-        Some(text) => {
-            let chunk_shape =
-                fzmod::parse_chunk_shape(text, &shape, dtype.size()).with_context(|| format!("--chunk {text}"))?;
-            let d = shape.len().clamp(1, 4) as u8;
-            let index = match &job.index {
-                None => Vec::new(),
-                Some(name) => vec![fzmod::archive::index::IndexClass::parse(name, d)
-                    .with_context(|| format!("--index {name}: expected implicit, verbatim, hybrid4 or hybrid8"))?],
-            };
-            Some(fzmod::ChunkOptions { chunk_shape, index })
-        }
-    };
+    let chunks = chunk_options(job, &shape, dtype)?;
     Ok(Prepared { input, shape, pipeline, backend, note, opts: job.fusion.into(), chunks })
+}
+
+/// The job's --chunk and --index (`None` without --chunk).
+fn chunk_options(job: &Job, shape: &[usize], dtype: DType) -> Result<Option<fzmod::ChunkOptions>> {
+    let Some(text) = &job.chunk else { return Ok(None) };
+    let chunk_shape = fzmod::parse_chunk_shape(text, shape, dtype.size()).with_context(|| format!("--chunk {text}"))?;
+    let d = shape.len().clamp(1, 4) as u8;
+    let index = match &job.index {
+        None => Vec::new(),
+        Some(name) => vec![fzmod::archive::index::IndexClass::parse(name, d)
+            .with_context(|| format!("--index {name}: expected implicit, verbatim, hybrid4 or hybrid8"))?],
+    };
+    Ok(Some(fzmod::ChunkOptions { chunk_shape, index }))
 }
 
 impl Prepared {
@@ -352,6 +373,27 @@ impl Output {
         io::write_all(&outputs)
     }
 
+    /// As [`Output::finish`] for data already written to `sink` as it was produced: the JSON
+    /// report and the printed report are written, then the staged data file is published.
+    fn finish_streamed(
+        &self,
+        report: &Report,
+        dest: &io::Destination,
+        mut sink: io::Sink,
+        json: Option<&io::Destination>,
+    ) -> Result<()> {
+        sink.flush_all()?;
+        let json_text = serde_json::to_string_pretty(&report.to_json()?)?;
+        let text = report.to_text();
+        let printed = io::Destination::report(dest.is_stdout());
+        let mut outputs: Vec<(&io::Destination, &[u8])> = json.map(|j| (j, json_text.as_bytes())).into_iter().collect();
+        if self.report {
+            outputs.push((&printed, text.as_bytes()));
+        }
+        io::write_all(&outputs)?;
+        sink.commit()
+    }
+
     /// Refuse a result outside its bound: print the report, write nothing, exit 1.
     fn check_bound(&self, report: &Report, data_on_stdout: bool) -> Result<()> {
         if let Some(why) = report.violation() {
@@ -405,6 +447,9 @@ fn run(cli: Cli) -> Result<()> {
         Command::Compress { input, output, job, out } => {
             let dest = io::destination(&output, out.force, &[&input])?;
             let json = out.json_destination(&[&input], Some(&dest))?;
+            if job.stream {
+                return stream::compress(&input, &job, &out, &dest, json.as_ref(), max_memory);
+            }
             let p = prepare(&input, &job, max_memory)?;
             let message = format!("compressing {} on {}", shown(&input), p.backend.name());
             let (archive, secs) = timed(message, out.quiet, || p.compress());
@@ -424,7 +469,16 @@ fn run(cli: Cli) -> Result<()> {
                 let decoder = decoder(backend, fusion.into(), max_memory);
                 return decompress_region(&input, &region, &decoder, note, &dest, json.as_ref(), &out, max_memory);
             }
-            let bytes = io::read_archive(&input, max_memory)?;
+            let bytes = match io::open_archive(&input, max_memory)? {
+                io::ArchiveInput::Stream(source) if compare.is_none() => {
+                    let (backend, note) = Backend::select(backend)?;
+                    let decoder = decoder(backend, fusion.into(), max_memory);
+                    return stream::decompress(source, &input, decoder, note, &out, &dest, json.as_ref());
+                }
+                // --compare holds both arrays anyway: the streamed archive is read whole.
+                io::ArchiveInput::Stream(source) => io::read_whole(source, &input, max_memory)?,
+                io::ArchiveInput::Whole(bytes) => bytes,
+            };
             let what = format!("archive {}", shown(&input));
             let (backend, note) = Backend::select(backend)?;
             let decoder = decoder(backend, fusion.into(), max_memory);

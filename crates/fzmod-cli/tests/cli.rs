@@ -803,3 +803,67 @@ fn chunked_compress_and_region_decode() {
     let out = fzmod(&["inspect", a]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("format       2.0"));
 }
+
+/// `compress --stream` from a file and from a pipe, to a file and to a pipe: with a rel bound
+/// resolved by a first pass over the file, every decode (file, pipe, region, --compare) gives the seekable archive's values, a rel
+/// bound from a pipe needs --range, and a cut stream fails without leaving an output.
+#[test]
+fn streamed_compress_and_decode_through_files_and_pipes() {
+    let shape = ["--dtype", "f32", "--shape", "132x73x144", "--chunk", "16x40x72", "--backend", "cpu", "-q", "-f"];
+    let run = |args: &[&str], stdin: Option<&[u8]>| {
+        let all: Vec<&str> = args.iter().chain(shape.iter().filter(|_| args[0] == "compress")).copied().collect();
+        let o = match stdin {
+            Some(bytes) => fzmod_with_stdin(&all, bytes),
+            None => fzmod(&all),
+        };
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        o
+    };
+    let (seek, file) = (scratch("seekable.fzm"), scratch("streamed.fzm"));
+    let (seek, file) = (seek.to_str().unwrap(), file.to_str().unwrap());
+    run(&["compress", FIELD, "-o", seek], None);
+    run(&["compress", FIELD, "-o", file, "--stream"], None);
+    let (seekable, streamed) = (std::fs::read(seek).unwrap(), std::fs::read(file).unwrap());
+    assert_eq!(u16::from_le_bytes([streamed[10], streamed[11]]), 1, "format 2.1");
+    assert_ne!(seekable, streamed);
+    let field = std::fs::read(repo().join(FIELD)).unwrap();
+    // A pipe in, a pipe out: rel needs --range (refused otherwise, with nothing written).
+    let piped = scratch("piped.fzm");
+    let refused = fzmod_with_stdin(
+        &["compress", "-", "-o", piped.to_str().unwrap(), "--stream", "--dtype", "f32", "--shape", "132x73x144"],
+        &field,
+    );
+    assert!(!refused.status.success() && stderr(&refused).contains("--range MIN,MAX"), "{}", stderr(&refused));
+    assert!(!piped.exists());
+    let to_pipe = run(&["compress", "-", "-o", "-", "--stream", "-m", "abs", "-e", "0.01"], Some(&field));
+    let from_range = run(&["compress", "-", "-o", "-", "--stream", "--range=-40,40"], Some(&field));
+    let full = |args: &[&str], stdin: Option<&[u8]>| run(args, stdin).stdout;
+    let want = full(&["decompress", seek, "-o", "-"], None);
+    assert_eq!(full(&["decompress", file, "-o", "-"], None), want, "streamed file");
+    assert_eq!(full(&["decompress", "-", "-o", "-"], Some(&streamed)), want, "streamed pipe");
+    for archive in [&to_pipe.stdout, &from_range.stdout] {
+        let decoded = full(&["decompress", "-", "-o", "-"], Some(archive));
+        assert_eq!(decoded.len(), field.len());
+    }
+    let region = |input: &str, stdin: Option<&[u8]>| {
+        full(&["decompress", input, "-o", "-", "--region", "10:40,5:9,-30:"], stdin)
+    };
+    assert_eq!(region(file, None), region(seek, None), "region of a streamed file");
+    assert_eq!(region("-", Some(&streamed)), region(seek, None), "region of a streamed pipe");
+    let compared = run(&["decompress", file, "-o", "/dev/null", "--compare", FIELD, "--report"], None);
+    assert!(String::from_utf8_lossy(&compared.stdout).contains("within bound"));
+    let shown = String::from_utf8_lossy(&run(&["inspect", file], None).stdout).to_string();
+    assert!(shown.contains("format       2.1") && shown.contains("in the trailer"), "{shown}");
+    // Cut anywhere, the stream fails with an error and leaves no output file.
+    let out = scratch("cut.raw");
+    for cut in [64, streamed.len() / 2, streamed.len() - 20] {
+        let o = fzmod_with_stdin(&["decompress", "-", "-o", out.to_str().unwrap()], &streamed[..cut]);
+        assert!(!o.status.success() && stderr(&o).contains("truncated"), "{cut}: {}", stderr(&o));
+        assert!(!out.exists(), "{cut}: a partial output was left behind");
+    }
+    // The progress line goes to standard error only, and only when asked off a terminal.
+    let o = run(&["compress", FIELD, "-o", "-", "--stream", "--progress"], None);
+    assert!(stderr(&o).contains("chunks") && stderr(&o).contains("MB/s"), "{}", stderr(&o));
+    assert_eq!(full(&["decompress", "-", "-o", "-"], Some(&o.stdout)), want);
+    assert!(stderr(&run(&["compress", FIELD, "-o", "-", "--stream"], None)).is_empty());
+}

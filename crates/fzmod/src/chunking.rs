@@ -154,7 +154,7 @@ fn view_range(v: View) -> Result<Option<(f64, f64)>> {
 
 /// The finite value range the first quantizing stage of `p` sees of the whole `input`: the
 /// input itself, or the output of the stage before it (a Mask) when that one reads the input.
-fn quantizer_range(p: &Pipeline, input: View, shape: &[usize]) -> Result<Option<(f64, f64)>> {
+pub(crate) fn quantizer_range(p: &Pipeline, input: View, shape: &[usize]) -> Result<Option<(f64, f64)>> {
     let nodes = p.nodes();
     let Some(q) = nodes.iter().position(|n| n.stage.error_bound().is_some()) else {
         return Ok(None);
@@ -177,8 +177,12 @@ fn quantizer_range(p: &Pipeline, input: View, shape: &[usize]) -> Result<Option<
     }
 }
 
-/// The bound each chunk gets (see the module documentation).
-fn chunk_bound(p: &Pipeline, input: View, shape: &[usize]) -> Result<(ErrorMode, f64)> {
+/// The bound each chunk gets (see the module documentation), for a pipeline whose first
+/// quantizing stage sees values in `range` (`None`: no finite value, or no such stage).
+pub(crate) fn chunk_bound(
+    p: &Pipeline,
+    range: impl FnOnce() -> Result<Option<(f64, f64)>>,
+) -> Result<(ErrorMode, f64)> {
     let Some(bound) = p.error_bound() else {
         return Ok((ErrorMode::Abs, 0.0));
     };
@@ -186,7 +190,7 @@ fn chunk_bound(p: &Pipeline, input: View, shape: &[usize]) -> Result<(ErrorMode,
         return Ok((ErrorMode::Abs, bound.value));
     }
     // As the Quantizer resolves it (docs/FORMAT.md 6.1).
-    let b = match quantizer_range(p, input, shape)? {
+    let b = match range()? {
         None => 0.0,
         Some((lo, hi)) if (hi - lo).is_finite() => bound.value * (hi - lo),
         Some((lo, hi)) => bound.value * hi - bound.value * lo,
@@ -195,7 +199,108 @@ fn chunk_bound(p: &Pipeline, input: View, shape: &[usize]) -> Result<(ErrorMode,
     Ok(if b == 0.0 { (ErrorMode::Rel, bound.value) } else { (ErrorMode::Abs, b) })
 }
 
+/// Union of two finite value ranges (`None`: no finite value).
+pub fn merge_ranges(a: Option<(f64, f64)>, b: Option<(f64, f64)>) -> Option<(f64, f64)> {
+    match (a, b) {
+        (Some((l1, h1)), Some((l2, h2))) => Some((l1.min(l2), h1.max(h2))),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The grid of a chunked archive of `shape` (chunk shape checked and cut to the array; the
+/// index still empty) and the pipeline every chunk runs: `p` with the chunk bound.
+pub(crate) fn chunk_plan(
+    p: &Pipeline,
+    shape: &[usize],
+    elem: usize,
+    chunks: &ChunkOptions,
+    bound: (ErrorMode, f64),
+) -> Result<(Chunking, Pipeline)> {
+    if shape.is_empty() {
+        return Err(Error::InvalidArgument("chunking needs an array of at least one dimension".into()));
+    }
+    let chunk_shape =
+        if chunks.chunk_shape.is_empty() { default_chunk_shape(shape, elem) } else { chunks.chunk_shape.clone() };
+    if chunk_shape.len() != shape.len() || chunk_shape.contains(&0) {
+        return Err(Error::InvalidArgument(format!(
+            "chunk shape {chunk_shape:?} does not suit the shape {shape:?} (one extent ≥ 1 per dimension)"
+        )));
+    }
+    let chunk_shape: Vec<u64> = chunk_shape.iter().zip(shape).map(|(&c, &n)| c.min(n) as u64).collect();
+    let (chunk_mode, chunk_bound) = bound;
+    let mut cp: Pipeline = p.clone();
+    if chunk_mode == ErrorMode::Abs && chunk_bound > 0.0 {
+        cp.set_error_bound(ErrorBound::new(ErrorMode::Abs, chunk_bound)?)?;
+    }
+    cp.finalize()?;
+    let index = archive::index::BlockIndex::build(IndexClass::Verbatim, &[])?;
+    Ok((Chunking { chunk_shape, chunk_mode, chunk_bound, index, streamed: false }, cp))
+}
+
+/// Compress chunks `ids` of the array `shape` from `src`, the part of the array that starts
+/// at row `row0` of dimension 0 (shape `src_shape`), each into an archive of its own with
+/// `cp`: in parallel on the CPU (collected in order, so the bytes do not depend on the
+/// thread count), one after another on a GPU.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn compress_chunks(
+    cp: &Pipeline,
+    backend: &Backend,
+    grid: &Chunking,
+    shape: &[u64],
+    src: View,
+    src_shape: &[u64],
+    row0: u64,
+    ids: Range<u64>,
+    opts: RunOptions,
+) -> Result<Vec<Vec<u8>>> {
+    let elem = src.dtype().size();
+    let one = |i: u64| -> Result<Vec<u8>> {
+        let (mut origin, extent) = grid.chunk_box(shape, i);
+        origin[0] -= row0;
+        let count: u64 = extent.iter().product();
+        let mut part = Buffer::zeroed(src.dtype(), count as usize)?;
+        let zero = vec![0; extent.len()];
+        decode_chunks::copy_box(
+            src.native_bytes(),
+            src_shape,
+            &origin,
+            part.native_bytes_mut(),
+            &extent,
+            &zero,
+            &extent,
+            elem,
+        );
+        let extent: Vec<usize> = extent.iter().map(|&e| e as usize).collect();
+        cp.compress_view(backend, part.view(), &extent, opts).map_err(|e| match e {
+            Error::InvalidArgument(m) => Error::InvalidArgument(format!("chunk {i}: {m}")),
+            e => e,
+        })
+    };
+    match backend {
+        Backend::Cpu => {
+            use rayon::prelude::*;
+            ids.into_par_iter().map(one).collect()
+        }
+        #[cfg(feature = "cuda")]
+        Backend::Cuda(_) => ids.map(one).collect(),
+    }
+}
+
 impl Pipeline {
+    /// The finite value range (min, max) the first quantizing stage of this pipeline sees of
+    /// `input` (C-order `shape`): the values themselves, or those a Mask in front leaves
+    /// unmasked; `None` when there is no finite value or no quantizing stage. Ranges of parts
+    /// of an array combine with [`merge_ranges`] into the range of the whole, which is how a
+    /// streamed `rel` bound is resolved from a first pass (docs/FORMAT.md §8.5).
+    pub fn quantizer_value_range(&self, input: View, shape: &[usize]) -> Result<Option<(f64, f64)>> {
+        let p = self.finalized()?;
+        p.check_input(input, shape)?;
+        if p.error_bound().is_none() {
+            return Ok(None);
+        }
+        quantizer_range(&p, input, shape)
+    }
+
     /// Compress `input` (C-order `shape`) as a chunked archive (docs/FORMAT.md §8) on
     /// `backend`: chunks compress in parallel on the CPU, one after another on a GPU; the
     /// bytes are the same for any thread count.
@@ -220,66 +325,30 @@ impl Pipeline {
     ) -> Result<Vec<u8>> {
         let p = self.finalized()?;
         p.check_input(input, shape)?;
-        if shape.is_empty() {
-            return Err(Error::InvalidArgument("chunking needs an array of at least one dimension".into()));
-        }
-        let elem = input.dtype().size();
-        let chunk_shape =
-            if chunks.chunk_shape.is_empty() { default_chunk_shape(shape, elem) } else { chunks.chunk_shape.clone() };
-        if chunk_shape.len() != shape.len() || chunk_shape.contains(&0) {
-            return Err(Error::InvalidArgument(format!(
-                "chunk shape {chunk_shape:?} does not suit the shape {shape:?} (one extent ≥ 1 per dimension)"
-            )));
-        }
-        let chunk_shape: Vec<u64> = chunk_shape.iter().zip(shape).map(|(&c, &n)| c.min(n) as u64).collect();
+        let bound = chunk_bound(&p, || quantizer_range(&p, input, shape))?;
+        let (mut grid, cp) = chunk_plan(&p, shape, input.dtype().size(), chunks, bound)?;
         let shape64: Vec<u64> = shape.iter().map(|&n| n as u64).collect();
-        let (chunk_mode, chunk_bound) = chunk_bound(&p, input, shape)?;
-        let mut cp: Pipeline = (*p).clone();
-        if chunk_mode == ErrorMode::Abs && chunk_bound > 0.0 {
-            cp.set_error_bound(ErrorBound::new(ErrorMode::Abs, chunk_bound)?)?;
-        }
-        cp.finalize()?;
-        let placeholder = archive::index::BlockIndex::build(IndexClass::Verbatim, &[])?;
-        let mut grid = Chunking { chunk_shape, chunk_mode, chunk_bound, index: placeholder };
         let n = grid.num_chunks(&shape64).ok_or_else(|| Error::InvalidArgument("too many chunks".into()))?;
-        let one = |i: u64| -> Result<Vec<u8>> {
-            let (origin, extent) = grid.chunk_box(&shape64, i);
-            let count: u64 = extent.iter().product();
-            let mut part = Buffer::zeroed(input.dtype(), count as usize)?;
-            let zero = vec![0; extent.len()];
-            decode_chunks::copy_box(
-                input.native_bytes(),
-                &shape64,
-                &origin,
-                part.native_bytes_mut(),
-                &extent,
-                &zero,
-                &extent,
-                elem,
-            );
-            let extent: Vec<usize> = extent.iter().map(|&e| e as usize).collect();
-            cp.compress_view(backend, part.view(), &extent, opts).map_err(|e| match e {
-                Error::InvalidArgument(m) => Error::InvalidArgument(format!("chunk {i}: {m}")),
-                e => e,
-            })
-        };
-        let archives: Vec<Vec<u8>> = match backend {
-            Backend::Cpu => {
-                use rayon::prelude::*;
-                (0..n).into_par_iter().map(one).collect::<Result<_>>()?
-            }
-            #[cfg(feature = "cuda")]
-            Backend::Cuda(_) => (0..n).map(one).collect::<Result<_>>()?,
-        };
+        let archives = compress_chunks(&cp, backend, &grid, &shape64, input, &shape64, 0, 0..n, opts)?;
         let lens: Vec<usize> = archives.iter().map(Vec::len).collect();
         let (index, data_len) = chunked::build_index(&lens, shape.len(), &chunks.index)?;
         grid.index = index;
-        let mut header = p.header(input.dtype(), shape, Vec::new(), std::iter::empty());
-        header.stages.clear();
-        header.version = (chunked::CHUNKED_MAJOR, chunked::CHUNKED_MINOR);
-        header.chunking = Some(grid);
-        Ok(archive::write_chunked(header, &archives, data_len))
+        Ok(archive::write_chunked(chunked_header(&p, input.dtype(), shape, grid), &archives, data_len))
     }
+}
+
+/// The header of a chunked archive of `shape` written by `p`, with `grid`.
+pub(crate) fn chunked_header(
+    p: &Pipeline,
+    dtype: crate::element::DType,
+    shape: &[usize],
+    grid: Chunking,
+) -> archive::Header {
+    let mut header = p.header(dtype, shape, Vec::new(), std::iter::empty());
+    header.stages.clear();
+    header.version = (chunked::CHUNKED_MAJOR, grid.minor());
+    header.chunking = Some(grid);
+    header
 }
 
 /// Decodes chunks on a decoder's backend: in parallel on the CPU, one after another on a GPU.

@@ -50,12 +50,14 @@ mod run;
 pub mod shape;
 pub mod stage;
 pub mod stages;
+pub mod stream;
 
 pub use api::{compress, decompress_into, Compressor};
 pub use archive::{ErrorMode, Header};
 pub use bench::BenchTiming;
 pub use chunking::{
-    decompress_region, default_chunk_shape, parse_chunk_shape, parse_region, ChunkOptions, DEFAULT_CHUNK_BYTES,
+    decompress_region, default_chunk_shape, merge_ranges, parse_chunk_shape, parse_region, ChunkOptions,
+    DEFAULT_CHUNK_BYTES,
 };
 pub use config::{from_toml, masked_preset, preset, to_toml, with_mask, MaskSpec, PRESETS};
 pub use element::{Buffer, DType, Element, View};
@@ -67,6 +69,7 @@ pub use policy::{ArchiveFacts, QualityFacts, Verdict, DEFAULT_BOUND, DEFAULT_PRE
 pub use run::{decompress, decompress_on, decompress_with, Decoder, RunOptions};
 pub use shape::parse_shape;
 pub use stage::{ErrorBound, Stage};
+pub use stream::{StreamCompressor, StreamDecoder, StreamOptions};
 
 /// The absolute bound the reconstruction of an archive guarantees (what reports print), from
 /// the first stage record that states one and agrees with the header; `None` when the
@@ -92,8 +95,7 @@ pub fn inspect(archive: &[u8]) -> Result<Header> {
     let parsed = archive::parse(archive)?;
     let mut header = parsed.header;
     if let Some(c) = &header.chunking {
-        let data_len = (archive.len() - parsed.data_start) as u64;
-        let (start, len) = c.chunk_span(0, data_len)?;
+        let (start, len) = c.chunk_span(0, parsed.data_len)?;
         let at = parsed.data_start + start as usize;
         let first = archive::chunked::chunk_archive(&archive[at..at + len as usize], 0)?;
         header.stages = archive::parse(first)?.header.stages;

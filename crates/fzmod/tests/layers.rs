@@ -15,7 +15,7 @@ fn layer(file: &str) -> usize {
         "stages" if file == "stages/mod.rs" => 4,
         "stages" => 3,
         "config" | "fallback" => 4,
-        "executor" | "run" | "api" | "bench" | "chunking" | "policy" | "lib" => 5,
+        "executor" | "run" | "api" | "bench" | "chunking" | "stream" | "policy" | "lib" => 5,
         other => panic!("{file}: module '{other}' has no layer in tests/layers.rs"),
     }
 }

@@ -188,10 +188,9 @@ pub(crate) fn write_with<E>(
     let body = encode_body(&header, data_len);
     debug_assert_eq!(body.len(), body_len, "checksums are fixed-width");
     let mut at = 0;
-    let (major, minor) = if header.chunking.is_some() {
-        (chunked::CHUNKED_MAJOR, chunked::CHUNKED_MINOR)
-    } else {
-        (FORMAT_MAJOR, FORMAT_MINOR)
+    let (major, minor) = match &header.chunking {
+        Some(c) => (chunked::CHUNKED_MAJOR, c.minor()),
+        None => (FORMAT_MAJOR, FORMAT_MINOR),
     };
     for piece in [&MAGIC[..], &major.to_le_bytes(), &minor.to_le_bytes(), &(body.len() as u32).to_le_bytes(), &body] {
         head[at..at + piece.len()].copy_from_slice(piece);
@@ -202,24 +201,33 @@ pub(crate) fn write_with<E>(
     Ok(out)
 }
 
-/// Serialise a chunked archive (format 2, docs/FORMAT.md §8): `header.chunking` holds the
-/// index built from `chunks`' lengths ([`chunked::build_index`]), whose archives follow the
-/// header at 64-byte boundaries.
-pub fn write_chunked(header: Header, chunks: &[Vec<u8>], data_len: u64) -> Vec<u8> {
-    assert!(header.chunking.is_some() && header.segments.is_empty(), "a chunked header");
-    let body = encode_body(&header, data_len);
-    let mut head = Vec::with_capacity(PREAMBLE_LEN + body.len() + 4);
+/// The header of a chunked archive (format 2, docs/FORMAT.md §8) up to the data region:
+/// preamble, body, CRC and the zero padding to the next 64-byte boundary. A streamed
+/// chunking (§8.5) is written with its minor version, `data_len` 0 and its empty index.
+pub fn chunked_head(header: &Header, data_len: u64) -> Vec<u8> {
+    let c = header.chunking.as_ref().expect("a chunked header");
+    assert!(header.segments.is_empty(), "a chunked header has no segments");
+    let body = encode_body(header, data_len);
+    let mut head = Vec::with_capacity(align_up(PREAMBLE_LEN + body.len() + 4));
     head.extend_from_slice(&MAGIC);
     head.extend_from_slice(&chunked::CHUNKED_MAJOR.to_le_bytes());
-    head.extend_from_slice(&chunked::CHUNKED_MINOR.to_le_bytes());
+    head.extend_from_slice(&c.minor().to_le_bytes());
     head.extend_from_slice(&(body.len() as u32).to_le_bytes());
     head.extend_from_slice(&body);
     let crc = crc32c::crc32c(&head);
     head.extend_from_slice(&crc.to_le_bytes());
-    let data_start = align_up(head.len());
-    let mut out: Vec<u8> = crate::element::zeroed_vec(data_start + data_len as usize);
+    head.resize(align_up(head.len()), 0);
+    head
+}
+
+/// Serialise a seekable chunked archive (format 2.0, docs/FORMAT.md §8): `header.chunking`
+/// holds the index built from `chunks`' lengths ([`chunked::build_index`]), whose archives
+/// follow the header at 64-byte boundaries.
+pub fn write_chunked(header: Header, chunks: &[Vec<u8>], data_len: u64) -> Vec<u8> {
+    let head = chunked_head(&header, data_len);
+    let mut out: Vec<u8> = crate::element::zeroed_vec(head.len() + data_len as usize);
     out[..head.len()].copy_from_slice(&head);
-    let mut at = data_start;
+    let mut at = head.len();
     for chunk in chunks {
         out[at..at + chunk.len()].copy_from_slice(chunk);
         at = align_up(at + chunk.len());
@@ -295,6 +303,8 @@ pub struct ParsedArchive<'a> {
     pub segments: Vec<&'a [u8]>,
     /// Offset of the data region (chunked archives: the chunks start there).
     pub data_start: usize,
+    /// Bytes of the data region (of a streamed archive: its frames, without the trailer).
+    pub data_len: u64,
 }
 
 /// Bytes needed to know an archive's length: the preamble, and then the body's first field.
@@ -322,12 +332,24 @@ pub struct Head {
     pub data_start: u64,
     /// Bytes of the data region.
     pub data_len: u64,
+    /// Bytes after the data region: a streamed archive's trailer (docs/FORMAT.md §8.5), known
+    /// once [`chunked::resolve_stream`] has read it; 0 otherwise.
+    pub trailer_len: u64,
 }
 
 impl Head {
-    /// Total length of the archive the header announces.
+    /// Total length of the archive the header announces (with a streamed archive's trailer
+    /// once resolved).
     pub fn archive_len(&self) -> Result<u64> {
-        self.data_start.checked_add(self.data_len).ok_or_else(|| corrupt!("data length {} overflows", self.data_len))
+        self.data_start
+            .checked_add(self.data_len)
+            .and_then(|n| n.checked_add(self.trailer_len))
+            .ok_or_else(|| corrupt!("data length {} overflows", self.data_len))
+    }
+
+    /// Is this the header of a streamed archive (§8.5)?
+    pub fn is_streamed(&self) -> bool {
+        self.header.chunking.as_ref().is_some_and(|c| c.streamed)
     }
 }
 
@@ -366,19 +388,17 @@ pub fn parse_head(bytes: &[u8]) -> Result<Head> {
         return Err(Error::Checksum { what: "header".into(), stored, computed });
     }
     let (header, data_len) = decode_body(&bytes[PREAMBLE_LEN..crc_end], (major, minor))?;
-    Ok(Head { header, data_start: align_up(end) as u64, data_len })
+    Ok(Head { header, data_start: align_up(end) as u64, data_len, trailer_len: 0 })
 }
 
 /// Parse and verify archive bytes: magic, version, header CRC, layout, segment CRCs. For a
 /// chunked archive the chunks are checked when they are read ([`chunked::chunk_archive`]).
 pub fn parse(data: &[u8]) -> Result<ParsedArchive<'_>> {
-    let Head { header, data_start, data_len } = parse_head(data)?;
+    let head = chunked::resolve_stream(parse_head(data)?, &data)?;
+    let expected_len = head.archive_len()?;
+    let Head { header, data_start, data_len, .. } = head;
     let crc_end = header_len(data)? - 4;
     let data_start = data_start as usize;
-    let expected_len = u64::try_from(data_start)
-        .ok()
-        .and_then(|s| s.checked_add(data_len))
-        .ok_or_else(|| corrupt!("data length {data_len} overflows"))?;
     let actual = data.len() as u64;
     if actual < expected_len {
         return Err(Error::Truncated(format!("archive is {actual} bytes, header announces {expected_len}")));
@@ -415,7 +435,7 @@ pub fn parse(data: &[u8]) -> Result<ParsedArchive<'_>> {
         next_free = end;
         segments.push(bytes);
     }
-    Ok(ParsedArchive { header, segments, data_start })
+    Ok(ParsedArchive { header, segments, data_start, data_len })
 }
 
 fn decode_body(body: &[u8], version: (u16, u16)) -> Result<(Header, u64)> {

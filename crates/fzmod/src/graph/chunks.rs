@@ -29,12 +29,14 @@ pub fn open(source: &dyn ArchiveSource) -> Result<Head> {
         return Err(Error::Truncated(format!("header announces {header_len} bytes, archive has {}", source.len())));
     }
     let head = archive::parse_head(&source.read_at(0, header_len)?)?;
+    // A streamed archive's index is in its trailer (docs/FORMAT.md §8.5).
+    let head = chunked::resolve_stream(head, source)?;
     let total = head.archive_len()?;
     if source.len() < total {
         return Err(Error::Truncated(format!("archive is {} bytes, header announces {total}", source.len())));
     }
     if source.len() > total {
-        return Err(corrupt!("{} trailing bytes after the last chunk", source.len() - total));
+        return Err(corrupt!("{} trailing bytes after the archive", source.len() - total));
     }
     let padding = source.read_at(header_len as u64, head.data_start as usize - header_len)?;
     if padding.iter().any(|&b| b != 0) {
@@ -139,7 +141,7 @@ fn chunks_in(c: &Chunking, shape: &[u64], region: &[Range<u64>]) -> Vec<u64> {
 }
 
 /// Check a chunk's own header against the chunked header: every fact stated twice agrees.
-fn check_chunk(outer: &Header, c: &Chunking, i: u64, extent: &[u64], plan: &DecodePlan<'_>) -> Result<()> {
+pub(crate) fn check_chunk(outer: &Header, c: &Chunking, i: u64, extent: &[u64], plan: &DecodePlan<'_>) -> Result<()> {
     let h = &plan.header;
     let why = if h.dtype != outer.dtype {
         format!("holds {} values, the archive {}", h.dtype, outer.dtype)
@@ -238,7 +240,7 @@ pub fn decode(
     Ok(out)
 }
 
-fn in_chunk(e: Error, i: u64) -> Error {
+pub(crate) fn in_chunk(e: Error, i: u64) -> Error {
     match e {
         Error::Corrupt(m) => Error::Corrupt(format!("chunk {i}: {m}")),
         Error::Truncated(m) => Error::Truncated(format!("chunk {i}: {m}")),

@@ -87,7 +87,7 @@ impl std::fmt::Debug for ChunkedArchive<'_> {
 impl ChunkedArchive<'_> {
     /// The archive's header and data region, as [`super::chunks::decode`] takes them.
     pub fn head(&self, header: &Header) -> archive::Head {
-        archive::Head { header: header.clone(), data_start: self.data_start, data_len: self.data_len }
+        archive::Head { header: header.clone(), data_start: self.data_start, data_len: self.data_len, trailer_len: 0 }
     }
 }
 
@@ -140,7 +140,7 @@ impl<'a> DecodePlan<'a> {
             let chunked = ChunkedArchive {
                 bytes,
                 data_start: parsed.data_start as u64,
-                data_len: (bytes.len() - parsed.data_start) as u64,
+                data_len: parsed.data_len,
                 registry,
                 limits: *limits,
             };

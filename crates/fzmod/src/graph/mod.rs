@@ -131,6 +131,14 @@ impl Pipeline {
         self.nodes.iter().find_map(|n| n.stage.error_bound())
     }
 
+    /// The element type the stage reading the pipeline input takes (`None` before a stage
+    /// is connected to the input).
+    pub fn input_dtype(&self) -> Option<DType> {
+        let reader = self.nodes.iter().find(|n| n.inputs.contains(&Some(InputRef::External)))?;
+        let port = reader.inputs.iter().position(|r| *r == Some(InputRef::External))?;
+        reader.stage.inputs().get(port).map(|p| p.dtype)
+    }
+
     /// Tell the stages that read the pipeline input its element type, and, through every
     /// float output of that type (a Mask's `values`), the stages that read it on.
     pub fn set_input_dtype(&mut self, dtype: DType) -> Result<()> {

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Streaming and chunking measurements for docs/PERFORMANCE.md ("Streamed and chunked
+# archives"); not a test. Release build, CPU backend:
+#   cargo build --release -p fzmod-cli
+#   PYTHON=/path/to/python-with-numpy scripts/stream-measure.sh [big|region|ratio|all]
+# big:    a 2048x1024x1024 f32 field (8 GiB; NZ=... to change) generated into a pipe,
+#         compress --stream from the pipe to a file, decompress the file into a pipe that a
+#         checker reads (every element against the bound); peak RSS of fzmod by /usr/bin/time -v.
+# region: a 512x512x512 f32 field (512 MiB) on disk, chunked (auto chunks): full decode vs a
+#         ~1 % box (one inside two chunks, one straddling eight), wall time and bytes read.
+# ratio:  every preset, unchunked vs --chunk auto (4 MiB chunks), on shared fields.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+FZ=${FZMOD:-${CARGO_TARGET_DIR:-target}/release/fzmod}
+PY=${PYTHON:-python3}
+WORK=${WORK:-$(mktemp -d)}
+DATA=${DATA:-/work/shared/data}
+part=${1:-all}
+echo "fzmod: $FZ   scratch: $WORK   cores: $(nproc)"
+
+rss() { grep -E "Maximum resident|Elapsed" "$1" | sed 's/^\s*/    /'; }
+
+if [[ $part == big || $part == all ]]; then
+  NZ=${NZ:-2048}; NY=1024; NX=1024; E=1e-3
+  echo "== streamed ${NZ}x${NY}x${NX} f32 ($((NZ * NY * NX * 4)) bytes), cuszp2 abs $E"
+  "$PY" scripts/stream_field.py gen $NZ $NY $NX |
+    /usr/bin/time -v -o "$WORK/c.time" "$FZ" compress - --stream --dtype f32 --shape ${NZ}x${NY}x${NX} \
+      --preset cuszp2 -m abs -e $E --backend cpu -o "$WORK/big.fzm" --progress --report -f
+  rss "$WORK/c.time"
+  /usr/bin/time -v -o "$WORK/d.time" "$FZ" decompress "$WORK/big.fzm" -o - --backend cpu --progress |
+    "$PY" scripts/stream_field.py check $NZ $NY $NX $E
+  rss "$WORK/d.time"
+  rm -f "$WORK/big.fzm"
+fi
+
+if [[ $part == region || $part == all ]]; then
+  N=512
+  echo "== region decode of a ${N}^3 f32 field ($((N * N * N * 4)) bytes)"
+  "$PY" scripts/stream_field.py gen $N $N $N >"$WORK/cube.f32"
+  "$FZ" compress "$WORK/cube.f32" --dtype f32 --shape ${N}x${N}x${N} --chunk auto --backend cpu -q -f -o "$WORK/cube.fzm"
+  "$FZ" compress "$WORK/cube.f32" --dtype f32 --shape ${N}x${N}x${N} --stream --backend cpu -q -f -o "$WORK/cube-s.fzm"
+  for a in cube.fzm cube-s.fzm; do
+    "$FZ" inspect "$WORK/$a" | grep -E "^(format|size|chunks)" | sed "s/^/    $a: /"
+    for i in 1 2 3; do
+      /usr/bin/time -f "    $a full decode %e s, %M KiB" "$FZ" decompress "$WORK/$a" -o /dev/null --backend cpu -q
+    done
+    for box in 10:120,10:120,10:120 200:310,200:310,200:310; do
+      for i in 1 2 3; do
+        /usr/bin/time -f "    $a region $box %e s, %M KiB" "$FZ" decompress "$WORK/$a" -o /dev/null --backend cpu -q \
+          --region $box --report 2>&1 | grep -E "region|KiB" | sed 's/^\s*//' | sed "s/^/    /"
+      done
+    done
+  done
+  rm -f "$WORK/cube.f32" "$WORK/cube.fzm" "$WORK/cube-s.fzm"
+fi
+
+if [[ $part == ratio || $part == all ]]; then
+  echo "== chunked (--chunk auto, 4 MiB chunks) vs unchunked ratio, rel 1e-3"
+  printf "    %-16s %-34s %10s %10s %8s\n" preset field unchunked chunked chunked/unchunked
+  for field in etopo5_2161x4320.f32:2161x4320 trinidad_dem_1201x2401.f32:1201x2401 navy_uwnd_132x73x144.f32:132x73x144; do
+    f=${field%%:*}; s=${field##*:}
+    for p in $("$FZ" presets | awk '{print $1}'); do
+      args=("$DATA/$f" --dtype f32 --shape "$s" --preset "$p" --backend cpu -q -f)
+      if "$FZ" compress "${args[@]}" -o "$WORK/u.fzm" 2>/dev/null &&
+        "$FZ" compress "${args[@]}" --chunk auto -o "$WORK/c.fzm" 2>/dev/null; then
+        u=$(stat -c %s "$WORK/u.fzm"); c=$(stat -c %s "$WORK/c.fzm"); n=$(stat -c %s "$DATA/$f")
+        printf "    %-16s %-34s %10.3f %10.3f %8.4f\n" "$p" "$f" "$(echo "$n/$u" | bc -l)" "$(echo "$n/$c" | bc -l)" "$(echo "$u/$c" | bc -l)"
+      else
+        printf "    %-16s %-34s refused\n" "$p" "$f"
+      fi
+    done
+  done
+fi
