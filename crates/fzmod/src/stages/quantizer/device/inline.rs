@@ -2,6 +2,7 @@
 //! escaped values ranked per tile by a scan, so the channel holds them in index order.
 
 use super::{channel_guess, program, Encoding, TILE};
+use crate::stages::quantizer::channel::Layout;
 use crate::backend::cuda::device::{exclusive_scan, grid, scan_partials_len, DeviceBuffer, DeviceRun, PendingRecord};
 use crate::backend::cuda::device_error;
 use crate::element::DType;
@@ -84,6 +85,7 @@ impl Quantizer {
                 step: sc.f64(step_slot),
                 num_elements: n as u64,
                 num_outliers: sc.u64(outliers_slot),
+                layout: Layout::Indexed,
             };
             stage.record(bound, None, &resolved)
         });
