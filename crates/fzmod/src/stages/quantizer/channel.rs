@@ -63,7 +63,8 @@ pub(crate) fn write_list<V: Copy + PartialEq>(
                 let repeat = previous == Some(value);
                 let run = len >= 2;
                 // Indices stay below 2^62 (an array of 2^62 elements does not exist).
-                w.varint((start - next) << 2 | u64::from(run) * RUN | u64::from(repeat) * REPEAT);
+                let flags = if run { RUN } else { 0 } | if repeat { REPEAT } else { 0 };
+                w.varint(((start - next) << 2) | flags);
                 if run {
                     w.varint(len as u64 - 2);
                 }
@@ -171,9 +172,9 @@ mod tests {
         // A run of 3 NaN at 2, a lone NaN at 6 (repeat), a lone 7 at 7 (adjacent, other value).
         let list = [(2, nan), (3, nan), (4, nan), (6, nan), (7, 7)];
         let bytes = encode(&list, Layout::Runs);
-        let mut want = vec![2 << 2 | 2, 1];
+        let mut want = vec![(2 << 2) | 2, 1];
         want.extend_from_slice(&nan.to_le_bytes());
-        want.push(1 << 2 | 1);
+        want.push((1 << 2) | 1);
         want.push(0);
         want.extend_from_slice(&7u32.to_le_bytes());
         assert_eq!(bytes, want);
@@ -187,7 +188,7 @@ mod tests {
         assert!(parse(&good, 2, 2, Layout::Runs).is_err(), "run past n");
         assert!(parse(&good, 1, 3, Layout::Runs).is_err(), "longer than the count");
         assert!(parse(&good, 3, 3, Layout::Runs).is_err(), "count not reached");
-        assert!(parse(&[0 << 2 | 1], 1, 3, Layout::Runs).is_err(), "repeat first");
+        assert!(parse(&[REPEAT as u8], 1, 3, Layout::Runs).is_err(), "repeat first");
         let huge = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01];
         assert!(parse(&[&[2][..], &huge].concat(), 5, 9, Layout::Runs).is_err(), "length overflows");
         for cut in 0..good.len() {
@@ -228,7 +229,9 @@ mod tests {
                         4 => i == 0 || i + 1 == n as u64,
                         _ => rnd() % 3 == 0,
                     };
-                    keep.then(|| (i, if kind == 5 { values[rnd() as usize % 5] } else { values[(i / 40) as usize % 5] }))
+                    keep.then(|| {
+                        (i, if kind == 5 { values[rnd() as usize % 5] } else { values[(i / 40) as usize % 5] })
+                    })
                 })
                 .collect();
             (n, list)

@@ -24,9 +24,9 @@ use crate::stage::{self, ErrorBound, ForwardContext, Forwarded, Port, Stage, Sta
 use std::borrow::Cow;
 
 pub use channel::Layout;
-use cpu::Float;
 #[cfg(feature = "cuda")]
 pub(crate) use cpu::encode_outliers;
+use cpu::Float;
 use cpu::{quantize, quantize_inline, reconstruct, reconstruct_inline};
 
 /// Registry entry.

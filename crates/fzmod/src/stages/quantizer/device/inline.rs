@@ -2,12 +2,12 @@
 //! escaped values ranked per tile by a scan, so the channel holds them in index order.
 
 use super::{channel_guess, program, Encoding, TILE};
-use crate::stages::quantizer::channel::Layout;
 use crate::backend::cuda::device::{exclusive_scan, grid, scan_partials_len, DeviceBuffer, DeviceRun, PendingRecord};
 use crate::backend::cuda::device_error;
 use crate::element::DType;
 use crate::error::{corrupt, Result};
 use crate::stage::ErrorBound;
+use crate::stages::quantizer::channel::Layout;
 use crate::stages::quantizer::{Quantizer, Resolved};
 use cudarc::driver::PushKernelArg;
 
