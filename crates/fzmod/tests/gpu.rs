@@ -790,10 +790,11 @@ fn interpolation_stage_and_presets_give_cpu_bytes() {
 fn outlier_runs_give_cpu_bytes() {
     let n = 3 * 4096 + 77;
     let shape = [n / 7, 7];
-    let mut rng = Rng(0x5eed_0f_0ff1ce);
+    let mut rng = Rng(0x5eed_0f0f_f1ce);
     let base: Vec<f32> = (0..n).map(|i| (i as f32 * 0.01).sin() * 10.0).collect();
     let nan2 = f32::from_bits(0x7fc0_0002);
-    let patterns: Vec<(&str, Box<dyn Fn(usize) -> Option<f32>>)> = vec![
+    type Pattern = Box<dyn Fn(usize) -> Option<f32>>;
+    let patterns: Vec<(&str, Pattern)> = vec![
         ("all NaN", Box::new(|_| Some(f32::NAN))),
         ("alternating NaN", Box::new(|i| (i % 2 == 1).then_some(f32::NAN))),
         ("long fill runs", Box::new(|i| ((i / 2500) % 2 == 0).then_some(-1e10))),
