@@ -22,11 +22,12 @@ struct Golden {
     f64: bool,
     specials: bool,
     /// A land band of this fill value, masked (with NaN) by a Mask stage in front of the
-    /// preset (`fzmod::masked_preset`).
+    /// preset (`fzmod::masked_preset`) when `mask_land`, else left to the preset's outliers.
     land: Option<f32>,
+    mask_land: bool,
 }
 
-const GOLDENS: [Golden; 15] = [
+const GOLDENS: [Golden; 17] = [
     Golden {
         file: "v1.0_cuszp_1d.fzm",
         preset: "cuszp",
@@ -36,6 +37,7 @@ const GOLDENS: [Golden; 15] = [
         f64: false,
         specials: false,
         land: None,
+        mask_land: false,
     },
     Golden {
         file: "v1.0_cuszp2_2d.fzm",
@@ -46,6 +48,7 @@ const GOLDENS: [Golden; 15] = [
         f64: false,
         specials: false,
         land: None,
+        mask_land: false,
     },
     Golden {
         file: "v1.0_cuszp3-fixed_2d.fzm",
@@ -56,6 +59,7 @@ const GOLDENS: [Golden; 15] = [
         f64: false,
         specials: false,
         land: None,
+        mask_land: false,
     },
     Golden {
         file: "v1.0_cuszp3-plain_3d.fzm",
@@ -66,6 +70,7 @@ const GOLDENS: [Golden; 15] = [
         f64: false,
         specials: false,
         land: None,
+        mask_land: false,
     },
     Golden {
         file: "v1.0_cuszp3-outlier_2d_specials.fzm",
@@ -76,6 +81,7 @@ const GOLDENS: [Golden; 15] = [
         f64: false,
         specials: true,
         land: None,
+        mask_land: false,
     },
     Golden {
         file: "v1.0_cuszp2_f64.fzm",
@@ -86,6 +92,7 @@ const GOLDENS: [Golden; 15] = [
         f64: true,
         specials: false,
         land: None,
+        mask_land: false,
     },
     // A bound far below the data's precision: the pipeline's archive would exceed the input,
     // so the writer falls back to a one-stage Store archive (docs/FORMAT.md 6.12).
@@ -98,6 +105,7 @@ const GOLDENS: [Golden; 15] = [
         f64: false,
         specials: true,
         land: None,
+        mask_land: false,
     },
     Golden {
         file: "v1.0_fzgpu_2d_specials.fzm",
@@ -108,6 +116,7 @@ const GOLDENS: [Golden; 15] = [
         f64: false,
         specials: true,
         land: None,
+        mask_land: false,
     },
     Golden {
         file: "v1.0_pfpl_2d_specials.fzm",
@@ -118,6 +127,7 @@ const GOLDENS: [Golden; 15] = [
         f64: false,
         specials: true,
         land: None,
+        mask_land: false,
     },
     Golden {
         file: "v1.0_pfpl_f64.fzm",
@@ -128,6 +138,7 @@ const GOLDENS: [Golden; 15] = [
         f64: true,
         specials: false,
         land: None,
+        mask_land: false,
     },
     Golden {
         file: "v1.0_cusz_2d_specials.fzm",
@@ -138,6 +149,7 @@ const GOLDENS: [Golden; 15] = [
         f64: false,
         specials: true,
         land: None,
+        mask_land: false,
     },
     // Written by the build that added ADM and ANS (format 1.0 plus stage ids 19 and 20).
     Golden {
@@ -149,6 +161,7 @@ const GOLDENS: [Golden; 15] = [
         f64: false,
         specials: true,
         land: None,
+        mask_land: false,
     },
     // Written by the build that added `fzmod::masked_preset` (format 1.0 plus stage id 43):
     // a −1e10 land band and the specials' NaN masked, rel relative to the valid values.
@@ -161,6 +174,7 @@ const GOLDENS: [Golden; 15] = [
         f64: false,
         specials: true,
         land: Some(-1e10),
+        mask_land: true,
     },
     Golden {
         file: "v1.0_interp_3d_specials.fzm",
@@ -171,6 +185,7 @@ const GOLDENS: [Golden; 15] = [
         f64: false,
         specials: true,
         land: None,
+        mask_land: false,
     },
     Golden {
         file: "v1.0_interp-fast_f64.fzm",
@@ -181,6 +196,32 @@ const GOLDENS: [Golden; 15] = [
         f64: true,
         specials: false,
         land: None,
+        mask_land: false,
+    },
+    // Written by the build that added the run layout of outlier lists (docs/FORMAT.md 6.1.1):
+    // the −1e10 land band and the specials left to the outlier channels, which take the run
+    // layout (Quantizer outlier_format 2, LorenzoQuant's trailing byte 2).
+    Golden {
+        file: "v1.0_cuszp2_2d_land_runs.fzm",
+        preset: "cuszp2",
+        shape: &[73, 144],
+        start: 9 * PLANE,
+        bound: (ErrorMode::Abs, 1e-2),
+        f64: false,
+        specials: true,
+        land: Some(-1e10),
+        mask_land: false,
+    },
+    Golden {
+        file: "v1.0_cusz_2d_land_runs.fzm",
+        preset: "cusz",
+        shape: &[73, 144],
+        start: 10 * PLANE,
+        bound: (ErrorMode::Abs, 1e-2),
+        f64: false,
+        specials: true,
+        land: Some(-1e10),
+        mask_land: false,
     },
 ];
 
@@ -218,7 +259,7 @@ impl Golden {
 
     fn compress(&self) -> Vec<u8> {
         let input = self.input();
-        let mut p = match self.land {
+        let mut p = match self.land.filter(|_| self.mask_land) {
             Some(fill) => fzmod::masked_preset(self.preset, self.shape, MaskSpec::nan_and(Some(f64::from(fill)))),
             None => fzmod::preset(self.preset, self.shape),
         }
@@ -267,7 +308,7 @@ fn golden_archives_decode_to_their_recorded_values() {
         let abs = expected_abs_bound(&input, ErrorBound::new(g.bound.0, g.bound.1).unwrap());
         assert_within(&input, &decoded.data, abs, g.file);
         // (A masked golden's bound is checked against its valid range in its own test.)
-        let preset = if g.land.is_some() { format!("masked-{}", g.preset) } else { g.preset.to_string() };
+        let preset = if g.mask_land { format!("masked-{}", g.preset) } else { g.preset.to_string() };
         assert_eq!(decoded.header.preset, preset);
     }
 }
@@ -345,7 +386,7 @@ fn the_store_fallback_golden_keeps_every_bit_and_the_requested_bound() {
 
 #[test]
 fn the_masked_golden_restores_its_land_and_nan_bit_for_bit() {
-    let g = GOLDENS.iter().find(|g| g.land.is_some()).unwrap();
+    let g = GOLDENS.iter().find(|g| g.mask_land).unwrap();
     let decoded = fzmod::decompress(&g.archive()).unwrap();
     assert_eq!(decoded.header.preset, "masked-cuszp2");
     let (Buffer::F32(input), Buffer::F32(output)) = (g.input(), decoded.data) else { unreachable!() };
@@ -363,4 +404,13 @@ fn the_masked_golden_restores_its_land_and_nan_bit_for_bit() {
         }
     }
     assert!(land > 2000, "{land} masked points");
+}
+
+#[test]
+fn the_unmasked_land_goldens_use_the_run_layout() {
+    for g in GOLDENS.iter().filter(|g| g.land.is_some() && !g.mask_land) {
+        let header = fzmod::inspect(&g.archive()).unwrap();
+        let quantizer = &header.stages[0];
+        assert_eq!(quantizer.params.last(), Some(&2), "{}: outlier_format 2 (runs)", g.file);
+    }
 }

@@ -779,3 +779,48 @@ fn interpolation_stage_and_presets_give_cpu_bytes() {
         }
     }
 }
+
+/// The run layout of outlier lists (docs/FORMAT.md 6.1.1) on the device: outlier patterns
+/// that cross the device's 2048-element list tiles and its 8-element thread walks (one run
+/// over everything, runs of 1..5000, alternating, runs at both ends, mixed NaN payloads,
+/// −0.0 / +0.0 and fill values) through every Quantizer and LorenzoQuant preset: the GPU
+/// writes the CPU's bytes fused and unfused, and both decoders agree.
+#[test]
+#[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
+fn outlier_runs_give_cpu_bytes() {
+    let n = 3 * 4096 + 77;
+    let shape = [n / 7, 7];
+    let mut rng = Rng(0x5eed_0f0f_f1ce);
+    let base: Vec<f32> = (0..n).map(|i| (i as f32 * 0.01).sin() * 10.0).collect();
+    let nan2 = f32::from_bits(0x7fc0_0002);
+    type Pattern = Box<dyn Fn(usize) -> Option<f32>>;
+    let patterns: Vec<(&str, Pattern)> = vec![
+        ("all NaN", Box::new(|_| Some(f32::NAN))),
+        ("alternating NaN", Box::new(|i| (i % 2 == 1).then_some(f32::NAN))),
+        ("long fill runs", Box::new(|i| ((i / 2500) % 2 == 0).then_some(-1e10))),
+        ("runs at the ends", Box::new(move |i| (i < 3 || i + 5 >= n).then_some(f32::INFINITY))),
+        (
+            "payloads and signs",
+            Box::new(move |i| match i % 13 {
+                0..=3 => Some(nan2),
+                4..=5 => Some(f32::NAN),
+                6 => Some(-1e38),
+                _ => None,
+            }),
+        ),
+    ];
+    for (name, pattern) in &patterns {
+        let mut data: Vec<f32> = base.iter().enumerate().map(|(i, &v)| pattern(i).unwrap_or(v)).collect();
+        for _ in 0..40 {
+            let at = rng.below(n as u64) as usize;
+            data[at] = [f32::NAN, -0.0, 3.0e38][rng.below(3) as usize];
+        }
+        let data = Buffer::F32(data);
+        for preset in ["cuszp", "cuszp2", "cuszp3-outlier", "fzgpu", "cusz", "mans"] {
+            let mut p = fzmod::preset(preset, &shape).unwrap();
+            p.set_error_bound(ErrorBound::new(ErrorMode::Abs, 1e-2).unwrap()).unwrap();
+            p.set_input_dtype(data.dtype()).unwrap();
+            assert_backends_agree(&p, &data, &shape, &format!("{name} {preset}"));
+        }
+    }
+}

@@ -193,8 +193,12 @@ fn levitus_masked_ratios() {
                 std::io::stderr(),
                 "levitus {variant}: {masked_name} {masked_ratio:.2}x, {preset} without the mask {plain_ratio:.2}x"
             );
+            // pfpl's inline outliers pay per land point, so its mask pays 1.3× at least; the
+            // other presets' land goes to outlier runs (docs/FORMAT.md 6.1.1) and costs little
+            // without a mask too (PERFORMANCE.md, "Outlier lists in the run layout").
+            let mask_pays = preset != "pfpl" || masked_ratio > 1.3 * plain_ratio;
             assert!(
-                masked_ratio > 5.0 && masked_ratio > 1.3 * plain_ratio,
+                masked_ratio > 5.0 && plain_ratio > 4.0 && mask_pays,
                 "{variant} {masked_name}: {masked_ratio} vs {plain_ratio}"
             );
         }

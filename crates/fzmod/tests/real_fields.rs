@@ -65,6 +65,52 @@ fn levitus_fill_value_survives() {
     }
 }
 
+/// levitus_temp with its land as −1e10 (as shipped) and as NaN, every preset without a Mask
+/// stage, the bound rel 1e-3 of the valid values given as an absolute bound: every ocean
+/// value within it, every land value bit for bit, and the outlier channels of the Quantizer
+/// and LorenzoQuant presets in the run layout (docs/FORMAT.md 6.1.1), which keeps the land
+/// from costing an entry per point: each such archive is at least 4× smaller than the input
+/// (1.3–1.6× in the entry layout).
+#[test]
+fn masked_levitus_without_a_mask_keeps_the_bound_and_runs_its_outliers() {
+    let name = "levitus_temp_20x180x360.f32";
+    let Some(dir) = shared_data_for("masked_levitus_without_a_mask_keeps_the_bound_and_runs_its_outliers", &[name])
+    else {
+        return;
+    };
+    let field = load(&dir.join(name));
+    let fzmod::Buffer::F32(fill) = &field.data else { panic!() };
+    let valid: Vec<f64> = fill.iter().filter(|&&v| v != -1e10).map(|&v| f64::from(v)).collect();
+    let range = valid.iter().copied().fold(f64::MIN, f64::max) - valid.iter().copied().fold(f64::MAX, f64::min);
+    let abs = 1e-3 * range;
+    let nan: Vec<f32> = fill.iter().map(|&v| if v == -1e10 { f32::NAN } else { v }).collect();
+    for (land, data) in [("fill", fill.clone()), ("NaN", nan)] {
+        let input = fzmod::Buffer::F32(data.clone());
+        for preset in fzmod::PRESETS {
+            let what = format!("levitus {land} {}", preset.name);
+            let mut p = fzmod::preset(preset.name, &field.shape).unwrap();
+            p.set_error_bound(ErrorBound::new(ErrorMode::Abs, abs).unwrap()).unwrap();
+            let archive = p.compress(&input, &field.shape).unwrap();
+            let decoded = fzmod::decompress(&archive).unwrap();
+            let fzmod::Buffer::F32(out) = &decoded.data else { panic!() };
+            for (i, (a, b)) in data.iter().zip(out).enumerate() {
+                if *a == -1e10 || a.is_nan() {
+                    assert_eq!(a.to_bits(), b.to_bits(), "{what}: land at {i}");
+                } else {
+                    assert!((f64::from(*a) - f64::from(*b)).abs() <= abs, "{what}: {a} -> {b} at {i}");
+                }
+            }
+            let front = &decoded.header.stages[0];
+            let channel_stage = matches!(front.type_id, 1 | 14) && !preset.name.starts_with("pfpl");
+            if channel_stage {
+                assert_eq!(front.params.last(), Some(&2), "{what}: outlier lists in the run layout");
+                let ratio = input.byte_len() as f64 / archive.len() as f64;
+                assert!(ratio >= 4.0, "{what}: ratio {ratio:.2}");
+            }
+        }
+    }
+}
+
 #[test]
 fn archives_do_not_depend_on_the_thread_count() {
     let Some(dir) = shared_data_for("archives_do_not_depend_on_the_thread_count", &["navy_vwnd_132x73x144.f32"]) else {

@@ -409,7 +409,7 @@ impl Kernels {
             scan_apply: f("fz_scan_apply")?,
             block_cost: f("fz_block_cost")?,
             decode: f("fz_decode")?,
-            scatter: f("fz_scatter_outliers")?,
+            scatter: f("fz_scatter_runs")?,
             prefix_x: f("fz_prefix_x")?,
             prefix_y: f("fz_prefix_y")?,
             prefix_z: f("fz_prefix_z")?,
@@ -587,9 +587,9 @@ impl<'a> DeviceCompress<'a> {
         // Tiled chains find outliers in tile order; the channel stores them by index.
         let mut list: Vec<(u64, u64)> = (0..num_outliers).map(|k| (word(&index, k), word(&bits, k))).collect();
         list.sort_unstable_by_key(|&(i, _)| i);
-        let channel = quantizer::encode_outliers(&list, self.dtype.size());
+        let (channel, layout) = quantizer::encode_outliers(&list, self.dtype.size());
         let bound = self.chain.quant.bound.expect("checked by kernels");
-        let resolved = Resolved { abs_bound, step, num_elements: g.n, num_outliers: num_outliers as u64 };
+        let resolved = Resolved { abs_bound, step, num_elements: g.n, num_outliers: num_outliers as u64, layout };
         let nodes = self.pipeline.nodes();
         let mut params = vec![self.chain.quant.record(bound, None, &resolved)?];
         if let Some(i) = self.chain.pred_stage {
@@ -630,7 +630,8 @@ pub(crate) struct DeviceDecompress<'a> {
     kernels: Kernels,
     dtype: DType,
     payload_len: u64,
-    num_outliers: u64,
+    /// Outlier runs (`d_oruns` holds them as `fz_scatter_runs` triples).
+    num_runs: u64,
     /// N-D Lorenzo: decode to deltas, then prefix sums and reconstruction.
     nd: bool,
     buffers: Vec<(&'static str, CudaSlice<u8>)>,
@@ -683,24 +684,15 @@ impl<'a> DeviceDecompress<'a> {
                 geometry.meta_len
             ));
         }
-        let outliers: Vec<(u64, u64)> = match header.dtype {
-            DType::F32 => quantizer::parse_outliers::<f32>(outlier_bytes, r.num_outliers, n)?
-                .into_iter()
-                .map(|(i, v)| (i as u64, u64::from(v.to_bits())))
-                .collect(),
-            _ => quantizer::parse_outliers::<f64>(outlier_bytes, r.num_outliers, n)?
-                .into_iter()
-                .map(|(i, v)| (i as u64, v.to_bits()))
-                .collect(),
-        };
+        let (runs, num_runs) =
+            quantizer::device::parsed_runs(header.dtype, outlier_bytes, r.num_outliers, n, r.layout)?;
         let s = dev.stream();
         let mut ws = dev.workspace()?;
         let nb = geometry.nblocks as usize;
         let mut take = |name, bytes| ws.take(s, name, bytes);
         let mut seg = take("d_segment", coded.len())?;
         let mut params = take("d_params", PARAMS_BYTES)?;
-        let mut oindex = take("d_oindex", 8 * outliers.len())?;
-        let mut obits = take("d_obits", 8 * outliers.len())?;
+        let mut oruns = take("d_oruns", runs.len())?;
         let buffers = vec![
             ("d_cost", take("d_cost", 4 * nb)?),
             ("d_offsets", take("d_offsets", 8 * (nb + 1))?),
@@ -715,13 +707,10 @@ impl<'a> DeviceDecompress<'a> {
         // Decoding reads only the step; the fast-path margins are for encoding.
         let p: Vec<u8> = [r.abs_bound, r.step, recip, 0.0, 0.0].iter().flat_map(|v| v.to_le_bytes()).collect();
         s.memcpy_htod(&p, &mut params.slice_mut(0..PARAMS_BYTES)).map_err(device_error)?;
-        if !outliers.is_empty() {
-            let idx: Vec<u8> = outliers.iter().flat_map(|o| o.0.to_le_bytes()).collect();
-            let raw: Vec<u8> = outliers.iter().flat_map(|o| o.1.to_le_bytes()).collect();
-            dev.upload(&idx, &mut oindex)?;
-            dev.upload(&raw, &mut obits)?;
+        if num_runs > 0 {
+            dev.upload(&runs, &mut oruns)?;
         }
-        let mut all = vec![("d_segment", seg), ("d_params", params), ("d_oindex", oindex), ("d_obits", obits)];
+        let mut all = vec![("d_segment", seg), ("d_params", params), ("d_oruns", oruns)];
         all.extend(buffers);
         Ok(DeviceDecompress {
             dev,
@@ -730,7 +719,7 @@ impl<'a> DeviceDecompress<'a> {
             header,
             geometry,
             payload_len: coded.len() as u64 - geometry.meta_len,
-            num_outliers: outliers.len() as u64,
+            num_runs,
             nd: matches!(chain.predictor, Predictor::Nd),
             buffers: all,
         })
@@ -745,8 +734,7 @@ impl<'a> DeviceDecompress<'a> {
     pub(crate) fn kernels(&mut self) -> Result<()> {
         let g = self.geometry;
         let s = self.dev.stream().clone();
-        let (seg, params, oindex, obits) =
-            (self.buffer("d_segment"), self.buffer("d_params"), self.buffer("d_oindex"), self.buffer("d_obits"));
+        let (seg, params, oruns) = (self.buffer("d_segment"), self.buffer("d_params"), self.buffer("d_oruns"));
         let (mut cost, mut offsets, mut partials, mut err, mut out, mut deltas) = (
             self.buffer("d_cost"),
             self.buffer("d_offsets"),
@@ -807,13 +795,13 @@ impl<'a> DeviceDecompress<'a> {
                         .launch(cfg(blocks(g.n, 256), 256))
                         .map_err(device_error)?;
                 }
-                if self.num_outliers > 0 {
+                if self.num_runs > 0 {
+                    // A warp per run (fz_scatter_runs).
                     s.launch_builder(&k.scatter)
-                        .arg(&oindex)
-                        .arg(&obits)
-                        .arg(&self.num_outliers)
+                        .arg(&oruns)
+                        .arg(&self.num_runs)
                         .arg(&mut out)
-                        .launch(cfg(blocks(self.num_outliers, 256), 256))
+                        .launch(cfg(blocks(self.num_runs.min(1 << 20), 8), 256))
                         .map_err(device_error)?;
                 }
             }
@@ -822,8 +810,7 @@ impl<'a> DeviceDecompress<'a> {
         self.buffers.extend([
             ("d_segment", seg),
             ("d_params", params),
-            ("d_oindex", oindex),
-            ("d_obits", obits),
+            ("d_oruns", oruns),
             ("d_cost", cost),
             ("d_offsets", offsets),
             ("d_partials", partials),

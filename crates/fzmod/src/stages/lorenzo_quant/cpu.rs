@@ -7,6 +7,7 @@ use super::{CodeMapping, Tile};
 use crate::archive::{Reader, Writer};
 use crate::element::zeroed_vec;
 use crate::error::{corrupt, Result};
+use crate::stages::quantizer::channel::{self, Layout, Run};
 use crate::stages::quantizer::cpu::Float;
 use rayon::prelude::*;
 
@@ -39,8 +40,10 @@ pub fn lorenzo_delta(n: [[[i32; 2]; 2]; 2]) -> i32 {
 /// Output of [`forward`].
 pub struct Forward {
     pub codes: Vec<u16>,
-    /// Delta-outlier list then value-outlier list (docs/FORMAT.md, "LorenzoQuant").
+    /// Delta-outlier list then value-outlier list (docs/FORMAT.md, "LorenzoQuant"), both in
+    /// `layout`.
     pub outliers: Vec<u8>,
+    pub layout: Layout,
     pub num_delta_outliers: u64,
     pub num_value_outliers: u64,
 }
@@ -117,11 +120,23 @@ pub fn forward<T: Float>(x: &[T], dims: [usize; 3], tile: Tile, mapping: CodeMap
         })
         .collect();
 
-    let mut w = Writer::default();
-    let num_delta_outliers =
-        write_list(&mut w, delta_outliers.into_iter().flatten(), |w, d| w.varint(u64::from(zigzag32(d))));
-    let num_value_outliers = write_list(&mut w, value_outliers.into_iter().flatten(), |w, v: T| v.write_le(w));
-    Forward { codes, outliers: w.bytes, num_delta_outliers, num_value_outliers }
+    let deltas: Vec<(u64, i32)> = delta_outliers.into_iter().flatten().map(|(i, d)| (i as u64, d)).collect();
+    let values: Vec<(u64, u64)> = value_outliers.into_iter().flatten().map(|(i, v)| (i as u64, v.bits())).collect();
+    let value_bytes = std::mem::size_of::<T>();
+    let (outliers, layout) = channel::smaller(|w, layout| write_channel(w, &deltas, &values, value_bytes, layout));
+    Forward {
+        codes,
+        outliers,
+        layout,
+        num_delta_outliers: deltas.len() as u64,
+        num_value_outliers: values.len() as u64,
+    }
+}
+
+/// The channel: the delta list (values `varint zigzag(δ)`), then the value list (raw bits).
+fn write_channel(w: &mut Writer, deltas: &[(u64, i32)], values: &[(u64, u64)], value_bytes: usize, layout: Layout) {
+    channel::write_list(w, deltas, layout, |w, d| w.varint(u64::from(zigzag32(d))));
+    channel::write_list(w, values, layout, |w, bits| w.bytes.extend_from_slice(&bits.to_le_bytes()[..value_bytes]));
 }
 
 /// The grid rows that feed the deltas of grid row `row` (= z · ny + y): `[dz][dy]` is the row
@@ -140,18 +155,6 @@ fn feeding_rows(p: &[i32], [_, ny, nx]: [usize; 3], Tile([tz, ty, _]): Tile, row
     })
 }
 
-/// Append `(index, value)` entries as `varint gap` + value; returns the count.
-fn write_list<V>(w: &mut Writer, list: impl Iterator<Item = (usize, V)>, mut value: impl FnMut(&mut Writer, V)) -> u64 {
-    let (mut next, mut count) = (0usize, 0u64);
-    for (index, v) in list {
-        w.varint((index - next) as u64);
-        value(w, v);
-        next = index + 1;
-        count += 1;
-    }
-    count
-}
-
 fn zigzag32(v: i32) -> u32 {
     ((v << 1) ^ (v >> 31)) as u32
 }
@@ -160,37 +163,19 @@ fn unzigzag32(u: u32) -> i32 {
     ((u >> 1) as i32) ^ -((u & 1) as i32)
 }
 
-/// Read `count` `(index, value)` entries, every index checked against `n` and increasing.
-fn read_list<V>(
-    r: &mut Reader,
-    count: u64,
-    n: usize,
-    mut value: impl FnMut(&mut Reader) -> Result<V>,
-) -> Result<Vec<(usize, V)>> {
-    // Each entry takes at least two bytes: never reserve more than the channel can hold.
-    let mut list = Vec::with_capacity((count as usize).min(r.remaining() / 2));
-    let mut next = 0u64;
-    for k in 0..count {
-        let index = r.varint()?.checked_add(next).filter(|&i| i < n as u64);
-        let index = index.ok_or_else(|| corrupt!("LorenzoQuant outlier {k} lies outside {n} elements"))?;
-        list.push((index as usize, value(r)?));
-        next = index + 1;
-    }
-    Ok(list)
-}
+/// Delta-outlier runs and value-outlier runs of the channel.
+pub type Channel<T> = (Vec<Run<i32>>, Vec<Run<T>>);
 
-/// Delta outliers and value outliers of the channel.
-pub type Channel<T> = (Vec<(usize, i32)>, Vec<(usize, T)>);
-
-/// Parse the outlier channel of `n` elements, every entry checked; shared with the device
-/// inverse, which patches the parsed entries in on the device.
-pub fn parse_channel<T: Float>(outliers: &[u8], counts: (u64, u64), n: usize) -> Result<Channel<T>> {
-    let mut r = Reader::new(outliers, "LorenzoQuant outlier channel");
-    let deltas = read_list(&mut r, counts.0, n, |r| {
+/// Parse the outlier channel of `n` elements, every run checked; shared with the device
+/// inverse, which patches the parsed runs in on the device.
+pub fn parse_channel<T: Float>(outliers: &[u8], counts: (u64, u64), n: usize, layout: Layout) -> Result<Channel<T>> {
+    const WHAT: &str = "LorenzoQuant outlier channel";
+    let mut r = Reader::new(outliers, WHAT);
+    let deltas = channel::read_list(&mut r, counts.0, n, layout, WHAT, |r| {
         let u = u32::try_from(r.varint()?).map_err(|_| corrupt!("LorenzoQuant outlier delta exceeds 32 bits"))?;
         Ok(unzigzag32(u))
     })?;
-    let values = read_list(&mut r, counts.1, n, T::read_le)?;
+    let values = channel::read_list(&mut r, counts.1, n, layout, WHAT, T::read_le)?;
     r.finish()?;
     Ok((deltas, values))
 }
@@ -199,21 +184,21 @@ pub fn parse_channel<T: Float>(outliers: &[u8], counts: (u64, u64), n: usize) ->
 pub fn inverse<T: Float>(
     codes: &[u16],
     outliers: &[u8],
-    counts: (u64, u64),
+    (counts, layout): ((u64, u64), Layout),
     dims: [usize; 3],
     tile: Tile,
     mapping: CodeMapping,
     step: T,
 ) -> Result<Vec<T>> {
-    let (deltas, values) = parse_channel::<T>(outliers, counts, codes.len())?;
+    let (deltas, values) = parse_channel::<T>(outliers, counts, codes.len(), layout)?;
     let mut p: Vec<i32> = zeroed_vec(codes.len());
     p.par_chunks_mut(TASK_ELEMS).zip(codes.par_chunks(TASK_ELEMS)).for_each(|(p, c)| {
         for (p, &c) in p.iter_mut().zip(c) {
             *p = mapping.decode(c);
         }
     });
-    for (i, d) in deltas {
-        p[i] = d;
+    for r in deltas {
+        p[r.start..r.start + r.len].fill(r.value);
     }
     tile_prefix_sums(&mut p, dims, tile);
     // f32 values go into the sums' own memory: a fresh array would cost its page clearing.
@@ -228,8 +213,8 @@ pub fn inverse<T: Float>(
         }
         Err((_, p)) => p.par_iter().map(|&q| T::reconstruct(q, step)).collect(),
     };
-    for (i, v) in values {
-        out[i] = v;
+    for r in values {
+        out[r.start..r.start + r.len].fill(r.value);
     }
     Ok(out)
 }
@@ -281,7 +266,8 @@ mod tests {
     fn round_trip(x: &[f32], dims: [usize; 3], tile: Tile, mapping: CodeMapping, b: f64) -> Vec<f32> {
         let f = forward(x, dims, tile, mapping, b);
         let step = f32::at_most(b);
-        inverse(&f.codes, &f.outliers, (f.num_delta_outliers, f.num_value_outliers), dims, tile, mapping, step).unwrap()
+        let counts = ((f.num_delta_outliers, f.num_value_outliers), f.layout);
+        inverse(&f.codes, &f.outliers, counts, dims, tile, mapping, step).unwrap()
     }
 
     fn check(x: &[f32], y: &[f32], b: f64) {
@@ -386,7 +372,7 @@ mod tests {
         let x = [f32::NAN, 1.0, 1e9, 2.0];
         let f = forward(&x, [1, 1, 4], Tile([1, 1, 4]), CodeMapping::Zigzag, 1e-3);
         for cut in 0..f.outliers.len() {
-            let counts = (f.num_delta_outliers, f.num_value_outliers);
+            let counts = ((f.num_delta_outliers, f.num_value_outliers), f.layout);
             let r =
                 inverse(&f.codes, &f.outliers[..cut], counts, [1, 1, 4], Tile([1, 1, 4]), CodeMapping::Zigzag, 1e-3f32);
             assert!(r.is_err());

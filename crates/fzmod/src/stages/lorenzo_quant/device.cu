@@ -1,8 +1,8 @@
 // LorenzoQuant on the device, after quantizer/device.cu (Params, quant_code, the bound
-// resolution, q_tile_starts, varint_len, fz_scatter_outliers): cpu.rs step for step.
-// Outlier lists are written like the Quantizer's channel: per tile a count and the last
-// entry, a max-scan for each tile's first gap, per-tile byte sizes, a scan, then the bytes;
-// inside a tile each thread walks QI_RUN consecutive elements, so entries stay in index order.
+// resolution, q_tile_starts, the outlier lists, fz_scatter_runs): cpu.rs step for step.
+// The two outlier lists are the Quantizer's machinery ("Outlier lists") over ListSource:
+// per tile a count and the last entry (lq_list_count), a max-scan for each tile's first gap,
+// then the run breaks, the sizes of both layouts, the choice, and the bytes.
 
 #define LQ_SIGN_MAGNITUDE 0
 #define LQ_ZIGZAG 1
@@ -94,6 +94,10 @@ struct ListSource {
         unsigned short code;
         return !lq_encode(deltas[i], mapping, radius, &code);
     }
+    // Two entries' values are bit-identical (both have entries).
+    __device__ bool same(u64 i, u64 j) const {
+        return list == LQ_VALUES ? real_bits(x[i]) == real_bits(x[j]) : deltas[i] == deltas[j];
+    }
     __device__ u32 zz(u64 i) const { return ((u32)deltas[i] << 1) ^ (u32)(deltas[i] >> 31); }
     __device__ u32 value_len(u64 i) const { return list == LQ_VALUES ? (u32)sizeof(real) : varint_len(zz(i)); }
     __device__ u8* put_value(u64 i, u8* o) const {
@@ -103,14 +107,6 @@ struct ListSource {
             return o;
         }
         return put_varint(zz(i), o);
-    }
-    __device__ static u8* put_varint(u64 v, u8* o) {
-        while (v >= 0x80) {
-            *o++ = (u8)(v | 0x80);
-            v >>= 7;
-        }
-        *o++ = (u8)v;
-        return o;
     }
 };
 
@@ -150,70 +146,26 @@ lq_list_count(u32 list, u32 mapping, u32 radius, const i32* deltas, const real* 
     }
 }
 
-// Exclusive max-scan of one value per thread across the block, starting from `carry`.
-__device__ u64 block_exclusive_max(u64 v, u64 carry) {
-    __shared__ u64 warp_max[Q_THREADS / 32];
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    u64 incl = v;
-    for (int d = 1; d < 32; d <<= 1) {
-        u64 t = __shfl_up_sync(FULL_MASK, incl, d);
-        if (lane >= d) incl = max(incl, t);
-    }
-    if (lane == 31) warp_max[warp] = incl;
-    __syncthreads();
-    u64 before = carry;
-    for (int w = 0; w < warp; w++) before = max(before, warp_max[w]);
-    u64 up = __shfl_up_sync(FULL_MASK, incl, 1);
-    if (lane > 0) before = max(before, up);
-    __syncthreads();
-    return before;
+__device__ __forceinline__ ListSource list_source(const ListArgs& a) {
+    return list_source(a.list, a.mapping, a.radius, a.deltas, a.x, a.params);
 }
 
-// `write` = 0: tile_bytes[tile] = the tile's entry bytes. `write` = 1: the entries at
-// base + offsets[tile] of `out`, when the whole list (base + offsets[ntiles]) fits `capacity`.
-// A tile without entries (tile_count, from lq_list_count) is skipped: outliers are rare, and
-// finding them again costs a full read (and, for values, a quantization) of the tile.
+extern "C" __global__ void __launch_bounds__(Q_THREADS) lq_tile_break(ListArgs a, u64 n, const u32* tile_count, u64* tile_break) {
+    ch_tile_break(list_source(a), n, tile_count, tile_break);
+}
+
 extern "C" __global__ void __launch_bounds__(Q_THREADS)
-lq_list_bytes(u32 list, u32 mapping, u32 radius, const i32* deltas, const real* x, const Params* params, u64 n,
-              const u32* tile_count, const u64* tile_next, u64 ntiles, u32* tile_bytes, const u64* base_at, const u64* offsets, u8* out, u64 capacity, u32 write) {
-    if (tile_count[blockIdx.x] == 0) {
-        if (!write && threadIdx.x == 0) tile_bytes[blockIdx.x] = 0;
-        return;
-    }
-    ListSource src = list_source(list, mapping, radius, deltas, x, params);
-    u64 first = (u64)blockIdx.x * Q_TILE + (u64)threadIdx.x * QI_RUN;
-    u64 last = 0;
-    for (int j = 0; j < QI_RUN && first + j < n; j++)
-        if (src.has(first + j)) last = first + j + 1;
-    u64 next = block_exclusive_max(last, tile_next[blockIdx.x]);
-    u64 bytes = 0;
-    for (u64 i = first, prev = next; i < min(n, first + QI_RUN); i++)
-        if (src.has(i)) {
-            bytes += varint_len(i - prev) + src.value_len(i);
-            prev = i + 1;
-        }
-    u64 total;
-    u64 at = block_exclusive_scan(bytes, &total);
-    if (!write) {
-        if (threadIdx.x == 0) tile_bytes[blockIdx.x] = (u32)total;
-        return;
-    }
-    u64 base = base_at ? *base_at : 0;
-    if (base + offsets[ntiles] > capacity) return;
-    u8* o = out + base + offsets[blockIdx.x] + at;
-    for (u64 i = first, prev = next; i < min(n, first + QI_RUN); i++)
-        if (src.has(i)) {
-            o = ListSource::put_varint(i - prev, o);
-            o = src.put_value(i, o);
-            prev = i + 1;
-        }
+lq_list_walk(ListArgs a, u64 n, const u32* tile_count, const u64* tile_next, const u64* tile_break, u64 ntiles,
+             u32* bytes_indexed, u32* bytes_runs, const u64* layout_at, const u64* offsets_indexed, const u64* offsets_runs,
+             const u64* base_indexed, const u64* base_runs, const u64* channel_len, u8* out, u64 capacity, u32 write) {
+    ch_list_walk(list_source(a), n, tile_count, tile_next, tile_break, ntiles, bytes_indexed, bytes_runs, layout_at, offsets_indexed,
+                 offsets_runs, base_indexed, base_runs, channel_len, out, capacity, write);
 }
 
-// The record's values and the channel's length (delta list then value list).
-extern "C" __global__ void lq_export(const Params* params, const u64* delta_bytes, const u64* value_bytes, u64* abs_bound, u64* step, u64* channel_len) {
+// The record's values (the channel's length comes from ch_choose).
+extern "C" __global__ void lq_export(const Params* params, u64* abs_bound, u64* step) {
     *abs_bound = (u64)__double_as_longlong(params->abs_bound);
     *step = (u64)__double_as_longlong(params->step);
-    *channel_len = *delta_bytes + *value_bytes;
 }
 
 // ---- Inverse ----
@@ -224,9 +176,14 @@ extern "C" __global__ void lq_codes_to_deltas(const unsigned short* codes, u64 n
     if (i < n) d[i] = lq_decode(codes[i], mapping, radius);
 }
 
-extern "C" __global__ void lq_scatter_deltas(const u64* index, const i32* value, u64 count, i32* d) {
-    u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (k < count) d[index[k]] = value[k];
+// The delta-outlier runs, (start, len, delta as u32) triples: a warp per run (fz_scatter_runs).
+extern "C" __global__ void lq_scatter_delta_runs(const u64* runs, u64 count, i32* d) {
+    u64 warps = ((u64)gridDim.x * blockDim.x) >> 5, lane = threadIdx.x & 31;
+    for (u64 k = ((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; k < count; k += warps) {
+        u64 start = runs[3 * k], len = runs[3 * k + 1];
+        i32 v = (i32)(u32)runs[3 * k + 2];
+        for (u64 i = lane; i < len; i += 32) d[start + i] = v;
+    }
 }
 
 // Wrapping prefix sums along one axis (0 = x, 1 = y, 2 = z) restarting at tile boundaries: one

@@ -1,16 +1,18 @@
 //! LorenzoQuant on the device (kernels in device.cu, compiled after the Quantizer's): bound
 //! resolution, pre-quantization, tiled deltas and codes, then the two outlier lists written
-//! in index order; the inverse parses the (small) channel with the CPU's own parser.
+//! in index order by the Quantizer's list machinery (`write_lists`, in the smaller layout);
+//! the inverse parses the (small) channel with the CPU's own parser.
 
 use super::{cpu, CodeMapping, LorenzoQuant, Resolved, Tile};
-use crate::backend::cuda::device::{
-    exclusive_scan, grid, scan_partials_len, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage, Slot, THREADS,
-};
+use crate::backend::cuda::device::{grid, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage, Slot, THREADS};
 use crate::backend::cuda::{device_error, Program};
 use crate::element::DType;
 use crate::error::{corrupt, Error, Result};
 use crate::shape::Grid;
-use crate::stages::quantizer::device::{channel_guess, resolve, TILE};
+use crate::stages::quantizer::channel::Run;
+use crate::stages::quantizer::device::{
+    channel_guess, layout_of, resolve, run_triples, write_lists, ListArgs, OutlierList, TILE,
+};
 use cudarc::driver::{DeviceRepr, PushKernelArg};
 
 /// Threads per list tile (`Q_THREADS`).
@@ -94,22 +96,15 @@ impl DeviceStage for LorenzoQuant {
         let geometry = Geometry::new(grid_shape, tile);
         let program = program(self.input);
         let k = |name| run.kernel(&program, name);
-        let (prequant, delta, count, starts, bytes, export) = (
-            k("lq_prequant")?,
-            k("lq_delta")?,
-            k("lq_list_count")?,
-            k("q_tile_starts")?,
-            k("lq_list_bytes")?,
-            k("lq_export")?,
-        );
+        let (prequant, delta, count, starts, export) =
+            (k("lq_prequant")?, k("lq_delta")?, k("lq_list_count")?, k("q_tile_starts")?, k("lq_export")?);
         let params = resolve(run, &program, x, bound)?;
         let p_values = run.alloc(DType::I32, n)?;
         let codes = run.alloc(DType::U16, n)?;
         let deltas = run.alloc(DType::I32, n)?;
-        let (channel, channel_len) = run.alloc_dynamic(DType::U8, channel_guess(n, self.input.size()))?;
         let s = run.stream().clone();
         let p = |b: &DeviceBuffer| b.ptr(&s);
-        let (n64, (mapping, radius), cap) = (n as u64, self.mapping.device_args(), channel.len.capacity() as u64);
+        let (n64, (mapping, radius)) = (n as u64, self.mapping.device_args());
         let elementwise = grid(n64, u64::from(THREADS));
         // SAFETY: argument lists match device.cu; every buffer holds n elements.
         unsafe {
@@ -133,47 +128,12 @@ impl DeviceStage for LorenzoQuant {
         let ntiles = (n64).div_ceil(TILE).max(1);
         let tile_grid = grid(ntiles * TILE_THREADS, TILE_THREADS);
         let mut counts: Vec<Slot> = Vec::new();
-        let mut totals: Vec<u64> = Vec::new();
-        // Each list's offsets hold its byte total, which later kernels read (the value list's
-        // base, the channel length): they must outlive the loop, or a stream-ordered free lets
-        // the next allocation reuse them before those kernels run.
-        let mut list_offsets: Vec<DeviceBuffer> = Vec::new();
+        let mut lists = Vec::new();
         for list in LISTS {
             let tile_count = run.alloc(DType::U32, ntiles as usize)?;
             let tile_next = run.alloc(DType::U64, ntiles as usize)?;
-            let tile_bytes = run.alloc(DType::U32, ntiles as usize)?;
-            let offsets = run.alloc(DType::U64, ntiles as usize + 1)?;
-            let partials = run.alloc(DType::U64, scan_partials_len(ntiles))?;
             let (count_slot, count_at) = run.slot()?;
-            // The value list follows the delta list: it starts at the delta list's total.
-            let base_at = totals.last().copied().unwrap_or(0);
-            let list_bytes = |write: u32| {
-                // SAFETY: argument lists match device.cu; the tile arrays hold ntiles (+ 1)
-                // entries and the kernel writes nothing past `cap` bytes of the channel.
-                unsafe {
-                    s.launch_builder(&bytes)
-                        .arg(&list)
-                        .arg(&mapping)
-                        .arg(&radius)
-                        .arg(&p(&deltas))
-                        .arg(&p(x))
-                        .arg(&p(&params))
-                        .arg(&n64)
-                        .arg(&p(&tile_count))
-                        .arg(&p(&tile_next))
-                        .arg(&ntiles)
-                        .arg(&p(&tile_bytes))
-                        .arg(&base_at)
-                        .arg(&p(&offsets))
-                        .arg(&p(&channel))
-                        .arg(&cap)
-                        .arg(&write)
-                        .launch(tile_grid)
-                        .map(|_| ())
-                        .map_err(device_error)
-                }
-            };
-            // SAFETY: as above.
+            // SAFETY: argument lists match device.cu; the tile arrays hold ntiles entries.
             unsafe {
                 s.launch_builder(&count)
                     .arg(&list)
@@ -195,28 +155,24 @@ impl DeviceStage for LorenzoQuant {
                     .launch(grid(1024, 1024))
                     .map_err(device_error)?;
             }
-            list_bytes(0)?;
-            exclusive_scan(run, &program, p(&tile_bytes), ntiles, p(&partials), p(&offsets))?;
-            list_bytes(1)?;
             counts.push(count_slot);
-            totals.push(p(&offsets) + 8 * ntiles);
-            list_offsets.push(offsets);
+            let args = ListArgs { x: p(x), params: p(&params), deltas: p(&deltas), list, mapping, radius, pad: 0 };
+            lists.push(OutlierList { prefix: "lq", args, tile_count, tile_next, n, ntiles });
         }
+        let guess = channel_guess(n, self.input.size());
+        let (channel, layout_slot, held) = write_lists(run, &program, lists, guess)?;
         let (abs_slot, abs_at) = run.slot()?;
         let (step_slot, step_at) = run.slot()?;
         // SAFETY: argument list matches device.cu; every address is a live u64.
         unsafe {
             s.launch_builder(&export)
                 .arg(&p(&params))
-                .arg(&totals[0])
-                .arg(&totals[1])
                 .arg(&abs_at)
                 .arg(&step_at)
-                .arg(&channel_len)
                 .launch(grid(1, 1))
                 .map_err(device_error)?;
         }
-        drop(list_offsets);
+        drop(held);
         let stage = self.clone();
         Ok(DeviceForwarded {
             outputs: vec![codes, channel],
@@ -228,6 +184,7 @@ impl DeviceStage for LorenzoQuant {
                     grid: grid_shape,
                     num_delta_outliers: sc.u64(counts[0]),
                     num_value_outliers: sc.u64(counts[1]),
+                    layout: layout_of(sc.u64(layout_slot)),
                 };
                 stage.record(bound, None, &resolved)
             }),
@@ -246,35 +203,35 @@ impl DeviceStage for LorenzoQuant {
         // The channel is small: parse it with the CPU's own validating parser.
         let bytes = run.download(channel, channel.known_len()?)?;
         let counts = (r.num_delta_outliers, r.num_value_outliers);
-        // Values as raw bits, as fz_scatter_outliers takes them.
-        let (deltas, values): cpu::Channel<u64> = if self.input == DType::F32 {
-            let (d, v) = cpu::parse_channel::<f32>(&bytes, counts, n)?;
-            (d, v.into_iter().map(|(i, v)| (i, u64::from(v.to_bits()))).collect())
+        // Values as raw bits, as fz_scatter_runs takes them.
+        let bits = |d: Run<i32>| Run { start: d.start, len: d.len, value: u64::from(d.value as u32) };
+        let (deltas, values): (Vec<Run<u64>>, Vec<Run<u64>>) = if self.input == DType::F32 {
+            let (d, v) = cpu::parse_channel::<f32>(&bytes, counts, n, r.layout)?;
+            let v = v.into_iter().map(|r| Run { start: r.start, len: r.len, value: u64::from(r.value.to_bits()) });
+            (d.into_iter().map(bits).collect(), v.collect())
         } else {
-            let (d, v) = cpu::parse_channel::<f64>(&bytes, counts, n)?;
-            (d, v.into_iter().map(|(i, v)| (i, v.to_bits())).collect())
+            let (d, v) = cpu::parse_channel::<f64>(&bytes, counts, n, r.layout)?;
+            let v = v.into_iter().map(|r| Run { start: r.start, len: r.len, value: r.value.to_bits() });
+            (d.into_iter().map(bits).collect(), v.collect())
         };
         let program = program(self.input);
         let k = |name| run.kernel(&program, name);
-        let index_bytes = |list: &[usize]| list.iter().flat_map(|&i| (i as u64).to_le_bytes()).collect::<Vec<u8>>();
         let out = run.alloc(self.input, n)?;
         let geometry = Geometry::new(r.grid, r.tile);
         let s = run.stream().clone();
         let p = |b: &DeviceBuffer| b.ptr(&s);
         let ((mapping, radius), n64) = (self.mapping.device_args(), n as u64);
+        let (nd, nv) = (deltas.len() as u64, values.len() as u64);
         let threads = u64::from(THREADS);
         // Bands of flat tiles read the codes themselves unless delta outliers patch them; every
         // other case sums an i32 copy of the deltas.
-        let d = if geometry.banded() && deltas.is_empty() {
+        let d = if geometry.banded() && nd == 0 {
             None
         } else {
             let d = run.alloc(DType::I32, n)?;
-            let delta_index = run.upload(DType::U64, &index_bytes(&deltas.iter().map(|d| d.0).collect::<Vec<_>>()))?;
-            let delta_value =
-                run.upload(DType::I32, &deltas.iter().flat_map(|d| d.1.to_le_bytes()).collect::<Vec<u8>>())?;
-            let nd = deltas.len() as u64;
+            let delta_runs = run.upload(DType::U64, &run_triples(&deltas))?;
             // SAFETY: argument lists match device.cu; `d` holds n elements and every outlier
-            // index was checked against n by the parser.
+            // run was checked against n by the parser.
             unsafe {
                 s.launch_builder(&k("lq_codes_to_deltas")?)
                     .arg(&p(codes))
@@ -285,12 +242,12 @@ impl DeviceStage for LorenzoQuant {
                     .launch(grid(n64, threads))
                     .map_err(device_error)?;
                 if nd > 0 {
-                    s.launch_builder(&k("lq_scatter_deltas")?)
-                        .arg(&p(&delta_index))
-                        .arg(&p(&delta_value))
+                    // A warp per run.
+                    s.launch_builder(&k("lq_scatter_delta_runs")?)
+                        .arg(&p(&delta_runs))
                         .arg(&nd)
                         .arg(&p(&d))
-                        .launch(grid(nd, threads))
+                        .launch(grid(nd.min(1 << 20) * 32, threads))
                         .map_err(device_error)?;
                 }
             }
@@ -342,18 +299,14 @@ impl DeviceStage for LorenzoQuant {
                     .launch(grid(n64, threads))
                     .map_err(device_error)?;
             }
-            if !values.is_empty() {
-                let value_index =
-                    run.upload(DType::U64, &index_bytes(&values.iter().map(|v| v.0).collect::<Vec<_>>()))?;
-                let value_bits =
-                    run.upload(DType::U64, &values.iter().flat_map(|v| v.1.to_le_bytes()).collect::<Vec<u8>>())?;
-                let nv = values.len() as u64;
-                s.launch_builder(&k("fz_scatter_outliers")?)
-                    .arg(&p(&value_index))
-                    .arg(&p(&value_bits))
+            if nv > 0 {
+                let value_runs = run.upload(DType::U64, &run_triples(&values))?;
+                // A warp per run.
+                s.launch_builder(&k("fz_scatter_runs")?)
+                    .arg(&p(&value_runs))
                     .arg(&nv)
                     .arg(&p(&out))
-                    .launch(grid(nv, threads))
+                    .launch(grid(nv.min(1 << 20) * 32, threads))
                     .map_err(device_error)?;
             }
         }

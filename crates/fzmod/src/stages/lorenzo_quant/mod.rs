@@ -19,6 +19,7 @@ use crate::params::TomlParams;
 use crate::shape::Grid;
 use crate::stage::{self, ErrorBound, ForwardContext, Forwarded, Port, Stage, StageKind};
 use crate::stages::quantizer::cpu::{finite_min_max, Float};
+use crate::stages::quantizer::Layout;
 use crate::stages::quantizer::{
     check_header_bound, check_recorded, check_resolved, check_stated_input, resolve_abs_bound, RecordHead,
 };
@@ -149,6 +150,8 @@ pub struct Resolved {
     pub grid: Grid,
     pub num_delta_outliers: u64,
     pub num_value_outliers: u64,
+    /// Layout of both outlier lists.
+    pub layout: Layout,
 }
 
 /// The LorenzoQuant stage.
@@ -228,6 +231,15 @@ impl LorenzoQuant {
         let grid = Grid::read_from(&mut r)?;
         let num_delta_outliers = r.varint()?;
         let num_value_outliers = r.varint()?;
+        // Optional trailing field: absent = indexed lists (every record before the run layout),
+        // 2 = the run layout (the Quantizer's code for it).
+        let layout = match r.remaining() {
+            0 => Layout::Indexed,
+            _ => match r.u8()? {
+                2 => Layout::Runs,
+                v => return Err(corrupt!("LorenzoQuant outlier format {v}")),
+            },
+        };
         r.finish()?;
         let n = grid.len() as u64;
         if num_delta_outliers > n || num_value_outliers > n {
@@ -235,7 +247,7 @@ impl LorenzoQuant {
         }
         let bound = ErrorBound::new(mode, value).map_err(|_| corrupt!("LorenzoQuant bound {value}"))?;
         check_recorded("LorenzoQuant", input, bound, abs_bound, step)?;
-        let resolved = Resolved { abs_bound, step, tile, grid, num_delta_outliers, num_value_outliers };
+        let resolved = Resolved { abs_bound, step, tile, grid, num_delta_outliers, num_value_outliers, layout };
         let (tile, bound, resolved) = (Some(tile), Some(bound), Some(resolved));
         Ok(LorenzoQuant { input, mapping, tile, input_stated: true, bound, resolved })
     }
@@ -254,6 +266,9 @@ impl LorenzoQuant {
         r.grid.write_to(&mut w);
         w.varint(r.num_delta_outliers);
         w.varint(r.num_value_outliers);
+        if r.layout == Layout::Runs {
+            w.u8(2);
+        }
         Ok(w.bytes)
     }
 
@@ -274,6 +289,7 @@ impl LorenzoQuant {
             grid,
             num_delta_outliers: f.num_delta_outliers,
             num_value_outliers: f.num_value_outliers,
+            layout: f.layout,
         };
         let record = self.record(bound, range, &resolved)?;
         Ok(Forwarded { outputs: vec![Buffer::U16(f.codes), Buffer::U8(f.outliers)], record })
@@ -324,7 +340,7 @@ impl Stage for LorenzoQuant {
         if codes.len() != r.grid.len() {
             return Err(corrupt!("LorenzoQuant: {} codes for grid {:?}", codes.len(), r.grid.dims));
         }
-        let counts = (r.num_delta_outliers, r.num_value_outliers);
+        let counts = ((r.num_delta_outliers, r.num_value_outliers), r.layout);
         let (dims, tile) = (r.grid.dims, r.tile);
         Ok(vec![match self.input {
             DType::F32 => Buffer::F32(cpu::inverse(codes, outliers, counts, dims, tile, self.mapping, r.step as f32)?),

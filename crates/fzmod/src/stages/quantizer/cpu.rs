@@ -2,6 +2,7 @@
 //! one multiply, cuSZp's rounding, reconstruction `(q · step) · 2` in the element type,
 //! and the bound check in f64.
 
+use super::channel::{self, Layout, Run};
 use crate::archive::{Reader, Writer};
 use crate::element::zeroed_vec;
 use crate::error::{corrupt, Result};
@@ -140,8 +141,9 @@ pub(crate) fn finite_min_max<T: Float>(x: &[T]) -> Option<(f64, f64)> {
 /// Output of [`quantize`].
 pub(crate) struct Quantized<T> {
     pub codes: Vec<i32>,
-    /// Outlier channel bytes: per outlier, a varint index gap then the raw value (LE).
+    /// Outlier channel bytes in `layout` (channel.rs).
     pub outliers: Vec<u8>,
+    pub layout: Layout,
     pub num_outliers: u64,
     pub step: T,
 }
@@ -218,25 +220,16 @@ pub(crate) fn quantize<T: Float>(x: Cow<'_, [T]>, abs_bound: f64) -> Quantized<T
         outliers
     });
     let list: Vec<(u64, u64)> = per_chunk.into_iter().flatten().map(|(i, v)| (i as u64, v.bits())).collect();
-    Quantized {
-        codes,
-        outliers: encode_outliers(&list, std::mem::size_of::<T>()),
-        num_outliers: list.len() as u64,
-        step,
-    }
+    let (outliers, layout) = encode_outliers(&list, std::mem::size_of::<T>());
+    Quantized { codes, outliers, layout, num_outliers: list.len() as u64, step }
 }
 
-/// The outlier channel: per outlier, in index order, the varint gap from the previous
-/// outlier's index + 1, then the raw value's `value_bytes` little-endian bytes.
-pub(crate) fn encode_outliers(sorted: &[(u64, u64)], value_bytes: usize) -> Vec<u8> {
-    let mut w = Writer::default();
-    let mut next = 0u64;
-    for &(index, bits) in sorted {
-        w.varint(index - next);
-        w.bytes.extend_from_slice(&bits.to_le_bytes()[..value_bytes]);
-        next = index + 1;
-    }
-    w.bytes
+/// The outlier channel of `(index, raw bits)` in index order, in the smaller layout
+/// (channel.rs): per entry a varint gap (and run head), then `value_bytes` little-endian bytes.
+pub(crate) fn encode_outliers(sorted: &[(u64, u64)], value_bytes: usize) -> (Vec<u8>, Layout) {
+    channel::smaller(|w, layout| {
+        channel::write_list(w, sorted, layout, |w, bits| w.bytes.extend_from_slice(&bits.to_le_bytes()[..value_bytes]))
+    })
 }
 
 /// `f` of every code, in the codes' own memory where the value type has their size (f32 from
@@ -284,30 +277,28 @@ fn map_codes<C: bytemuck::Pod + Send + Sync, T: Float>(
 }
 
 /// Inverse: reconstruct every code, then put the outliers back bit for bit.
-pub(crate) fn reconstruct<T: Float>(codes: Vec<i32>, step: T, outliers: &[u8], num_outliers: u64) -> Result<Vec<T>> {
+pub(crate) fn reconstruct<T: Float>(
+    codes: Vec<i32>,
+    step: T,
+    outliers: &[u8],
+    num_outliers: u64,
+    layout: Layout,
+) -> Result<Vec<T>> {
     let n = codes.len();
-    let list = parse_outliers(outliers, num_outliers, n)?;
+    let runs = parse_outliers(outliers, num_outliers, n, layout)?;
     let (mut out, _) = map_codes(codes, |q| T::reconstruct(q, step), |_| false);
-    for (index, value) in list {
-        out[index] = value;
+    for r in runs {
+        out[r.start..r.start + r.len].fill(r.value);
     }
     Ok(out)
 }
 
-/// Decode the outlier channel into (index, value) pairs, every index checked against `n`.
-pub(crate) fn parse_outliers<T: Float>(bytes: &[u8], count: u64, n: usize) -> Result<Vec<(usize, T)>> {
+/// Decode the outlier channel into runs, every run checked against `n` and the count.
+pub(crate) fn parse_outliers<T: Float>(bytes: &[u8], count: u64, n: usize, layout: Layout) -> Result<Vec<Run<T>>> {
     let mut r = Reader::new(bytes, "Quantizer outlier channel");
-    // Each entry takes at least one byte: never reserve more than the channel can hold.
-    let mut list = Vec::with_capacity((count as usize).min(bytes.len()));
-    let mut next = 0u64;
-    for k in 0..count {
-        let index = r.varint()?.checked_add(next).filter(|&i| i < n as u64);
-        let index = index.ok_or_else(|| corrupt!("outlier {k} lies outside {n} elements"))?;
-        list.push((index as usize, T::read_le(&mut r)?));
-        next = index + 1;
-    }
+    let runs = channel::read_list(&mut r, count, n, layout, "Quantizer outlier channel", T::read_le)?;
     r.finish()?;
-    Ok(list)
+    Ok(runs)
 }
 
 /// Inline word that sends the value to the outlier channel (raw values in index order).
@@ -436,7 +427,7 @@ mod tests {
         let x = [1.0f32, nan, f32::INFINITY, -f32::INFINITY, 3.0e38, -2.5];
         let q = quantize(x.to_vec().into(), 1e-3);
         assert_eq!(q.num_outliers, 4);
-        let y = reconstruct(q.codes.clone(), q.step, &q.outliers, q.num_outliers).unwrap();
+        let y = reconstruct(q.codes.clone(), q.step, &q.outliers, q.num_outliers, q.layout).unwrap();
         for (a, b) in x.iter().zip(&y) {
             if a.is_finite() && a.abs() < 1e30 {
                 assert!((a - b).abs() as f64 <= 1e-3);
@@ -470,7 +461,7 @@ mod tests {
     fn truncated_outlier_channel_is_an_error() {
         let q = quantize(vec![f64::NAN, 1.0, f64::INFINITY].into(), 0.5);
         for cut in 0..q.outliers.len() {
-            assert!(reconstruct(q.codes.clone(), q.step, &q.outliers[..cut], q.num_outliers).is_err());
+            assert!(reconstruct(q.codes.clone(), q.step, &q.outliers[..cut], q.num_outliers, q.layout).is_err());
         }
     }
 }

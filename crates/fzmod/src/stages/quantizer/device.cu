@@ -180,16 +180,27 @@ extern "C" __global__ void fz_scatter_outliers(const u64* index, const u64* bits
     if (k < count) out[index[k]] = bits_real(bits[k]);
 }
 
+// Decoding an outlier channel (channel.rs): `runs` holds `count` (start, len, bits) triples,
+// parsed and checked on the host. A warp per run, its lanes along the run, so a long run (a
+// masked region) is as parallel as many short ones.
+extern "C" __global__ void fz_scatter_runs(const u64* runs, u64 count, real* out) {
+    u64 warps = ((u64)gridDim.x * blockDim.x) >> 5, lane = threadIdx.x & 31;
+    for (u64 k = ((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; k < count; k += warps) {
+        u64 start = runs[3 * k], len = runs[3 * k + 1];
+        real v = bits_real(runs[3 * k + 2]);
+        for (u64 i = lane; i < len; i += 32) out[start + i] = v;
+    }
+}
+
 
 // ---- Standalone stage kernels (quantizer/device.rs) ----
-// Forward: q_encode writes the codes and counts each tile's outliers; a max-scan of the tiles'
-// last outlier gives every tile the index its first varint gap is measured from; q_entry_sizes
-// and a scan give each tile's byte offset; q_write_channel writes the varint gaps and raw
-// values in index order. Tiles without outliers are skipped after q_encode, so a field with
-// few outliers is read once.
+// Forward: q_encode writes the codes and counts each tile's outliers; the outlier channel is
+// then written as an outlier list (below), read again only in tiles that have outliers.
 
 #define Q_TILE 2048
 #define Q_THREADS 256
+// Each thread of a tile walk owns this many consecutive elements (Q_TILE = 256 × 8).
+#define QI_RUN (Q_TILE / Q_THREADS)
 
 // The codes of one tile of `len` elements (x and codes point at its start, `base` is its
 // first index): thread 0 gets the tile's outlier count and (last outlier index) + 1, or 0.
@@ -269,67 +280,248 @@ __device__ __forceinline__ u32 varint_len(u64 v) {
     return len;
 }
 
-// Walk one tile's outliers with a warp, in index order: for each, its varint gap from the
-// previous outlier and its byte position relative to the tile's first entry. `emit` is called
-// on the lane of each outlier; returns the tile's byte count.
-template <typename Emit>
-__device__ __forceinline__ u64 walk_tile(const real* x, u64 n, const QParams& p, u64 tile, u64 next, Emit emit) {
-    int lane = threadIdx.x & 31;
-    u64 bytes = 0;
-    for (u64 i0 = tile * Q_TILE; i0 < min(n, (tile + 1) * Q_TILE); i0 += 32) {
-        u64 i = i0 + lane;
-        bool outlier = false;
-        if (i < n) quant_code(x[i], p, &outlier);
-        u32 mask = __ballot_sync(FULL_MASK, outlier);
-        if (mask == 0) continue;
-        u32 before = mask & ((1u << lane) - 1u);
-        // The previous outlier: the nearest lower lane of this step, else the carried one.
-        u64 prev_next = before ? i0 + (31 - __clz(before)) + 1 : next;
-        u64 gap = i - prev_next;
-        u32 size = outlier ? varint_len(gap) + (u32)sizeof(real) : 0;
-        u64 incl = warp_inclusive_scan(size, lane);
-        if (outlier) emit(i, gap, bytes + incl - size);
-        bytes += __shfl_sync(FULL_MASK, incl, 31);
-        next = i0 + (31 - __clz(mask)) + 1;
+__device__ __forceinline__ u8* put_varint(u64 v, u8* o) {
+    while (v >= 0x80) {
+        *o++ = (u8)(v | 0x80);
+        v >>= 7;
     }
-    return bytes;
+    *o++ = (u8)v;
+    return o;
 }
 
-#define Q_WALK_WARPS 4
+// ---- Outlier lists (channel.rs), shared with LorenzoQuant's two lists ----
+// A list source S says whether element i has an entry (has), whether two entries' values are
+// bit-identical (same), and writes a value (value_len, put_value). Both layouts are sized,
+// the smaller is written (indexed on a tie), all in index order without atomics:
+//   1. per tile (Q_TILE elements): entry count, (last entry) + 1 and the first element that
+//      does not continue a run (ch_tile_break); q_tile_starts turns the second into an
+//      exclusive max-scan (each tile's previous entry), ch_break_scan the third into the first
+//      run break after each tile (an exclusive suffix-min);
+//   2. ch_list_walk, write = 0: each tile's bytes in both layouts (a block per tile, a thread
+//      per QI_RUN consecutive elements; block scans carry the previous entry forwards and the
+//      next run break backwards); two exclusive scans give each tile's offsets;
+//   3. ch_choose picks the layout; ch_list_walk, write = 1, writes the entries.
+// A run's entry is written by its first element, which finds the run's end in its own
+// elements, else in later threads of the tile, else after the tile.
 
-extern "C" __global__ void __launch_bounds__(Q_WALK_WARPS * 32)
-q_entry_sizes(const real* x, u64 n, const Params* params, const u32* tile_count, const u64* tile_next, u64 ntiles, u32* tile_bytes) {
-    u64 tile = (u64)blockIdx.x * Q_WALK_WARPS + (threadIdx.x >> 5);
-    if (tile >= ntiles) return;
-    u64 bytes = 0;
-    if (tile_count[tile] > 0) bytes = walk_tile(x, n, load_params(params), tile, tile_next[tile], [](u64, u64, u64) {});
-    if ((threadIdx.x & 31) == 0) tile_bytes[tile] = (u32)bytes;
+#define CH_INDEXED 0
+#define CH_RUNS 1
+
+// Element i continues the run of element i - 1: both have entries with identical values.
+template <typename S>
+__device__ __forceinline__ bool ch_continues(const S& s, u64 i) {
+    return i > 0 && s.has(i) && s.has(i - 1) && s.same(i, i - 1);
 }
 
-// Writes entries that fit in `capacity` bytes; the total (offsets[ntiles]) is the true size.
-extern "C" __global__ void __launch_bounds__(Q_WALK_WARPS * 32)
-q_write_channel(const real* x, u64 n, const Params* params, const u32* tile_count, const u64* tile_next, u64 ntiles,
-                const u64* offsets, u8* out, u64 capacity) {
-    u64 tile = (u64)blockIdx.x * Q_WALK_WARPS + (threadIdx.x >> 5);
-    if (tile >= ntiles || tile_count[tile] == 0 || offsets[tile + 1] > capacity) return;
-    u8* dst = out + offsets[tile];
-    walk_tile(x, n, load_params(params), tile, tile_next[tile], [&](u64 i, u64 gap, u64 at) {
-        u8* o = dst + at;
-        while (gap >= 0x80) {
-            *o++ = (u8)(gap | 0x80);
-            gap >>= 7;
+// Exclusive max-scan of one value per thread across the block, starting from `carry`.
+__device__ u64 block_exclusive_max(u64 v, u64 carry) {
+    __shared__ u64 warp_max[Q_THREADS / 32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    u64 incl = v;
+    for (int d = 1; d < 32; d <<= 1) {
+        u64 t = __shfl_up_sync(FULL_MASK, incl, d);
+        if (lane >= d) incl = max(incl, t);
+    }
+    if (lane == 31) warp_max[warp] = incl;
+    __syncthreads();
+    u64 before = carry;
+    for (int w = 0; w < warp; w++) before = max(before, warp_max[w]);
+    u64 up = __shfl_up_sync(FULL_MASK, incl, 1);
+    if (lane > 0) before = max(before, up);
+    __syncthreads();
+    return before;
+}
+
+// Exclusive suffix-min of one value per thread across the block (the minimum over later
+// threads), starting from `carry` after the last thread.
+__device__ u64 block_exclusive_suffix_min(u64 v, u64 carry) {
+    __shared__ u64 warp_min[Q_THREADS / 32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    u64 incl = v;
+    for (int d = 1; d < 32; d <<= 1) {
+        u64 t = __shfl_down_sync(FULL_MASK, incl, d);
+        if (lane + d < 32) incl = min(incl, t);
+    }
+    if (lane == 0) warp_min[warp] = incl;
+    __syncthreads();
+    u64 after = carry;
+    for (int w = warp + 1; w < Q_THREADS / 32; w++) after = min(after, warp_min[w]);
+    u64 down = __shfl_down_sync(FULL_MASK, incl, 1);
+    if (lane < 31) after = min(after, down);
+    __syncthreads();
+    return after;
+}
+
+// Step 1: the first element of the tile that does not continue a run (~0 when all do; the
+// tile's first element when the tile has no entries).
+template <typename S>
+__device__ void ch_tile_break(const S& s, u64 n, const u32* tile_count, u64* tile_break) {
+    u64 start = (u64)blockIdx.x * Q_TILE;
+    if (tile_count[blockIdx.x] == 0) {
+        if (threadIdx.x == 0) tile_break[blockIdx.x] = start;
+        return;
+    }
+    u64 first = start + (u64)threadIdx.x * QI_RUN, found = ~0ull;
+    for (int j = 0; j < QI_RUN && first + j < n; j++)
+        if (!ch_continues(s, first + j)) {
+            found = first + j;
+            break;
         }
-        *o++ = (u8)gap;
+    // Every thread's answer, the smallest first.
+    u64 later = block_exclusive_suffix_min(found, ~0ull);
+    if (threadIdx.x == 0) tile_break[blockIdx.x] = min(found, later);
+}
+
+// One thread block: tile_break[t] becomes the first run break after tile t (the minimum over
+// the tiles after it), n when there is none.
+extern "C" __global__ void __launch_bounds__(1024) ch_break_scan(u64* tile_break, u64 ntiles, u64 n) {
+    __shared__ u64 carry;
+    __shared__ u64 scan[1024];
+    if (threadIdx.x == 0) carry = n;
+    __syncthreads();
+    for (u64 end = ntiles; end > 0; end = end > 1024 ? end - 1024 : 0) {
+        u64 t = (end > 1024 ? end - 1024 : 0) + threadIdx.x;
+        scan[threadIdx.x] = t < end ? tile_break[t] : ~0ull;
+        __syncthreads();
+        // Inclusive suffix-min within the chunk.
+        for (u32 d = 1; d < 1024; d <<= 1) {
+            u64 other = threadIdx.x + d < 1024 ? scan[threadIdx.x + d] : ~0ull;
+            __syncthreads();
+            scan[threadIdx.x] = min(scan[threadIdx.x], other);
+            __syncthreads();
+        }
+        u64 after = min(carry, threadIdx.x + 1 < 1024 ? scan[threadIdx.x + 1] : ~0ull);
+        __syncthreads();
+        if (t < end) tile_break[t] = after;
+        if (threadIdx.x == 0) carry = min(carry, scan[0]);
+        __syncthreads();
+    }
+}
+
+// Step 2 (write = 0: tile_bytes[layout][tile]) and step 3 (write = 1: the entries of the
+// chosen layout, when the whole channel fits the capacity). Tiles without entries are skipped.
+template <typename S>
+__device__ void ch_list_walk(const S& s, u64 n, const u32* tile_count, const u64* tile_next, const u64* tile_break, u64 ntiles,
+                             u32* bytes_indexed, u32* bytes_runs, const u64* layout_at, const u64* offsets_indexed,
+                             const u64* offsets_runs, const u64* base_indexed, const u64* base_runs, const u64* channel_len,
+                             u8* out, u64 capacity, u32 write) {
+    u64 tile = blockIdx.x;
+    if (tile_count[tile] == 0) {
+        if (!write && threadIdx.x == 0) bytes_indexed[tile] = bytes_runs[tile] = 0;
+        return;
+    }
+    u64 first = tile * Q_TILE + (u64)threadIdx.x * QI_RUN, stop = min(n, first + QI_RUN);
+    u64 last = 0, brk = ~0ull;
+    for (u64 i = first; i < stop; i++) {
+        if (s.has(i)) last = i + 1;
+        if (brk == ~0ull && !ch_continues(s, i)) brk = i;
+    }
+    if (first >= n) brk = n;
+    u64 next = block_exclusive_max(last, tile_next[tile]);
+    u64 later = block_exclusive_suffix_min(brk, tile_break[tile]);
+    // The end of a run that starts at i: the next element that does not continue it.
+    auto run_end = [&](u64 i) {
+        for (u64 j = i + 1; j < stop; j++)
+            if (!ch_continues(s, j)) return j;
+        return later;
+    };
+    u64 sizes[2] = {0, 0};
+    for (u64 i = first, prev = next; i < stop; i++) {
+        if (!s.has(i)) continue;
+        sizes[CH_INDEXED] += varint_len(i - prev) + s.value_len(i);
+        if (!ch_continues(s, i)) {
+            u64 len = run_end(i) - i;
+            bool repeat = prev > 0 && s.same(i, prev - 1);
+            u64 head = (i - prev) << 2 | (len >= 2 ? 2u : 0u) | (repeat ? 1u : 0u);
+            sizes[CH_RUNS] += varint_len(head) + (len >= 2 ? varint_len(len - 2) : 0) + (repeat ? 0 : s.value_len(i));
+        }
+        prev = i + 1;
+    }
+    u64 total[2];
+    u64 at[2] = {block_exclusive_scan(sizes[0], &total[0]), block_exclusive_scan(sizes[1], &total[1])};
+    if (!write) {
+        if (threadIdx.x == 0) {
+            bytes_indexed[tile] = (u32)total[CH_INDEXED];
+            bytes_runs[tile] = (u32)total[CH_RUNS];
+        }
+        return;
+    }
+    if (*channel_len > capacity) return;
+    u32 layout = (u32)*layout_at;
+    const u64* offsets = layout == CH_RUNS ? offsets_runs : offsets_indexed;
+    const u64* base = layout == CH_RUNS ? base_runs : base_indexed;
+    u8* o = out + (base ? *base : 0) + offsets[tile] + at[layout];
+    for (u64 i = first, prev = next; i < stop; i++) {
+        if (!s.has(i)) continue;
+        if (layout == CH_INDEXED) {
+            o = put_varint(i - prev, o);
+            o = s.put_value(i, o);
+        } else if (!ch_continues(s, i)) {
+            u64 len = run_end(i) - i;
+            bool repeat = prev > 0 && s.same(i, prev - 1);
+            o = put_varint((i - prev) << 2 | (len >= 2 ? 2u : 0u) | (repeat ? 1u : 0u), o);
+            if (len >= 2) o = put_varint(len - 2, o);
+            if (!repeat) o = s.put_value(i, o);
+        }
+        prev = i + 1;
+    }
+}
+
+// Step 3's choice: the run layout when the channel (all lists: `lists` totals per layout at
+// totals_indexed[k], totals_runs[k]) is smaller in it. Writes the layout and the channel's
+// byte length (slots of the record).
+extern "C" __global__ void ch_choose(const u64* indexed_a, const u64* runs_a, const u64* indexed_b, const u64* runs_b, u64* layout, u64* channel_len) {
+    u64 indexed = *indexed_a + (indexed_b ? *indexed_b : 0), runs = *runs_a + (runs_b ? *runs_b : 0);
+    *layout = runs < indexed ? CH_RUNS : CH_INDEXED;
+    *channel_len = runs < indexed ? runs : indexed;
+}
+
+// What a list source reads, passed by value (ListArgs in quantizer/device.rs): the
+// Quantizer's uses x and params, LorenzoQuant's also the deltas, the list and the mapping.
+struct ListArgs {
+    const real* x;
+    const Params* params;
+    const i32* deltas;
+    u32 list, mapping, radius, pad;
+};
+static_assert(sizeof(ListArgs) == 40, "ListArgs: quantizer/device.rs");
+
+// The Quantizer's list: the outliers, raw values.
+struct QSource {
+    const real* x;
+    QParams q;
+    __device__ bool has(u64 i) const {
+        bool outlier;
+        quant_code(x[i], q, &outlier);
+        return outlier;
+    }
+    __device__ bool same(u64 i, u64 j) const { return real_bits(x[i]) == real_bits(x[j]); }
+    __device__ u32 value_len(u64) const { return (u32)sizeof(real); }
+    __device__ u8* put_value(u64 i, u8* o) const {
         u64 bits = real_bits(x[i]);
-        for (int b = 0; b < (int)sizeof(real); b++) o[b] = (u8)(bits >> (8 * b));
-    });
+        for (int b = 0; b < (int)sizeof(real); b++) *o++ = (u8)(bits >> (8 * b));
+        return o;
+    }
+};
+
+extern "C" __global__ void __launch_bounds__(Q_THREADS) q_tile_break(ListArgs a, u64 n, const u32* tile_count, u64* tile_break) {
+    QSource s = {a.x, load_params(a.params)};
+    ch_tile_break(s, n, tile_count, tile_break);
+}
+
+extern "C" __global__ void __launch_bounds__(Q_THREADS)
+q_list_walk(ListArgs a, u64 n, const u32* tile_count, const u64* tile_next, const u64* tile_break, u64 ntiles,
+            u32* bytes_indexed, u32* bytes_runs, const u64* layout_at, const u64* offsets_indexed, const u64* offsets_runs,
+            const u64* base_indexed, const u64* base_runs, const u64* channel_len, u8* out, u64 capacity, u32 write) {
+    QSource s = {a.x, load_params(a.params)};
+    ch_list_walk(s, n, tile_count, tile_next, tile_break, ntiles, bytes_indexed, bytes_runs, layout_at, offsets_indexed, offsets_runs,
+                 base_indexed, base_runs, channel_len, out, capacity, write);
 }
 
 // Copy the resolved bound and step into scalar slots for the record.
-extern "C" __global__ void q_export(const Params* params, const u64* total_bytes_at, u64* abs_bound, u64* step, u64* channel_len) {
+extern "C" __global__ void q_export(const Params* params, u64* abs_bound, u64* step) {
     *abs_bound = (u64)__double_as_longlong(params->abs_bound);
     *step = (u64)__double_as_longlong(params->step);
-    *channel_len = *total_bytes_at;
 }
 
 // Inverse: every code reconstructed; the outliers are scattered afterwards.
@@ -349,9 +541,6 @@ extern "C" __global__ void q_decode(const i32* codes, u64 n, double step, real* 
 #else
 #define QI_BIN_WORDS (1u << 23)
 #endif
-// Each thread of a tile walk owns this many consecutive elements (Q_TILE = 256 × 8).
-#define QI_RUN (Q_TILE / Q_THREADS)
-
 __device__ __forceinline__ u32 inline_word(real x, const QParams& p) {
     bool outlier;
     i32 q = quant_code(x, p, &outlier);

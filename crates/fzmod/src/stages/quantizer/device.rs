@@ -1,6 +1,7 @@
 //! The Quantizer on the device (kernels in device.cu): value range, bound resolution, codes
 //! and the outlier channel, byte for byte as cpu.rs writes them.
 
+use super::channel::{Layout, Run};
 use super::{cpu, Quantizer, Resolved};
 
 mod fragment;
@@ -8,19 +9,19 @@ mod inline;
 use crate::archive::ErrorMode;
 use crate::backend::cuda::device::{
     exclusive_scan, grid, scan_partials_len, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage, PendingRecord,
-    THREADS,
+    Slot, THREADS,
 };
 use crate::backend::cuda::{device_error, Program};
 use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::stage::ErrorBound;
-use cudarc::driver::PushKernelArg;
+use cudarc::driver::{DeviceRepr, PushKernelArg};
 
 /// Bytes of `struct Params` in device.cu (static_assert there).
 pub(crate) const PARAMS_BYTES: usize = 40;
-/// Elements per outlier tile (`Q_TILE`) and warps per block of the tile walks.
+/// Elements per outlier tile (`Q_TILE`) and threads per block of the list walks (`Q_THREADS`).
 pub(crate) const TILE: u64 = 2048;
-const WALK_WARPS: u64 = 4;
+const WALK_THREADS: u64 = 256;
 /// Thread blocks of the value-range pass.
 const MINMAX_BLOCKS: u32 = 1056;
 
@@ -115,67 +116,36 @@ impl Quantizer {
             return self.inline_channel(run, x, words, enc, bound);
         }
         let program = program(self.input);
-        let k = |name| run.kernel(&program, name);
-        let (starts, sizes, write, export) =
-            (k("q_tile_starts")?, k("q_entry_sizes")?, k("q_write_channel")?, k("q_export")?);
         let Encoding { params, tile_count, tile_next, n, ntiles } = enc;
         let tile_next = tile_next.ok_or_else(|| Error::Device("indexed outliers without tile_next".into()))?;
-        let tile_bytes = run.alloc(DType::U32, ntiles as usize)?;
-        let offsets = run.alloc(DType::U64, ntiles as usize + 1)?;
-        let partials = run.alloc(DType::U64, scan_partials_len(ntiles))?;
-        let (channel, channel_len) = run.alloc_dynamic(DType::U8, channel_guess(n, self.input.size()))?;
         let (outliers_slot, outliers_at) = run.slot()?;
-        let (abs_slot, abs_at) = run.slot()?;
-        let (step_slot, step_at) = run.slot()?;
         let s = run.stream().clone();
-        let p = |b: &DeviceBuffer| b.ptr(&s);
-        let (n64, cap) = (n as u64, channel.len.capacity() as u64);
-        // SAFETY: argument lists match device.cu; `x` holds n elements, the tile arrays ntiles
-        // (+ 1) entries; the channel kernel writes nothing past `cap`.
+        // SAFETY: argument list matches device.cu; the tile arrays hold ntiles entries.
         unsafe {
-            s.launch_builder(&starts)
-                .arg(&p(&tile_next))
-                .arg(&p(&tile_count))
+            s.launch_builder(&run.kernel(&program, "q_tile_starts")?)
+                .arg(&tile_next.ptr(&s))
+                .arg(&tile_count.ptr(&s))
                 .arg(&ntiles)
                 .arg(&outliers_at)
                 .launch(grid(1024, 1024))
                 .map_err(device_error)?;
-            s.launch_builder(&sizes)
-                .arg(&x)
-                .arg(&n64)
-                .arg(&p(&params))
-                .arg(&p(&tile_count))
-                .arg(&p(&tile_next))
-                .arg(&ntiles)
-                .arg(&p(&tile_bytes))
-                .launch(grid(ntiles * 32, WALK_WARPS * 32))
-                .map_err(device_error)?;
         }
-        exclusive_scan(run, &program, p(&tile_bytes), ntiles, p(&partials), p(&offsets))?;
-        let total_at = p(&offsets) + 8 * ntiles;
-        // SAFETY: as above.
+        let args = ListArgs { x, params: params.ptr(&s), ..ListArgs::default() };
+        let list = OutlierList { prefix: "q", args, tile_count, tile_next, n, ntiles };
+        let guess = channel_guess(n, self.input.size());
+        let (channel, layout_slot, lists) = write_lists(run, &program, vec![list], guess)?;
+        let (abs_slot, abs_at) = run.slot()?;
+        let (step_slot, step_at) = run.slot()?;
+        // SAFETY: argument list matches device.cu; every address is a live u64.
         unsafe {
-            s.launch_builder(&write)
-                .arg(&x)
-                .arg(&n64)
-                .arg(&p(&params))
-                .arg(&p(&tile_count))
-                .arg(&p(&tile_next))
-                .arg(&ntiles)
-                .arg(&p(&offsets))
-                .arg(&p(&channel))
-                .arg(&cap)
-                .launch(grid(ntiles * 32, WALK_WARPS * 32))
-                .map_err(device_error)?;
-            s.launch_builder(&export)
-                .arg(&p(&params))
-                .arg(&total_at)
+            s.launch_builder(&run.kernel(&program, "q_export")?)
+                .arg(&params.ptr(&s))
                 .arg(&abs_at)
                 .arg(&step_at)
-                .arg(&channel_len)
                 .launch(grid(1, 1))
                 .map_err(device_error)?;
         }
+        drop(lists);
         let stage = self.clone();
         let record: PendingRecord = Box::new(move |sc| {
             let resolved = Resolved {
@@ -183,6 +153,7 @@ impl Quantizer {
                 step: sc.f64(step_slot),
                 num_elements: n as u64,
                 num_outliers: sc.u64(outliers_slot),
+                layout: layout_of(sc.u64(layout_slot)),
             };
             stage.record(bound, None, &resolved)
         });
@@ -190,60 +161,224 @@ impl Quantizer {
     }
 }
 
-impl Quantizer {
-    /// The indexed outliers of `channel` as device lists (index, value bits) and their count:
-    /// the channel is small, so the CPU's own validating parser reads it.
-    fn outlier_list(
-        &self,
-        run: &DeviceRun,
-        channel: &DeviceBuffer,
-        n: usize,
-    ) -> Result<(DeviceBuffer, DeviceBuffer, u64)> {
-        let r = self.resolved.ok_or_else(|| Error::Pipeline("Quantizer inverse needs a decoded record".into()))?;
-        let bytes = run.download(channel, channel.known_len()?)?;
-        let (index, bits): (Vec<u64>, Vec<u64>) = if self.input == DType::F32 {
-            cpu::parse_outliers::<f32>(&bytes, r.num_outliers, n)?
-                .into_iter()
-                .map(|(i, v)| (i as u64, u64::from(v.to_bits())))
-                .unzip()
-        } else {
-            cpu::parse_outliers::<f64>(&bytes, r.num_outliers, n)?
-                .into_iter()
-                .map(|(i, v)| (i as u64, v.to_bits()))
-                .unzip()
-        };
-        let as_bytes = |v: &[u64]| v.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>();
-        let count = index.len() as u64;
-        Ok((run.upload(DType::U64, &as_bytes(&index))?, run.upload(DType::U64, &as_bytes(&bits))?, count))
+/// The layout `ch_choose` wrote (`CH_RUNS` = 1).
+pub(crate) fn layout_of(code: u64) -> Layout {
+    if code == 1 {
+        Layout::Runs
+    } else {
+        Layout::Indexed
     }
+}
 
-    /// Put the indexed outliers back into `out` (after its codes were reconstructed).
-    fn scatter_outliers(
-        &self,
-        run: &DeviceRun,
-        index: &DeviceBuffer,
-        bits: &DeviceBuffer,
-        count: u64,
-        out: u64,
-    ) -> Result<()> {
-        if count == 0 {
-            return Ok(());
-        }
-        let scatter = run.kernel(&program(self.input), "fz_scatter_outliers")?;
+/// `struct ListArgs` of device.cu, passed by value: what a list's source reads (the
+/// Quantizer's uses `x` and `params`; LorenzoQuant's also the deltas, the list and the code
+/// mapping).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub(crate) struct ListArgs {
+    pub x: u64,
+    pub params: u64,
+    pub deltas: u64,
+    pub list: u32,
+    pub mapping: u32,
+    pub radius: u32,
+    pub pad: u32,
+}
+
+const _: () = assert!(std::mem::size_of::<ListArgs>() == 40);
+// SAFETY: plain #[repr(C)] integers, laid out as the CUDA struct.
+unsafe impl DeviceRepr for ListArgs {}
+
+/// One outlier list on the device (device.cu, "Outlier lists"): the kernels
+/// `{prefix}_tile_break` and `{prefix}_list_walk` read it through `args`; `tile_count` and
+/// `tile_next` come from the stage's count pass, `tile_next` already max-scanned by
+/// `q_tile_starts`.
+pub(crate) struct OutlierList {
+    pub prefix: &'static str,
+    pub args: ListArgs,
+    pub tile_count: DeviceBuffer,
+    pub tile_next: DeviceBuffer,
+    pub n: usize,
+    pub ntiles: u64,
+}
+
+/// A sized list: its run breaks and, per layout (indexed, runs), the tile byte counts and
+/// offsets (the last offset is the list's total).
+struct SizedList {
+    list: OutlierList,
+    tile_break: DeviceBuffer,
+    bytes: [DeviceBuffer; 2],
+    offsets: [DeviceBuffer; 2],
+}
+
+/// What must stay allocated until the channel kernels ran (stream-ordered frees would let a
+/// later allocation reuse it first).
+pub(crate) struct Lists {
+    _held: Vec<SizedList>,
+}
+
+impl SizedList {
+    /// `{prefix}_list_walk`: write = 0 sizes both layouts, 1 writes the chosen one at `bases`.
+    fn walk(&self, run: &DeviceRun, program: &Program, target: [u64; 4], bases: [u64; 2], write: u32) -> Result<()> {
         let s = run.stream();
-        // SAFETY: argument list matches device.cu; every index was checked against the output's
-        // length by the parser.
+        let walk = run.kernel(program, &format!("{}_list_walk", self.list.prefix))?;
+        let p = |b: &DeviceBuffer| b.ptr(s);
+        let l = &self.list;
+        let [layout_at, channel_len_at, out, capacity] = target;
+        let n64 = l.n as u64;
+        let (count, next, brk) = (p(&l.tile_count), p(&l.tile_next), p(&self.tile_break));
+        let (bytes, offsets) = (self.bytes.each_ref().map(p), self.offsets.each_ref().map(p));
+        // SAFETY: argument list matches device.cu; the tile arrays hold ntiles (+ 1) entries,
+        // and the kernel writes nothing past `capacity` bytes of `out`.
         unsafe {
-            s.launch_builder(&scatter)
-                .arg(&index.ptr(s))
-                .arg(&bits.ptr(s))
+            s.launch_builder(&walk)
+                .arg(&l.args)
+                .arg(&n64)
                 .arg(&count)
+                .arg(&next)
+                .arg(&brk)
+                .arg(&l.ntiles)
+                .arg(&bytes[0])
+                .arg(&bytes[1])
+                .arg(&layout_at)
+                .arg(&offsets[0])
+                .arg(&offsets[1])
+                .arg(&bases[0])
+                .arg(&bases[1])
+                .arg(&channel_len_at)
                 .arg(&out)
-                .launch(grid(count, u64::from(THREADS)))
+                .arg(&capacity)
+                .arg(&write)
+                .launch(grid(l.ntiles * WALK_THREADS, WALK_THREADS))
                 .map_err(device_error)?;
         }
         Ok(())
     }
+
+    /// Device address of the list's total bytes in `layout` (0 indexed, 1 runs).
+    fn total_at(&self, s: &std::sync::Arc<cudarc::driver::CudaStream>, layout: usize) -> u64 {
+        self.offsets[layout].ptr(s) + 8 * self.list.ntiles
+    }
+}
+
+/// Write `lists` back to back as one outlier channel (a capacity of `guess` bytes first) in
+/// the smaller layout, the indexed one on a tie (channel.rs `smaller`). Returns the channel,
+/// the slot of the chosen layout, and what must live until the kernels ran.
+pub(crate) fn write_lists(
+    run: &mut DeviceRun,
+    program: &Program,
+    lists: Vec<OutlierList>,
+    guess: usize,
+) -> Result<(DeviceBuffer, Slot, Lists)> {
+    let s = run.stream().clone();
+    let p = |b: &DeviceBuffer| b.ptr(&s);
+    let break_scan = run.kernel(program, "ch_break_scan")?;
+    let mut sized = Vec::new();
+    for list in lists {
+        let nt = list.ntiles as usize;
+        let tile_break = run.alloc(DType::U64, nt)?;
+        let bytes = [run.alloc(DType::U32, nt)?, run.alloc(DType::U32, nt)?];
+        let offsets = [run.alloc(DType::U64, nt + 1)?, run.alloc(DType::U64, nt + 1)?];
+        let partials = run.alloc(DType::U64, scan_partials_len(list.ntiles))?;
+        let breaks = run.kernel(program, &format!("{}_tile_break", list.prefix))?;
+        let n64 = list.n as u64;
+        // SAFETY: argument lists match device.cu; the tile arrays hold ntiles entries.
+        unsafe {
+            s.launch_builder(&breaks)
+                .arg(&list.args)
+                .arg(&n64)
+                .arg(&p(&list.tile_count))
+                .arg(&p(&tile_break))
+                .launch(grid(list.ntiles * WALK_THREADS, WALK_THREADS))
+                .map_err(device_error)?;
+            s.launch_builder(&break_scan)
+                .arg(&p(&tile_break))
+                .arg(&list.ntiles)
+                .arg(&n64)
+                .launch(grid(1024, 1024))
+                .map_err(device_error)?;
+        }
+        let l = SizedList { list, tile_break, bytes, offsets };
+        l.walk(run, program, [0; 4], [0; 2], 0)?;
+        for k in 0..2 {
+            exclusive_scan(run, program, p(&l.bytes[k]), l.list.ntiles, p(&partials), p(&l.offsets[k]))?;
+        }
+        sized.push(l);
+    }
+    let (channel, channel_len) = run.alloc_dynamic(DType::U8, guess)?;
+    let (layout_slot, layout_at) = run.slot()?;
+    let totals = |k: usize, layout: usize| sized.get(k).map_or(0, |l| l.total_at(&s, layout));
+    // SAFETY: argument list matches device.cu; the totals are live u64s (or null).
+    unsafe {
+        s.launch_builder(&run.kernel(program, "ch_choose")?)
+            .arg(&totals(0, 0))
+            .arg(&totals(0, 1))
+            .arg(&totals(1, 0))
+            .arg(&totals(1, 1))
+            .arg(&layout_at)
+            .arg(&channel_len)
+            .launch(grid(1, 1))
+            .map_err(device_error)?;
+    }
+    let target = [layout_at, channel_len, p(&channel), channel.len.capacity() as u64];
+    for (k, l) in sized.iter().enumerate() {
+        // A list starts after the ones before it (LorenzoQuant: the values after the deltas).
+        let bases = match k {
+            0 => [0, 0],
+            _ => [sized[k - 1].total_at(&s, 0), sized[k - 1].total_at(&s, 1)],
+        };
+        l.walk(run, program, target, bases, 1)?;
+    }
+    Ok((channel, layout_slot, Lists { _held: sized }))
+}
+
+impl Quantizer {
+    /// The outlier runs of `channel` on the device (`fz_scatter_runs`' triples) and their
+    /// count: the channel is small, so the CPU's own validating parser reads it.
+    fn outlier_runs(&self, run: &DeviceRun, channel: &DeviceBuffer, n: usize) -> Result<(DeviceBuffer, u64)> {
+        let r = self.resolved.ok_or_else(|| Error::Pipeline("Quantizer inverse needs a decoded record".into()))?;
+        let bytes = run.download(channel, channel.known_len()?)?;
+        let (triples, count) = parsed_runs(self.input, &bytes, r.num_outliers, n, r.layout)?;
+        Ok((run.upload(DType::U64, &triples)?, count))
+    }
+
+    /// Put the outlier runs back into `out` (after its codes were reconstructed).
+    fn scatter_runs(&self, run: &DeviceRun, runs: &DeviceBuffer, count: u64, out: u64) -> Result<()> {
+        if count == 0 {
+            return Ok(());
+        }
+        let scatter = run.kernel(&program(self.input), "fz_scatter_runs")?;
+        let s = run.stream();
+        // SAFETY: argument list matches device.cu; every run was checked against the output's
+        // length by the parser.
+        unsafe {
+            s.launch_builder(&scatter)
+                .arg(&runs.ptr(s))
+                .arg(&count)
+                .arg(&out)
+                .launch(grid(count.min(1 << 20) * 32, u64::from(THREADS)))
+                .map_err(device_error)?;
+        }
+        Ok(())
+    }
+}
+
+/// The outlier channel of `real` values parsed and checked on the host (channel.rs), as the
+/// (start, len, value bits) u64 triples `fz_scatter_runs` takes, and the number of runs.
+pub(crate) fn parsed_runs(real: DType, bytes: &[u8], count: u64, n: usize, layout: Layout) -> Result<(Vec<u8>, u64)> {
+    let runs: Vec<Run<u64>> = if real == DType::F32 {
+        let runs = cpu::parse_outliers::<f32>(bytes, count, n, layout)?;
+        runs.into_iter().map(|r| Run { start: r.start, len: r.len, value: u64::from(r.value.to_bits()) }).collect()
+    } else {
+        let runs = cpu::parse_outliers::<f64>(bytes, count, n, layout)?;
+        runs.into_iter().map(|r| Run { start: r.start, len: r.len, value: r.value.to_bits() }).collect()
+    };
+    Ok((run_triples(&runs), runs.len() as u64))
+}
+
+/// Runs as little-endian u64 triples (start, len, value).
+pub(crate) fn run_triples(runs: &[Run<u64>]) -> Vec<u8> {
+    runs.iter().flat_map(|r| [r.start as u64, r.len as u64, r.value]).flat_map(u64::to_le_bytes).collect()
 }
 
 impl DeviceStage for Quantizer {
@@ -308,7 +443,7 @@ impl DeviceStage for Quantizer {
         if self.inline_outliers {
             return self.inverse_inline(run, codes, channel, r);
         }
-        let (index, bits, count) = self.outlier_list(run, channel, n)?;
+        let (runs, count) = self.outlier_runs(run, channel, n)?;
         let decode = run.kernel(&program(self.input), "q_decode")?;
         let out = run.alloc(self.input, n)?;
         let s = run.stream().clone();
@@ -323,7 +458,7 @@ impl DeviceStage for Quantizer {
                 .launch(grid(n64, u64::from(THREADS)))
                 .map_err(device_error)?;
         }
-        self.scatter_outliers(run, &index, &bits, count, out.ptr(&s))?;
+        self.scatter_runs(run, &runs, count, out.ptr(&s))?;
         Ok(vec![out])
     }
 }

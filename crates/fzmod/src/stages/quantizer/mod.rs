@@ -11,6 +11,7 @@
 //! escape word. The record marks this mode with one trailing byte, so records without it
 //! (every archive written before the mode existed) keep their meaning and their bytes.
 
+pub(crate) mod channel;
 pub(crate) mod cpu;
 #[cfg(feature = "cuda")]
 pub(crate) mod device;
@@ -22,9 +23,10 @@ use crate::params::TomlParams;
 use crate::stage::{self, ErrorBound, ForwardContext, Forwarded, Port, Stage, StageKind};
 use std::borrow::Cow;
 
-use cpu::Float;
+pub use channel::Layout;
 #[cfg(feature = "cuda")]
-pub(crate) use cpu::{encode_outliers, parse_outliers};
+pub(crate) use cpu::encode_outliers;
+use cpu::Float;
 use cpu::{quantize, quantize_inline, reconstruct, reconstruct_inline};
 
 /// Registry entry.
@@ -46,6 +48,8 @@ pub struct Resolved {
     pub step: f64,
     pub num_elements: u64,
     pub num_outliers: u64,
+    /// Layout of the indexed outlier channel (unused with inline outliers).
+    pub layout: Layout,
 }
 
 /// The absolute bound a request resolves to for finite values spanning `range` (min, max).
@@ -233,11 +237,13 @@ impl Quantizer {
         let RecordHead { input, mode, value, abs_bound, step } = RecordHead::read(&mut r, "Quantizer")?;
         let num_elements = r.varint()?;
         let num_outliers = r.varint()?;
-        // Optional trailing field: absent = indexed channel (every record before the mode).
-        let inline_outliers = match r.remaining() {
-            0 => false,
+        // Optional trailing field: absent = indexed channel (every record before the other
+        // formats), 1 = inline words, 2 = the channel's run layout.
+        let (inline_outliers, layout) = match r.remaining() {
+            0 => (false, Layout::Indexed),
             _ => match r.u8()? {
-                1 => true,
+                1 => (true, Layout::Indexed),
+                2 => (false, Layout::Runs),
                 v => return Err(corrupt!("Quantizer outlier format {v}")),
             },
         };
@@ -247,7 +253,7 @@ impl Quantizer {
         }
         let bound = ErrorBound::new(mode, value).map_err(|_| corrupt!("Quantizer bound {value}"))?;
         check_recorded("Quantizer", input, bound, abs_bound, step)?;
-        let resolved = Resolved { abs_bound, step, num_elements, num_outliers };
+        let resolved = Resolved { abs_bound, step, num_elements, num_outliers, layout };
         Ok(Quantizer { input, inline_outliers, input_stated: true, bound: Some(bound), resolved: Some(resolved) })
     }
 
@@ -261,6 +267,8 @@ impl Quantizer {
         w.varint(r.num_outliers);
         if self.inline_outliers {
             w.u8(1);
+        } else if r.layout == Layout::Runs {
+            w.u8(2);
         }
         Ok(w.bytes)
     }
@@ -274,14 +282,15 @@ impl Quantizer {
         // Refuse before quantizing: the work would be thrown away.
         check_resolved("Quantizer", self.input, bound, range, abs_bound, T::at_most(abs_bound).to_f64())?;
         let num_elements = x.len() as u64;
-        let (outputs, step, num_outliers) = if self.inline_outliers {
+        let (outputs, step, num_outliers, layout) = if self.inline_outliers {
             let q = quantize_inline(x, abs_bound);
-            (vec![Buffer::U32(q.words), Buffer::U8(q.outliers)], T::at_most(abs_bound).to_f64(), q.num_outliers)
+            let step = T::at_most(abs_bound).to_f64();
+            (vec![Buffer::U32(q.words), Buffer::U8(q.outliers)], step, q.num_outliers, Layout::Indexed)
         } else {
             let q = quantize(x, abs_bound);
-            (vec![Buffer::I32(q.codes), Buffer::U8(q.outliers)], q.step.to_f64(), q.num_outliers)
+            (vec![Buffer::I32(q.codes), Buffer::U8(q.outliers)], q.step.to_f64(), q.num_outliers, q.layout)
         };
-        let resolved = Resolved { abs_bound, step, num_elements, num_outliers };
+        let resolved = Resolved { abs_bound, step, num_elements, num_outliers, layout };
         Ok(Forwarded { outputs, record: self.record(bound, range, &resolved)? })
     }
 }
@@ -327,13 +336,13 @@ impl Stage for Quantizer {
         if outputs[0].len() as u64 != r.num_elements {
             return Err(corrupt!("Quantizer: {} codes for {} elements", outputs[0].len(), r.num_elements));
         }
-        let (k, f32_step) = (r.num_outliers, r.step as f32);
+        let (k, f32_step, layout) = (r.num_outliers, r.step as f32, r.layout);
         // The codes are handed over: f32 values are decoded in their memory.
         let mut outputs = outputs.into_iter();
         let (codes, outliers) = (outputs.next().expect("checked"), outputs.next().expect("checked"));
         Ok(vec![match (codes, &outliers, self.input) {
-            (Buffer::I32(c), Buffer::U8(o), DType::F32) => Buffer::F32(reconstruct(c, f32_step, o, k)?),
-            (Buffer::I32(c), Buffer::U8(o), _) => Buffer::F64(reconstruct(c, r.step, o, k)?),
+            (Buffer::I32(c), Buffer::U8(o), DType::F32) => Buffer::F32(reconstruct(c, f32_step, o, k, layout)?),
+            (Buffer::I32(c), Buffer::U8(o), _) => Buffer::F64(reconstruct(c, r.step, o, k, layout)?),
             (Buffer::U32(w), Buffer::U8(o), DType::F32) => Buffer::F32(reconstruct_inline(w, f32_step, o, k)?),
             (Buffer::U32(w), Buffer::U8(o), _) => Buffer::F64(reconstruct_inline(w, r.step, o, k)?),
             _ => unreachable!("checked by expect_buffers"),

@@ -105,13 +105,13 @@ impl Fragment for Quantizer {
                 }),
             });
         }
-        let (index, bits, count) = self.outlier_list(run, channel, n)?;
+        let (runs, count) = self.outlier_runs(run, channel, n)?;
         Ok(InversePart::Transform {
             args: vec![step, 0],
             input_bytes: Some(input_bytes),
             finish: Box::new(move |run, out| {
                 let out = out.ok_or_else(|| Error::Pipeline("the Quantizer must be a region's first stage".into()))?;
-                stage.scatter_outliers(run, &index, &bits, count, out.ptr(run.stream()))
+                stage.scatter_runs(run, &runs, count, out.ptr(run.stream()))
             }),
         })
     }

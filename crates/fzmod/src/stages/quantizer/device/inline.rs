@@ -7,6 +7,7 @@ use crate::backend::cuda::device_error;
 use crate::element::DType;
 use crate::error::{corrupt, Result};
 use crate::stage::ErrorBound;
+use crate::stages::quantizer::channel::Layout;
 use crate::stages::quantizer::{Quantizer, Resolved};
 use cudarc::driver::PushKernelArg;
 
@@ -84,6 +85,7 @@ impl Quantizer {
                 step: sc.f64(step_slot),
                 num_elements: n as u64,
                 num_outliers: sc.u64(outliers_slot),
+                layout: Layout::Indexed,
             };
             stage.record(bound, None, &resolved)
         });
