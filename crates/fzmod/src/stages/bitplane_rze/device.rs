@@ -1,6 +1,7 @@
-//! BitplaneRZE on the device (kernels in device.cu): flags and kept-word counts per chunk, a
-//! deterministic scan, then the header, start positions and kept blocks. The inverse checks
-//! the metadata on the host with the CPU's own [`cpu::check`] and decodes on the device.
+//! BitplaneRZE on the device (kernels in device.cu): flags and kept-word counts per chunk (a
+//! warp each, no transpose), a deterministic scan, then the header, start positions and kept
+//! blocks. The inverse checks the metadata on the host with the CPU's own [`cpu::check`] and
+//! decodes on the device.
 
 use super::{cpu, BitplaneRze, MAX_CODES};
 use crate::backend::cuda::device::{
@@ -13,6 +14,8 @@ use cudarc::driver::PushKernelArg;
 
 /// Threads per chunk (`BP_THREADS`): one warp per row of 32 words.
 const THREADS: u64 = 1024;
+/// Threads per block of the counting pass (`BP_COUNT_THREADS`), a warp per chunk.
+const COUNT_THREADS: u64 = 256;
 
 pub(crate) fn program() -> Program {
     Program::new(include_str!("device.cu"), String::new())
@@ -36,32 +39,37 @@ impl DeviceStage for BitplaneRze {
         let offsets = run.alloc(DType::U64, nchunks + 1)?;
         let partials = run.alloc(DType::U64, scan_partials_len(nchunks as u64))?;
         let program = program();
-        let encode = run.kernel(&program, "bp_encode")?;
+        let (count, encode) = (run.kernel(&program, "bp_count")?, run.kernel(&program, "bp_encode")?);
         let s = run.stream().clone();
         let p = |b: &DeviceBuffer| b.ptr(&s);
         let (n64, nc, cap) = (n as u64, nchunks as u64, out.len.capacity() as u64);
-        let launch = |pass: u32| {
-            // SAFETY: argument list matches device.cu; `counts` and `offsets` hold nchunks
-            // (+ 1) entries and the kernel writes nothing past `cap` bytes of `out`.
-            unsafe {
-                s.launch_builder(&encode)
-                    .arg(&p(codes))
-                    .arg(&n64)
-                    .arg(&nc)
-                    .arg(&p(&counts))
-                    .arg(&p(&offsets))
-                    .arg(&p(&out))
-                    .arg(&cap)
-                    .arg(&out_len)
-                    .arg(&pass)
-                    .launch(grid(nc * THREADS, THREADS))
-                    .map(|_| ())
-                    .map_err(device_error)
-            }
-        };
-        launch(0)?;
+        // SAFETY: argument lists match device.cu; `counts` and `offsets` hold nchunks (+ 1)
+        // entries and the kernels write nothing past `cap` bytes of `out`.
+        unsafe {
+            s.launch_builder(&count)
+                .arg(&p(codes))
+                .arg(&n64)
+                .arg(&nc)
+                .arg(&p(&counts))
+                .arg(&p(&out))
+                .arg(&cap)
+                .launch(grid(nc * 32, COUNT_THREADS))
+                .map_err(device_error)?;
+        }
         exclusive_scan(run, &program, p(&counts), nc, p(&partials), p(&offsets))?;
-        launch(1)?;
+        // SAFETY: as above.
+        unsafe {
+            s.launch_builder(&encode)
+                .arg(&p(codes))
+                .arg(&n64)
+                .arg(&nc)
+                .arg(&p(&offsets))
+                .arg(&p(&out))
+                .arg(&cap)
+                .arg(&out_len)
+                .launch(grid(nc * THREADS, THREADS))
+                .map_err(device_error)?;
+        }
         let record = Self::record(n);
         Ok(DeviceForwarded { outputs: vec![out], record: Box::new(move |_| Ok(record)) })
     }
