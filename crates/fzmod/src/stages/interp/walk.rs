@@ -200,8 +200,9 @@ pub fn passes(s: usize, choice: Choice) -> [Pass; 3] {
 }
 
 /// Visit every point of `pass` inside the box [lo, hi) (lo a multiple of A per axis),
-/// z, y, x ascending: `f(element index, coordinate along the pass axis)`.
-#[inline]
+/// z, y, x ascending: `f(element index, coordinate along the pass axis)`. The reference
+/// order; the CPU drivers visit the same points row by row (rows.rs, tested against this).
+#[cfg(test)]
 pub fn walk(g: &Geometry, pass: &Pass, lo: [usize; 3], hi: [usize; 3], mut f: impl FnMut(usize, usize)) {
     let st = g.strides();
     let a = pass.axis;
@@ -222,8 +223,10 @@ pub fn walk(g: &Geometry, pass: &Pass, lo: [usize; 3], hi: [usize; 3], mut f: im
     }
 }
 
-/// Predict the point `idx` (coordinate `i` along `pass.axis`) from the values in `w`.
-#[inline]
+/// Predict the point `idx` (coordinate `i` along `pass.axis`) from the values in `w`: the
+/// reference of one point (device.cu's form); the CPU drivers predict whole rows (rows.rs,
+/// tested against this).
+#[cfg(test)]
 pub fn predict<T: Real>(g: &Geometry, w: &[T], kind: Kind, axis: usize, s: usize, idx: usize, i: usize) -> T {
     let n = g.dims[axis];
     let o = s * g.strides()[axis];
