@@ -3,7 +3,7 @@
 //! per-point step is a pure function a CUDA kernel mirrors; the drivers only fix the visiting
 //! order, which does not change any value (points of one pass are independent).
 
-use super::rows::{predict_row, row_costs, rows, KINDS};
+use super::rows::{rows, strided_copy, Lines, KINDS};
 use super::walk::{passes, Choice, Geometry, Kind, Real};
 use crate::archive::{Reader, Writer};
 use crate::element::zeroed_vec;
@@ -71,11 +71,24 @@ pub fn quantize_point<T: Real>(x: T, p: T, lv: LevelStep<T>, radius: u32, abs_bo
 /// the error does not quantize into 2^20 bins or is not finite. Integer, so sums are exact in
 /// any order. Both outcomes are computed and one selected (no branch, so loops vectorise).
 #[inline]
-pub fn point_cost<T: Real>(x: T, p: T, recip: T) -> u64 {
+pub fn point_cost<T: Real>(x: T, p: T, recip: T) -> u32 {
     let e = x - p;
-    let fits = (e * recip).to_f64().abs() < f64::from(1u32 << 20);
-    let bits = 32 - e.quantize(recip).unsigned_abs().leading_zeros();
-    u64::from(if fits { bits } else { 21 })
+    // |e·recip| < 2^20 (false for NaN), compared in T: exact, as the bound is a power of two.
+    let (d, limit) = (e * recip, T::lit(1048576.0));
+    let fits = d < limit && d > T::ZERO - limit;
+    let bits = bit_length(e.quantize(recip).unsigned_abs());
+    if fits {
+        bits
+    } else {
+        21
+    }
+}
+
+/// The bit length of `v` (0 for 0), exact below 2^24: the exponent of `v` as f32 (vector code
+/// has no cheap count of leading zeros). Larger values give some number.
+#[inline]
+fn bit_length(v: u32) -> u32 {
+    ((v as i32 as f32).to_bits() >> 23).saturating_sub(126)
 }
 
 /// Anchor blocks sampled by the choice estimate: every S-th block in C order, S = max(1,
@@ -95,6 +108,7 @@ pub fn sampled_blocks(g: &Geometry) -> impl Iterator<Item = ([usize; 3], [usize;
 /// one sweep order visit the same points: each row is predicted once per kind.
 pub fn select<T: Real>(x: &[T], g: &Geometry, steps: &[LevelStep<T>]) -> Vec<Choice> {
     let slot = |c: Choice| Choice::CANDIDATES.iter().position(|&d| d == c).expect("a candidate");
+    let (mut lines, mut v) = (Lines::new(), Vec::new());
     (1..=g.levels())
         .rev()
         .map(|l| {
@@ -105,8 +119,10 @@ pub fn select<T: Real>(x: &[T], g: &Geometry, steps: &[LevelStep<T>]) -> Vec<Cho
                 for (lo, hi) in sampled_blocks(g) {
                     for pass in passes(s, Choice { kind: Kind::Linear, reverse }) {
                         rows(g, &pass, lo, hi, |row| {
-                            let c = row_costs(g, x, pass.axis, s, row, recip);
-                            for (kind, c) in KINDS.into_iter().zip(c) {
+                            lines.gather(g, x, pass.axis, s, row);
+                            v.resize(row.count, T::ZERO);
+                            strided_copy(&mut v, &x[row.first..], row.step);
+                            for (kind, c) in KINDS.into_iter().zip(lines.costs(&v, recip)) {
                                 costs[slot(Choice { kind, reverse })] += c;
                             }
                         });
@@ -183,12 +199,13 @@ pub fn forward<T: Real>(x: &[T], g: &Geometry, q: Params, choices: Option<Vec<Ch
         w[i] = feed(x[i]);
     });
     let mut outliers = Vec::new();
-    let mut p = Vec::new();
+    let (mut lines, mut p) = (Lines::new(), Vec::new());
     for (k, l) in (1..=g.levels()).rev().enumerate() {
         let (s, lv, choice) = (1 << (l - 1), steps[l - 1], choices[k]);
         for pass in passes(s, choice) {
             rows(g, &pass, [0; 3], g.dims, |row| {
-                predict_row(g, &w, choice.kind, pass.axis, s, row, &mut p);
+                lines.gather(g, &w, pass.axis, s, row);
+                lines.predict(choice.kind, &mut p);
                 for (idx, &p) in row.indices().zip(&p) {
                     match quantize_point(x[idx], p, lv, q.radius, q.abs_bound) {
                         Some((code, r)) => {
@@ -267,12 +284,13 @@ pub fn inverse<T: Real>(
         k += 1;
     });
     let marker = q.outlier_code();
-    let mut p = Vec::new();
+    let (mut lines, mut p) = (Lines::new(), Vec::new());
     for (k, l) in (1..=g.levels()).rev().enumerate() {
         let (s, lv, choice) = (1 << (l - 1), steps[l - 1], choices[k]);
         for pass in passes(s, choice) {
             rows(g, &pass, [0; 3], g.dims, |row| {
-                predict_row(g, &w, choice.kind, pass.axis, s, row, &mut p);
+                lines.gather(g, &w, pass.axis, s, row);
+                lines.predict(choice.kind, &mut p);
                 for (idx, &p) in row.indices().zip(&p) {
                     let c = codes[idx];
                     let v = p + T::reconstruct(q.level_code(c), lv.step);

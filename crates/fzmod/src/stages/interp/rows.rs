@@ -1,12 +1,14 @@
 //! Row-wise prediction for the CPU drivers. The points of a pass that share z and y form a
-//! row; along it the stencil's neighbour flags are constant (pass axis z or y) or repeat with
-//! the anchor segment (pass axis x), so a row splits into runs of one flag set, and each run is
-//! a loop without per-point branches or divisions. Every value is the one
-//! [`super::walk::predict`] gives, operation for operation (the same [`stencil`]); only the
-//! visiting order differs, which changes nothing (points of one pass never read each other).
+//! row. A row's stencil inputs are gathered into contiguous lines (a = i−3s, b = i−s,
+//! c = i+s, d = i+3s along the pass axis) with a per-point case saying which of them exist;
+//! the prediction is then a loop over plain slices that computes every stencil form and
+//! selects one per point, without branches, so LLVM vectorises it. Every value is the one
+//! [`stencil`] (and so `walk::predict`) gives, operation for operation; a form computed from
+//! a neighbour that does not exist is never the one selected. Only the visiting order differs
+//! from `walk::walk`, which changes nothing (points of one pass never read each other).
 
 use super::cpu::point_cost;
-use super::walk::{neighbours, stencil, Geometry, Kind, Pass, Real};
+use super::walk::{neighbours, Geometry, Kind, Pass, Real};
 
 /// The points of one row of a pass: element indices `first + k·step`, k < count; `zy` its z
 /// and y coordinates, `x0` the x coordinate of the first point.
@@ -28,7 +30,7 @@ impl Row {
 }
 
 /// Visit the rows of `pass` inside the box [lo, hi) (lo a multiple of A per axis), z, y
-/// ascending: the points of [`super::walk::walk`], row by row.
+/// ascending: the points of `walk::walk`, row by row.
 #[inline]
 pub fn rows(g: &Geometry, pass: &Pass, lo: [usize; 3], hi: [usize; 3], mut f: impl FnMut(&Row)) {
     let st = g.strides();
@@ -48,129 +50,175 @@ pub fn rows(g: &Geometry, pass: &Pass, lo: [usize; 3], hi: [usize; 3], mut f: im
     }
 }
 
-/// `count` consecutive points of a row, `first + k·step`, whose neighbours along the pass
-/// axis (offset `o`) exist as `has` says (a = −3o, c = +o, d = +3o).
-#[derive(Clone, Copy, Debug)]
-struct Run {
-    first: usize,
-    step: usize,
-    count: usize,
-    o: usize,
-    has: (bool, bool, bool),
-}
+/// Which stencil form a point takes (see [`stencil`]): only b; (b + c)/2; the one-sided cubic
+/// without a; the one without d; the kind's four-point form.
+const ONLY_B: u32 = 0;
+const LINEAR: u32 = 1;
+const NO_A: u32 = 2;
+const NO_D: u32 = 3;
+const FOUR: u32 = 4;
 
-/// The runs of a row in order (level stride `s`, interpolated along `axis`).
+/// The form for neighbour flags (a, c, d), as [`stencil`] picks it for a non-linear kind.
 #[inline]
-fn runs(g: &Geometry, axis: usize, s: usize, row: &Row, mut f: impl FnMut(Run)) {
-    if axis < 2 {
-        let has = neighbours(row.zy[axis], s, g.dims[axis], g.anchor);
-        let o = s * g.strides()[axis];
-        return f(Run { first: row.first, step: row.step, count: row.count, o, has });
+fn form(has_a: bool, has_c: bool, has_d: bool) -> u32 {
+    match (has_c, has_a, has_d) {
+        (false, _, _) => ONLY_B,
+        (true, false, false) => LINEAR,
+        (true, false, true) => NO_A,
+        (true, true, false) => NO_D,
+        (true, true, true) => FOUR,
     }
-    // Along x the row's points are x0 + 2s·k; an anchor segment [base, base + A] holds
-    // m = A / 2s of them. In a segment whose right anchor lies in the array only the first
-    // point lacks a and only the last lacks d; other segments (the array's last, cut short, or
-    // of one point) go point by point.
-    let (n, a, m) = (g.dims[2], g.anchor, g.anchor / (2 * s));
-    let row_base = row.first - row.x0;
-    let end = row.x0 + row.step * row.count;
-    let run = |x: usize, count: usize, has| Run { first: row_base + x, step: 2 * s, count, o: s, has };
-    let mut base = row.x0 - s;
-    while base + s < end {
-        if base + a < n && m > 1 {
-            f(run(base + s, 1, (false, true, true)));
-            if m > 2 {
-                f(run(base + 3 * s, m - 2, (true, true, true)));
+}
+
+/// The prediction at a point from its line neighbours (docs/FORMAT.md 6.17, exact order):
+/// every form is computed, one is selected.
+#[inline(always)]
+pub fn stencil<T: Real>(kind: Kind, case: u32, a: T, b: T, c: T, d: T) -> T {
+    let linear = (b + c) * T::lit(0.5);
+    if kind == Kind::Linear {
+        return if case == ONLY_B { b } else { linear };
+    }
+    let four = match kind {
+        Kind::Cubic => ((b + c) * T::lit(9.0) - (a + d)) * T::lit(0.0625),
+        _ => ((b + c) * T::lit(23.0) - (a + d) * T::lit(3.0)).div(T::lit(40.0)),
+    };
+    let no_a = (b * T::lit(3.0) + c * T::lit(6.0) - d) * T::lit(0.125);
+    let no_d = (b * T::lit(6.0) + c * T::lit(3.0) - a) * T::lit(0.125);
+    let p = if case == FOUR { four } else { no_d };
+    let p = if case == NO_A { no_a } else { p };
+    let p = if case == LINEAR { linear } else { p };
+    if case == ONLY_B {
+        b
+    } else {
+        p
+    }
+}
+
+/// A row's stencil inputs: per point its form and the lines a, b, c, d (a neighbour that does
+/// not exist holds some finite value or other; its form never reads it). Reused across rows.
+pub struct Lines<T> {
+    pub case: Vec<u32>,
+    /// Along x the four lines are one lattice shifted (b of point k + 1 is c of point k):
+    /// `even[k..]` is a, `even[k + 1..]` b and so on; other axes fill a, b, c, d.
+    even: Vec<T>,
+    lines: [Vec<T>; 4],
+    along_x: bool,
+    len: usize,
+}
+
+impl<T: Real> Lines<T> {
+    pub fn new() -> Self {
+        Lines { case: Vec::new(), even: Vec::new(), lines: Default::default(), along_x: false, len: 0 }
+    }
+
+    /// Gather row `row` of a pass along `axis` at level stride `s` from `w`.
+    pub fn gather(&mut self, g: &Geometry, w: &[T], axis: usize, s: usize, row: &Row) {
+        let n = row.count;
+        self.len = n;
+        self.along_x = axis == 2;
+        self.case.clear();
+        if axis < 2 {
+            let (has_a, has_c, has_d) = neighbours(row.zy[axis], s, g.dims[axis], g.anchor);
+            self.case.resize(n, form(has_a, has_c, has_d));
+            let o = s * g.strides()[axis];
+            let wanted = [has_a, true, has_c, has_d];
+            for ((line, want), at) in self.lines.iter_mut().zip(wanted).zip([-3, -1, 1, 3]) {
+                line.resize(n, T::ZERO);
+                if want {
+                    let from = row.first.wrapping_add_signed(at * o as isize);
+                    strided_copy(line, &w[from..], row.step);
+                }
             }
-            f(run(base + a - s, 1, (true, true, false)));
+            return;
+        }
+        // Points x0 + 2s·k; the lattice x0 − 3s + 2s·j (j < n + 3) holds every neighbour.
+        let (nx, a) = (g.dims[2], g.anchor);
+        let row_base = row.first - row.x0;
+        self.case.extend((0..n).map(|k| {
+            let x = row.x0 + 2 * s * k;
+            let base = x & !(a - 1);
+            let end = (base + a).min(nx - 1);
+            form(x - base >= 3 * s, x + s <= end, x + 3 * s <= end)
+        }));
+        // The lattice's in-array part: j from j0 (x ≥ 0) to j1 (x < nx).
+        // (x0 = lo + s, so j = 1 is x = lo − 2s + 2s ≥ 0.)
+        let j0 = usize::from(row.x0 < 3 * s);
+        let j1 = (nx + 3 * s - row.x0).div_ceil(2 * s).min(n + 3);
+        self.even.clear();
+        self.even.resize(n + 3, T::ZERO);
+        let from = row_base + row.x0 + 2 * s * j0 - 3 * s;
+        strided_copy(&mut self.even[j0..j1], &w[from..], 2 * s);
+    }
+
+    /// The lines a, b, c, d, each of the row's length.
+    #[inline]
+    pub fn abcd(&self) -> [&[T]; 4] {
+        let n = self.len;
+        if self.along_x {
+            std::array::from_fn(|k| &self.even[k..k + n])
         } else {
-            let mut x = base + s;
-            while x < (base + a).min(end) {
-                f(run(x, 1, neighbours(x, s, n, a)));
-                x += 2 * s;
+            std::array::from_fn(|k| &self.lines[k][..n])
+        }
+    }
+
+    /// The predictions of the gathered row under `kind` into `out`, replacing its contents.
+    pub fn predict(&self, kind: Kind, out: &mut Vec<T>) {
+        out.clear();
+        out.resize(self.len, T::ZERO);
+        let [a, b, c, d] = self.abcd();
+        // One loop per kind, so the kind is a constant inside it.
+        match kind {
+            Kind::Linear => {
+                predict_with(&self.case, [a, b, c, d], out, |f, a, b, c, d| stencil(Kind::Linear, f, a, b, c, d))
+            }
+            Kind::Cubic => {
+                predict_with(&self.case, [a, b, c, d], out, |f, a, b, c, d| stencil(Kind::Cubic, f, a, b, c, d))
+            }
+            Kind::Natural => {
+                predict_with(&self.case, [a, b, c, d], out, |f, a, b, c, d| stencil(Kind::Natural, f, a, b, c, d))
             }
         }
-        base += a;
+    }
+
+    /// Summed [`point_cost`] of the gathered row's points `v` under each of [`KINDS`] (the
+    /// choice estimate): one pass serves all three kinds.
+    pub fn costs(&self, v: &[T], recip: T) -> [u64; 3] {
+        let n = self.len;
+        let [a, b, c, d] = self.abcd();
+        let (case, v) = (&self.case[..n], &v[..n]);
+        let mut sum = [0u64; 3];
+        for k in 0..n {
+            let (f, a, b, c, d) = (case[k], a[k], b[k], c[k], d[k]);
+            sum[0] += u64::from(point_cost(v[k], stencil(Kind::Linear, f, a, b, c, d), recip));
+            sum[1] += u64::from(point_cost(v[k], stencil(Kind::Cubic, f, a, b, c, d), recip));
+            sum[2] += u64::from(point_cost(v[k], stencil(Kind::Natural, f, a, b, c, d), recip));
+        }
+        sum
     }
 }
 
-/// The predictions of a row's points from `w` (level stride `s`, interpolated along `axis`)
-/// into `out`, replacing its contents.
-pub fn predict_row<T: Real>(g: &Geometry, w: &[T], kind: Kind, axis: usize, s: usize, row: &Row, out: &mut Vec<T>) {
-    out.clear();
-    runs(g, axis, s, row, |r| {
-        // Each arm names its kind: the stencil only tells the kinds apart with all four points.
-        match (kind, r.has) {
-            (_, (_, false, _)) => predict_run::<T, false, false, false>(w, Kind::Linear, r, out),
-            (Kind::Linear, _) | (_, (false, true, false)) => {
-                predict_run::<T, false, true, false>(w, Kind::Linear, r, out)
-            }
-            (_, (false, true, true)) => predict_run::<T, false, true, true>(w, Kind::Cubic, r, out),
-            (_, (true, true, false)) => predict_run::<T, true, true, false>(w, Kind::Cubic, r, out),
-            (Kind::Cubic, _) => predict_run::<T, true, true, true>(w, Kind::Cubic, r, out),
-            (Kind::Natural, _) => predict_run::<T, true, true, true>(w, Kind::Natural, r, out),
-        }
-    });
-}
-
-/// The four neighbour lines of a run (a missing one reads as b, as in `predict`), each of the
-/// run's span, and the run's own points.
-#[inline(always)]
-fn lines<T: Real, const A: bool, const C: bool, const D: bool>(w: &[T], r: Run) -> [&[T]; 5] {
-    let span = (r.count - 1) * r.step + 1;
-    let at = |i: usize| &w[i..][..span];
-    let b = at(r.first - r.o);
-    let c = if C { at(r.first + r.o) } else { b };
-    let a = if A { at(r.first - 3 * r.o) } else { b };
-    let d = if D { at(r.first + 3 * r.o) } else { b };
-    [a, b, c, d, at(r.first)]
-}
-
-/// One run of predictions with its flags as constants, so the stencil's branches fold away.
-#[inline(always)]
-fn predict_run<T: Real, const A: bool, const C: bool, const D: bool>(w: &[T], kind: Kind, r: Run, out: &mut Vec<T>) {
-    let [a, b, c, d, _] = lines::<T, A, C, D>(w, r);
-    let st = r.step;
-    let points = a.iter().step_by(st).zip(b.iter().step_by(st)).zip(c.iter().step_by(st).zip(d.iter().step_by(st)));
-    out.extend(points.map(|((&a, &b), (&c, &d))| stencil(kind, (A, C, D), a, b, c, d)));
-}
-
-/// The kinds in the order of [`row_costs`].
+/// The kinds in the order of [`Lines::costs`].
 pub const KINDS: [Kind; 3] = [Kind::Linear, Kind::Cubic, Kind::Natural];
 
-/// Summed [`point_cost`] of a row's points under each of [`KINDS`], predicted
-/// from `x` itself (the choice estimate). One pass over the row serves all three kinds.
-pub fn row_costs<T: Real>(g: &Geometry, x: &[T], axis: usize, s: usize, row: &Row, recip: T) -> [u64; 3] {
-    let mut sum = [0u64; 3];
-    runs(g, axis, s, row, |r| {
-        let c = match r.has {
-            (_, false, _) => cost_run::<T, false, false, false>(x, r, recip),
-            (false, true, false) => cost_run::<T, false, true, false>(x, r, recip),
-            (false, true, true) => cost_run::<T, false, true, true>(x, r, recip),
-            (true, true, false) => cost_run::<T, true, true, false>(x, r, recip),
-            (true, true, true) => cost_run::<T, true, true, true>(x, r, recip),
-        };
-        for k in 0..3 {
-            sum[k] += c[k];
-        }
-    });
-    sum
+#[inline(always)]
+fn predict_with<T: Real>(case: &[u32], [a, b, c, d]: [&[T]; 4], out: &mut [T], f: impl Fn(u32, T, T, T, T) -> T) {
+    let n = out.len();
+    let (case, a, b, c, d) = (&case[..n], &a[..n], &b[..n], &c[..n], &d[..n]);
+    for k in 0..n {
+        out[k] = f(case[k], a[k], b[k], c[k], d[k]);
+    }
 }
 
-#[inline(always)]
-fn cost_run<T: Real, const A: bool, const C: bool, const D: bool>(x: &[T], r: Run, recip: T) -> [u64; 3] {
-    let [a, b, c, d, v] = lines::<T, A, C, D>(x, r);
-    let st = r.step;
-    let points = a.iter().step_by(st).zip(b.iter().step_by(st)).zip(c.iter().step_by(st).zip(d.iter().step_by(st)));
-    let mut sum = [0u64; 3];
-    for (((&a, &b), (&c, &d)), &v) in points.zip(v.iter().step_by(st)) {
-        // Kinds that predict alike here give the same expression, computed once.
-        let has = (A, C, D);
-        sum[0] += point_cost(v, stencil(Kind::Linear, has, a, b, c, d), recip);
-        sum[1] += point_cost(v, stencil(Kind::Cubic, has, a, b, c, d), recip);
-        sum[2] += point_cost(v, stencil(Kind::Natural, has, a, b, c, d), recip);
+/// `dst[k] = src[k·step]` for every k of `dst`.
+#[inline]
+pub fn strided_copy<T: Copy>(dst: &mut [T], src: &[T], step: usize) {
+    if step == 1 {
+        dst.copy_from_slice(&src[..dst.len()]);
+    } else {
+        for (d, s) in dst.iter_mut().zip(src.iter().step_by(step)) {
+            *d = *s;
+        }
     }
-    sum
 }
 
 #[cfg(test)]
@@ -188,6 +236,7 @@ mod tests {
                 let g = Geometry { dims, anchor };
                 let w: Vec<f32> = (0..g.len()).map(|i| ((i * 7919 % 1013) as f32 * 0.37).sin() * 50.0).collect();
                 let boxes: Vec<_> = std::iter::once(([0; 3], dims)).chain(sampled_blocks(&g)).collect();
+                let (mut lines, mut p, mut v) = (Lines::new(), Vec::new(), Vec::new());
                 for l in 1..=g.levels() {
                     let s = 1 << (l - 1);
                     for choice in Choice::CANDIDATES {
@@ -195,24 +244,26 @@ mod tests {
                             for &(lo, hi) in &boxes {
                                 let mut reference = Vec::new();
                                 walk(&g, &pass, lo, hi, |idx, i| {
-                                    reference.push((idx, predict(&g, &w, choice.kind, pass.axis, s, idx, i)))
+                                    reference.push((idx, predict(&g, &w, choice.kind, pass.axis, s, idx, i).to_bits()))
                                 });
-                                let mut got = Vec::new();
-                                let mut p = Vec::new();
-                                let mut costs = [0u64; 3];
+                                let (mut got, mut costs) = (Vec::new(), [0u64; 3]);
                                 rows(&g, &pass, lo, hi, |row| {
-                                    predict_row(&g, &w, choice.kind, pass.axis, s, row, &mut p);
-                                    got.extend(row.indices().zip(p.iter().copied()));
-                                    let c = row_costs(&g, &w, pass.axis, s, row, 0.25);
-                                    costs.iter_mut().zip(c).for_each(|(a, b)| *a += b);
+                                    lines.gather(&g, &w, pass.axis, s, row);
+                                    lines.predict(choice.kind, &mut p);
+                                    got.extend(row.indices().zip(p.iter().map(|p| p.to_bits())));
+                                    v.resize(row.count, 0.0);
+                                    strided_copy(&mut v, &w[row.first..], row.step);
+                                    costs.iter_mut().zip(lines.costs(&v, 0.25)).for_each(|(a, b)| *a += b);
                                 });
-                                let bits =
-                                    |v: &[(usize, f32)]| v.iter().map(|&(i, p)| (i, p.to_bits())).collect::<Vec<_>>();
-                                assert_eq!(bits(&got), bits(&reference), "{dims:?} A={anchor} s={s} {choice:?} {lo:?}");
+                                assert_eq!(got, reference, "{dims:?} A={anchor} s={s} {choice:?} {lo:?}");
                                 for (k, kind) in KINDS.into_iter().enumerate() {
                                     let mut want = 0;
                                     walk(&g, &pass, lo, hi, |idx, i| {
-                                        want += point_cost(w[idx], predict(&g, &w, kind, pass.axis, s, idx, i), 0.25)
+                                        want += u64::from(point_cost(
+                                            w[idx],
+                                            predict(&g, &w, kind, pass.axis, s, idx, i),
+                                            0.25,
+                                        ))
                                     });
                                     assert_eq!(costs[k], want, "{dims:?} A={anchor} s={s} {kind:?}");
                                 }

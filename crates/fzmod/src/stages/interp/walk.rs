@@ -156,8 +156,10 @@ pub fn neighbours(i: usize, s: usize, n: usize, anchor: usize) -> (bool, bool, b
     (i >= base + 3 * s, i + s <= end, i + 3 * s <= end)
 }
 
-/// The prediction at a point from its line neighbours (docs/FORMAT.md 6.17, exact order).
-#[inline]
+/// The prediction at a point from its line neighbours (docs/FORMAT.md 6.17, exact order): the
+/// reference form, as device.cu writes it; the CPU computes all forms of a row and selects
+/// (rows.rs, tested against this).
+#[cfg(test)]
 pub fn stencil<T: Real>(kind: Kind, has: (bool, bool, bool), a: T, b: T, c: T, d: T) -> T {
     let (has_a, has_c, has_d) = has;
     if !has_c {
