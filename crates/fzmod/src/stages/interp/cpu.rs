@@ -69,26 +69,24 @@ pub fn quantize_point<T: Real>(x: T, p: T, lv: LevelStep<T>, radius: u32, abs_bo
 
 /// The cost of a point in the choice estimate: the bit length of |q| (0 for q = 0), 21 when
 /// the error does not quantize into 2^20 bins or is not finite. Integer, so sums are exact in
-/// any order. Both outcomes are computed and one selected (no branch, so loops vectorise).
+/// any order.
+///
+/// q is `Float::quantize`'s code: t = trunc(y), y = e·recip + 0.5, less one when y < 0. So
+/// |q| = ⌊y⌋ for y ≥ 0 and ⌊1 − y⌋ for y < 0, and its bit length is the exponent of y or 1 − y
+/// (both exact below 2^22). No float → integer conversion and no branch: loops vectorise.
 #[inline]
 pub fn point_cost<T: Real>(x: T, p: T, recip: T) -> u32 {
-    let e = x - p;
-    // |e·recip| < 2^20 (false for NaN), compared in T: exact, as the bound is a power of two.
-    let (d, limit) = (e * recip, T::lit(1048576.0));
+    let d = (x - p) * recip;
+    // |d| < 2^20 (false for NaN), compared in T: exact, as the bound is a power of two.
+    let limit = T::lit(1048576.0);
     let fits = d < limit && d > T::ZERO - limit;
-    let bits = bit_length(e.quantize(recip).unsigned_abs());
+    let y = d + T::lit(0.5);
+    let z = if y >= T::ZERO { y } else { T::lit(1.0) - y };
     if fits {
-        bits
+        z.exponent_bits()
     } else {
         21
     }
-}
-
-/// The bit length of `v` (0 for 0), exact below 2^24: the exponent of `v` as f32 (vector code
-/// has no cheap count of leading zeros). Larger values give some number.
-#[inline]
-fn bit_length(v: u32) -> u32 {
-    ((v as i32 as f32).to_bits() >> 23).saturating_sub(126)
 }
 
 /// Anchor blocks sampled by the choice estimate: every S-th block in C order, S = max(1,

@@ -12,6 +12,8 @@ pub(crate) trait Real: Float + Add<Output = Self> + Sub<Output = Self> + Mul<Out
     fn lit(v: f32) -> Self;
     /// True IEEE division (the natural spline's /40; never a reciprocal multiply).
     fn div(self, d: Self) -> Self;
+    /// For v ≥ 0: ⌊log2 v⌋ + 1 when v ≥ 1, else 0, read from the exponent bits.
+    fn exponent_bits(self) -> u32;
 }
 
 impl Real for f32 {
@@ -23,6 +25,10 @@ impl Real for f32 {
     fn div(self, d: Self) -> Self {
         self / d
     }
+    #[inline]
+    fn exponent_bits(self) -> u32 {
+        (self.to_bits() >> 23).saturating_sub(126)
+    }
 }
 
 impl Real for f64 {
@@ -33,6 +39,10 @@ impl Real for f64 {
     #[inline]
     fn div(self, d: Self) -> Self {
         self / d
+    }
+    #[inline]
+    fn exponent_bits(self) -> u32 {
+        ((self.to_bits() >> 52) as u32).saturating_sub(1022)
     }
 }
 
