@@ -106,7 +106,7 @@ pub fn sampled_blocks(g: &Geometry) -> impl Iterator<Item = ([usize; 3], [usize;
 /// one sweep order visit the same points: each row is predicted once per kind.
 pub fn select<T: Real>(x: &[T], g: &Geometry, steps: &[LevelStep<T>]) -> Vec<Choice> {
     let slot = |c: Choice| Choice::CANDIDATES.iter().position(|&d| d == c).expect("a candidate");
-    let (mut lines, mut v) = (Lines::new(), Vec::new());
+    let (mut lines, mut v, mut p) = (Lines::new(), Vec::new(), Vec::new());
     (1..=g.levels())
         .rev()
         .map(|l| {
@@ -120,7 +120,7 @@ pub fn select<T: Real>(x: &[T], g: &Geometry, steps: &[LevelStep<T>]) -> Vec<Cho
                             lines.gather(g, x, pass.axis, s, row);
                             v.resize(row.count, T::ZERO);
                             strided_copy(&mut v, &x[row.first..], row.step);
-                            for (kind, c) in KINDS.into_iter().zip(lines.costs(&v, recip)) {
+                            for (kind, c) in KINDS.into_iter().zip(lines.costs(&v, recip, &mut p)) {
                                 costs[slot(Choice { kind, reverse })] += c;
                             }
                         });

@@ -181,19 +181,14 @@ impl<T: Real> Lines<T> {
     }
 
     /// Summed [`point_cost`] of the gathered row's points `v` under each of [`KINDS`] (the
-    /// choice estimate): one pass serves all three kinds.
-    pub fn costs(&self, v: &[T], recip: T) -> [u64; 3] {
-        let n = self.len;
-        let [a, b, c, d] = self.abcd();
-        let (case, v) = (&self.case[..n], &v[..n]);
-        let mut sum = [0u64; 3];
-        for k in 0..n {
-            let (f, a, b, c, d) = (case[k], a[k], b[k], c[k], d[k]);
-            sum[0] += u64::from(point_cost(v[k], stencil(Kind::Linear, f, a, b, c, d), recip));
-            sum[1] += u64::from(point_cost(v[k], stencil(Kind::Cubic, f, a, b, c, d), recip));
-            sum[2] += u64::from(point_cost(v[k], stencil(Kind::Natural, f, a, b, c, d), recip));
-        }
-        sum
+    /// choice estimate). Predictions first, then one plain loop per kind: both vectorise.
+    pub fn costs(&self, v: &[T], recip: T, p: &mut Vec<T>) -> [u64; 3] {
+        KINDS.map(|kind| {
+            self.predict(kind, p);
+            // u32 sums of at most 2^20 points (21 bits each) vectorise twice as wide as u64.
+            let chunks = v[..self.len].chunks(1 << 20).zip(p.chunks(1 << 20));
+            chunks.map(|(v, p)| u64::from(v.iter().zip(p).map(|(&v, &p)| point_cost(v, p, recip)).sum::<u32>())).sum()
+        })
     }
 }
 
@@ -253,7 +248,10 @@ mod tests {
                                     got.extend(row.indices().zip(p.iter().map(|p| p.to_bits())));
                                     v.resize(row.count, 0.0);
                                     strided_copy(&mut v, &w[row.first..], row.step);
-                                    costs.iter_mut().zip(lines.costs(&v, 0.25)).for_each(|(a, b)| *a += b);
+                                    costs
+                                        .iter_mut()
+                                        .zip(lines.costs(&v, 0.25, &mut Vec::new()))
+                                        .for_each(|(a, b)| *a += b);
                                 });
                                 assert_eq!(got, reference, "{dims:?} A={anchor} s={s} {choice:?} {lo:?}");
                                 for (k, kind) in KINDS.into_iter().enumerate() {
