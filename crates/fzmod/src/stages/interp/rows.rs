@@ -97,7 +97,12 @@ pub fn stencil<T: Real>(kind: Kind, case: u32, a: T, b: T, c: T, d: T) -> T {
 /// A row's stencil inputs: per point its form and the lines a, b, c, d (a neighbour that does
 /// not exist holds some finite value or other; its form never reads it). Reused across rows.
 pub struct Lines<T> {
-    pub case: Vec<u32>,
+    /// The form of every point when the row has one (a pass along z or y), else `case`.
+    uniform: Option<u32>,
+    case: Vec<u32>,
+    /// What `case` was computed for (level stride, first x, points, extent, anchor): rows of
+    /// a pass along x share it.
+    case_of: (usize, usize, usize, usize, usize),
     /// Along x the four lines are one lattice shifted (b of point k + 1 is c of point k):
     /// `even[k..]` is a, `even[k + 1..]` b and so on; other axes fill a, b, c, d.
     even: Vec<T>,
@@ -108,7 +113,15 @@ pub struct Lines<T> {
 
 impl<T: Real> Lines<T> {
     pub fn new() -> Self {
-        Lines { case: Vec::new(), even: Vec::new(), lines: Default::default(), along_x: false, len: 0 }
+        Lines {
+            uniform: None,
+            case: Vec::new(),
+            case_of: (0, 0, 0, 0, 0),
+            even: Vec::new(),
+            lines: Default::default(),
+            along_x: false,
+            len: 0,
+        }
     }
 
     /// Gather row `row` of a pass along `axis` at level stride `s` from `w`.
@@ -116,10 +129,9 @@ impl<T: Real> Lines<T> {
         let n = row.count;
         self.len = n;
         self.along_x = axis == 2;
-        self.case.clear();
         if axis < 2 {
             let (has_a, has_c, has_d) = neighbours(row.zy[axis], s, g.dims[axis], g.anchor);
-            self.case.resize(n, form(has_a, has_c, has_d));
+            self.uniform = Some(form(has_a, has_c, has_d));
             let o = s * g.strides()[axis];
             let wanted = [has_a, true, has_c, has_d];
             for ((line, want), at) in self.lines.iter_mut().zip(wanted).zip([-3, -1, 1, 3]) {
@@ -134,12 +146,17 @@ impl<T: Real> Lines<T> {
         // Points x0 + 2s·k; the lattice x0 − 3s + 2s·j (j < n + 3) holds every neighbour.
         let (nx, a) = (g.dims[2], g.anchor);
         let row_base = row.first - row.x0;
-        self.case.extend((0..n).map(|k| {
-            let x = row.x0 + 2 * s * k;
-            let base = x & !(a - 1);
-            let end = (base + a).min(nx - 1);
-            form(x - base >= 3 * s, x + s <= end, x + 3 * s <= end)
-        }));
+        self.uniform = None;
+        if self.case_of != (s, row.x0, n, nx, a) {
+            self.case_of = (s, row.x0, n, nx, a);
+            self.case.clear();
+            self.case.extend((0..n).map(|k| {
+                let x = row.x0 + 2 * s * k;
+                let base = x & !(a - 1);
+                let end = (base + a).min(nx - 1);
+                form(x - base >= 3 * s, x + s <= end, x + 3 * s <= end)
+            }));
+        }
         // The lattice's in-array part: j from j0 (x ≥ 0) to j1 (x < nx).
         // (x0 = lo + s, so j = 1 is x = lo − 2s + 2s ≥ 0.)
         let j0 = usize::from(row.x0 < 3 * s);
@@ -165,18 +182,24 @@ impl<T: Real> Lines<T> {
     pub fn predict(&self, kind: Kind, out: &mut Vec<T>) {
         out.clear();
         out.resize(self.len, T::ZERO);
-        let [a, b, c, d] = self.abcd();
-        // One loop per kind, so the kind is a constant inside it.
+        let lines = self.abcd();
+        // One loop per kind (and per form, when the row has one), each with its constants.
+        macro_rules! each_form {
+            ($kind:expr) => {
+                match self.uniform {
+                    None => predict_with(&self.case, lines, out, |f, a, b, c, d| stencil($kind, f, a, b, c, d)),
+                    Some(ONLY_B) => predict_one(lines, out, |a, b, c, d| stencil($kind, ONLY_B, a, b, c, d)),
+                    Some(LINEAR) => predict_one(lines, out, |a, b, c, d| stencil($kind, LINEAR, a, b, c, d)),
+                    Some(NO_A) => predict_one(lines, out, |a, b, c, d| stencil($kind, NO_A, a, b, c, d)),
+                    Some(NO_D) => predict_one(lines, out, |a, b, c, d| stencil($kind, NO_D, a, b, c, d)),
+                    Some(_) => predict_one(lines, out, |a, b, c, d| stencil($kind, FOUR, a, b, c, d)),
+                }
+            };
+        }
         match kind {
-            Kind::Linear => {
-                predict_with(&self.case, [a, b, c, d], out, |f, a, b, c, d| stencil(Kind::Linear, f, a, b, c, d))
-            }
-            Kind::Cubic => {
-                predict_with(&self.case, [a, b, c, d], out, |f, a, b, c, d| stencil(Kind::Cubic, f, a, b, c, d))
-            }
-            Kind::Natural => {
-                predict_with(&self.case, [a, b, c, d], out, |f, a, b, c, d| stencil(Kind::Natural, f, a, b, c, d))
-            }
+            Kind::Linear => each_form!(Kind::Linear),
+            Kind::Cubic => each_form!(Kind::Cubic),
+            Kind::Natural => each_form!(Kind::Natural),
         }
     }
 
@@ -201,6 +224,15 @@ fn predict_with<T: Real>(case: &[u32], [a, b, c, d]: [&[T]; 4], out: &mut [T], f
     let (case, a, b, c, d) = (&case[..n], &a[..n], &b[..n], &c[..n], &d[..n]);
     for k in 0..n {
         out[k] = f(case[k], a[k], b[k], c[k], d[k]);
+    }
+}
+
+#[inline(always)]
+fn predict_one<T: Real>([a, b, c, d]: [&[T]; 4], out: &mut [T], f: impl Fn(T, T, T, T) -> T) {
+    let n = out.len();
+    let (a, b, c, d) = (&a[..n], &b[..n], &c[..n], &d[..n]);
+    for k in 0..n {
+        out[k] = f(a[k], b[k], c[k], d[k]);
     }
 }
 
