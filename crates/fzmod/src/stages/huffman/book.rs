@@ -235,20 +235,30 @@ impl DecodeTables {
             t.table.fill(s << 8 | 0x80);
             return t;
         }
-        for l in 1..=MAX_LEN {
-            t.offset[l] = t.sorted.len() as u32;
-            for (s, &len) in book.lengths.iter().enumerate() {
-                if usize::from(len) == l {
-                    if t.count[l] == 0 {
-                        t.first[l] = book.codes[s];
-                    }
-                    t.count[l] += 1;
-                    t.sorted.push(s as u16);
-                    if l <= TABLE_BITS {
-                        let at = (book.codes[s] as usize) << (TABLE_BITS - l);
-                        t.table[at..at + (1 << (TABLE_BITS - l))].fill((s as u32) << 8 | 0x80 | l as u32);
-                    }
-                }
+        // Canonical order by counting: entries per length, each length's start in `sorted`,
+        // then one pass in entry order (one pass over the book, not one per length).
+        for &len in &book.lengths {
+            t.count[usize::from(len)] += 1;
+        }
+        t.count[0] = 0;
+        for l in 1..MAX_LEN {
+            t.offset[l + 1] = t.offset[l] + t.count[l];
+        }
+        let mut next = t.offset;
+        t.sorted = vec![0; (t.offset[MAX_LEN] + t.count[MAX_LEN]) as usize];
+        for (s, &len) in book.lengths.iter().enumerate() {
+            let l = usize::from(len);
+            if l == 0 {
+                continue;
+            }
+            if next[l] == t.offset[l] {
+                t.first[l] = book.codes[s];
+            }
+            t.sorted[next[l] as usize] = s as u16;
+            next[l] += 1;
+            if l <= TABLE_BITS {
+                let at = (book.codes[s] as usize) << (TABLE_BITS - l);
+                t.table[at..at + (1 << (TABLE_BITS - l))].fill((s as u32) << 8 | 0x80 | l as u32);
             }
         }
         t

@@ -3,7 +3,8 @@
 //! per-point step is a pure function a CUDA kernel mirrors; the drivers only fix the visiting
 //! order, which does not change any value (points of one pass are independent).
 
-use super::walk::{passes, predict, walk, Choice, Geometry, Real};
+use super::rows::{rows, strided_copy, Lines, KINDS};
+use super::walk::{passes, Choice, Geometry, Kind, Real};
 use crate::archive::{Reader, Writer};
 use crate::element::zeroed_vec;
 use crate::error::{corrupt, Result};
@@ -69,13 +70,23 @@ pub fn quantize_point<T: Real>(x: T, p: T, lv: LevelStep<T>, radius: u32, abs_bo
 /// The cost of a point in the choice estimate: the bit length of |q| (0 for q = 0), 21 when
 /// the error does not quantize into 2^20 bins or is not finite. Integer, so sums are exact in
 /// any order.
+///
+/// q is `Float::quantize`'s code: t = trunc(y), y = e·recip + 0.5, less one when y < 0. So
+/// |q| = ⌊y⌋ for y ≥ 0 and ⌊1 − y⌋ for y < 0, and its bit length is the exponent of y or 1 − y
+/// (both exact below 2^22). No float → integer conversion and no branch: loops vectorise.
 #[inline]
-pub fn point_cost<T: Real>(x: T, p: T, recip: T) -> u64 {
-    let e = x - p;
-    if (e * recip).to_f64().abs().partial_cmp(&f64::from(1u32 << 20)) != Some(std::cmp::Ordering::Less) {
-        return 21;
+pub fn point_cost<T: Real>(x: T, p: T, recip: T) -> u32 {
+    let d = (x - p) * recip;
+    // |d| < 2^20 (false for NaN), compared in T: exact, as the bound is a power of two.
+    let limit = T::lit(1048576.0);
+    let fits = d < limit && d > T::ZERO - limit;
+    let y = d + T::lit(0.5);
+    let z = if y >= T::ZERO { y } else { T::lit(1.0) - y };
+    if fits {
+        z.exponent_bits()
+    } else {
+        21
     }
-    u64::from(32 - e.quantize(recip).unsigned_abs().leading_zeros())
 }
 
 /// Anchor blocks sampled by the choice estimate: every S-th block in C order, S = max(1,
@@ -91,24 +102,31 @@ pub fn sampled_blocks(g: &Geometry) -> impl Iterator<Item = ([usize; 3], [usize;
 }
 
 /// Per level (coarsest first), the candidate of least summed cost on the sampled blocks,
-/// predicting from the original values; ties go to the earlier candidate.
+/// predicting from the original values; ties go to the earlier candidate. The three kinds of
+/// one sweep order visit the same points: each row is predicted once per kind.
 pub fn select<T: Real>(x: &[T], g: &Geometry, steps: &[LevelStep<T>]) -> Vec<Choice> {
+    let slot = |c: Choice| Choice::CANDIDATES.iter().position(|&d| d == c).expect("a candidate");
+    let (mut lines, mut v, mut p) = (Lines::new(), Vec::new(), Vec::new());
     (1..=g.levels())
         .rev()
         .map(|l| {
             let s = 1 << (l - 1);
             let recip = steps[l - 1].recip;
-            let costs = Choice::CANDIDATES.map(|cand| {
-                let mut cost = 0u64;
+            let mut costs = [0u64; 6];
+            for reverse in [false, true] {
                 for (lo, hi) in sampled_blocks(g) {
-                    for pass in passes(s, cand) {
-                        walk(g, &pass, lo, hi, |idx, i| {
-                            cost += point_cost(x[idx], predict(g, x, cand.kind, pass.axis, s, idx, i), recip);
+                    for pass in passes(s, Choice { kind: Kind::Linear, reverse }) {
+                        rows(g, &pass, lo, hi, |row| {
+                            lines.gather(g, x, pass.axis, s, row);
+                            v.resize(row.count, T::ZERO);
+                            strided_copy(&mut v, &x[row.first..], row.step);
+                            for (kind, c) in KINDS.into_iter().zip(lines.costs(&v, recip, &mut p)) {
+                                costs[slot(Choice { kind, reverse })] += c;
+                            }
                         });
                     }
                 }
-                cost
-            });
+            }
             let best = (0..costs.len()).min_by_key(|&k| (costs[k], k)).expect("candidates");
             Choice::CANDIDATES[best]
         })
@@ -179,20 +197,24 @@ pub fn forward<T: Real>(x: &[T], g: &Geometry, q: Params, choices: Option<Vec<Ch
         w[i] = feed(x[i]);
     });
     let mut outliers = Vec::new();
+    let (mut lines, mut p) = (Lines::new(), Vec::new());
     for (k, l) in (1..=g.levels()).rev().enumerate() {
         let (s, lv, choice) = (1 << (l - 1), steps[l - 1], choices[k]);
         for pass in passes(s, choice) {
-            walk(g, &pass, [0; 3], g.dims, |idx, i| {
-                let p = predict(g, &w, choice.kind, pass.axis, s, idx, i);
-                match quantize_point(x[idx], p, lv, q.radius, q.abs_bound) {
-                    Some((code, r)) => {
-                        codes[idx] = q.code(code);
-                        w[idx] = r;
-                    }
-                    None => {
-                        codes[idx] = q.outlier_code();
-                        outliers.push(idx);
-                        w[idx] = feed(x[idx]);
+            rows(g, &pass, [0; 3], g.dims, |row| {
+                lines.gather(g, &w, pass.axis, s, row);
+                lines.predict(choice.kind, &mut p);
+                for (idx, &p) in row.indices().zip(&p) {
+                    match quantize_point(x[idx], p, lv, q.radius, q.abs_bound) {
+                        Some((code, r)) => {
+                            codes[idx] = q.code(code);
+                            w[idx] = r;
+                        }
+                        None => {
+                            codes[idx] = q.outlier_code();
+                            outliers.push(idx);
+                            w[idx] = feed(x[idx]);
+                        }
                     }
                 }
             });
@@ -260,16 +282,18 @@ pub fn inverse<T: Real>(
         k += 1;
     });
     let marker = q.outlier_code();
+    let (mut lines, mut p) = (Lines::new(), Vec::new());
     for (k, l) in (1..=g.levels()).rev().enumerate() {
         let (s, lv, choice) = (1 << (l - 1), steps[l - 1], choices[k]);
         for pass in passes(s, choice) {
-            walk(g, &pass, [0; 3], g.dims, |idx, i| {
-                let c = codes[idx];
-                w[idx] = if c == marker {
-                    feed(w[idx])
-                } else {
-                    predict(g, &w, choice.kind, pass.axis, s, idx, i) + T::reconstruct(q.level_code(c), lv.step)
-                };
+            rows(g, &pass, [0; 3], g.dims, |row| {
+                lines.gather(g, &w, pass.axis, s, row);
+                lines.predict(choice.kind, &mut p);
+                for (idx, &p) in row.indices().zip(&p) {
+                    let c = codes[idx];
+                    let v = p + T::reconstruct(q.level_code(c), lv.step);
+                    w[idx] = if c == marker { feed(w[idx]) } else { v };
+                }
             });
         }
     }

@@ -16,6 +16,7 @@
 mod cpu;
 #[cfg(feature = "cuda")]
 pub(crate) mod device;
+mod rows;
 pub(crate) mod walk;
 
 use crate::archive::{ErrorMode, Header, Reader, Writer};

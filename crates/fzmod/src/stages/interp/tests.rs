@@ -1,7 +1,7 @@
 //! Round trips of the CPU reference: the bound on every element, specials bit-exact, and
 //! corrupted records and channels refused with typed errors.
 
-use super::cpu::{forward, inverse, Params};
+use super::cpu::{forward, inverse, point_cost, Params};
 use super::walk::{Choice, Geometry, Real};
 use super::*;
 use proptest::prelude::*;
@@ -130,4 +130,37 @@ fn mutated_records_are_typed_errors() {
         }
     }
     assert!(Interpolation::decode_record(2, &f.record).is_err());
+}
+
+/// The choice estimate's cost as first defined: the bit length of the quantizer's own code.
+fn cost_by_code<T: Real>(x: T, p: T, recip: T) -> u32 {
+    let e = x - p;
+    if (e * recip).to_f64().abs().partial_cmp(&f64::from(1u32 << 20)) != Some(std::cmp::Ordering::Less) {
+        return 21;
+    }
+    32 - e.quantize(recip).unsigned_abs().leading_zeros()
+}
+
+#[test]
+fn point_cost_is_the_bit_length_of_the_code() {
+    // Half-integers (where rounding ties and y is an integer), both signs, the 2^20 edge,
+    // specials, and a spread of magnitudes.
+    let mut ds: Vec<f64> = (-80..=80).map(|k| f64::from(k) * 0.25).collect();
+    for m in 0..=21 {
+        let v = f64::from(1u32 << m);
+        ds.extend([v, v - 0.5, v + 0.5, v - 1.0, v - 1.5, v + 1e-3, v - 1e-3].iter().flat_map(|&v| [v, -v]));
+    }
+    ds.extend([f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1048575.75, -1048575.75, 1048576.5, -1048576.5]);
+    for k in 0..20_000u64 {
+        let r = (k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11) as f64 / (1u64 << 53) as f64;
+        ds.push((r - 0.5) * 2f64.powi((k % 46) as i32 - 4));
+    }
+    for &d in &ds {
+        for recip in [1.0, 0.5, 4.0, 3.0] {
+            let x = d / recip;
+            assert_eq!(point_cost(x, 0.0, recip), cost_by_code(x, 0.0, recip), "f64 d={d} recip={recip}");
+            let (x, recip) = (x as f32, recip as f32);
+            assert_eq!(point_cost(x, 0.5f32, recip), cost_by_code(x, 0.5f32, recip), "f32 d={d} recip={recip}");
+        }
+    }
 }

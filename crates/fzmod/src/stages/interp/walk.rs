@@ -12,6 +12,8 @@ pub(crate) trait Real: Float + Add<Output = Self> + Sub<Output = Self> + Mul<Out
     fn lit(v: f32) -> Self;
     /// True IEEE division (the natural spline's /40; never a reciprocal multiply).
     fn div(self, d: Self) -> Self;
+    /// For v ≥ 0: ⌊log2 v⌋ + 1 when v ≥ 1, else 0, read from the exponent bits.
+    fn exponent_bits(self) -> u32;
 }
 
 impl Real for f32 {
@@ -23,6 +25,10 @@ impl Real for f32 {
     fn div(self, d: Self) -> Self {
         self / d
     }
+    #[inline]
+    fn exponent_bits(self) -> u32 {
+        (self.to_bits() >> 23).saturating_sub(126)
+    }
 }
 
 impl Real for f64 {
@@ -33,6 +39,10 @@ impl Real for f64 {
     #[inline]
     fn div(self, d: Self) -> Self {
         self / d
+    }
+    #[inline]
+    fn exponent_bits(self) -> u32 {
+        ((self.to_bits() >> 52) as u32).saturating_sub(1022)
     }
 }
 
@@ -156,8 +166,10 @@ pub fn neighbours(i: usize, s: usize, n: usize, anchor: usize) -> (bool, bool, b
     (i >= base + 3 * s, i + s <= end, i + 3 * s <= end)
 }
 
-/// The prediction at a point from its line neighbours (docs/FORMAT.md 6.17, exact order).
-#[inline]
+/// The prediction at a point from its line neighbours (docs/FORMAT.md 6.17, exact order): the
+/// reference form, as device.cu writes it; the CPU computes all forms of a row and selects
+/// (rows.rs, tested against this).
+#[cfg(test)]
 pub fn stencil<T: Real>(kind: Kind, has: (bool, bool, bool), a: T, b: T, c: T, d: T) -> T {
     let (has_a, has_c, has_d) = has;
     if !has_c {
@@ -200,8 +212,9 @@ pub fn passes(s: usize, choice: Choice) -> [Pass; 3] {
 }
 
 /// Visit every point of `pass` inside the box [lo, hi) (lo a multiple of A per axis),
-/// z, y, x ascending: `f(element index, coordinate along the pass axis)`.
-#[inline]
+/// z, y, x ascending: `f(element index, coordinate along the pass axis)`. The reference
+/// order; the CPU drivers visit the same points row by row (rows.rs, tested against this).
+#[cfg(test)]
 pub fn walk(g: &Geometry, pass: &Pass, lo: [usize; 3], hi: [usize; 3], mut f: impl FnMut(usize, usize)) {
     let st = g.strides();
     let a = pass.axis;
@@ -222,8 +235,10 @@ pub fn walk(g: &Geometry, pass: &Pass, lo: [usize; 3], hi: [usize; 3], mut f: im
     }
 }
 
-/// Predict the point `idx` (coordinate `i` along `pass.axis`) from the values in `w`.
-#[inline]
+/// Predict the point `idx` (coordinate `i` along `pass.axis`) from the values in `w`: the
+/// reference of one point (device.cu's form); the CPU drivers predict whole rows (rows.rs,
+/// tested against this).
+#[cfg(test)]
 pub fn predict<T: Real>(g: &Geometry, w: &[T], kind: Kind, axis: usize, s: usize, idx: usize, i: usize) -> T {
     let n = g.dims[axis];
     let o = s * g.strides()[axis];

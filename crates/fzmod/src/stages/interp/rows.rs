@@ -1,0 +1,307 @@
+//! Row-wise prediction for the CPU drivers. The points of a pass that share z and y form a
+//! row. A row's stencil inputs are gathered into contiguous lines (a = i−3s, b = i−s,
+//! c = i+s, d = i+3s along the pass axis) with a per-point case saying which of them exist;
+//! the prediction is then a loop over plain slices that computes every stencil form and
+//! selects one per point, without branches, so LLVM vectorises it. Every value is the one
+//! [`stencil`] (and so `walk::predict`) gives, operation for operation; a form computed from
+//! a neighbour that does not exist is never the one selected. Only the visiting order differs
+//! from `walk::walk`, which changes nothing (points of one pass never read each other).
+
+use super::cpu::point_cost;
+use super::walk::{neighbours, Geometry, Kind, Pass, Real};
+
+/// The points of one row of a pass: element indices `first + k·step`, k < count; `zy` its z
+/// and y coordinates, `x0` the x coordinate of the first point.
+#[derive(Clone, Copy, Debug)]
+pub struct Row {
+    pub first: usize,
+    pub step: usize,
+    pub count: usize,
+    pub zy: [usize; 2],
+    pub x0: usize,
+}
+
+impl Row {
+    /// The element indices of the row's points, in order.
+    #[inline]
+    pub fn indices(&self) -> impl Iterator<Item = usize> {
+        (self.first..).step_by(self.step).take(self.count)
+    }
+}
+
+/// Visit the rows of `pass` inside the box [lo, hi) (lo a multiple of A per axis), z, y
+/// ascending: the points of `walk::walk`, row by row.
+#[inline]
+pub fn rows(g: &Geometry, pass: &Pass, lo: [usize; 3], hi: [usize; 3], mut f: impl FnMut(&Row)) {
+    let st = g.strides();
+    let x0 = lo[2] + pass.start[2];
+    if x0 >= hi[2] {
+        return;
+    }
+    let count = (hi[2] - x0).div_ceil(pass.step[2]);
+    let mut z = lo[0] + pass.start[0];
+    while z < hi[0] {
+        let mut y = lo[1] + pass.start[1];
+        while y < hi[1] {
+            f(&Row { first: z * st[0] + y * st[1] + x0, step: pass.step[2], count, zy: [z, y], x0 });
+            y += pass.step[1];
+        }
+        z += pass.step[0];
+    }
+}
+
+/// Which stencil form a point takes (see [`stencil`]): only b; (b + c)/2; the one-sided cubic
+/// without a; the one without d; the kind's four-point form.
+const ONLY_B: u32 = 0;
+const LINEAR: u32 = 1;
+const NO_A: u32 = 2;
+const NO_D: u32 = 3;
+const FOUR: u32 = 4;
+
+/// The form for neighbour flags (a, c, d), as [`stencil`] picks it for a non-linear kind.
+#[inline]
+fn form(has_a: bool, has_c: bool, has_d: bool) -> u32 {
+    match (has_c, has_a, has_d) {
+        (false, _, _) => ONLY_B,
+        (true, false, false) => LINEAR,
+        (true, false, true) => NO_A,
+        (true, true, false) => NO_D,
+        (true, true, true) => FOUR,
+    }
+}
+
+/// The prediction at a point from its line neighbours (docs/FORMAT.md 6.17, exact order):
+/// every form is computed, one is selected.
+#[inline(always)]
+pub fn stencil<T: Real>(kind: Kind, case: u32, a: T, b: T, c: T, d: T) -> T {
+    let linear = (b + c) * T::lit(0.5);
+    if kind == Kind::Linear {
+        return if case == ONLY_B { b } else { linear };
+    }
+    let four = match kind {
+        Kind::Cubic => ((b + c) * T::lit(9.0) - (a + d)) * T::lit(0.0625),
+        _ => ((b + c) * T::lit(23.0) - (a + d) * T::lit(3.0)).div(T::lit(40.0)),
+    };
+    let no_a = (b * T::lit(3.0) + c * T::lit(6.0) - d) * T::lit(0.125);
+    let no_d = (b * T::lit(6.0) + c * T::lit(3.0) - a) * T::lit(0.125);
+    let p = if case == FOUR { four } else { no_d };
+    let p = if case == NO_A { no_a } else { p };
+    let p = if case == LINEAR { linear } else { p };
+    if case == ONLY_B {
+        b
+    } else {
+        p
+    }
+}
+
+/// A row's stencil inputs: per point its form and the lines a, b, c, d (a neighbour that does
+/// not exist holds some finite value or other; its form never reads it). Reused across rows.
+pub struct Lines<T> {
+    /// The form of every point when the row has one (a pass along z or y), else `case`.
+    uniform: Option<u32>,
+    case: Vec<u32>,
+    /// What `case` was computed for (level stride, first x, points, extent, anchor): rows of
+    /// a pass along x share it.
+    case_of: (usize, usize, usize, usize, usize),
+    /// Along x the four lines are one lattice shifted (b of point k + 1 is c of point k):
+    /// `even[k..]` is a, `even[k + 1..]` b and so on; other axes fill a, b, c, d.
+    even: Vec<T>,
+    lines: [Vec<T>; 4],
+    along_x: bool,
+    len: usize,
+}
+
+impl<T: Real> Lines<T> {
+    pub fn new() -> Self {
+        Lines {
+            uniform: None,
+            case: Vec::new(),
+            case_of: (0, 0, 0, 0, 0),
+            even: Vec::new(),
+            lines: Default::default(),
+            along_x: false,
+            len: 0,
+        }
+    }
+
+    /// Gather row `row` of a pass along `axis` at level stride `s` from `w`.
+    pub fn gather(&mut self, g: &Geometry, w: &[T], axis: usize, s: usize, row: &Row) {
+        let n = row.count;
+        self.len = n;
+        self.along_x = axis == 2;
+        if axis < 2 {
+            let (has_a, has_c, has_d) = neighbours(row.zy[axis], s, g.dims[axis], g.anchor);
+            self.uniform = Some(form(has_a, has_c, has_d));
+            let o = s * g.strides()[axis];
+            let wanted = [has_a, true, has_c, has_d];
+            for ((line, want), at) in self.lines.iter_mut().zip(wanted).zip([-3, -1, 1, 3]) {
+                line.resize(n, T::ZERO);
+                if want {
+                    let from = row.first.wrapping_add_signed(at * o as isize);
+                    strided_copy(line, &w[from..], row.step);
+                }
+            }
+            return;
+        }
+        // Points x0 + 2s·k; the lattice x0 − 3s + 2s·j (j < n + 3) holds every neighbour.
+        let (nx, a) = (g.dims[2], g.anchor);
+        let row_base = row.first - row.x0;
+        self.uniform = None;
+        if self.case_of != (s, row.x0, n, nx, a) {
+            self.case_of = (s, row.x0, n, nx, a);
+            self.case.clear();
+            self.case.extend((0..n).map(|k| {
+                let x = row.x0 + 2 * s * k;
+                let base = x & !(a - 1);
+                let end = (base + a).min(nx - 1);
+                form(x - base >= 3 * s, x + s <= end, x + 3 * s <= end)
+            }));
+        }
+        // The lattice's in-array part: j from j0 (x ≥ 0) to j1 (x < nx).
+        // (x0 = lo + s, so j = 1 is x = lo − 2s + 2s ≥ 0.)
+        let j0 = usize::from(row.x0 < 3 * s);
+        let j1 = (nx + 3 * s - row.x0).div_ceil(2 * s).min(n + 3);
+        self.even.clear();
+        self.even.resize(n + 3, T::ZERO);
+        let from = row_base + row.x0 + 2 * s * j0 - 3 * s;
+        strided_copy(&mut self.even[j0..j1], &w[from..], 2 * s);
+    }
+
+    /// The lines a, b, c, d, each of the row's length.
+    #[inline]
+    pub fn abcd(&self) -> [&[T]; 4] {
+        let n = self.len;
+        if self.along_x {
+            std::array::from_fn(|k| &self.even[k..k + n])
+        } else {
+            std::array::from_fn(|k| &self.lines[k][..n])
+        }
+    }
+
+    /// The predictions of the gathered row under `kind` into `out`, replacing its contents.
+    pub fn predict(&self, kind: Kind, out: &mut Vec<T>) {
+        out.clear();
+        out.resize(self.len, T::ZERO);
+        let lines = self.abcd();
+        // One loop per kind (and per form, when the row has one), each with its constants.
+        macro_rules! each_form {
+            ($kind:expr) => {
+                match self.uniform {
+                    None => predict_with(&self.case, lines, out, |f, a, b, c, d| stencil($kind, f, a, b, c, d)),
+                    Some(ONLY_B) => predict_one(lines, out, |a, b, c, d| stencil($kind, ONLY_B, a, b, c, d)),
+                    Some(LINEAR) => predict_one(lines, out, |a, b, c, d| stencil($kind, LINEAR, a, b, c, d)),
+                    Some(NO_A) => predict_one(lines, out, |a, b, c, d| stencil($kind, NO_A, a, b, c, d)),
+                    Some(NO_D) => predict_one(lines, out, |a, b, c, d| stencil($kind, NO_D, a, b, c, d)),
+                    Some(_) => predict_one(lines, out, |a, b, c, d| stencil($kind, FOUR, a, b, c, d)),
+                }
+            };
+        }
+        match kind {
+            Kind::Linear => each_form!(Kind::Linear),
+            Kind::Cubic => each_form!(Kind::Cubic),
+            Kind::Natural => each_form!(Kind::Natural),
+        }
+    }
+
+    /// Summed [`point_cost`] of the gathered row's points `v` under each of [`KINDS`] (the
+    /// choice estimate). Predictions first, then one plain loop per kind: both vectorise.
+    pub fn costs(&self, v: &[T], recip: T, p: &mut Vec<T>) -> [u64; 3] {
+        KINDS.map(|kind| {
+            self.predict(kind, p);
+            // u32 sums of at most 2^20 points (21 bits each) vectorise twice as wide as u64.
+            let chunks = v[..self.len].chunks(1 << 20).zip(p.chunks(1 << 20));
+            chunks.map(|(v, p)| u64::from(v.iter().zip(p).map(|(&v, &p)| point_cost(v, p, recip)).sum::<u32>())).sum()
+        })
+    }
+}
+
+/// The kinds in the order of [`Lines::costs`].
+pub const KINDS: [Kind; 3] = [Kind::Linear, Kind::Cubic, Kind::Natural];
+
+#[inline(always)]
+fn predict_with<T: Real>(case: &[u32], [a, b, c, d]: [&[T]; 4], out: &mut [T], f: impl Fn(u32, T, T, T, T) -> T) {
+    let n = out.len();
+    let (case, a, b, c, d) = (&case[..n], &a[..n], &b[..n], &c[..n], &d[..n]);
+    for k in 0..n {
+        out[k] = f(case[k], a[k], b[k], c[k], d[k]);
+    }
+}
+
+#[inline(always)]
+fn predict_one<T: Real>([a, b, c, d]: [&[T]; 4], out: &mut [T], f: impl Fn(T, T, T, T) -> T) {
+    let n = out.len();
+    let (a, b, c, d) = (&a[..n], &b[..n], &c[..n], &d[..n]);
+    for k in 0..n {
+        out[k] = f(a[k], b[k], c[k], d[k]);
+    }
+}
+
+/// `dst[k] = src[k·step]` for every k of `dst`.
+#[inline]
+pub fn strided_copy<T: Copy>(dst: &mut [T], src: &[T], step: usize) {
+    if step == 1 {
+        dst.copy_from_slice(&src[..dst.len()]);
+    } else {
+        for (d, s) in dst.iter_mut().zip(src.iter().step_by(step)) {
+            *d = *s;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::cpu::sampled_blocks;
+    use super::super::walk::{passes, predict, walk, Choice};
+    use super::*;
+
+    /// Rows visit walk's points in walk's order, and every row prediction and cost is the
+    /// point-wise reference's, bit for bit, on every level, pass, kind and box.
+    #[test]
+    fn rows_are_the_reference_walk_and_stencil() {
+        for dims in [[1, 1, 37], [3, 5, 7], [9, 17, 33], [1, 40, 1], [5, 1, 6], [2, 70, 131], [1, 1, 300]] {
+            for anchor in [2, 4, 8, 16, 64] {
+                let g = Geometry { dims, anchor };
+                let w: Vec<f32> = (0..g.len()).map(|i| ((i * 7919 % 1013) as f32 * 0.37).sin() * 50.0).collect();
+                let boxes: Vec<_> = std::iter::once(([0; 3], dims)).chain(sampled_blocks(&g)).collect();
+                let (mut lines, mut p, mut v) = (Lines::new(), Vec::new(), Vec::new());
+                for l in 1..=g.levels() {
+                    let s = 1 << (l - 1);
+                    for choice in Choice::CANDIDATES {
+                        for pass in passes(s, choice) {
+                            for &(lo, hi) in &boxes {
+                                let mut reference = Vec::new();
+                                walk(&g, &pass, lo, hi, |idx, i| {
+                                    reference.push((idx, predict(&g, &w, choice.kind, pass.axis, s, idx, i).to_bits()))
+                                });
+                                let (mut got, mut costs) = (Vec::new(), [0u64; 3]);
+                                rows(&g, &pass, lo, hi, |row| {
+                                    lines.gather(&g, &w, pass.axis, s, row);
+                                    lines.predict(choice.kind, &mut p);
+                                    got.extend(row.indices().zip(p.iter().map(|p| p.to_bits())));
+                                    v.resize(row.count, 0.0);
+                                    strided_copy(&mut v, &w[row.first..], row.step);
+                                    costs
+                                        .iter_mut()
+                                        .zip(lines.costs(&v, 0.25, &mut Vec::new()))
+                                        .for_each(|(a, b)| *a += b);
+                                });
+                                assert_eq!(got, reference, "{dims:?} A={anchor} s={s} {choice:?} {lo:?}");
+                                for (k, kind) in KINDS.into_iter().enumerate() {
+                                    let mut want = 0;
+                                    walk(&g, &pass, lo, hi, |idx, i| {
+                                        want += u64::from(point_cost(
+                                            w[idx],
+                                            predict(&g, &w, kind, pass.axis, s, idx, i),
+                                            0.25,
+                                        ))
+                                    });
+                                    assert_eq!(costs[k], want, "{dims:?} A={anchor} s={s} {kind:?}");
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
