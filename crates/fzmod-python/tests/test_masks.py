@@ -46,12 +46,15 @@ def test_compress_with_a_mask_every_preset(preset, land_value, dtype):
     check_masked(field, fzmod.decompress(masked), land, bound)
     assert fzmod.inspect(masked)["preset"] == f"masked-{preset}"
     assert fzmod.inspect(masked)["stages"][0]["type"] == "Mask"
-    # Without the mask every land point is an outlier (or a huge code): several times larger
-    # (pfpl keeps outliers inline, in its bit planes, and interp codes a fill value's outliers
-    # and their neighbours' errors compactly: less, but still larger).
     plain = fzmod.compress(field, preset=preset, mode="abs", bound=bound)
-    factor = 1.1 if preset in ("pfpl", "interp") else 2
-    assert len(masked) * factor < len(plain), (len(masked), len(plain))
+    if preset in ("pfpl", "interp", "interp-fast"):
+        # Their outliers are not coded in runs (pfpl keeps them inline, in its bit planes; the
+        # interpolation presets have their own channel): without the mask the land costs more.
+        assert len(masked) * 1.1 < len(plain), (len(masked), len(plain))
+    else:
+        # Without the mask the land is outlier runs of a few bytes each (FORMAT.md 6.1.1):
+        # neither form lets it collapse the ratio of the ocean.
+        assert max(len(masked), len(plain)) * 2.5 < field.nbytes, (len(masked), len(plain))
 
 
 def test_rel_is_relative_to_the_unmasked_values():
@@ -113,12 +116,11 @@ def test_nan_padded_zarr_edge_chunk_compresses_like_a_full_chunk(tmp_path):
     full, edge = edge_chunk_ratios(tmp_path, FzmodCodec(mode="abs", bound=1e-2), "masked.zarr")
     # (The fill from a neighbour of 56 padding rows costs a little: 0.82x here.)
     assert edge >= 0.75 * full, (full, edge)
-    # Without the NaN mask the padding is 44 % of the chunk, one outlier per point: the edge
-    # chunk is larger than its 72 valid rows were raw (ratio 0.84).
+    # Without the NaN mask the padding (44 % of the chunk) is outlier runs, one per row: it
+    # costs little too.
     plain = FzmodCodec(mode="abs", bound=1e-2, mask_nan=False, fill_value=None)
     full_plain, edge_plain = edge_chunk_ratios(tmp_path, plain, "plain.zarr")
-    assert edge_plain < 0.5 * full_plain, (full_plain, edge_plain)
-    assert edge > 3 * edge_plain
+    assert edge_plain >= 0.75 * full_plain, (full_plain, edge_plain)
 
 
 def test_zarr_codec_masks_the_array_fill_value(tmp_path):
@@ -135,7 +137,9 @@ def test_zarr_codec_masks_the_array_fill_value(tmp_path):
         array[:] = field
         check_masked(field, zarr.open_array(str(path), mode="r")[:], land, 1e-2)
         sizes[name] = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path / "c") for f in fs)
-    assert sizes["auto"] == sizes["explicit"] and sizes["auto"] * 2 < sizes["off"], sizes
+    # The array's fill value is masked as if given; the mask fills land from its neighbours,
+    # which codes smaller than the land's outlier runs here.
+    assert sizes["auto"] == sizes["explicit"] and sizes["auto"] < sizes["off"], sizes
 
 
 def test_zarr_codec_mask_configuration():
@@ -166,7 +170,7 @@ def test_numcodecs_codec_with_a_fill_value():
     again = fzmod.numcodecs.Fzmod.from_config(config)
     encoded = again.encode(field)
     check_masked(field, again.decode(encoded).reshape(field.shape), land, 1e-3)
-    assert len(encoded) * 2 < len(fzmod.numcodecs.Fzmod(mode="abs", bound=1e-3).encode(field))
+    assert len(encoded) < len(fzmod.numcodecs.Fzmod(mode="abs", bound=1e-3).encode(field))
     assert "fill_value" not in fzmod.numcodecs.Fzmod().get_config()
     assert fzmod.numcodecs.Fzmod(fill_value=numpy.nan).get_config()["mask_nan"] is True
 
@@ -186,7 +190,7 @@ def test_hdf5_filter_masks_the_dataset_fill_value(tmp_path):
         check_masked(field, f["masked"][:], land, 1e-2)
         masked = f["masked"].id.get_storage_size()
         plain = f["plain"].id.get_storage_size()
-    assert masked * 2 < plain, (masked, plain)
+    assert masked < plain, (masked, plain)
     # cd_values: layout 1 without a mask, 2 with one.
     assert fzmod.h5.cd_values("cuszp2", "abs", 0.5, mask_nan=True) == (2, 1, 0, 0, 0x3FE00000, 1, 0, 0)
     assert len(fzmod.h5.cd_values("cuszp2", "abs", 0.5)) == 5

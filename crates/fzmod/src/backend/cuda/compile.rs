@@ -50,26 +50,10 @@ fn nvrtc(what: &str, e: result::NvrtcError) -> Error {
 /// Compile `program` for `arch` (e.g. `sm_90`).
 pub(crate) fn cubin(program: &Program, arch: &str) -> Result<Vec<u8>> {
     let source = CString::new(program.source()).map_err(|_| Error::Device("kernel source contains NUL".into()))?;
-    // EXPERIMENT (remove): FZMOD_LINEINFO=dir dumps each program and compiles it with -lineinfo.
-    let dump = std::env::var("FZMOD_LINEINFO").ok().map(|d| {
-        let path = format!("{d}/p{:016x}.cu", {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            program.source().hash(&mut h);
-            h.finish()
-        });
-        let _ = std::fs::create_dir_all(&d);
-        let _ = std::fs::write(&path, program.source());
-        CString::new(path).expect("no NUL")
-    });
-    let prog = result::create_program(&source, dump.as_deref()).map_err(|e| nvrtc("create", e))?;
-    let mut opts = options(arch);
-    if dump.is_some() {
-        opts.push("-lineinfo".into());
-    }
+    let prog = result::create_program(&source, None).map_err(|e| nvrtc("create", e))?;
     let out = (|| {
         // SAFETY: `prog` was created above and is destroyed below, once.
-        if let Err(e) = unsafe { result::compile_program(prog, &opts) } {
+        if let Err(e) = unsafe { result::compile_program(prog, &options(arch)) } {
             let log = unsafe { result::get_program_log(prog) }.unwrap_or_default();
             let log: Vec<u8> = log.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
             let log = String::from_utf8_lossy(&log);
