@@ -8,8 +8,9 @@
 #   3. the Python wheel's device paths (crates/fzmod-python/tests/gpu_check.py), when
 #      prepare-gpu.sh built a wheel into .gpu/wheels;
 # and prints a short summary last. Full logs and JSON go to $OUT when set.
-# The whole run takes about 12 minutes on an H100, more than one device call allows: run it as
-# three calls, `--tests-only` (GPU tests, Python), `--sanitize-only` and `--bench-only`.
+# The whole run takes about 13 minutes on an H100, more than one device call allows: run it as
+# three calls, `--tests-only` (GPU tests and Python, about 9 minutes), `--sanitize-only`
+# (about 4) and `--bench-only` (about 1.5).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/fzmod-gpu}
@@ -39,7 +40,7 @@ if part sanitize; then
   N=data/navy_uwnd_132x73x144.f32
   for tool in memcheck racecheck initcheck; do
     san="compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 5"
-    timeout 300 $san ./.gpu/gpu-tests --include-ignored --test-threads 1 integer_stages_alone embedding_api \
+    timeout 450 $san ./.gpu/gpu-tests --include-ignored --test-threads 1 integer_stages_alone embedding_api \
       > "/tmp/san-$tool-tests.log" 2>&1 || { echo "sanitizer $tool: GPU tests FAILED"; sanitize_rc=1; }
     for preset in cuszp cuszp2 cuszp3-fixed cuszp3-plain cuszp3-outlier fzgpu pfpl cusz mans; do
       # cusz and mans have no fusion rule or region: one path.
