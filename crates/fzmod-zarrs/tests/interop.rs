@@ -135,8 +135,10 @@ fn a_nan_padded_edge_chunk_and_the_array_fill_value_are_masked() {
         fill_value: None,
         ..Default::default()
     };
-    let (_, edge_plain) = size("plain", Arc::new(FzmodCodec::new(unmasked).unwrap()));
-    assert!(edge > 2.0 * edge_plain, "{edge} {edge_plain}");
+    // Without the mask the padding is outlier runs, one per row (docs/FORMAT.md 6.1.1): it
+    // costs little too.
+    let (full_plain, edge_plain) = size("plain", Arc::new(FzmodCodec::new(unmasked).unwrap()));
+    assert!(edge_plain >= 0.8 * full_plain, "{full_plain} {edge_plain}");
 
     // "array": the array's fill value, unless zero; a number or null as given.
     let c = codec();
