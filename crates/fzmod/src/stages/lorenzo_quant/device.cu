@@ -33,6 +33,12 @@ __device__ __forceinline__ i32 lq_decode(unsigned short c, u32 mapping, u32 radi
 struct Geometry {
     u64 nz, ny, nx, tz, ty, tx;
 };
+
+// Flat tiles (one element deep in z, rows of a power of two up to 32 elements, up to
+// LQ_BAND_ROWS rows: FZ-GPU's 16 × 16 among them) run as bands, a thread per column:
+// lq_band_forward and lq_band_inverse.
+#define LQ_BAND_ROWS 16
+#define LQ_BAND_THREADS 256
 static_assert(sizeof(Geometry) == 48, "Geometry: lorenzo_quant/device.rs");
 
 // Pass 1: pre-quantized values (0 for value outliers, cpu.rs prequantize).
@@ -41,6 +47,42 @@ extern "C" __global__ void lq_prequant(const real* x, u64 n, const Params* param
     if (i >= n) return;
     bool outlier;
     p[i] = quant_code(x[i], load_params(params), &outlier);
+}
+
+// Passes 1 and 2 at once for the flat tiles of lq_band_inverse: a thread per column of a band
+// of `ty` rows pre-quantizes its column (loaded at once), and each element's delta takes its
+// left neighbours from the lane before it in the tile row (a shuffle within groups of `tx`
+// lanes) and the row above from the thread's own previous row — no pre-quantized copy in
+// memory. Terms outside the tile are 0, as in lq_delta, whose codes and deltas it writes.
+extern "C" __global__ void __launch_bounds__(LQ_BAND_THREADS)
+lq_band_forward(const real* x, const Params* params, Geometry g, u32 mapping, u32 radius, unsigned short* codes, i32* deltas) {
+    const u64 columns = (g.nx + LQ_BAND_THREADS - 1) / LQ_BAND_THREADS, bands = (g.ny + g.ty - 1) / g.ty;
+    const u64 band = blockIdx.x / columns, col = blockIdx.x % columns * LQ_BAND_THREADS + threadIdx.x;
+    if (band >= g.nz * bands) return;
+    const u64 y0 = band % bands * g.ty, base = (band / bands * g.ny + y0) * g.nx + col;
+    const u32 rows = (u32)min(g.ty, g.ny - y0), tx = (u32)g.tx, lane = threadIdx.x & 31;
+    const bool inside = col < g.nx, first = (lane & (tx - 1)) == 0;
+    const QParams q = load_params(params);
+    real v[LQ_BAND_ROWS];
+#pragma unroll
+    for (u32 r = 0; r < LQ_BAND_ROWS; r++) v[r] = r < rows && inside ? x[base + r * g.nx] : (real)0;
+    u32 above = 0, above_left = 0;
+#pragma unroll
+    for (u32 r = 0; r < LQ_BAND_ROWS; r++) {
+        if (r >= rows) break;
+        bool outlier;
+        u32 here = inside ? (u32)quant_code(v[r], q, &outlier) : 0u;
+        u32 left = __shfl_up_sync(FULL_MASK, here, 1, tx);
+        if (first) left = 0;
+        i32 d = (i32)(here - left - above + above_left);
+        above_left = left, above = here;
+        if (inside) {
+            unsigned short code;
+            bool fits = lq_encode(d, mapping, radius, &code);
+            codes[base + r * g.nx] = fits ? code : 0;
+            deltas[base + r * g.nx] = d;
+        }
+    }
 }
 
 // Pass 2: Lorenzo deltas inside tiles (wrapping, cpu.rs lorenzo_delta) and their codes;
@@ -316,11 +358,10 @@ extern "C" __global__ void __launch_bounds__(LQ_TILE_THREADS) lq_tile_inverse(co
 // it by shuffles, and every value is written as it is known: one read of the codes and one
 // write of the values, no shared memory. Sums wrap in u32 as in cpu.rs, so summing along y
 // before x gives its bits.
-#define LQ_BAND_ROWS 16
-extern "C" __global__ void __launch_bounds__(LQ_TILE_THREADS)
+extern "C" __global__ void __launch_bounds__(LQ_BAND_THREADS)
 lq_band_inverse(const unsigned short* codes, const i32* d, u32 mapping, u32 radius, Geometry g, double step, real* out) {
-    const u64 columns = (g.nx + LQ_TILE_THREADS - 1) / LQ_TILE_THREADS, bands = (g.ny + g.ty - 1) / g.ty;
-    const u64 band = blockIdx.x / columns, x = blockIdx.x % columns * LQ_TILE_THREADS + threadIdx.x;
+    const u64 columns = (g.nx + LQ_BAND_THREADS - 1) / LQ_BAND_THREADS, bands = (g.ny + g.ty - 1) / g.ty;
+    const u64 band = blockIdx.x / columns, x = blockIdx.x % columns * LQ_BAND_THREADS + threadIdx.x;
     if (band >= g.nz * bands) return;
     const u64 y0 = band % bands * g.ty, base = (band / bands * g.ny + y0) * g.nx + x;
     const u32 rows = (u32)min(g.ty, g.ny - y0), tx = (u32)g.tx, lane = threadIdx.x & 31;

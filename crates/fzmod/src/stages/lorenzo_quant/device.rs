@@ -43,8 +43,10 @@ const TILE_MAX: u64 = 4096;
 const INVERSE_THREADS: u64 = 256;
 /// Most tiles one thread block of that kernel takes (`LQ_GROUP`).
 const GROUP: u64 = 64;
-/// Most rows of a tile `lq_band_inverse` takes (`LQ_BAND_ROWS`).
+/// Most rows of a tile the band kernels take (`LQ_BAND_ROWS`), and their threads per block
+/// (`LQ_BAND_THREADS`).
 const BAND_ROWS: u64 = 16;
+const BAND_THREADS: u64 = 256;
 
 // SAFETY: plain #[repr(C)] integers, laid out as the CUDA struct.
 unsafe impl DeviceRepr for Geometry {}
@@ -54,17 +56,18 @@ impl Geometry {
         Geometry { dims: grid.dims.map(|d| d as u64), tile: tile.0.map(|t| t as u64) }
     }
 
-    /// Whether `lq_band_inverse` serves these tiles: one element deep in z, rows of a power
-    /// of two up to a warp (`tx`), columns up to `LQ_BAND_ROWS`.
+    /// Whether `lq_band_forward` and `lq_band_inverse` serve these tiles: one element deep in
+    /// z, rows of a power of two up to a warp (`tx`), columns up to `LQ_BAND_ROWS`.
     fn banded(&self) -> bool {
         let [tz, ty, tx] = self.tile;
         tz == 1 && ty <= BAND_ROWS && tx.is_power_of_two() && tx <= 32
     }
 
-    /// Thread blocks of `lq_band_inverse`: a row of blocks across x per band of `ty` rows.
+    /// Thread blocks of `lq_band_forward` and `lq_band_inverse`: a row of blocks across x
+    /// per band of `ty` rows.
     fn band_blocks(&self) -> u64 {
         let [nz, ny, nx] = self.dims;
-        nz * ny.div_ceil(self.tile[1]) * nx.div_ceil(INVERSE_THREADS)
+        nz * ny.div_ceil(self.tile[1]) * nx.div_ceil(BAND_THREADS)
     }
 
     /// Threads of lq_prefix along `axis` (0 = x, 1 = y, 2 = z): one per tile segment of a line.
@@ -96,34 +99,49 @@ impl DeviceStage for LorenzoQuant {
         let geometry = Geometry::new(grid_shape, tile);
         let program = program(self.input);
         let k = |name| run.kernel(&program, name);
-        let (prequant, delta, count, starts, export) =
-            (k("lq_prequant")?, k("lq_delta")?, k("lq_list_count")?, k("q_tile_starts")?, k("lq_export")?);
+        let (count, starts, export) = (k("lq_list_count")?, k("q_tile_starts")?, k("lq_export")?);
         let params = resolve(run, &program, x, bound)?;
-        let p_values = run.alloc(DType::I32, n)?;
         let codes = run.alloc(DType::U16, n)?;
         let deltas = run.alloc(DType::I32, n)?;
         let s = run.stream().clone();
         let p = |b: &DeviceBuffer| b.ptr(&s);
         let (n64, (mapping, radius)) = (n as u64, self.mapping.device_args());
         let elementwise = grid(n64, u64::from(THREADS));
-        // SAFETY: argument lists match device.cu; every buffer holds n elements.
-        unsafe {
-            s.launch_builder(&prequant)
-                .arg(&p(x))
-                .arg(&n64)
-                .arg(&p(&params))
-                .arg(&p(&p_values))
-                .launch(elementwise)
-                .map_err(device_error)?;
-            s.launch_builder(&delta)
-                .arg(&p(&p_values))
-                .arg(&geometry)
-                .arg(&mapping)
-                .arg(&radius)
-                .arg(&p(&codes))
-                .arg(&p(&deltas))
-                .launch(elementwise)
-                .map_err(device_error)?;
+        if geometry.banded() {
+            // SAFETY: argument list matches device.cu; every buffer holds n elements.
+            unsafe {
+                s.launch_builder(&k("lq_band_forward")?)
+                    .arg(&p(x))
+                    .arg(&p(&params))
+                    .arg(&geometry)
+                    .arg(&mapping)
+                    .arg(&radius)
+                    .arg(&p(&codes))
+                    .arg(&p(&deltas))
+                    .launch(grid(geometry.band_blocks() * BAND_THREADS, BAND_THREADS))
+                    .map_err(device_error)?;
+            }
+        } else {
+            let p_values = run.alloc(DType::I32, n)?;
+            // SAFETY: argument lists match device.cu; every buffer holds n elements.
+            unsafe {
+                s.launch_builder(&k("lq_prequant")?)
+                    .arg(&p(x))
+                    .arg(&n64)
+                    .arg(&p(&params))
+                    .arg(&p(&p_values))
+                    .launch(elementwise)
+                    .map_err(device_error)?;
+                s.launch_builder(&k("lq_delta")?)
+                    .arg(&p(&p_values))
+                    .arg(&geometry)
+                    .arg(&mapping)
+                    .arg(&radius)
+                    .arg(&p(&codes))
+                    .arg(&p(&deltas))
+                    .launch(elementwise)
+                    .map_err(device_error)?;
+            }
         }
         let ntiles = (n64).div_ceil(TILE).max(1);
         let tile_grid = grid(ntiles * TILE_THREADS, TILE_THREADS);
@@ -266,7 +284,7 @@ impl DeviceStage for LorenzoQuant {
                     .arg(&geometry)
                     .arg(&r.step)
                     .arg(&p(&out))
-                    .launch(grid(geometry.band_blocks() * INVERSE_THREADS, INVERSE_THREADS))
+                    .launch(grid(geometry.band_blocks() * BAND_THREADS, BAND_THREADS))
                     .map_err(device_error)?;
             } else if geometry.tile.iter().product::<u64>() <= TILE_MAX {
                 let d = d.as_ref().expect("deltas are summed when not banded");
