@@ -3,8 +3,8 @@
 //! per-point step is a pure function a CUDA kernel mirrors; the drivers only fix the visiting
 //! order, which does not change any value (points of one pass are independent).
 
-use super::rows::{rows, strided_copy, Lines, KINDS};
-use super::walk::{passes, Choice, Geometry, Kind, Real};
+use super::rows::{rows, strided_copy, Lines, Row};
+use super::walk::{passes, Choice, Geometry, Kind, Pass, Real};
 use crate::archive::{Reader, Writer};
 use crate::element::zeroed_vec;
 use crate::error::{corrupt, Result};
@@ -102,35 +102,81 @@ pub fn sampled_blocks(g: &Geometry) -> impl Iterator<Item = ([usize; 3], [usize;
 }
 
 /// Per level (coarsest first), the candidate of least summed cost on the sampled blocks,
-/// predicting from the original values; ties go to the earlier candidate. The three kinds of
-/// one sweep order visit the same points: each row is predicted once per kind.
+/// predicting from the original values; ties go to the earlier candidate.
 pub fn select<T: Real>(x: &[T], g: &Geometry, steps: &[LevelStep<T>]) -> Vec<Choice> {
-    let slot = |c: Choice| Choice::CANDIDATES.iter().position(|&d| d == c).expect("a candidate");
-    let (mut lines, mut v, mut p) = (Lines::new(), Vec::new(), Vec::new());
+    let mut scratch = (Lines::new(), Vec::new(), Vec::new());
     (1..=g.levels())
         .rev()
         .map(|l| {
-            let s = 1 << (l - 1);
-            let recip = steps[l - 1].recip;
-            let mut costs = [0u64; 6];
-            for reverse in [false, true] {
-                for (lo, hi) in sampled_blocks(g) {
-                    for pass in passes(s, Choice { kind: Kind::Linear, reverse }) {
-                        rows(g, &pass, lo, hi, |row| {
-                            lines.gather(g, x, pass.axis, s, row);
-                            v.resize(row.count, T::ZERO);
-                            strided_copy(&mut v, &x[row.first..], row.step);
-                            for (kind, c) in KINDS.into_iter().zip(lines.costs(&v, recip, &mut p)) {
-                                costs[slot(Choice { kind, reverse })] += c;
-                            }
-                        });
-                    }
-                }
-            }
+            let costs = level_costs(x, g, 1 << (l - 1), steps[l - 1].recip, &mut scratch);
             let best = (0..costs.len()).min_by_key(|&k| (costs[k], k)).expect("candidates");
             Choice::CANDIDATES[best]
         })
         .collect()
+}
+
+/// The passes of the x-first order at level stride `s` restricted to the points with two or
+/// three coordinates an odd multiple of s (see [`level_costs`]): its pass along x has none;
+/// along y (z even) the points with x odd; along z (z odd) those with y odd, then those with y
+/// even and x odd.
+fn x_first_own_passes(s: usize) -> [Pass; 3] {
+    let (t, u) = (2 * s, s);
+    [
+        Pass { axis: 1, start: [0, s, s], step: [t, t, t] },
+        Pass { axis: 0, start: [s, s, 0], step: [t, t, u] },
+        Pass { axis: 0, start: [s, 0, s], step: [t, t, t] },
+    ]
+}
+
+/// The summed [`point_cost`] of every candidate (in [`Choice::CANDIDATES`] order) at the
+/// level of stride `s`. A point with exactly one coordinate an odd multiple of s is predicted
+/// along that axis in both sweep orders, from the same original values, so it costs the same
+/// in both: such points are predicted once (in the z-first passes) and counted for both
+/// orders, and the x-first order only predicts its other points. The sums are integers, so
+/// the grouping changes no total. The three kinds of one row share its gather.
+pub fn level_costs<T: Real>(
+    x: &[T],
+    g: &Geometry,
+    s: usize,
+    recip: T,
+    (lines, v, p): &mut (Lines<T>, Vec<T>, Vec<T>),
+) -> [u64; 6] {
+    let odd = |c: usize| usize::from(c / s % 2 == 1);
+    // [z-first, x-first] per kind, and the z-first points that are also x-first's.
+    let (mut by_order, mut shared) = ([[0u64; 3]; 2], [0u64; 3]);
+    let mut row_costs = |pass: &Pass, row: &Row| {
+        lines.gather(g, x, pass.axis, s, row);
+        v.resize(row.count, T::ZERO);
+        strided_copy(v, &x[row.first..], row.step);
+        lines.costs(v, recip, p)
+    };
+    for (lo, hi) in sampled_blocks(g) {
+        for pass in passes(s, Choice { kind: Kind::Linear, reverse: false }) {
+            rows(g, &pass, lo, hi, |row| {
+                let c = row_costs(&pass, row);
+                // A z-first row's points share z and y; x is odd only in the pass along x.
+                let shared_row = odd(row.zy[0]) + odd(row.zy[1]) + usize::from(pass.axis == 2) == 1;
+                for k in 0..3 {
+                    by_order[0][k] += c[k];
+                    if shared_row {
+                        shared[k] += c[k];
+                    }
+                }
+            });
+        }
+        for pass in x_first_own_passes(s) {
+            rows(g, &pass, lo, hi, |row| {
+                for (sum, c) in by_order[1].iter_mut().zip(row_costs(&pass, row)) {
+                    *sum += c;
+                }
+            });
+        }
+    }
+    for (sum, c) in by_order[1].iter_mut().zip(shared) {
+        *sum += c;
+    }
+    // CANDIDATES order: kind-major, z-first before x-first.
+    std::array::from_fn(|i| by_order[i % 2][i / 2])
 }
 
 /// Output of [`forward`].

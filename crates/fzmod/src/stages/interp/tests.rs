@@ -164,3 +164,34 @@ fn point_cost_is_the_bit_length_of_the_code() {
         }
     }
 }
+
+/// The choice estimate's costs, x-first points shared with z-first counted once, are the
+/// point-wise sums over every candidate's own passes.
+#[test]
+fn level_costs_are_every_candidates_point_sums() {
+    use super::cpu::{level_costs, sampled_blocks};
+    use super::walk::{passes, predict, walk};
+    for dims in [[1, 1, 37], [3, 5, 7], [9, 17, 33], [1, 40, 1], [5, 1, 6], [2, 70, 131], [17, 20, 24]] {
+        for anchor in [2, 4, 8, 16] {
+            let g = Geometry { dims, anchor };
+            let x: Vec<f32> = (0..g.len()).map(|i| ((i * 7919 % 1013) as f32 * 0.37).sin() * 50.0).collect();
+            let mut scratch = (super::rows::Lines::new(), Vec::new(), Vec::new());
+            for l in 1..=g.levels() {
+                let s = 1 << (l - 1);
+                let want = Choice::CANDIDATES.map(|c| {
+                    let mut sum = 0;
+                    for (lo, hi) in sampled_blocks(&g) {
+                        for pass in passes(s, c) {
+                            walk(&g, &pass, lo, hi, |idx, i| {
+                                let p = predict(&g, &x, c.kind, pass.axis, s, idx, i);
+                                sum += u64::from(point_cost(x[idx], p, 0.25));
+                            });
+                        }
+                    }
+                    sum
+                });
+                assert_eq!(level_costs(&x, &g, s, 0.25, &mut scratch), want, "{dims:?} A={anchor} s={s}");
+            }
+        }
+    }
+}
