@@ -1,8 +1,9 @@
 //! Row-wise prediction for the CPU drivers. The points of a pass that share z and y form a
 //! row. A row's stencil inputs are gathered into contiguous lines (a = i−3s, b = i−s,
-//! c = i+s, d = i+3s along the pass axis) with a per-point case saying which of them exist;
-//! the prediction is then a loop over plain slices that computes every stencil form and
-//! selects one per point, without branches, so LLVM vectorises it. Every value is the one
+//! c = i+s, d = i+3s along the pass axis) with the stencil form saying which of them exist:
+//! one form for a whole row along z or y; along x the four-point form except at the anchor
+//! segment ends, which are listed and recomputed in their own form. The prediction is then a
+//! loop over plain slices, without branches, so LLVM vectorises it. Every value is the one
 //! [`stencil`] (and so `walk::predict`) gives, operation for operation; a form computed from
 //! a neighbour that does not exist is never the one selected. Only the visiting order differs
 //! from `walk::walk`, which changes nothing (points of one pass never read each other).
@@ -97,10 +98,12 @@ pub fn stencil<T: Real>(kind: Kind, case: u32, a: T, b: T, c: T, d: T) -> T {
 /// A row's stencil inputs: per point its form and the lines a, b, c, d (a neighbour that does
 /// not exist holds some finite value or other; its form never reads it). Reused across rows.
 pub struct Lines<T> {
-    /// The form of every point when the row has one (a pass along z or y), else `case`.
+    /// The form of every point when the row has one (a pass along z or y), else `edges`.
     uniform: Option<u32>,
-    case: Vec<u32>,
-    /// What `case` was computed for (level stride, first x, points, extent, anchor): rows of
+    /// Along x: the points (index, form) whose form is not the four-point one, the ends of
+    /// the anchor segments; every other point takes the four-point form.
+    edges: Vec<(usize, u32)>,
+    /// What `edges` was computed for (level stride, first x, points, extent, anchor): rows of
     /// a pass along x share it.
     case_of: (usize, usize, usize, usize, usize),
     /// Along x the four lines are one lattice shifted (b of point k + 1 is c of point k):
@@ -115,7 +118,7 @@ impl<T: Real> Lines<T> {
     pub fn new() -> Self {
         Lines {
             uniform: None,
-            case: Vec::new(),
+            edges: Vec::new(),
             case_of: (0, 0, 0, 0, 0),
             even: Vec::new(),
             lines: Default::default(),
@@ -149,12 +152,13 @@ impl<T: Real> Lines<T> {
         self.uniform = None;
         if self.case_of != (s, row.x0, n, nx, a) {
             self.case_of = (s, row.x0, n, nx, a);
-            self.case.clear();
-            self.case.extend((0..n).map(|k| {
+            self.edges.clear();
+            self.edges.extend((0..n).filter_map(|k| {
                 let x = row.x0 + 2 * s * k;
                 let base = x & !(a - 1);
                 let end = (base + a).min(nx - 1);
-                form(x - base >= 3 * s, x + s <= end, x + 3 * s <= end)
+                let f = form(x - base >= 3 * s, x + s <= end, x + 3 * s <= end);
+                (f != FOUR).then_some((k, f))
             }));
         }
         // The lattice's in-array part: j from j0 (x ≥ 0) to j1 (x < nx).
@@ -187,7 +191,16 @@ impl<T: Real> Lines<T> {
         macro_rules! each_form {
             ($kind:expr) => {
                 match self.uniform {
-                    None => predict_with(&self.case, lines, out, |f, a, b, c, d| stencil($kind, f, a, b, c, d)),
+                    // Along x the form changes only at segment ends: the four-point form for
+                    // all (a third of the work of computing every form and selecting), then
+                    // the ends recomputed in their own form.
+                    None => {
+                        predict_one(lines, out, |a, b, c, d| stencil($kind, FOUR, a, b, c, d));
+                        let [a, b, c, d] = lines;
+                        for &(k, f) in &self.edges {
+                            out[k] = stencil($kind, f, a[k], b[k], c[k], d[k]);
+                        }
+                    }
                     Some(ONLY_B) => predict_one(lines, out, |a, b, c, d| stencil($kind, ONLY_B, a, b, c, d)),
                     Some(LINEAR) => predict_one(lines, out, |a, b, c, d| stencil($kind, LINEAR, a, b, c, d)),
                     Some(NO_A) => predict_one(lines, out, |a, b, c, d| stencil($kind, NO_A, a, b, c, d)),
@@ -217,15 +230,6 @@ impl<T: Real> Lines<T> {
 
 /// The kinds in the order of [`Lines::costs`].
 pub const KINDS: [Kind; 3] = [Kind::Linear, Kind::Cubic, Kind::Natural];
-
-#[inline(always)]
-fn predict_with<T: Real>(case: &[u32], [a, b, c, d]: [&[T]; 4], out: &mut [T], f: impl Fn(u32, T, T, T, T) -> T) {
-    let n = out.len();
-    let (case, a, b, c, d) = (&case[..n], &a[..n], &b[..n], &c[..n], &d[..n]);
-    for k in 0..n {
-        out[k] = f(case[k], a[k], b[k], c[k], d[k]);
-    }
-}
 
 #[inline(always)]
 fn predict_one<T: Real>([a, b, c, d]: [&[T]; 4], out: &mut [T], f: impl Fn(T, T, T, T) -> T) {
