@@ -243,31 +243,13 @@ fn damaged_chunked_archives_give_errors_or_the_right_values() {
 /// decoded to the same values forever, whole and by region.
 #[test]
 fn the_golden_chunked_archive_decodes_to_its_recorded_values() {
-    let file = "v2.0_chunked_cuszp2_3d.fzm";
-    let dir = repo_root().join("tests/golden");
-    let path = dir.join(file);
-    let bless = std::env::var_os("FZMOD_BLESS").is_some();
     let shape = [4usize, 73, 144];
-    if !path.exists() && bless {
+    let (archive, decoded) = golden("v2.0_chunked_cuszp2_3d.fzm", || {
         let all = load(&repo_root().join("data/navy_uwnd_132x73x144.f32"));
         let Buffer::F32(v) = all.data else { unreachable!() };
         let data = v[..shape.iter().product::<usize>()].to_vec();
-        let archive =
-            compress_chunked("cuszp2", &data, &shape, &[2, 40, 72], ErrorBound::new(ErrorMode::Rel, 1e-3).unwrap());
-        std::fs::write(&path, archive).unwrap();
-    }
-    let archive =
-        std::fs::read(&path).unwrap_or_else(|_| panic!("{} missing (FZMOD_BLESS=1 writes it once)", path.display()));
-    let decoded = fzmod::decompress(&archive).unwrap();
-    let crc = crc32c::crc32c(&decoded.data.to_le_bytes());
-    let manifest = dir.join("MANIFEST");
-    let text = std::fs::read_to_string(&manifest).unwrap();
-    if bless && !text.lines().any(|l| l.starts_with(file)) {
-        std::fs::write(&manifest, format!("{text}{file} {crc:08x}\n")).unwrap();
-    }
-    let text = std::fs::read_to_string(&manifest).unwrap();
-    let line = text.lines().find(|l| l.split_whitespace().next() == Some(file)).expect("in the MANIFEST");
-    assert_eq!(format!("{crc:08x}"), line.split_whitespace().nth(1).unwrap());
+        compress_chunked("cuszp2", &data, &shape, &[2, 40, 72], ErrorBound::new(ErrorMode::Rel, 1e-3).unwrap())
+    });
     let full = f32s(&decoded.data);
     for region in [vec![1..3, 30..50, 60..100], vec![0..4, 0..73, 0..144], vec![3..4, 72..73, 143..144]] {
         let got = f32s(&fzmod::decompress_region(&archive, &region).unwrap().data);

@@ -344,33 +344,17 @@ fn damaged_streams_give_typed_errors_or_the_right_values() {
 /// seekable golden of the same data, chunking and bound.
 #[test]
 fn the_golden_streamed_archive_decodes_to_its_recorded_values() {
-    let file = "v2.1_streamed_cuszp2_3d.fzm";
-    let dir = repo_root().join("tests/golden");
-    let path = dir.join(file);
-    let bless = std::env::var_os("FZMOD_BLESS").is_some();
     let shape = [4usize, 73, 144];
-    if !path.exists() && bless {
+    let (archive, decoded) = golden("v2.1_streamed_cuszp2_3d.fzm", || {
         let all = load(&repo_root().join("data/navy_uwnd_132x73x144.f32"));
         let Buffer::F32(v) = all.data else { unreachable!() };
         let input = Buffer::F32(v[..shape.iter().product::<usize>()].to_vec());
         let p = pipeline("cuszp2", &shape, DType::F32, ErrorBound::new(ErrorMode::Rel, 1e-3).unwrap());
         let range = first_pass_range(&p, &input, &shape, 2);
-        std::fs::write(&path, streamed(&p, &input, &shape, &options(&[2, 40, 72], Some(range), 1)).unwrap()).unwrap();
-    }
-    let archive =
-        std::fs::read(&path).unwrap_or_else(|_| panic!("{} missing (FZMOD_BLESS=1 writes it once)", path.display()));
-    let decoded = fzmod::decompress(&archive).unwrap();
-    let crc = crc32c::crc32c(&decoded.data.to_le_bytes());
-    let manifest = dir.join("MANIFEST");
-    let text = std::fs::read_to_string(&manifest).unwrap();
-    if bless && !text.lines().any(|l| l.starts_with(file)) {
-        std::fs::write(&manifest, format!("{text}{file} {crc:08x}\n")).unwrap();
-    }
-    let text = std::fs::read_to_string(&manifest).unwrap();
-    let line = text.lines().find(|l| l.split_whitespace().next() == Some(file)).expect("in the MANIFEST");
-    assert_eq!(format!("{crc:08x}"), line.split_whitespace().nth(1).unwrap());
+        streamed(&p, &input, &shape, &options(&[2, 40, 72], Some(range), 1)).unwrap()
+    });
     assert_eq!(pipe_decode(&archive, 1).unwrap(), decoded.data.to_le_bytes());
-    let seekable = std::fs::read(dir.join("v2.0_chunked_cuszp2_3d.fzm")).unwrap();
+    let seekable = std::fs::read(repo_root().join("tests/golden/v2.0_chunked_cuszp2_3d.fzm")).unwrap();
     assert_eq!(frames(&archive), frames(&seekable));
     assert_eq!(fzmod::decompress(&seekable).unwrap().data, decoded.data);
     for region in [vec![1..3, 30..50, 60..100], vec![3..4, 72..73, 143..144]] {

@@ -164,3 +164,28 @@ pub fn assert_within(original: &Buffer, decoded: &Buffer, abs_bound: f64, what: 
     }
     max
 }
+
+/// A golden archive of tests/golden/: its bytes and its decode, whose CRC must be the one its
+/// MANIFEST line records. A missing file is written once by `write` when FZMOD_BLESS is set
+/// (and its line appended); goldens are never rewritten.
+pub fn golden(file: &str, write: impl FnOnce() -> Vec<u8>) -> (Vec<u8>, fzmod::Decompressed) {
+    let dir = repo_root().join("tests/golden");
+    let path = dir.join(file);
+    let bless = std::env::var_os("FZMOD_BLESS").is_some();
+    if !path.exists() && bless {
+        std::fs::write(&path, write()).unwrap();
+    }
+    let archive =
+        std::fs::read(&path).unwrap_or_else(|_| panic!("{} missing (FZMOD_BLESS=1 writes it once)", path.display()));
+    let decoded = fzmod::decompress(&archive).unwrap();
+    let crc = crc32c::crc32c(&decoded.data.to_le_bytes());
+    let manifest = dir.join("MANIFEST");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    if bless && !text.lines().any(|l| l.starts_with(file)) {
+        std::fs::write(&manifest, format!("{text}{file} {crc:08x}\n")).unwrap();
+    }
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let line = text.lines().find(|l| l.split_whitespace().next() == Some(file)).expect("in the MANIFEST");
+    assert_eq!(format!("{crc:08x}"), line.split_whitespace().nth(1).unwrap(), "{file}: decoded CRC");
+    (archive, decoded)
+}
