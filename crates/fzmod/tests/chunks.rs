@@ -55,18 +55,6 @@ fn slice(full: &[f32], shape: &[usize], region: &[Range<u64>]) -> Vec<f32> {
     out
 }
 
-fn random_box(shape: &[usize], state: &mut u64) -> Vec<Range<u64>> {
-    shape
-        .iter()
-        .map(|&n| {
-            *state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
-            let a = (*state >> 33) as usize % n;
-            let b = a + 1 + (*state >> 13) as usize % (n - a);
-            a as u64..b as u64
-        })
-        .collect()
-}
-
 fn f32s(b: &Buffer) -> Vec<f32> {
     match b {
         Buffer::F32(v) => v.clone(),

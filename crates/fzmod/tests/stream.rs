@@ -116,18 +116,6 @@ fn frames(archive: &[u8]) -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn region_of(shape: &[usize], state: &mut u64) -> Vec<Range<u64>> {
-    shape
-        .iter()
-        .map(|&n| {
-            *state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
-            let a = (*state >> 33) as usize % n;
-            let b = a + 1 + (*state >> 13) as usize % (n - a);
-            a as u64..b as u64
-        })
-        .collect()
-}
-
 #[test]
 fn streamed_archives_decode_like_the_seekable_archive_of_the_same_data() {
     let abs = ErrorBound::new(ErrorMode::Abs, 1e-2).unwrap();
@@ -169,7 +157,7 @@ fn streamed_archives_decode_like_the_seekable_archive_of_the_same_data() {
         let full: Vec<Range<u64>> = shape.iter().map(|&n| 0..n as u64).collect();
         assert_eq!(decoder.region_from(&file, &full).unwrap().data.to_le_bytes(), expected, "{what}: file reader");
         for _ in 0..4 {
-            let region = region_of(shape, &mut state);
+            let region = random_box(shape, &mut state);
             let want = fzmod::decompress_region(&seekable, &region).unwrap().data;
             let got = decoder.region_from(&file, &region).unwrap().data;
             assert_eq!(got, want, "{what}: region {region:?} of a streamed file");

@@ -189,3 +189,17 @@ pub fn golden(file: &str, write: impl FnOnce() -> Vec<u8>) -> (Vec<u8>, fzmod::D
     assert_eq!(format!("{crc:08x}"), line.split_whitespace().nth(1).unwrap(), "{file}: decoded CRC");
     (archive, decoded)
 }
+
+/// A random non-empty box inside `shape` (one half-open range per dimension), from `state`
+/// (a linear congruential generator, so cases are reproducible).
+pub fn random_box(shape: &[usize], state: &mut u64) -> Vec<std::ops::Range<u64>> {
+    shape
+        .iter()
+        .map(|&n| {
+            *state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            let a = (*state >> 33) as usize % n;
+            let b = a + 1 + (*state >> 13) as usize % (n - a);
+            a as u64..b as u64
+        })
+        .collect()
+}
