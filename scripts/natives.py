@@ -77,15 +77,21 @@ def _positive(x, what, text):
 
 # ---------------------------------------------------------------- PFPL
 
+def _ecltimes(step, text):
+    """PFPL's `lc <step> ecltime, <seconds>` lines: every timed call, each positive."""
+    times = [float(t) for t in re.findall(r"^lc " + step + r" ecltime,\s*" + FLOAT + r"\s*$", text, re.M)]
+    if not times:
+        raise ParseError(f"no `lc {step} ecltime, <seconds>` lines", text)
+    for t in times:
+        _positive(t, f"a {step}ress time", text)
+    return times
+
+
 def parse_pfpl_comp(text):
     orig = _one(r"^original size: (\d+) bytes\s*$", text, "PFPL original size", int)
     enc = _one(r"^encoded size: (\d+) bytes\s*$", text, "PFPL encoded size", int)
     printed = _one(r"^compression ratio: " + FLOAT + r"\s*$", text, "PFPL ratio")
-    times = [float(t) for t in re.findall(r"^lc comp ecltime,\s*" + FLOAT + r"\s*$", text, re.M)]
-    if not times:
-        raise ParseError("no `lc comp ecltime, <seconds>` lines", text)
-    for t in times:
-        _positive(t, "a compress time", text)
+    times = _ecltimes("comp", text)
     _positive(orig, "original size", text)
     _positive(enc, "encoded size", text)
     ratio = orig / enc
@@ -97,11 +103,7 @@ def parse_pfpl_comp(text):
 def parse_pfpl_decomp(text):
     enc = _one(r"^encoded size: (\d+) bytes\s*$", text, "PFPL encoded size", int)
     dec = _one(r"^decoded size: (\d+) bytes\s*$", text, "PFPL decoded size", int)
-    times = [float(t) for t in re.findall(r"^lc decomp ecltime,\s*" + FLOAT + r"\s*$", text, re.M)]
-    if not times:
-        raise ParseError("no `lc decomp ecltime, <seconds>` lines", text)
-    for t in times:
-        _positive(t, "a decompress time", text)
+    times = _ecltimes("decomp", text)
     _positive(dec, "decoded size", text)
     return {"bytes": dec, "encoded": enc, "seconds": times}
 
