@@ -206,14 +206,12 @@ fn damaged_chunked_archives_give_errors_or_the_right_values() {
     }
     // Header fields (the chunk grid, the bound, the index) changed and re-sealed, so the
     // checks behind the CRC see them.
-    let body_len = u32::from_le_bytes(archive[12..16].try_into().unwrap()) as usize;
-    let crc_at = 16 + body_len;
+    let crc_at = header_crc_at(&archive);
     for at in 16..crc_at {
         for flip in [0x01u8, 0x02, 0x10, 0x80, 0xff] {
             let mut bad = archive.clone();
             bad[at] ^= flip;
-            let crc = crc32c::crc32c(&bad[..crc_at]);
-            bad[crc_at..crc_at + 4].copy_from_slice(&crc.to_le_bytes());
+            reseal_header(&mut bad, crc_at);
             check(&bad, &format!("re-sealed header byte {at} ^ {flip:#x}"));
         }
     }

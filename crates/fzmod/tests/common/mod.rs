@@ -203,3 +203,15 @@ pub fn random_box(shape: &[usize], state: &mut u64) -> Vec<std::ops::Range<u64>>
         })
         .collect()
 }
+
+/// Offset of an archive's header CRC (docs/FORMAT.md §1: 16 bytes, then the body).
+pub fn header_crc_at(archive: &[u8]) -> usize {
+    16 + u32::from_le_bytes(archive[12..16].try_into().unwrap()) as usize
+}
+
+/// Recompute the header CRC at `crc_at` (the unmutated archive's) after a mutation, so that
+/// the checks behind it see the change.
+pub fn reseal_header(archive: &mut [u8], crc_at: usize) {
+    let crc = crc32c::crc32c(&archive[..crc_at]);
+    archive[crc_at..crc_at + 4].copy_from_slice(&crc.to_le_bytes());
+}
