@@ -18,6 +18,17 @@ __device__ __forceinline__ u64 warp_inclusive_scan(u64 v, int lane) {
     return v;
 }
 
+// Transpose the warp's 32x32 bit matrix (row = lane): afterwards lane c holds the word whose
+// bit r is bit c of lane r's input. Five butterfly exchanges instead of 32 ballots.
+__device__ __forceinline__ u32 warp_transpose(u32 x, int lane) {
+    u32 low = 0x0000ffffu;
+    for (int j = 16; j > 0; j >>= 1, low ^= low << j) {
+        u32 y = __shfl_xor_sync(FULL_MASK, x, j);
+        x = (lane & j) ? (x & ~low) | ((y & ~low) >> j) : (x & low) | ((y & low) << j);
+    }
+    return x;
+}
+
 // Exclusive scan of one value per thread across the thread block; *total gets the sum.
 __device__ u64 block_exclusive_scan(u64 v, u64* total) {
     __shared__ u64 warp_sums[32];

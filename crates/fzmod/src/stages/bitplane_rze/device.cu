@@ -1,9 +1,9 @@
-// BitplaneRZE on the device: a warp per 1024-word chunk counts its kept groups (bp_count),
-// a scan places the chunks, then one thread block of 32 warps per chunk writes it
-// (bp_encode): warp r holds row r (word 32r + lane); a ballot per plane is the CPU's 32×32
-// transpose. Kept blocks are ranked by flag order, so the bytes match cpu.rs.
+// BitplaneRZE on the device, a warp per 1024-word chunk in every kernel: bp_count counts the
+// chunk's kept groups, a scan places the chunks, bp_encode writes them. Row r of a chunk is
+// words 32r..32r+31; a warp_transpose of a row gives every lane p the row's word of plane p,
+// the CPU's 32×32 transpose. Kept blocks are ranked by flag order, so the bytes match cpu.rs.
 
-#define BP_THREADS 1024
+#define BP_THREADS 256
 #define BP_HEADER 128
 #define BP_FLAG_WORDS 8
 
@@ -12,46 +12,14 @@ __device__ __forceinline__ u32 bp_word(const unsigned short* codes, u64 n, u64 w
     return 2 * wi + 1 < n ? ((const u32*)codes)[wi] : 2 * wi < n ? codes[2 * wi] : 0u;
 }
 
-// t[plane][row], bit `lane` = bit `plane` of word 32·row + lane of chunk c.
-__device__ __forceinline__ void bp_transpose(const unsigned short* codes, u64 n, u64 c, u32 (*t)[32]) {
-    int lane = threadIdx.x & 31, row = threadIdx.x >> 5;
-    u64 wi = c * 1024 + (u64)row * 32 + lane;
-    // Two codes per word, little-endian: one 4-byte load where both exist.
-    u32 w = bp_word(codes, n, wi);
-    for (int p = 0; p < 32; p++) {
-        u32 b = __ballot_sync(FULL_MASK, (w >> p) & 1u);
-        if (lane == 0) t[p][row] = b;
-    }
-    __syncthreads();
-}
-
-// For flag f = threadIdx.x < 256 (plane f / 8, group f % 8): whether it is set, and its rank
-// among the chunk's set flags; flags[] gets the chunk's 8 flag words. Every thread calls it.
-__device__ __forceinline__ bool bp_rank(const u32 (*t)[32], u32* flags, u32* rank) {
-    int f = threadIdx.x, lane = f & 31;
-    bool set = false;
-    if (f < 256) {
-        const u32* block = &t[f >> 3][4 * (f & 7)];
-        set = (block[0] | block[1] | block[2] | block[3]) != 0;
-        u32 ballot = __ballot_sync(FULL_MASK, set);
-        if (lane == 0) flags[f >> 5] = ballot;
-        *rank = __popc(ballot & ((1u << lane) - 1u));
-    }
-    __syncthreads();
-    if (f < 256)
-        for (int w = 0; w < (f >> 5); w++) *rank += __popc(flags[w]);
-    return set;
-}
-
 __device__ __forceinline__ void put32(u8* out, u64 at, u32 v) { *(u32*)(out + at) = v; }
 
 // Pass 1, a warp per chunk: every chunk's flags (at their fixed place) and kept-word count,
 // without the transpose. Group g of plane p is non-empty exactly when bit p is set in some
 // word of rows 4g..4g+3, so the OR of those 128 words gives group g's flag of every plane.
-#define BP_COUNT_THREADS 256
-extern "C" __global__ void __launch_bounds__(BP_COUNT_THREADS)
+extern "C" __global__ void __launch_bounds__(BP_THREADS)
 bp_count(const unsigned short* codes, u64 n, u64 nchunks, u32* counts, u8* out, u64 capacity) {
-    const u64 c = ((u64)blockIdx.x * BP_COUNT_THREADS + threadIdx.x) >> 5;
+    const u64 c = ((u64)blockIdx.x * BP_THREADS + threadIdx.x) >> 5;
     const u32 lane = threadIdx.x & 31;
     if (c >= nchunks) return;  // whole warps
     u32 words[32];
@@ -76,20 +44,34 @@ bp_count(const unsigned short* codes, u64 n, u64 nchunks, u32* counts, u8* out, 
     if (lane == 0) counts[c] = 4 * kept;
 }
 
+// Lane p's view of chunk c's flags: the 8 group flags of plane p (bit g = group g; flag
+// 8p + g is bit (8p + g) % 32 of flag word p / 4) and the rank of its first kept block among
+// the chunk's kept blocks (the set flags before flag 8p).
+__device__ __forceinline__ u32 bp_plane_flags(const u32* chunk_flags, int lane, u32* rank) {
+    u32 word = lane < BP_FLAG_WORDS ? chunk_flags[lane] : 0u, mine = 0;
+    *rank = 0;
+#pragma unroll
+    for (int w = 0; w < BP_FLAG_WORDS; w++) {
+        u32 f = __shfl_sync(FULL_MASK, word, w);
+        if (w < lane / 4) *rank += __popc(f);
+        if (w == lane / 4) mine = f;
+    }
+    u32 shift = 8 * (lane % 4);
+    *rank += __popc(mine & ((1u << shift) - 1u));
+    return (mine >> shift) & 0xffu;
+}
+
 // Pass 2 (after the scan of the counts into `offsets`): the header, every chunk's start and
-// kept blocks at offsets[c] words, and the archive length into *out_len. Nothing is written
-// past `capacity` bytes.
+// kept blocks at offsets[c] words, and the archive length into *out_len. The flags are the
+// ones bp_count wrote. Nothing is written past `capacity` bytes.
 extern "C" __global__ void __launch_bounds__(BP_THREADS)
 bp_encode(const unsigned short* codes, u64 n, u64 nchunks, const u64* offsets, u8* out, u64 capacity, u64* out_len) {
-    __shared__ u32 t[32][32];
-    __shared__ u32 flags[BP_FLAG_WORDS];
-    u64 c = blockIdx.x;
+    const u64 c = ((u64)blockIdx.x * BP_THREADS + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    if (c >= nchunks) return;  // whole warps
     u64 flags_end = BP_HEADER + 4 * BP_FLAG_WORDS * nchunks, starts_end = flags_end + 4 * nchunks;
-    bp_transpose(codes, n, c, t);
-    u32 rank = 0;
-    bool set = bp_rank(t, flags, &rank);
     u64 total_bytes = starts_end + 4 * offsets[nchunks];
-    if (c == 0 && threadIdx.x == 0) {
+    if (c == 0 && lane == 0) {
         *out_len = total_bytes;
         if (total_bytes <= capacity) {
             *(u64*)out = n;
@@ -99,38 +81,53 @@ bp_encode(const unsigned short* codes, u64 n, u64 nchunks, const u64* offsets, u
         }
     }
     if (total_bytes > capacity) return;
-    if (threadIdx.x == 0) put32(out, flags_end + 4 * c, (u32)offsets[c]);
-    if (set) {
-        int f = threadIdx.x;
-        const u32* block = &t[f >> 3][4 * (f & 7)];
-        for (int j = 0; j < 4; j++) put32(out, starts_end + 4 * (offsets[c] + 4 * rank + j), block[j]);
+    if (lane == 0) put32(out, flags_end + 4 * c, (u32)offsets[c]);
+    // All 32 rows in flight first (memory-level parallelism), then the transposes.
+    u32 words[32];
+#pragma unroll
+    for (int r = 0; r < 32; r++) words[r] = bp_word(codes, n, c * 1024 + 32 * r + lane);
+    u32 rank;
+    u32 mine = bp_plane_flags((const u32*)(out + BP_HEADER) + BP_FLAG_WORDS * c, lane, &rank);
+    u8* stream = out + starts_end + 4 * offsets[c];
+#pragma unroll
+    for (int g = 0; g < 8; g++) {
+        u32 block[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) block[j] = warp_transpose(words[4 * g + j], lane);
+        if ((mine >> g) & 1u) {
+            for (int j = 0; j < 4; j++) put32(stream, 16 * rank + 4 * j, block[j]);
+            rank++;
+        }
     }
 }
 
-// Inverse (the metadata was checked on the host): each chunk's blocks back into t, then each
-// warp transposes its row back into codes.
+// Inverse (the metadata was checked on the host): lane p gathers plane p's kept blocks, then
+// each row is transposed back into 32 words.
 extern "C" __global__ void __launch_bounds__(BP_THREADS)
 bp_decode(const u8* archive, u64 n, u64 nchunks, unsigned short* codes) {
-    __shared__ u32 t[32][32];
-    u64 c = blockIdx.x;
+    const u64 c = ((u64)blockIdx.x * BP_THREADS + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    if (c >= nchunks) return;  // whole warps
     u64 flags_end = BP_HEADER + 4 * BP_FLAG_WORDS * nchunks, starts_end = flags_end + 4 * nchunks;
-    const u32* flags = (const u32*)(archive + BP_HEADER) + BP_FLAG_WORDS * c;
     const u32* stream = (const u32*)(archive + starts_end) + ((const u32*)(archive + flags_end))[c];
-    int f = threadIdx.x, lane = f & 31, row = f >> 5;
-    if (f < 256) {
-        u32 word = flags[f >> 5];
-        bool set = (word >> lane) & 1u;
-        u32 rank = __popc(word & ((1u << lane) - 1u));
-        for (int w = 0; w < (f >> 5); w++) rank += __popc(flags[w]);
-        for (int j = 0; j < 4; j++) t[f >> 3][4 * (f & 7) + j] = set ? stream[4 * rank + j] : 0;
+    u32 rank;
+    u32 mine = bp_plane_flags((const u32*)(archive + BP_HEADER) + BP_FLAG_WORDS * c, lane, &rank);
+    u32 blocks[32];
+#pragma unroll
+    for (int g = 0; g < 8; g++) {
+        bool set = (mine >> g) & 1u;
+#pragma unroll
+        for (int j = 0; j < 4; j++) blocks[4 * g + j] = set ? stream[4 * rank + j] : 0u;
+        rank += set;
     }
-    __syncthreads();
-    u32 w = 0;
-    for (int p = 0; p < 32; p++) w |= ((t[p][row] >> lane) & 1u) << p;
-    u64 wi = c * 1024 + (u64)row * 32 + lane;
-    if (2 * wi + 1 < n) {
-        ((u32*)codes)[wi] = w;
-    } else if (2 * wi < n) {
-        codes[2 * wi] = (unsigned short)w;
+#pragma unroll
+    for (int r = 0; r < 32; r++) {
+        u32 w = warp_transpose(blocks[r], lane);
+        u64 wi = c * 1024 + 32 * r + lane;
+        if (2 * wi + 1 < n) {
+            ((u32*)codes)[wi] = w;
+        } else if (2 * wi < n) {
+            codes[2 * wi] = (unsigned short)w;
+        }
     }
 }

@@ -1,6 +1,6 @@
-//! BitplaneRZE on the device (kernels in device.cu): flags and kept-word counts per chunk (a
-//! warp each, no transpose), a deterministic scan, then the header, start positions and kept
-//! blocks. The inverse checks the metadata on the host with the CPU's own [`cpu::check`] and
+//! BitplaneRZE on the device (kernels in device.cu, a warp per chunk): flags and kept-word
+//! counts per chunk (no transpose), a deterministic scan, then the header, start positions and
+//! kept blocks. The inverse checks the metadata on the host with the CPU's own [`cpu::check`] and
 //! decodes on the device.
 
 use super::{cpu, BitplaneRze, MAX_CODES};
@@ -12,10 +12,8 @@ use crate::element::DType;
 use crate::error::{corrupt, Error, Result};
 use cudarc::driver::PushKernelArg;
 
-/// Threads per chunk (`BP_THREADS`): one warp per row of 32 words.
-const THREADS: u64 = 1024;
-/// Threads per block of the counting pass (`BP_COUNT_THREADS`), a warp per chunk.
-const COUNT_THREADS: u64 = 256;
+/// Threads per block (`BP_THREADS`) of every kernel; each works a warp per chunk.
+const THREADS: u64 = 256;
 
 pub(crate) fn program() -> Program {
     Program::new(include_str!("device.cu"), String::new())
@@ -53,7 +51,7 @@ impl DeviceStage for BitplaneRze {
                 .arg(&p(&counts))
                 .arg(&p(&out))
                 .arg(&cap)
-                .launch(grid(nc * 32, COUNT_THREADS))
+                .launch(grid(nc * 32, THREADS))
                 .map_err(device_error)?;
         }
         exclusive_scan(run, &program, p(&counts), nc, p(&partials), p(&offsets))?;
@@ -67,7 +65,7 @@ impl DeviceStage for BitplaneRze {
                 .arg(&p(&out))
                 .arg(&cap)
                 .arg(&out_len)
-                .launch(grid(nc * THREADS, THREADS))
+                .launch(grid(nc * 32, THREADS))
                 .map_err(device_error)?;
         }
         let record = Self::record(n);
@@ -95,7 +93,7 @@ impl DeviceStage for BitplaneRze {
                 .arg(&n64)
                 .arg(&nchunks)
                 .arg(&out.ptr(s))
-                .launch(grid(nchunks * THREADS, THREADS))
+                .launch(grid(nchunks * 32, THREADS))
                 .map_err(device_error)?;
         }
         Ok(vec![out])

@@ -88,17 +88,6 @@ __device__ __forceinline__ u32 load_word(const u8* p) {
     return (u32)p[0] | ((u32)p[1] << 8) | ((u32)p[2] << 16) | ((u32)p[3] << 24);
 }
 
-// Transpose the warp's 32x32 bit matrix (row = lane): afterwards lane c holds the word whose
-// bit r is bit c of lane r's input, i.e. plane c of the 32 magnitudes.
-__device__ __forceinline__ u32 warp_transpose(u32 x, int lane) {
-    u32 low = 0x0000ffffu;
-    for (int j = 16; j > 0; j >>= 1, low ^= low << j) {
-        u32 y = __shfl_xor_sync(FULL_MASK, x, j);
-        x = (lane & j) ? (x & ~low) | ((y & ~low) >> j) : (x & low) | ((y & low) << j);
-    }
-    return x;
-}
-
 // Write one block's payload: [|v0| (ob bytes, outlier blocks)][sign words][plane words].
 __device__ __forceinline__ void write_block(u8* p, BlockCode c, u32 (&mag)[M], const i32 (&v)[M], int lane) {
     if (c.ob) {
