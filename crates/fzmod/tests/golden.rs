@@ -25,9 +25,12 @@ struct Golden {
     /// preset (`fzmod::masked_preset`) when `mask_land`, else left to the preset's outliers.
     land: Option<f32>,
     mask_land: bool,
+    /// The pipeline (a TOML file in tests/golden/) that wrote the golden when the preset has
+    /// changed since: the current encoder must still write its bytes through that pipeline.
+    pipeline: Option<&'static str>,
 }
 
-const GOLDENS: [Golden; 17] = [
+const GOLDENS: [Golden; 19] = [
     Golden {
         file: "v1.0_cuszp_1d.fzm",
         preset: "cuszp",
@@ -38,6 +41,7 @@ const GOLDENS: [Golden; 17] = [
         specials: false,
         land: None,
         mask_land: false,
+        pipeline: None,
     },
     Golden {
         file: "v1.0_cuszp2_2d.fzm",
@@ -49,6 +53,7 @@ const GOLDENS: [Golden; 17] = [
         specials: false,
         land: None,
         mask_land: false,
+        pipeline: None,
     },
     Golden {
         file: "v1.0_cuszp3-fixed_2d.fzm",
@@ -60,6 +65,7 @@ const GOLDENS: [Golden; 17] = [
         specials: false,
         land: None,
         mask_land: false,
+        pipeline: None,
     },
     Golden {
         file: "v1.0_cuszp3-plain_3d.fzm",
@@ -71,6 +77,7 @@ const GOLDENS: [Golden; 17] = [
         specials: false,
         land: None,
         mask_land: false,
+        pipeline: None,
     },
     Golden {
         file: "v1.0_cuszp3-outlier_2d_specials.fzm",
@@ -82,6 +89,7 @@ const GOLDENS: [Golden; 17] = [
         specials: true,
         land: None,
         mask_land: false,
+        pipeline: None,
     },
     Golden {
         file: "v1.0_cuszp2_f64.fzm",
@@ -93,6 +101,7 @@ const GOLDENS: [Golden; 17] = [
         specials: false,
         land: None,
         mask_land: false,
+        pipeline: None,
     },
     // A bound far below the data's precision: the pipeline's archive would exceed the input,
     // so the writer falls back to a one-stage Store archive (docs/FORMAT.md 6.12).
@@ -106,6 +115,7 @@ const GOLDENS: [Golden; 17] = [
         specials: true,
         land: None,
         mask_land: false,
+        pipeline: None,
     },
     Golden {
         file: "v1.0_fzgpu_2d_specials.fzm",
@@ -117,6 +127,7 @@ const GOLDENS: [Golden; 17] = [
         specials: true,
         land: None,
         mask_land: false,
+        pipeline: None,
     },
     Golden {
         file: "v1.0_pfpl_2d_specials.fzm",
@@ -128,6 +139,7 @@ const GOLDENS: [Golden; 17] = [
         specials: true,
         land: None,
         mask_land: false,
+        pipeline: None,
     },
     Golden {
         file: "v1.0_pfpl_f64.fzm",
@@ -139,6 +151,7 @@ const GOLDENS: [Golden; 17] = [
         specials: false,
         land: None,
         mask_land: false,
+        pipeline: None,
     },
     Golden {
         file: "v1.0_cusz_2d_specials.fzm",
@@ -150,6 +163,7 @@ const GOLDENS: [Golden; 17] = [
         specials: true,
         land: None,
         mask_land: false,
+        pipeline: None,
     },
     // Written by the build that added ADM and ANS (format 1.0 plus stage ids 19 and 20).
     Golden {
@@ -162,6 +176,7 @@ const GOLDENS: [Golden; 17] = [
         specials: true,
         land: None,
         mask_land: false,
+        pipeline: None,
     },
     // Written by the build that added `fzmod::masked_preset` (format 1.0 plus stage id 43):
     // a −1e10 land band and the specials' NaN masked, rel relative to the valid values.
@@ -175,6 +190,7 @@ const GOLDENS: [Golden; 17] = [
         specials: true,
         land: Some(-1e10),
         mask_land: true,
+        pipeline: None,
     },
     Golden {
         file: "v1.0_interp_3d_specials.fzm",
@@ -186,6 +202,7 @@ const GOLDENS: [Golden; 17] = [
         specials: true,
         land: None,
         mask_land: false,
+        pipeline: Some("interp-before-code-order.toml"),
     },
     Golden {
         file: "v1.0_interp-fast_f64.fzm",
@@ -197,6 +214,7 @@ const GOLDENS: [Golden; 17] = [
         specials: false,
         land: None,
         mask_land: false,
+        pipeline: Some("interp-fast-before-ans.toml"),
     },
     // Written by the build that added the run layout of outlier lists (docs/FORMAT.md 6.1.1):
     // the −1e10 land band and the specials left to the outlier channels, which take the run
@@ -211,6 +229,7 @@ const GOLDENS: [Golden; 17] = [
         specials: true,
         land: Some(-1e10),
         mask_land: false,
+        pipeline: None,
     },
     Golden {
         file: "v1.0_cusz_2d_land_runs.fzm",
@@ -222,6 +241,33 @@ const GOLDENS: [Golden; 17] = [
         specials: true,
         land: Some(-1e10),
         mask_land: false,
+        pipeline: None,
+    },
+    // Written by the build that added the level code order (docs/FORMAT.md 6.17, bit 1 of the
+    // code-mapping byte) and ANS after RZE in `interp-fast`.
+    Golden {
+        file: "v1.0_interp_3d_level_specials.fzm",
+        preset: "interp",
+        shape: &[6, 73, 144],
+        start: 0,
+        bound: (ErrorMode::Rel, 1e-3),
+        f64: false,
+        specials: true,
+        land: None,
+        mask_land: false,
+        pipeline: None,
+    },
+    Golden {
+        file: "v1.0_interp-fast_3d_level_f64.fzm",
+        preset: "interp-fast",
+        shape: &[4, 73, 144],
+        start: 11 * PLANE,
+        bound: (ErrorMode::Rel, 1e-4),
+        f64: true,
+        specials: false,
+        land: None,
+        mask_land: false,
+        pipeline: None,
     },
 ];
 
@@ -259,9 +305,10 @@ impl Golden {
 
     fn compress(&self) -> Vec<u8> {
         let input = self.input();
-        let mut p = match self.land.filter(|_| self.mask_land) {
-            Some(fill) => fzmod::masked_preset(self.preset, self.shape, MaskSpec::nan_and(Some(f64::from(fill)))),
-            None => fzmod::preset(self.preset, self.shape),
+        let mut p = match (self.land.filter(|_| self.mask_land), self.pipeline) {
+            (Some(fill), _) => fzmod::masked_preset(self.preset, self.shape, MaskSpec::nan_and(Some(f64::from(fill)))),
+            (None, Some(file)) => fzmod::from_toml(&std::fs::read_to_string(golden_dir().join(file)).unwrap()),
+            (None, None) => fzmod::preset(self.preset, self.shape),
         }
         .unwrap();
         p.set_error_bound(ErrorBound::new(self.bound.0, self.bound.1).unwrap()).unwrap();

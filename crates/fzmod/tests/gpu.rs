@@ -726,8 +726,8 @@ fn huffman_cases_round_trip_on_the_cpu() {
     }
 }
 
-/// The Interpolation stage (random radius, anchor, α, β) and the `interp` and `interp-fast`
-/// presets, f32 and f64, abs and rel, radius and zigzag codes, on fields with NaN and ±Inf:
+/// The Interpolation stage (random radius, anchor, α, β, code order) and the `interp` and
+/// `interp-fast` presets, f32 and f64, abs and rel, radius and zigzag codes, on fields with NaN and ±Inf:
 /// device bytes == CPU bytes fused and unfused, each decoder decodes the other's archive.
 /// Seeds cycle through 1-D to 4-D random shapes (extents rarely multiples of the anchor
 /// stride), then a few fixed shapes that span several default anchor blocks (64 in 2-D and
@@ -760,8 +760,9 @@ fn interpolation_stage_and_presets_give_cpu_bytes() {
         let mode = [ErrorMode::Abs, ErrorMode::Rel][rng.below(2) as usize];
         let bound = ErrorBound::new(mode, [1e-2, 1e-3, 1e-4][rng.below(3) as usize]).unwrap();
         let stage = format!(
-            "type = \"Interpolation\"\ncode_mapping = \"{}\"\nquant_radius = {}\nanchor_stride = {}\nalpha = {}\nbeta = {}\n",
+            "type = \"Interpolation\"\ncode_mapping = \"{}\"\ncode_order = \"{}\"\nquant_radius = {}\nanchor_stride = {}\nalpha = {}\nbeta = {}\n",
             ["radius", "zigzag"][(seed / 2 % 2) as usize],
+            ["natural", "level", "auto"][(seed % 3) as usize],
             [1 + rng.below(32768), 1, 32768, 7][rng.below(4) as usize],
             1u64 << (1 + rng.below(8)),
             [1.0, 1.25, 1.5][rng.below(3) as usize],

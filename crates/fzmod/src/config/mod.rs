@@ -105,13 +105,13 @@ pub static PRESETS: &[Preset] = &[
     },
     Preset {
         name: "interp",
-        summary: "SZ3/cuSZ-i-style multilevel cubic interpolation (radius-2048 u16 codes) -> Huffman (bklen 4096) -> RZE; strict bound",
+        summary: "SZ3/cuSZ-i-style multilevel cubic interpolation (radius-2048 u16 codes, 3-D: level order) -> Huffman (bklen 4096) -> RZE; strict bound",
         one_d: INTERP,
         multi_d: INTERP,
     },
     Preset {
         name: "interp-fast",
-        summary: "Multilevel interpolation (zigzag u16 codes) -> Bitshuffle(2) -> RZE, no Huffman; strict bound",
+        summary: "Multilevel interpolation (zigzag u16 codes, 3-D: level order) -> Bitshuffle(2) -> RZE -> ANS, no Huffman; strict bound",
         one_d: INTERP_FAST,
         multi_d: INTERP_FAST,
     },

@@ -386,3 +386,46 @@ extern "C" __global__ void ip_decode_pass(const unsigned short* codes, real* w, 
         w[idx] = p + reconstruct(ip_level_code(c, radius, zigzag), (real)step_f64);
     }
 }
+
+// ---- Code order (order.rs) ----
+
+// order.rs lattice axis count: points first, first + step, ... below n.
+__device__ __forceinline__ u64 ip_axis_count(u64 n, u64 first, u64 step) { return n > first ? (n - 1 - first) / step + 1 : 0; }
+
+// order.rs position: the level-order position of element t. Group 0 holds the anchors; group
+// 1 + 7·level + mask − 1 the points whose axes in mask (bit k = axis k) are odd multiples of
+// the stride s = A >> (level + 1) and whose other axes are multiples of 2s (level 0 coarsest).
+__device__ __forceinline__ u64 ip_level_position(u64 t, const IGeom& g, const u64* offsets) {
+    u64 dims[3] = {g.nz, g.ny, g.nx};
+    u64 c[3] = {t / (g.ny * g.nx), t / g.nx % g.ny, t % g.nx};
+    u64 low[3];
+    for (int a = 0; a < 3; a++) low[a] = c[a] == 0 ? g.anchor : min(c[a] & (~c[a] + 1), g.anchor);
+    u64 s = min(low[0], min(low[1], low[2]));
+    u64 group = 0, first[3] = {0, 0, 0}, step = g.anchor;
+    if (s < g.anchor) {
+        u32 mask = 0;
+        for (int a = 0; a < 3; a++)
+            if (low[a] == s) {
+                mask |= 1u << a;
+                first[a] = s;
+            }
+        u32 level = __ffsll((long long)(g.anchor / s)) - 2; // log2(A / s) - 1
+        group = 1 + 7 * (u64)level + mask - 1;
+        step = 2 * s;
+    }
+    u64 rank = 0;
+    for (int a = 0; a < 3; a++) rank = rank * ip_axis_count(dims[a], first[a], step) + (c[a] - first[a]) / step;
+    return offsets[group] + rank;
+}
+
+// Natural ↔ level order: `inverse` = 0 scatters element t to its position, 1 gathers it back.
+extern "C" __global__ void ip_code_order(const unsigned short* in, unsigned short* out, IGeom g, const u64* offsets, u32 inverse) {
+    u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= g.nz * g.ny * g.nx) return;
+    u64 pos = ip_level_position(t, g, offsets);
+    if (inverse) {
+        out[t] = in[pos];
+    } else {
+        out[pos] = in[t];
+    }
+}

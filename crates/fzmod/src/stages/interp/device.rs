@@ -3,11 +3,11 @@
 //! per level and pass over the whole grid (the CPU's own walk, values in global memory), then
 //! the outlier list in index order after the anchors. No host synchronisation in forward: the
 //! choices reach the record through scalar slots. The inverse parses the side port with the
-//! CPU's own validating parser and replays the levels with the recorded choices.
+//! CPU's own validating parser and replays the levels with the recorded choices. Level-ordered
+//! codes (order.rs) are permuted by one kernel after the encoder and before the decoder.
 
-use super::cpu;
 use super::walk::{passes, Choice, Geometry as Walk};
-use super::{Interpolation, Resolved};
+use super::{cpu, order, Interpolation, Resolved};
 use crate::backend::cuda::device::{
     exclusive_scan, grid, scan_partials_len, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage, THREADS,
 };
@@ -80,6 +80,40 @@ fn sampling(g: &Walk) -> (u64, u64) {
     let total: u64 = g.blocks_per_axis().iter().map(|&b| b as u64).product();
     let stride = (total / 64).max(1);
     (stride, total.div_ceil(stride))
+}
+
+/// `codes` permuted between element and level order (order.rs) by `ip_code_order`:
+/// `inverse` false gives the level order of natural codes, true the natural order back.
+fn permute_codes(
+    run: &mut DeviceRun,
+    program: &Program,
+    codes: &DeviceBuffer,
+    g: &Walk,
+    inverse: bool,
+) -> Result<DeviceBuffer> {
+    let n = g.len();
+    let out = run.alloc(DType::U16, n)?;
+    let offsets: Vec<u8> = order::group_offsets(g).iter().flat_map(|o| o.to_le_bytes()).collect();
+    let offsets = run.upload(DType::U64, &offsets)?;
+    let kernel = run.kernel(program, "ip_code_order")?;
+    let s = run.stream().clone();
+    let (geom, inverse) = (IGeom::new(g), u32::from(inverse));
+    if n > 0 {
+        // SAFETY: argument list matches device.cu; codes and out hold n elements, offsets the
+        // 1 + 7·levels group starts and n.
+        unsafe {
+            s.launch_builder(&kernel)
+                .arg(&codes.ptr(&s))
+                .arg(&out.ptr(&s))
+                .arg(&geom)
+                .arg(&offsets.ptr(&s))
+                .arg(&inverse)
+                .launch(grid(n as u64, u64::from(THREADS)))
+                .map_err(device_error)?;
+        }
+    }
+    drop(offsets);
+    Ok(out)
 }
 
 /// The choices the export kernel packed into two words, 8 per word, level 0 in the low byte.
@@ -281,6 +315,8 @@ impl DeviceStage for Interpolation {
         }
         // Every buffer a launch above reads lives until here (stream-ordered frees after).
         drop((lsteps, costs, choices, w, tile_count, tile_next, tile_bytes, offsets, partials, params));
+        let level_order = self.order.is_level(&grid_shape);
+        let codes = if level_order { permute_codes(run, &program, &codes, &g, false)? } else { codes };
         let stage = self.clone();
         Ok(DeviceForwarded {
             outputs: vec![codes, side],
@@ -292,6 +328,7 @@ impl DeviceStage for Interpolation {
                     grid: grid_shape,
                     choices: unpack_choices(sc.u64(lo_slot), sc.u64(hi_slot), levels)?,
                     num_outliers: sc.u64(outliers_slot),
+                    level_order,
                 };
                 stage.record(bound, None, &resolved)
             }),
@@ -332,6 +369,8 @@ impl DeviceStage for Interpolation {
             )
         };
         let program = program(self.input);
+        let natural = if r.level_order { Some(permute_codes(run, &program, codes, &g, true)?) } else { None };
+        let codes = natural.as_ref().unwrap_or(codes);
         let k = |name| run.kernel(&program, name);
         let (scatter, put_anchors, decode) = (k("fz_scatter_outliers")?, k("ip_put_anchors")?, k("ip_decode_pass")?);
         let num_anchors = g.num_anchors() as u64;
@@ -417,7 +456,7 @@ impl DeviceStage for Interpolation {
         }
         anchors_into_out(0)?;
         scatter_outliers()?;
-        drop((anchors, index, bits));
+        drop((anchors, index, bits, natural));
         Ok(vec![out])
     }
 }

@@ -10,12 +10,14 @@
 //! segment of the point, so an A-cube is decodable on its own (cuSZ-i's tiles). A code the
 //! radius cannot hold, a value the check in f64 would miss, NaN and ±Inf go to a lossless
 //! outlier list in index order. Per level, interpolator and sweep order come from an integer
-//! cost estimate on sampled blocks and are recorded. Layout: docs/FORMAT.md 6.17. device.rs
-//! produces the same bytes on the GPU (one kernel per level and pass).
+//! cost estimate on sampled blocks and are recorded. The codes leave in element order or
+//! grouped by level and pass (order.rs). Layout: docs/FORMAT.md 6.17. device.rs produces the
+//! same bytes on the GPU (one kernel per level and pass).
 
 mod cpu;
 #[cfg(feature = "cuda")]
 pub(crate) mod device;
+mod order;
 mod rows;
 pub(crate) mod walk;
 
@@ -54,6 +56,48 @@ pub fn default_anchor(ndim: usize) -> usize {
     }
 }
 
+/// The order of the `codes` port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CodeOrder {
+    /// Element (C) order.
+    Natural,
+    /// Grouped by level and pass, coarsest first (order.rs).
+    Level,
+    /// Level order on 3-D grids, element order otherwise: grouping gained up to 42 % on the
+    /// shared 3-D fields and lost up to 9 % on 2-D ones (docs/PERFORMANCE.md).
+    Auto,
+}
+
+impl CodeOrder {
+    fn parse(name: &str) -> Result<CodeOrder> {
+        match name {
+            "natural" => Ok(CodeOrder::Natural),
+            "level" => Ok(CodeOrder::Level),
+            "auto" => Ok(CodeOrder::Auto),
+            other => {
+                Err(Error::Config(format!("Interpolation: code_order \"{other}\" (expected natural, level or auto)")))
+            }
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            CodeOrder::Natural => "natural",
+            CodeOrder::Level => "level",
+            CodeOrder::Auto => "auto",
+        }
+    }
+
+    /// Whether the codes of `grid` leave in level order.
+    pub fn is_level(self, grid: &Grid) -> bool {
+        match self {
+            CodeOrder::Natural => false,
+            CodeOrder::Level => true,
+            CodeOrder::Auto => grid.ndim == 3,
+        }
+    }
+}
+
 /// Values a decode needs that only exist after the forward run.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Resolved {
@@ -65,6 +109,8 @@ pub struct Resolved {
     /// Per level, coarsest first.
     pub choices: Vec<Choice>,
     pub num_outliers: u64,
+    /// The codes are in level order (order.rs), else in element order.
+    pub level_order: bool,
 }
 
 /// The Interpolation stage.
@@ -76,6 +122,7 @@ pub struct Interpolation {
     /// Zigzag codes (0..=2·radius−2, 2·radius−1 marks an outlier) instead of radius codes:
     /// an exact prediction is the word 0, which bit-plane and zero-run coders want.
     pub zigzag: bool,
+    pub order: CodeOrder,
     /// `None` = [`default_anchor`] of the grid's dimensionality.
     pub anchor: Option<usize>,
     /// Level bound eb_ℓ = eb / min(α^(ℓ−1), β).
@@ -102,10 +149,12 @@ fn check_params(radius: u32, anchor: Option<usize>, alpha: f64, beta: f64) -> st
 }
 
 impl Interpolation {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         input: DType,
         radius: u32,
         zigzag: bool,
+        order: CodeOrder,
         anchor: Option<usize>,
         alpha: f64,
         beta: f64,
@@ -115,7 +164,18 @@ impl Interpolation {
             return Err(Error::InvalidArgument(format!("Interpolation input must be f32 or f64, not {input}")));
         }
         check_params(radius, anchor, alpha, beta).map_err(|e| Error::InvalidArgument(format!("Interpolation: {e}")))?;
-        Ok(Interpolation { input, radius, zigzag, anchor, alpha, beta, input_stated: false, bound, resolved: None })
+        Ok(Interpolation {
+            input,
+            radius,
+            zigzag,
+            order,
+            anchor,
+            alpha,
+            beta,
+            input_stated: false,
+            bound,
+            resolved: None,
+        })
     }
 
     fn from_toml(t: &toml::Table) -> Result<Box<dyn Stage>> {
@@ -132,6 +192,7 @@ impl Interpolation {
                 )))
             }
         };
+        let order = CodeOrder::parse(p.str("code_order")?.unwrap_or("natural"))?;
         let anchor = match p.u32("anchor_stride", 0)? {
             0 => None,
             a => Some(a as usize),
@@ -143,7 +204,7 @@ impl Interpolation {
         p.finish()?;
         let bound =
             ErrorBound::from_parts(mode, value, None).map_err(|e| Error::Config(format!("Interpolation: {e}")))?;
-        let stage = Interpolation::new(input, radius, zigzag, anchor, alpha, beta, bound)
+        let stage = Interpolation::new(input, radius, zigzag, order, anchor, alpha, beta, bound)
             .map_err(|e| Error::Config(e.to_string()))?;
         Ok(Box::new(Interpolation { input_stated: t.contains_key("input_type"), ..stage }))
     }
@@ -156,11 +217,12 @@ impl Interpolation {
         stage::check_param_version(&KIND, version)?;
         let mut r = Reader::new(bytes, "Interpolation parameters");
         let RecordHead { input, mode, value, abs_bound, step } = RecordHead::read(&mut r, "Interpolation")?;
-        let zigzag = match r.u8()? {
-            0 => false,
-            1 => true,
-            m => return Err(corrupt!("Interpolation code mapping {m}")),
-        };
+        // Bit 0 the mapping (zigzag), bit 1 the order (level).
+        let mapping = r.u8()?;
+        if mapping > 3 {
+            return Err(corrupt!("Interpolation code mapping {mapping}"));
+        }
+        let (zigzag, level_order) = (mapping & 1 == 1, mapping & 2 == 2);
         let radius = r.count(32768, "quant radius")? as u32;
         let anchor = r.count(MAX_ANCHOR as u64, "anchor stride")?;
         let (alpha, beta) = (r.f64()?, r.f64()?);
@@ -180,11 +242,12 @@ impl Interpolation {
         }
         let bound = ErrorBound::new(mode, value).map_err(|_| corrupt!("Interpolation bound {value}"))?;
         check_recorded("Interpolation", input, bound, abs_bound, step)?;
-        let resolved = Resolved { abs_bound, step, anchor, grid, choices, num_outliers };
+        let resolved = Resolved { abs_bound, step, anchor, grid, choices, num_outliers, level_order };
         Ok(Interpolation {
             input,
             radius,
             zigzag,
+            order: if level_order { CodeOrder::Level } else { CodeOrder::Natural },
             anchor: Some(anchor),
             alpha,
             beta,
@@ -199,7 +262,7 @@ impl Interpolation {
         check_resolved("Interpolation", self.input, bound, range, r.abs_bound, r.step)?;
         let mut w = Writer::default();
         RecordHead::write(&mut w, self.input, bound, r.abs_bound, r.step);
-        w.u8(u8::from(self.zigzag));
+        w.u8(u8::from(self.zigzag) | u8::from(r.level_order) << 1);
         w.varint(u64::from(self.radius));
         w.varint(r.anchor as u64);
         w.f64(self.alpha);
@@ -236,6 +299,8 @@ impl Interpolation {
         let (range, abs_bound, anchor) = self.resolve(x, bound, &grid)?;
         let g = Geometry { dims: grid.dims, anchor };
         let f = cpu::forward(x, &g, self.params(abs_bound), None);
+        let level_order = self.order.is_level(&grid);
+        let codes = if level_order { order::to_level_order(&f.codes, &g) } else { f.codes };
         let resolved = Resolved {
             abs_bound,
             step: T::at_most(abs_bound).to_f64(),
@@ -243,9 +308,10 @@ impl Interpolation {
             grid,
             choices: f.choices,
             num_outliers: f.num_outliers,
+            level_order,
         };
         let record = self.record(bound, range, &resolved)?;
-        Ok(Forwarded { outputs: vec![Buffer::U16(f.codes), Buffer::U8(f.side)], record })
+        Ok(Forwarded { outputs: vec![Buffer::U16(codes), Buffer::U8(f.side)], record })
     }
 }
 
@@ -294,6 +360,13 @@ impl Stage for Interpolation {
         };
         let g = Geometry { dims: r.grid.dims, anchor: r.anchor };
         let q = self.params(r.abs_bound);
+        let natural;
+        let codes = if r.level_order && codes.len() == g.len() {
+            natural = order::from_level_order(codes, &g);
+            &natural
+        } else {
+            codes
+        };
         Ok(vec![match self.input {
             DType::F32 => Buffer::F32(cpu::inverse(codes, side, r.num_outliers, &g, q, &r.choices)?),
             _ => Buffer::F64(cpu::inverse(codes, side, r.num_outliers, &g, q, &r.choices)?),
@@ -307,6 +380,9 @@ impl Stage for Interpolation {
         }
         t.insert("code_type".into(), "uint16".into());
         t.insert("code_mapping".into(), if self.zigzag { "zigzag" } else { "radius" }.into());
+        if self.order != CodeOrder::Natural {
+            t.insert("code_order".into(), self.order.name().into());
+        }
         t.insert("quant_radius".into(), i64::from(self.radius).into());
         if let Some(a) = self.anchor {
             t.insert("anchor_stride".into(), (a as i64).into());
@@ -335,7 +411,16 @@ impl Stage for Interpolation {
 
     fn set_input_dtype(&mut self, dtype: DType) -> Result<()> {
         check_stated_input("Interpolation", self.input_stated, self.input, dtype)?;
-        *self = Interpolation::new(dtype, self.radius, self.zigzag, self.anchor, self.alpha, self.beta, self.bound)?;
+        *self = Interpolation::new(
+            dtype,
+            self.radius,
+            self.zigzag,
+            self.order,
+            self.anchor,
+            self.alpha,
+            self.beta,
+            self.bound,
+        )?;
         Ok(())
     }
 

@@ -104,20 +104,39 @@ fn truncated_or_corrupted_side_channel_is_an_error() {
     assert!(inverse::<f32>(&codes, &f.side, f.num_outliers, &g, q, &choices).is_ok());
 }
 
+fn stage(order: CodeOrder) -> Interpolation {
+    let bound = Some(ErrorBound::new(ErrorMode::Abs, 0.01).unwrap());
+    Interpolation::new(DType::F32, 512, false, order, Some(8), 1.5, 4.0, bound).unwrap()
+}
+
+#[test]
+fn level_order_round_trips_through_the_record_and_auto_picks_it_in_3d() {
+    let x: Vec<f32> = (0..4 * 10 * 30).map(|i| (i as f32 * 0.1).sin() * 3.0 + (i / 300) as f32).collect();
+    for (order, shape, level) in [
+        (CodeOrder::Level, &[4, 10, 30][..], true),
+        (CodeOrder::Level, &[40, 30], true),
+        (CodeOrder::Auto, &[4, 10, 30], true),
+        (CodeOrder::Auto, &[1, 40, 30], false),
+        (CodeOrder::Natural, &[4, 10, 30], false),
+    ] {
+        let f = stage(order).forward(vec![Buffer::F32(x.clone())], &ForwardContext { shape }).unwrap();
+        let decoded = Interpolation::decode_record(1, &f.record).unwrap();
+        assert_eq!(decoded.resolved.as_ref().unwrap().level_order, level, "{order:?} {shape:?}");
+        let natural =
+            stage(CodeOrder::Natural).forward(vec![Buffer::F32(x.clone())], &ForwardContext { shape }).unwrap();
+        let [Buffer::U16(codes), _] = &f.outputs[..] else { unreachable!() };
+        let [Buffer::U16(plain), _] = &natural.outputs[..] else { unreachable!() };
+        assert_eq!(codes != plain, level, "{order:?} {shape:?}");
+        let y = decoded.inverse(f.outputs).unwrap();
+        let [Buffer::F32(y)] = &y[..] else { unreachable!() };
+        check(&x, y, 0.01);
+    }
+}
+
 #[test]
 fn mutated_records_are_typed_errors() {
-    let stage = Interpolation::new(
-        DType::F32,
-        512,
-        false,
-        Some(8),
-        1.5,
-        4.0,
-        Some(ErrorBound::new(ErrorMode::Abs, 0.01).unwrap()),
-    )
-    .unwrap();
     let x: Vec<f32> = (0..300).map(|i| (i as f32 * 0.1).sin()).collect();
-    let f = stage.forward(vec![Buffer::F32(x)], &ForwardContext { shape: &[10, 30] }).unwrap();
+    let f = stage(CodeOrder::Natural).forward(vec![Buffer::F32(x)], &ForwardContext { shape: &[10, 30] }).unwrap();
     assert!(Interpolation::decode_record(1, &f.record).is_ok());
     for cut in 0..f.record.len() {
         assert!(Interpolation::decode_record(1, &f.record[..cut]).is_err());

@@ -1,0 +1,135 @@
+//! The level order of the `codes` port (docs/FORMAT.md 6.17, "Code order"): the codes grouped
+//! by level and by the set of axes at an odd multiple of the level stride, coarsest first,
+//! each group in C order of its own lattice. In 3-D the passes along different axes have very
+//! different error distributions (a time or height axis against two horizontal ones); grouped,
+//! each pass fills whole chunks of its own, which chunk-local coders (Bitshuffle and RZE per
+//! 16 KiB) and the zero runs RZE removes after Huffman exploit. The permutation depends on
+//! the grid alone; device.cu `ip_level_position` computes the same position per point.
+
+use super::walk::Geometry;
+
+/// Groups of a grid with `levels` levels: the anchors, then per level (coarsest first) the
+/// seven non-empty axis sets (bit k = axis k at an odd multiple of the stride), ascending.
+pub fn num_groups(levels: usize) -> usize {
+    1 + 7 * levels
+}
+
+/// Group `k`'s lattice: per axis (first coordinate, step).
+fn lattice(g: &Geometry, k: usize) -> [(usize, usize); 3] {
+    if k == 0 {
+        return [(0, g.anchor); 3];
+    }
+    let level = (k - 1) / 7; // 0 = coarsest, stride A/2
+    let mask = (k - 1) % 7 + 1;
+    let s = g.anchor >> (level + 1);
+    std::array::from_fn(|a| (if mask >> a & 1 == 1 { s } else { 0 }, 2 * s))
+}
+
+/// Points of a lattice axis of extent `n`.
+fn axis_count(n: usize, (first, step): (usize, usize)) -> usize {
+    if n > first {
+        (n - 1 - first) / step + 1
+    } else {
+        0
+    }
+}
+
+/// Start of every group in the level-ordered codes, and the total (n) last (the device
+/// kernel's table).
+#[cfg(any(test, feature = "cuda"))]
+pub fn group_offsets(g: &Geometry) -> Vec<u64> {
+    let mut offsets = vec![0u64];
+    for k in 0..num_groups(g.levels()) {
+        let lat = lattice(g, k);
+        let size: usize = (0..3).map(|a| axis_count(g.dims[a], lat[a])).product();
+        offsets.push(offsets[k] + size as u64);
+    }
+    offsets
+}
+
+/// Visit the element indices of the grid in level order.
+fn for_each_in_level_order(g: &Geometry, mut f: impl FnMut(usize)) {
+    let [sz, sy, _] = g.strides();
+    for k in 0..num_groups(g.levels()) {
+        let [lz, ly, lx] = lattice(g, k);
+        let (cz, cy, cx) = (axis_count(g.dims[0], lz), axis_count(g.dims[1], ly), axis_count(g.dims[2], lx));
+        for z in 0..cz {
+            for y in 0..cy {
+                let row = (lz.0 + z * lz.1) * sz + (ly.0 + y * ly.1) * sy;
+                for x in 0..cx {
+                    f(row + lx.0 + x * lx.1);
+                }
+            }
+        }
+    }
+}
+
+/// Natural order → level order.
+pub fn to_level_order(codes: &[u16], g: &Geometry) -> Vec<u16> {
+    let mut out = Vec::with_capacity(codes.len());
+    for_each_in_level_order(g, |i| out.push(codes[i]));
+    out
+}
+
+/// Level order → natural order (`codes` holds the grid's n codes).
+pub fn from_level_order(codes: &[u16], g: &Geometry) -> Vec<u16> {
+    let mut out = vec![0u16; codes.len()];
+    let mut next = codes.iter();
+    for_each_in_level_order(g, |i| out[i] = *next.next().expect("n codes"));
+    out
+}
+
+/// The level-order position of element `idx`, point by point (device.cu's form).
+#[cfg(test)]
+pub fn position(g: &Geometry, offsets: &[u64], idx: usize) -> u64 {
+    let [sz, sy, _] = g.strides();
+    let c = [idx / sz, idx % sz / sy, idx % sy];
+    let low = c.map(|v| if v == 0 { g.anchor } else { (1 << v.trailing_zeros()).min(g.anchor) });
+    let s = low.into_iter().min().expect("three axes");
+    let k = if s == g.anchor {
+        0
+    } else {
+        let mask: usize = (0..3).map(|a| usize::from(low[a] == s) << a).sum();
+        let level = (g.anchor / s).trailing_zeros() as usize - 1;
+        1 + 7 * level + mask - 1
+    };
+    let lat = lattice(g, k);
+    let rank = (0..3).fold(0usize, |r, a| r * axis_count(g.dims[a], lat[a]) + (c[a] - lat[a].0) / lat[a].1);
+    offsets[k] + rank as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn level_order_is_a_permutation_that_round_trips() {
+        for dims in [[1, 1, 37], [3, 5, 7], [9, 17, 33], [1, 40, 1], [5, 1, 6], [0, 3, 3], [65, 29, 49]] {
+            for anchor in [2, 4, 8, 64] {
+                let g = Geometry { dims, anchor };
+                let n = g.len();
+                let codes: Vec<u16> = (0..n).map(|i| (i * 7919 % 65521) as u16).collect();
+                let ordered = to_level_order(&codes, &g);
+                assert_eq!(from_level_order(&ordered, &g), codes, "{dims:?} A={anchor}");
+                let offsets = group_offsets(&g);
+                assert_eq!(offsets.last().copied(), Some(n as u64));
+                let mut seen = vec![false; n];
+                for (i, &code) in codes.iter().enumerate() {
+                    let p = position(&g, &offsets, i) as usize;
+                    assert_eq!(ordered[p], code, "{dims:?} A={anchor} element {i}");
+                    assert!(!std::mem::replace(&mut seen[p], true));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn anchors_come_first_and_the_finest_pass_last() {
+        let g = Geometry { dims: [5, 9, 9], anchor: 4 };
+        let offsets = group_offsets(&g);
+        assert_eq!(position(&g, &offsets, 0), 0);
+        assert_eq!(offsets[1], g.num_anchors() as u64);
+        // (1, 1, 1): every axis odd at stride 1, the last group.
+        assert_eq!(position(&g, &offsets, 81 + 9 + 1), offsets[offsets.len() - 2]);
+    }
+}
