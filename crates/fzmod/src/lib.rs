@@ -70,7 +70,7 @@ pub use run::{decompress, decompress_on, decompress_with, Decoder, RunOptions};
 pub use shape::parse_shape;
 pub use stage::{ErrorBound, Stage};
 pub use stream::{
-    compress_stream, StreamCompressor, StreamDecoder, StreamInput, StreamOptions, StreamPass, StreamProgress,
+    compress_stream, decompress_stream, StreamCompressor, StreamDecoder, StreamInput, StreamOptions, StreamPass, StreamProgress,
 };
 
 /// The absolute bound the reconstruction of an archive guarantees (what reports print), from

@@ -1,14 +1,16 @@
 //! A whole streamed compression from a reader: for a `rel` bound without a stated range, the
 //! first pass over the array that finds it (when the input can be read twice), then the
-//! slabs, then the trailer. The CLI's `compress --stream` and the Python streaming API are
-//! thin callers of [`compress_stream`].
+//! slabs, then the trailer; and the decode of any archive from a reader into a writer. The
+//! CLI's `compress --stream` and the Python streaming API are thin callers of these.
 
-use super::{Finished, StreamCompressor, StreamOptions, STREAM_SLAB_BYTES};
+use super::{Finished, StreamCompressor, StreamDecoder, StreamOptions, STREAM_SLAB_BYTES};
+use crate::archive::{self, Header};
 use crate::backend::Backend;
 use crate::chunking::merge_ranges;
 use crate::element::{Buffer, DType};
-use crate::error::{Error, Result};
+use crate::error::{corrupt, Error, Result};
 use crate::graph::Pipeline;
+use crate::run::Decoder;
 use crate::ErrorMode;
 use std::io::{Read, Seek, SeekFrom, Write};
 
@@ -145,4 +147,51 @@ fn first_pass(
         report(progress, start);
     }
     Ok(range)
+}
+
+/// Decode the archive read from `input` into `out` (little-endian values, C order) and return
+/// its header. A streamed archive (format 2.1) is decoded slab by slab in memory bounded by
+/// one slab, from any reader; any other archive is read whole (under the decoder's
+/// `max_memory`) and decoded at once. `progress` hears `(chunks done, chunks in all, bytes
+/// written)` after each slab of a streamed archive.
+pub fn decompress_stream<W: Write>(
+    input: &mut dyn Read,
+    decoder: Decoder,
+    mut out: W,
+    progress: &mut dyn FnMut(u64, u64, u64),
+) -> Result<(Header, W)> {
+    let max = decoder.limits().max_memory;
+    let mut head = Vec::new();
+    input.take(archive::PREAMBLE_BYTES as u64).read_to_end(&mut head)?;
+    let header_len = archive::header_len(&head)?;
+    if header_len as u64 > max {
+        return Err(corrupt!("a header of {header_len} bytes"));
+    }
+    input.take((header_len - head.len()) as u64).read_to_end(&mut head)?;
+    let streamed = archive::parse_head(&head)?.is_streamed();
+    // The reader below reads the header again, from the bytes already taken.
+    let mut input = std::io::Cursor::new(head).chain(input);
+    if !streamed {
+        let mut bytes = Vec::new();
+        (&mut input).take(max.saturating_add(1)).read_to_end(&mut bytes)?;
+        if bytes.len() as u64 > max {
+            return Err(Error::InvalidArgument(format!(
+                "the archive is longer than the decode limit of {max} bytes (DecodeLimits)"
+            )));
+        }
+        let decoded = decoder.decompress(&bytes)?;
+        out.write_all(&decoded.data.le_bytes())?;
+        out.flush()?;
+        return Ok((decoded.header, out));
+    }
+    let mut d = StreamDecoder::new(input, decoder)?;
+    let mut written = 0u64;
+    while let Some(slab) = d.next_slab()? {
+        let bytes = slab.data.le_bytes();
+        out.write_all(&bytes)?;
+        written += bytes.len() as u64;
+        progress(d.chunks_done(), d.num_chunks(), written);
+    }
+    out.flush()?;
+    Ok((d.header().clone(), out))
 }

@@ -14,7 +14,7 @@ mod job;
 mod read;
 mod write;
 
-pub use job::{compress_stream, ReadSeek, StreamInput, StreamPass, StreamProgress};
+pub use job::{compress_stream, decompress_stream, ReadSeek, StreamInput, StreamPass, StreamProgress};
 pub use read::{Slab, StreamDecoder};
 pub use write::{Finished, StreamCompressor, StreamOptions};
 
