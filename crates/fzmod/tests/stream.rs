@@ -77,14 +77,11 @@ fn compress_stream(
     let bytes = input.to_le_bytes();
     let mut cursor = std::io::Cursor::new(&bytes[..]);
     let mut once = Trickle(&bytes);
-    let source = if seekable {
-        fzmod::StreamInput::Seekable(&mut cursor)
-    } else {
-        fzmod::StreamInput::Once(&mut once)
-    };
+    let source = if seekable { fzmod::StreamInput::Seekable(&mut cursor) } else { fzmod::StreamInput::Once(&mut once) };
     let mut seen = Vec::new();
-    let done =
-        fzmod::compress_stream(p, &Backend::Cpu, input.dtype(), shape, opts, source, Vec::new(), &mut |e| seen.push(e))?;
+    let done = fzmod::compress_stream(p, &Backend::Cpu, input.dtype(), shape, opts, source, Vec::new(), &mut |e| {
+        seen.push(e)
+    })?;
     Ok((done.out, seen))
 }
 
@@ -373,5 +370,37 @@ fn the_golden_streamed_archive_decodes_to_its_recorded_values() {
     for region in [vec![1..3, 30..50, 60..100], vec![3..4, 72..73, 143..144]] {
         let got = fzmod::decompress_region(&archive, &region).unwrap().data;
         assert_eq!(got, fzmod::graph::slice(&decoded.data, &decoded.header.shape, &region).unwrap(), "{region:?}");
+    }
+}
+
+/// The library's decode from a reader into a writer: a streamed archive slab by slab (from a
+/// pipe), any other whole; the values of the in-memory decode, and typed errors when cut.
+#[test]
+fn decompress_stream_writes_the_values_of_any_archive() {
+    let shape = [9usize, 17, 23];
+    let input = buffer(&field(shape.iter().product(), true), DType::F32);
+    let p = pipeline("cuszp2", &shape, DType::F32, ErrorBound::new(ErrorMode::Abs, 1e-2).unwrap());
+    let streamed = streamed(&p, &input, &shape, &options(&[2, 8, 23], None, 1)).unwrap();
+    let whole = p.compress(&input, &shape).unwrap();
+    for archive in [&streamed, &whole] {
+        let want = fzmod::decompress(archive).unwrap();
+        let mut slabs = 0;
+        let (header, out) =
+            fzmod::decompress_stream(&mut Trickle(archive), Decoder::new(Backend::Cpu), Vec::new(), &mut |_, _, _| {
+                slabs += 1
+            })
+            .unwrap();
+        assert_eq!((header.shape, out), (want.header.shape, want.data.to_le_bytes()));
+        assert_eq!(slabs > 0, archive == &streamed, "slab progress only for a streamed archive");
+        for cut in [3, archive.len() / 2, archive.len() - 1] {
+            let err = fzmod::decompress_stream(
+                &mut &archive[..cut],
+                Decoder::new(Backend::Cpu),
+                Vec::new(),
+                &mut |_, _, _| {},
+            )
+            .unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::CorruptArchive, "cut at {cut}: {err}");
+        }
     }
 }
