@@ -93,7 +93,8 @@ def compress(
         neighbour before prediction, and ``mode="rel"`` is then relative to the range of the
         unmasked values.
     chunk: write a chunked archive (docs/FORMAT.md §8) of independent chunks of this shape
-        (``"64x64x64"``, or ``"auto"`` for boxes of about 4 MiB), so ``decompress(...,
+        (``"64x64x64"``, or ``"auto"``: boxes of 2-4 MiB, of 1-4 MiB for arrays of 256 MiB and
+        more), so ``decompress(...,
         region=...)`` decodes only the chunks a box meets. Host arrays only.
     """
     options = _options(preset, mode, bound, backend, pipeline, mask_nan, fill_value)
