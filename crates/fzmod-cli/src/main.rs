@@ -183,7 +183,8 @@ struct Job {
     #[arg(long, value_enum, default_value_t = Fusion::On)]
     fusion: Fusion,
     /// Write a chunked archive (format 2.0) of independent chunks of this shape, for region
-    /// decode: `1024x1024`, `64,64,64`, or `auto` (boxes of about 4 MiB). Chunks compress in
+    /// decode: `1024x1024`, `64,64,64`, or `auto` (boxes of 2–4 MiB; for arrays of 256 MiB and
+    /// more, at most 1/320 of the array, 1–4 MiB). Chunks compress in
     /// parallel on the CPU; the bytes do not depend on the thread count.
     #[arg(long, value_name = "SHAPE|auto")]
     chunk: Option<String>,

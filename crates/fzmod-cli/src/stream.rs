@@ -8,7 +8,8 @@ use crate::report::Report;
 use crate::{Job, Output};
 use anyhow::{bail, Context, Result};
 use fzmod::backend::Backend;
-use fzmod::{Buffer, DType, Decoder, ErrorMode, Pipeline, StreamCompressor, StreamDecoder, StreamOptions};
+use fzmod::{DType, Decoder, StreamDecoder, StreamInput, StreamOptions, StreamPass, StreamProgress};
+use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 use std::time::Instant;
@@ -24,48 +25,9 @@ fn parse_range(text: &str) -> Result<(f64, f64)> {
     Ok((lo, hi))
 }
 
-/// The value range a `rel` bound is resolved from: `--range`, or a first pass over a regular
-/// file (exactly the range the in-memory chunked writer finds, so the frames are its chunks).
-fn value_range(
-    p: &Pipeline,
-    input: &Path,
-    job: &Job,
-    dtype: DType,
-    shape: &[usize],
-    out: &Output,
-) -> Result<Option<Option<(f64, f64)>>> {
-    if !p.error_bound().is_some_and(|b| b.mode == ErrorMode::Rel) {
-        return Ok(None);
-    }
-    if let Some(text) = &job.range {
-        return Ok(Some(Some(parse_range(text)?)));
-    }
-    if !io::is_regular_file(input) {
-        bail!(
-            "a relative bound on a stream from {} needs the value range before the first chunk is written: \
-             give --range MIN,MAX, or an absolute bound (-m abs -e VALUE)",
-            shown(input)
-        );
-    }
-    let row: usize = shape[1..].iter().product::<usize>() * dtype.size();
-    let rows = ((fzmod::stream::STREAM_SLAB_BYTES as usize) / row.max(1)).max(1);
-    let mut reader = io::open_input(input)?;
-    let mut range = None;
-    let mut progress = Progress::new("range pass", shape[0].div_ceil(rows) as u64, out.progress, out.quiet);
-    for (k, start) in (0..shape[0]).step_by(rows).enumerate() {
-        let mut part_shape = shape.to_vec();
-        part_shape[0] = rows.min(shape[0] - start);
-        let mut part = Buffer::zeroed(dtype, part_shape.iter().product())?;
-        reader.read_exact(part.native_bytes_mut()).with_context(|| format!("cannot read {}", shown(input)))?;
-        part.from_le_in_place();
-        range = fzmod::merge_ranges(range, p.quantizer_value_range(part.view(), &part_shape)?);
-        progress.update(k as u64 + 1, ((start + part_shape[0]) * row) as u64);
-    }
-    progress.finish();
-    Ok(Some(range))
-}
-
-/// `compress --stream`: header, then slab by slab, then the trailer, written as they come.
+/// `compress --stream`: header, then slab by slab, then the trailer, written as they come
+/// (the library's [`fzmod::compress_stream`]; for a `rel` bound without `--range`, a regular
+/// file gets its first pass there, and a pipe is refused).
 pub fn compress(
     input: &Path,
     job: &Job,
@@ -80,31 +42,47 @@ pub fn compress(
     let pipeline = crate::job_pipeline(job, &job.preset, job.error_bound, &shape)?;
     let (backend, note) = Backend::select(job.backend)?;
     let chunks = crate::chunk_options(job, &shape, dtype)?.unwrap_or_default();
-    let range = value_range(&pipeline, input, job, dtype, &shape, out)?;
-    let options = StreamOptions { chunks, range, run: job.fusion.into(), slab_bytes: 0 };
+    let range = job.range.as_deref().map(parse_range).transpose()?.map(Some);
+    let options = StreamOptions { chunks, range, run: job.fusion.into(), slab_bytes: 0, max_memory };
     let start = Instant::now();
     let sink = dest.sink()?;
-    let mut s = StreamCompressor::new(&pipeline, &backend, dtype, &shape, &options, sink)
-        .with_context(|| format!("compressing {}", shown(input)))?;
-    io::within_limit(
-        "one slab of the stream (the chunk extent along the first dimension × the others)",
-        s.max_slab_bytes(),
-        max_memory,
-    )?;
-    let mut reader = io::open_input(input)?;
-    let mut progress = Progress::new("compress", s.num_chunks(), out.progress, out.quiet);
-    let row_bytes = (shape[1..].iter().product::<usize>() * dtype.size()) as u64;
-    let mut rows = 0u64;
-    loop {
-        let next = s.next_slab_shape();
-        if !s.write_slab_from(&mut reader).with_context(|| format!("compressing {}", shown(input)))? {
-            break;
+    let mut file;
+    let mut stdin;
+    let source = if io::is_regular_file(input) {
+        file = File::open(input).with_context(|| format!("cannot read {}", shown(input)))?;
+        StreamInput::Seekable(&mut file)
+    } else {
+        stdin = io::open_input(input)?;
+        StreamInput::Once(&mut stdin)
+    };
+    let mut bar: Option<(StreamPass, Progress)> = None;
+    let mut progress = |p: StreamProgress| {
+        if bar.as_ref().map(|b| b.0) != Some(p.pass) {
+            if let Some((_, old)) = bar.take() {
+                old.finish();
+            }
+            let (verb, total) = match p.pass {
+                StreamPass::Range => ("range pass", p.rows_total),
+                StreamPass::Compress => ("compress", p.chunks_total),
+            };
+            bar = Some((p.pass, Progress::new(verb, total, out.progress, out.quiet)));
         }
-        rows += next.map_or(0, |n| n[0] as u64);
-        progress.update(s.chunks_done(), rows * row_bytes);
+        if let Some((pass, b)) = bar.as_mut() {
+            b.update(if *pass == StreamPass::Range { p.rows } else { p.chunks }, p.bytes);
+        }
+    };
+    let done = fzmod::compress_stream(&pipeline, &backend, dtype, &shape, &options, source, sink, &mut progress)
+        .map_err(|e| match e {
+            fzmod::Error::RangeNeeded(_) => anyhow::anyhow!(
+                "a relative bound on a stream from {} needs the value range before the first chunk is written: \
+                 give --range MIN,MAX, or an absolute bound (-m abs -e VALUE)",
+                shown(input)
+            ),
+            e => anyhow::Error::new(e).context(format!("compressing {}", shown(input))),
+        })?;
+    if let Some((_, b)) = bar {
+        b.finish();
     }
-    progress.finish();
-    let done = s.finish().with_context(|| format!("compressing {}", shown(input)))?;
     let mut r = Report::new(&done.header, done.archive_len as usize, shown(input));
     (r.backend, r.backend_note) = (backend.name().into(), note);
     r.compress_seconds = Some(start.elapsed().as_secs_f64());

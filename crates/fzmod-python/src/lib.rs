@@ -10,6 +10,7 @@ mod errors;
 mod header;
 mod host_memory;
 mod pipeline;
+mod streams;
 
 use arrays::HostArray;
 use errors::{from_library, invalid_argument, raise};
@@ -202,6 +203,8 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(compress, module)?)?;
     module.add_function(wrap_pyfunction!(decompress, module)?)?;
     module.add_function(wrap_pyfunction!(decompress_region, module)?)?;
+    module.add_function(wrap_pyfunction!(streams::compress_stream, module)?)?;
+    module.add_function(wrap_pyfunction!(streams::decompress_stream, module)?)?;
     module.add_function(wrap_pyfunction!(inspect, module)?)?;
     module.add_function(wrap_pyfunction!(presets, module)?)?;
     module.add_function(wrap_pyfunction!(resolve_settings, module)?)?;

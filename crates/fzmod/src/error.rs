@@ -29,6 +29,10 @@ pub enum Error {
     /// A caller-supplied argument is out of range or inconsistent (shape, bound, dtype).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// A relative bound over a stream read once (a pipe) without the value range it is
+    /// resolved from: state the range, read from a seekable input, or use an absolute bound.
+    #[error("value range needed: {0}")]
+    RangeNeeded(String),
     /// The stage graph is not a valid pipeline (names the stage and port at fault).
     #[error("pipeline: {0}")]
     Pipeline(String),
@@ -86,7 +90,9 @@ impl Error {
             | Error::Checksum { .. }
             | Error::Corrupt(_)
             | Error::UnknownStage(_) => ErrorKind::CorruptArchive,
-            Error::InvalidArgument(_) | Error::Pipeline(_) | Error::Config(_) => ErrorKind::InvalidArgument,
+            Error::InvalidArgument(_) | Error::RangeNeeded(_) | Error::Pipeline(_) | Error::Config(_) => {
+                ErrorKind::InvalidArgument
+            }
             Error::Stage { source, .. } => source.kind(),
             Error::BackendUnavailable(_) => ErrorKind::BackendUnavailable,
             Error::OutOfMemory(_) => ErrorKind::OutOfMemory,

@@ -56,8 +56,8 @@ pub use api::{compress, decompress_into, Compressor};
 pub use archive::{ErrorMode, Header};
 pub use bench::BenchTiming;
 pub use chunking::{
-    decompress_region, default_chunk_shape, merge_ranges, parse_chunk_shape, parse_region, ChunkOptions,
-    DEFAULT_CHUNK_BYTES,
+    decompress_region, default_chunk_bytes, default_chunk_shape, merge_ranges, parse_chunk_shape, parse_region,
+    ChunkOptions, DEFAULT_CHUNK_BYTES, LARGE_ARRAY_BYTES,
 };
 pub use config::{from_toml, masked_preset, preset, to_toml, with_mask, MaskSpec, PRESETS};
 pub use element::{Buffer, DType, Element, View};
@@ -69,7 +69,10 @@ pub use policy::{ArchiveFacts, QualityFacts, Verdict, DEFAULT_BOUND, DEFAULT_PRE
 pub use run::{decompress, decompress_on, decompress_with, Decoder, RunOptions};
 pub use shape::parse_shape;
 pub use stage::{ErrorBound, Stage};
-pub use stream::{StreamCompressor, StreamDecoder, StreamOptions};
+pub use stream::{
+    compress_stream, decompress_stream, StreamCompressor, StreamDecoder, StreamInput, StreamOptions, StreamPass,
+    StreamProgress,
+};
 
 /// The absolute bound the reconstruction of an archive guarantees (what reports print), from
 /// the first stage record that states one and agrees with the header; `None` when the

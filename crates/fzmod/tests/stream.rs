@@ -46,7 +46,7 @@ fn pipeline(preset: &str, shape: &[usize], dtype: DType, bound: ErrorBound) -> P
 }
 
 fn options(chunk: &[usize], range: Option<Option<(f64, f64)>>, slab_bytes: u64) -> StreamOptions {
-    StreamOptions { chunks: ChunkOptions::shape(chunk), range, run: RunOptions::default(), slab_bytes }
+    StreamOptions { chunks: ChunkOptions::shape(chunk), range, run: RunOptions::default(), slab_bytes, max_memory: 0 }
 }
 
 /// The streamed archive of `input`, fed slab by slab from its little-endian bytes.
@@ -60,20 +60,29 @@ fn streamed(p: &Pipeline, input: &Buffer, shape: &[usize], opts: &StreamOptions)
     Ok(done.out)
 }
 
-/// The first-pass range of a whole input, slab by slab, as the CLI computes it for a file.
-fn first_pass_range(p: &Pipeline, input: &Buffer, shape: &[usize], rows: usize) -> Option<(f64, f64)> {
-    let row: usize = shape[1..].iter().product();
+/// The range the in-memory chunked writer resolves a rel bound from: the whole input's.
+fn whole_range(p: &Pipeline, input: &Buffer, shape: &[usize]) -> Option<(f64, f64)> {
+    p.quantizer_value_range(input.view(), shape).unwrap()
+}
+
+/// The streamed archive of `input` by the library's whole streamed compression, read from a
+/// seekable cursor (a first pass for a rel bound) or once, as from a pipe.
+fn compress_stream(
+    p: &Pipeline,
+    input: &Buffer,
+    shape: &[usize],
+    opts: &StreamOptions,
+    seekable: bool,
+) -> fzmod::Result<(Vec<u8>, Vec<fzmod::StreamProgress>)> {
     let bytes = input.to_le_bytes();
-    let mut range = None;
-    for start in (0..shape[0]).step_by(rows) {
-        let end = (start + rows).min(shape[0]);
-        let elem = input.dtype().size();
-        let part = Buffer::from_le_bytes(input.dtype(), &bytes[start * row * elem..end * row * elem]).unwrap();
-        let mut s = shape.to_vec();
-        s[0] = end - start;
-        range = fzmod::merge_ranges(range, p.quantizer_value_range(part.view(), &s).unwrap());
-    }
-    range
+    let mut cursor = std::io::Cursor::new(&bytes[..]);
+    let mut once = Trickle(&bytes);
+    let source = if seekable { fzmod::StreamInput::Seekable(&mut cursor) } else { fzmod::StreamInput::Once(&mut once) };
+    let mut seen = Vec::new();
+    let done = fzmod::compress_stream(p, &Backend::Cpu, input.dtype(), shape, opts, source, Vec::new(), &mut |e| {
+        seen.push(e)
+    })?;
+    Ok((done.out, seen))
 }
 
 /// A reader that hands out a few bytes at a time, as a pipe does.
@@ -200,12 +209,27 @@ fn a_relative_bound_from_a_first_pass_gives_the_seekable_frames_and_needs_its_ra
         let seekable = p
             .compress_chunked(&Backend::Cpu, &input, &shape, &ChunkOptions::shape(&chunk), RunOptions::default())
             .unwrap();
-        let range = first_pass_range(&p, &input, &shape, 5);
+        let range = whole_range(&p, &input, &shape);
         let archive = streamed(&p, &input, &shape, &options(&chunk, Some(range), 1)).unwrap();
         assert_eq!(frames(&archive), frames(&seekable), "masked {masked}");
         let err = streamed(&p, &input, &shape, &options(&chunk, None, 1)).unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+        assert!(matches!(err, fzmod::Error::RangeNeeded(_)) && err.kind() == ErrorKind::InvalidArgument, "{err}");
         assert!(err.to_string().contains("value range"), "{err}");
+        // The library's whole streamed compression: a seekable input gets a first pass (in
+        // parts of whole rows) and the same archive; a pipe without a range is RangeNeeded.
+        let (from_file, seen) = compress_stream(&p, &input, &shape, &options(&chunk, None, 1), true).unwrap();
+        assert_eq!(from_file, archive, "masked {masked}");
+        let passes: Vec<_> = seen.iter().map(|e| e.pass).collect();
+        let switch = passes.iter().position(|&s| s == fzmod::StreamPass::Compress).unwrap();
+        assert!(switch > 0 && passes[..switch].iter().all(|&s| s == fzmod::StreamPass::Range), "{passes:?}");
+        assert!(passes[switch..].iter().all(|&s| s == fzmod::StreamPass::Compress), "{passes:?}");
+        let last = seen.last().unwrap();
+        assert_eq!((last.rows, last.chunks), (shape[0] as u64, last.chunks_total));
+        assert_eq!(last.bytes, input.byte_len() as u64);
+        let err = compress_stream(&p, &input, &shape, &options(&chunk, None, 1), false).unwrap_err();
+        assert!(matches!(err, fzmod::Error::RangeNeeded(_)), "{err}");
+        let (piped, _) = compress_stream(&p, &input, &shape, &options(&chunk, Some(range), 1), false).unwrap();
+        assert_eq!(piped, archive, "masked {masked}");
         // A stated range the values leave is refused, not silently widened.
         let (lo, hi) = range.unwrap();
         let narrow = Some(Some((lo, lo + (hi - lo) / 2.0)));
@@ -336,7 +360,7 @@ fn the_golden_streamed_archive_decodes_to_its_recorded_values() {
         let Buffer::F32(v) = all.data else { unreachable!() };
         let input = Buffer::F32(v[..shape.iter().product::<usize>()].to_vec());
         let p = pipeline("cuszp2", &shape, DType::F32, ErrorBound::new(ErrorMode::Rel, 1e-3).unwrap());
-        let range = first_pass_range(&p, &input, &shape, 2);
+        let range = whole_range(&p, &input, &shape);
         streamed(&p, &input, &shape, &options(&[2, 40, 72], Some(range), 1)).unwrap()
     });
     assert_eq!(pipe_decode(&archive, 1).unwrap(), decoded.data.to_le_bytes());
@@ -346,5 +370,37 @@ fn the_golden_streamed_archive_decodes_to_its_recorded_values() {
     for region in [vec![1..3, 30..50, 60..100], vec![3..4, 72..73, 143..144]] {
         let got = fzmod::decompress_region(&archive, &region).unwrap().data;
         assert_eq!(got, fzmod::graph::slice(&decoded.data, &decoded.header.shape, &region).unwrap(), "{region:?}");
+    }
+}
+
+/// The library's decode from a reader into a writer: a streamed archive slab by slab (from a
+/// pipe), any other whole; the values of the in-memory decode, and typed errors when cut.
+#[test]
+fn decompress_stream_writes_the_values_of_any_archive() {
+    let shape = [9usize, 17, 23];
+    let input = buffer(&field(shape.iter().product(), true), DType::F32);
+    let p = pipeline("cuszp2", &shape, DType::F32, ErrorBound::new(ErrorMode::Abs, 1e-2).unwrap());
+    let streamed = streamed(&p, &input, &shape, &options(&[2, 8, 23], None, 1)).unwrap();
+    let whole = p.compress(&input, &shape).unwrap();
+    for archive in [&streamed, &whole] {
+        let want = fzmod::decompress(archive).unwrap();
+        let mut slabs = 0;
+        let (header, out) =
+            fzmod::decompress_stream(&mut Trickle(archive), Decoder::new(Backend::Cpu), Vec::new(), &mut |_, _, _| {
+                slabs += 1
+            })
+            .unwrap();
+        assert_eq!((header.shape, out), (want.header.shape, want.data.to_le_bytes()));
+        assert_eq!(slabs > 0, archive == &streamed, "slab progress only for a streamed archive");
+        for cut in [3, archive.len() / 2, archive.len() - 1] {
+            let err = fzmod::decompress_stream(
+                &mut &archive[..cut],
+                Decoder::new(Backend::Cpu),
+                Vec::new(),
+                &mut |_, _, _| {},
+            )
+            .unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::CorruptArchive, "cut at {cut}: {err}");
+        }
     }
 }

@@ -18,6 +18,8 @@ Codecs: ``fzmod.numcodecs.Fzmod`` (numcodecs / Zarr v2), ``fzmod.zarr.FzmodCodec
 from __future__ import annotations
 
 import json
+import os
+from contextlib import ExitStack
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Optional, Tuple, Union
 
@@ -37,6 +39,8 @@ DEFAULT_PRESET: str = _native.DEFAULT_PRESET
 __all__ = [
     "compress",
     "decompress",
+    "compress_stream",
+    "decompress_stream",
     "inspect",
     "presets",
     "report",
@@ -89,7 +93,8 @@ def compress(
         neighbour before prediction, and ``mode="rel"`` is then relative to the range of the
         unmasked values.
     chunk: write a chunked archive (docs/FORMAT.md §8) of independent chunks of this shape
-        (``"64x64x64"``, or ``"auto"`` for boxes of about 4 MiB), so ``decompress(...,
+        (``"64x64x64"``, or ``"auto"``: boxes of 2-4 MiB, of 1-4 MiB for arrays of 256 MiB and
+        more), so ``decompress(...,
         region=...)`` decodes only the chunks a box meets. Host arrays only.
     """
     options = _options(preset, mode, bound, backend, pipeline, mask_nan, fill_value)
@@ -185,6 +190,138 @@ def decompress(
     if out is not None:
         raise InvalidArgument("out= is for host arrays; device='cuda' returns a new device array")
     return _device.decompress(archive_view(data), _backend(backend))
+
+
+def compress_stream(
+    src: Any,
+    dst: Any,
+    *,
+    dtype: Any,
+    shape: Any,
+    preset: Optional[str] = None,
+    mode: Optional[str] = None,
+    bound: Optional[float] = None,
+    backend: str = "auto",
+    pipeline: Pipeline = None,
+    mask_nan: bool = False,
+    fill_value: Optional[float] = None,
+    chunk: str = "auto",
+    value_range: Optional[Tuple[float, float]] = None,
+) -> dict:
+    """Compress a raw array too large for memory into a streamed archive (format 2.1,
+    docs/FORMAT.md §8.5), slab by slab: memory stays about one slab of values (a few grid
+    steps of chunks along the first dimension) whatever the array's size.
+
+    src: a path, or a binary file object with ``read``, holding the array's values as raw
+        little-endian ``dtype`` in C order (what ``ndarray.tofile`` writes), from its current
+        position. dst: a path (removed again if compressing fails) or a binary file object
+        with ``write``. Neither is closed when given as an object.
+    dtype, shape: of the array (``"float32"``/``"float64"``; a tuple of extents).
+    chunk: the chunk shape (``"64x64x64"``) or ``"auto"``; the other settings as in
+        ``compress``.
+    value_range: ``(min, max)`` of the finite values, for a relative bound. Without it a
+        relative bound reads a seekable ``src`` twice (a first pass finds the range, then it
+        seeks back); a ``src`` that cannot seek (a pipe) raises ``InvalidArgument`` asking for
+        the range or an absolute bound.
+
+    Returns the archive's facts (as ``inspect``). ``decompress`` and
+    ``decompress(..., region=...)`` read the result like any archive.
+    """
+    options = _options(preset, mode, bound, backend, pipeline, mask_nan, fill_value)
+    kind = _stream_dtype(dtype)
+    dims = _shape(shape)
+    bounds = None if value_range is None else _value_range(value_range)
+    with ExitStack() as files:
+        source = _open(files, src, "rb", "src")
+        seekable = bool(getattr(source, "seekable", lambda: False)())
+        with _output(files, dst) as sink:
+            facts = _native.compress_stream(
+                source,
+                sink,
+                seekable,
+                kind,
+                dims,
+                options["preset"],
+                options["pipeline"],
+                options["mode"],
+                options["bound"],
+                options["backend"],
+                options["mask_nan"],
+                options["fill_value"],
+                _text(chunk, "chunk"),
+                bounds,
+            )
+    return json.loads(facts)
+
+
+def decompress_stream(src: Any, dst: Any, *, backend: str = "auto") -> dict:
+    """Decode an archive from ``src`` (a path or a binary file object with ``read``) into
+    ``dst`` (a path, removed again on failure, or a binary file object with ``write``) as raw
+    little-endian values in C order. A streamed archive (``compress_stream``, format 2.1) is
+    decoded slab by slab in memory bounded by one slab, even from a pipe; any other archive is
+    read and decoded whole. Returns ``{"dtype": numpy's name, "shape": [...]}``."""
+    with ExitStack() as files:
+        source = _open(files, src, "rb", "src")
+        with _output(files, dst) as sink:
+            kind, shape = _native.decompress_stream(source, sink, _backend(backend))
+    return {"dtype": {"f32": "float32", "f64": "float64"}.get(kind, kind), "shape": list(shape)}
+
+
+def _is_path(x):
+    return isinstance(x, (str, bytes, os.PathLike))
+
+
+def _open(files, f, mode, what):
+    if _is_path(f):
+        return files.enter_context(open(f, mode))
+    if not hasattr(f, "read" if "r" in mode else "write"):
+        raise InvalidArgument(f"{what} must be a path or a binary file object, got {type(f).__name__}")
+    return f
+
+
+class _output:
+    """A destination to write: a path is opened, and removed again when writing fails."""
+
+    def __init__(self, files, dst):
+        self.path = dst if _is_path(dst) else None
+        self.file = _open(files, dst, "wb", "dst")
+
+    def __enter__(self):
+        return self.file
+
+    def __exit__(self, kind, value, traceback):
+        if self.path is not None:
+            self.file.close()
+            if kind is not None:
+                os.remove(self.path)
+        return False
+
+
+def _stream_dtype(dtype):
+    try:
+        kind = numpy.dtype(dtype)
+    except TypeError:
+        raise InvalidArgument(f"dtype {dtype!r} is not a numpy dtype") from None
+    if kind.kind != "f" or kind.itemsize not in (4, 8):
+        raise InvalidArgument(f"dtype: fzmod compresses float32 and float64 arrays, got {kind}")
+    return "f32" if kind.itemsize == 4 else "f64"
+
+
+def _shape(shape):
+    dims = (shape,) if isinstance(shape, (int, numpy.integer)) else tuple(shape)
+    if not dims or not all(isinstance(d, (int, numpy.integer)) and d >= 1 for d in dims):
+        raise InvalidArgument(f"shape must be extents >= 1, got {shape!r}")
+    return [int(d) for d in dims]
+
+
+def _value_range(value_range):
+    try:
+        lo, hi = (float(v) for v in value_range)
+    except (TypeError, ValueError):
+        raise InvalidArgument(f"value_range must be (min, max), got {value_range!r}") from None
+    if not (numpy.isfinite(lo) and numpy.isfinite(hi) and lo <= hi):
+        raise InvalidArgument(f"value_range {value_range!r}: finite min <= max")
+    return (lo, hi)
 
 
 def inspect(data: Any) -> dict:

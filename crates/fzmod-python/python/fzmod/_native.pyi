@@ -1,7 +1,7 @@
 # Type stub of the compiled module (crates/fzmod-python/src). The public API is the `fzmod`
 # package, which normalises arguments before calling these.
 
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 import numpy
 
@@ -20,6 +20,25 @@ def compress(
 ) -> bytes: ...
 def decompress(data: numpy.ndarray, out: Optional[numpy.ndarray], backend_choice: str) -> numpy.ndarray: ...
 def decompress_region(data: numpy.ndarray, region: str, backend_choice: str) -> numpy.ndarray: ...
+def compress_stream(
+    src: Any,
+    dst: Any,
+    seekable: bool,
+    dtype: str,
+    shape: List[int],
+    preset: str,
+    pipeline: Optional[str],
+    mode: Optional[str],
+    bound: Optional[float],
+    backend_choice: str,
+    mask_nan: bool,
+    fill_value: Optional[float],
+    chunk: str,
+    value_range: Optional[Tuple[float, float]],
+) -> str:
+    """JSON text of the streamed archive's facts (fzmod::ArchiveFacts)."""
+
+def decompress_stream(src: Any, dst: Any, backend_choice: str) -> Tuple[str, List[int]]: ...
 def inspect(data: numpy.ndarray) -> str:
     """JSON text of the archive's facts (fzmod::ArchiveFacts)."""
 

@@ -10,9 +10,11 @@
 //! reader decodes a slab's frames and writes its values in C order. Memory is about one slab of
 //! values plus its compressed frames, whatever the array's length along dimension 0.
 
+mod job;
 mod read;
 mod write;
 
+pub use job::{compress_stream, decompress_stream, ReadSeek, StreamInput, StreamPass, StreamProgress};
 pub use read::{Slab, StreamDecoder};
 pub use write::{Finished, StreamCompressor, StreamOptions};
 

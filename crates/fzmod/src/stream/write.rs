@@ -26,6 +26,9 @@ pub struct StreamOptions {
     /// Bytes of the array per slab (whole grid steps along dimension 0, at least one); 0:
     /// [`super::STREAM_SLAB_BYTES`]. Any value gives the same archive bytes.
     pub slab_bytes: u64,
+    /// Most bytes one slab of values may take (0: no limit); a larger one is refused before
+    /// the header is written.
+    pub max_memory: u64,
 }
 
 /// A streamed archive written to the end.
@@ -84,7 +87,7 @@ impl<W: Write> StreamCompressor<W> {
         let range = if rel { options.range } else { None };
         let bound = chunking::chunk_bound(&p, || {
             range.ok_or_else(|| {
-                Error::InvalidArgument(
+                Error::RangeNeeded(
                     "a relative bound over a stream needs the value range before the first chunk is written: \
                      give it (a first pass over the input, or the known range) or use an absolute bound"
                         .into(),
@@ -95,6 +98,14 @@ impl<W: Write> StreamCompressor<W> {
         grid.streamed = true;
         let shape64: Vec<u64> = shape.iter().map(|&n| n as u64).collect();
         let slabs = Slabs::new(&grid, &shape64, dtype.size(), options.slab_bytes);
+        let need = slabs.max_bytes(dtype.size());
+        if options.max_memory > 0 && need > options.max_memory {
+            return Err(Error::InvalidArgument(format!(
+                "one slab of the stream (chunk extent {} along the first dimension × the others) needs {need} \
+                 bytes, above the limit of {} bytes (--max-memory, StreamOptions::max_memory)",
+                grid.chunk_shape[0], options.max_memory
+            )));
+        }
         let header = chunking::chunked_header(&p, dtype, shape, grid);
         let head = archive::chunked_head(&header, 0);
         out.write_all(&head)?;
@@ -223,7 +234,7 @@ impl<W: Write> StreamCompressor<W> {
 
     /// Read the next slab's values (little-endian, C order) from `input` and write its chunks;
     /// `false` when every slab was written. An input that ends early is an error.
-    pub fn write_slab_from(&mut self, input: &mut impl Read) -> Result<bool> {
+    pub fn write_slab_from(&mut self, input: &mut (impl Read + ?Sized)) -> Result<bool> {
         let Some(shape) = self.next_slab_shape() else { return Ok(false) };
         let n: usize = shape.iter().product();
         let mut slab = Buffer::zeroed(self.header.dtype, n)?;
@@ -263,7 +274,7 @@ impl<W: Write> StreamCompressor<W> {
 }
 
 /// Fill `dst` from `input`; how many bytes arrived (fewer only when the input ends).
-pub(crate) fn read_full(input: &mut impl Read, dst: &mut [u8]) -> std::io::Result<usize> {
+pub(crate) fn read_full(input: &mut (impl Read + ?Sized), dst: &mut [u8]) -> std::io::Result<usize> {
     let mut filled = 0;
     while filled < dst.len() {
         match input.read(&mut dst[filled..]) {
