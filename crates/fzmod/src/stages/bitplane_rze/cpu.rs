@@ -135,30 +135,39 @@ pub struct ChunkSlice {
     pub words: usize,
 }
 
-/// Check an archive of `len` bytes for `n` codes from its metadata (its first
-/// [`metadata_len`] bytes, or all of it when shorter) before anything is decoded; shared with
-/// the device inverse, which holds the bitstream on the device.
-pub fn check(meta: &[u8], len: usize, n: usize) -> Result<Vec<ChunkSlice>> {
+/// What the lengths alone fix for an archive of `len` bytes holding `n` codes: its chunk
+/// count and the words of its bitstream. Shared with the device inverse, which checks the
+/// metadata itself in its decode kernel.
+pub fn layout(len: usize, n: usize) -> Result<(usize, usize)> {
     if len < HEADER_BYTES {
         return Err(corrupt!("BitplaneRZE: {len} bytes, the header alone is {HEADER_BYTES}"));
-    }
-    let recorded = u64::from_le_bytes(meta[..8].try_into().expect("8 bytes"));
-    if recorded != n as u64 {
-        return Err(corrupt!("BitplaneRZE: header says {recorded} codes, the record {n}"));
     }
     let chunks = num_chunks(n);
     // Every chunk costs 36 bytes of flags and start position: n is bounded by the archive.
     let stream_bytes = (len - HEADER_BYTES)
         .checked_sub(4 * (FLAG_WORDS + 1) * chunks)
         .ok_or_else(|| corrupt!("BitplaneRZE: {n} codes need more than {len} bytes"))?;
-    let expected = header_entries(chunks, stream_bytes / 4);
+    if !stream_bytes.is_multiple_of(4) {
+        return Err(corrupt!("BitplaneRZE: a bitstream of {stream_bytes} bytes is not whole words"));
+    }
+    Ok((chunks, stream_bytes / 4))
+}
+
+/// Check an archive of `len` bytes for `n` codes from its metadata (its first
+/// [`metadata_len`] bytes, or all of it when shorter) before anything is decoded.
+pub fn check(meta: &[u8], len: usize, n: usize) -> Result<Vec<ChunkSlice>> {
+    let (chunks, stream_words) = layout(len, n)?;
+    let recorded = u64::from_le_bytes(meta[..8].try_into().expect("8 bytes"));
+    if recorded != n as u64 {
+        return Err(corrupt!("BitplaneRZE: header says {recorded} codes, the record {n}"));
+    }
+    let expected = header_entries(chunks, stream_words);
     let stored: Vec<u32> = (0..5).map(|i| le32(&meta[8..28], i)).collect();
-    if stored != expected || !stream_bytes.is_multiple_of(4) || meta[28..HEADER_BYTES].iter().any(|&b| b != 0) {
+    if stored != expected || meta[28..HEADER_BYTES].iter().any(|&b| b != 0) {
         return Err(corrupt!("BitplaneRZE: header offsets {stored:?} do not match {n} codes in {len} bytes"));
     }
     let flags = &meta[HEADER_BYTES..expected[2] as usize];
     let starts = &meta[expected[2] as usize..expected[3] as usize];
-    let stream_words = stream_bytes / 4;
     let mut slices = Vec::with_capacity(chunks);
     let mut total = 0usize;
     for c in 0..chunks {

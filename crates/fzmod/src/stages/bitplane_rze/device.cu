@@ -101,17 +101,33 @@ bp_encode(const unsigned short* codes, u64 n, u64 nchunks, const u64* offsets, u
     }
 }
 
-// Inverse (the metadata was checked on the host): lane p gathers plane p's kept blocks, then
-// each row is transposed back into 32 words.
+// Inverse. The lengths were checked on the host (cpu.rs layout); the metadata is checked here,
+// as cpu.rs check does: chunk 0 compares the header, every chunk that its blocks lie in the
+// `stream_words` of the bitstream (a chunk that does not decodes as zeros), and `words_sum`
+// collects the kept words for bp_check_total. Failures set `bad`. Lane p gathers plane p's
+// kept blocks, then each row is transposed back into 32 words.
 extern "C" __global__ void __launch_bounds__(BP_THREADS)
-bp_decode(const u8* archive, u64 n, u64 nchunks, unsigned short* codes) {
+bp_decode(const u8* archive, u64 n, u64 nchunks, u64 stream_words, unsigned short* codes, u64* words_sum, u32* bad) {
     const u64 c = ((u64)blockIdx.x * BP_THREADS + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
     if (c >= nchunks) return;  // whole warps
     u64 flags_end = BP_HEADER + 4 * BP_FLAG_WORDS * nchunks, starts_end = flags_end + 4 * nchunks;
-    const u32* stream = (const u32*)(archive + starts_end) + ((const u32*)(archive + flags_end))[c];
+    if (c == 0) {
+        u32 entries[7] = {(u32)n, (u32)(n >> 32), 0, BP_HEADER, (u32)flags_end, (u32)starts_end,
+                          (u32)(starts_end + 4 * stream_words)};
+        u32 expected = lane < 7 ? entries[lane] : 0u;
+        if (__any_sync(FULL_MASK, ((const u32*)archive)[lane] != expected) && lane == 0) atomicOr(bad, 1u);
+    }
+    u64 start = ((const u32*)(archive + flags_end))[c];
     u32 rank;
     u32 mine = bp_plane_flags((const u32*)(archive + BP_HEADER) + BP_FLAG_WORDS * c, lane, &rank);
+    u64 kept_words = 4 * (u64)__shfl_sync(FULL_MASK, rank + __popc(mine), 31);
+    if (lane == 0) atomicAdd(words_sum, kept_words);
+    if (start + kept_words > stream_words) {
+        if (lane == 0) atomicOr(bad, 1u);
+        mine = 0;
+    }
+    const u32* stream = (const u32*)(archive + starts_end) + start;
     u32 blocks[32];
 #pragma unroll
     for (int g = 0; g < 8; g++) {
@@ -130,4 +146,9 @@ bp_decode(const u8* archive, u64 n, u64 nchunks, unsigned short* codes) {
             codes[2 * wi] = (unsigned short)w;
         }
     }
+}
+
+// After bp_decode: the chunks' kept words fill the bitstream exactly.
+extern "C" __global__ void bp_check_total(const u64* words_sum, u64 stream_words, u32* bad) {
+    if (*words_sum != stream_words) atomicOr(bad, 1u);
 }

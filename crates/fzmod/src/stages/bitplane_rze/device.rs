@@ -1,7 +1,7 @@
 //! BitplaneRZE on the device (kernels in device.cu, a warp per chunk): flags and kept-word
 //! counts per chunk (no transpose), a deterministic scan, then the header, start positions and
-//! kept blocks. The inverse checks the metadata on the host with the CPU's own [`cpu::check`] and
-//! decodes on the device.
+//! kept blocks. The inverse checks the lengths on the host ([`cpu::layout`]) and the metadata
+//! on the device, raising an error flag where [`cpu::check`] would fail: no read-back.
 
 use super::{cpu, BitplaneRze, MAX_CODES};
 use crate::backend::cuda::device::{
@@ -78,22 +78,35 @@ impl DeviceStage for BitplaneRze {
         let n = n.ok_or_else(|| corrupt!("BitplaneRZE code count out of range"))?;
         let [archive] = outputs else { return Err(Error::Pipeline("BitplaneRZE inverse takes one buffer".into())) };
         let len = archive.known_len()?;
-        // Header, flags and starts are under 1% of the archive: the CPU's checks validate them.
-        let meta = run.download(archive, len.min(cpu::metadata_len(n)))?;
-        let nchunks = cpu::check(&meta, len, n)?.len() as u64;
+        let (nchunks, stream_words) = cpu::layout(len, n)?;
+        let bad = run.error_flag(format!(
+            "BitplaneRZE: the header, flags or chunk starts do not describe {n} codes in {len} bytes"
+        ))?;
+        let (_, words_sum) = run.slot()?;
         let out = run.alloc(DType::U16, n)?;
-        let decode = run.kernel(&program(), "bp_decode")?;
+        let program = program();
+        let (decode, check_total) = (run.kernel(&program, "bp_decode")?, run.kernel(&program, "bp_check_total")?);
         let s = run.stream();
-        let n64 = n as u64;
-        // SAFETY: argument list matches device.cu; every chunk's blocks lie in the bitstream
-        // (checked above) and `out` holds n codes.
+        let (n64, nc, sw) = (n as u64, nchunks as u64, stream_words as u64);
+        // SAFETY: argument lists match device.cu; `len` covers the header, flags and starts
+        // (cpu::layout), the kernel reads only blocks that lie in the bitstream's `sw` words,
+        // and `out` holds n codes.
         unsafe {
             s.launch_builder(&decode)
                 .arg(&archive.ptr(s))
                 .arg(&n64)
-                .arg(&nchunks)
+                .arg(&nc)
+                .arg(&sw)
                 .arg(&out.ptr(s))
-                .launch(grid(nchunks * 32, THREADS))
+                .arg(&words_sum)
+                .arg(&bad)
+                .launch(grid(nc * 32, THREADS))
+                .map_err(device_error)?;
+            s.launch_builder(&check_total)
+                .arg(&words_sum)
+                .arg(&sw)
+                .arg(&bad)
+                .launch(grid(1, 1))
                 .map_err(device_error)?;
         }
         Ok(vec![out])
