@@ -341,6 +341,52 @@ mod tests {
         }
     }
 
+    proptest! {
+        /// Outliers in runs (masked regions) and alone: every value comes back (the outliers
+        /// bit for bit), and each value outlier's delta is 0, its prediction (no delta outlier
+        /// there, its code the mapping's code of 0).
+        #[test]
+        fn value_outliers_in_runs_and_alone_take_their_prediction(
+            nz in 1usize..4, ny in 1usize..12, nx in 1usize..40,
+            t in (1usize..5, 1usize..6, 1usize..9), m in 0u8..3, seed in any::<u64>(), density in 0u64..=16,
+        ) {
+            let n = nz * ny * nx;
+            let mut state = seed | 1;
+            let mut next = move || {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state
+            };
+            let specials = [f32::from_bits(0x7fc0_0bad), f32::INFINITY, f32::NEG_INFINITY, 3.0e38, -1e10];
+            let mut x: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin() * 40.0 + (next() % 100) as f32 * 0.01).collect();
+            let mut i = 0;
+            while i < n {
+                // Runs of 1..=24 outliers, as often as `density` / 16 (16: all outliers).
+                let run = 1 + (next() % 24) as usize;
+                if next() % 16 < density {
+                    let v = specials[(next() % 5) as usize];
+                    x[i..(i + run).min(n)].fill(v);
+                }
+                i += run;
+            }
+            let mapping = [CodeMapping::SignMagnitude, CodeMapping::Zigzag, CodeMapping::Radius(40)][m as usize];
+            let (dims, tile, b) = ([nz, ny, nx], Tile([t.0, t.1, t.2]), 0.05);
+            let f = forward(&x, dims, tile, mapping, b);
+            let deltas = parse_channel::<f32>(&f.outliers, (f.num_delta_outliers, f.num_value_outliers), n, f.layout)
+                .unwrap()
+                .0;
+            let zero = mapping.encode(0).unwrap();
+            for (k, v) in x.iter().enumerate() {
+                if !v.is_finite() || v.abs() > 1e9 {
+                    prop_assert_eq!(f.codes[k], zero, "outlier {}", k);
+                    prop_assert!(!deltas.iter().any(|r| (r.start..r.start + r.len).contains(&k)));
+                }
+            }
+            check(&x, &round_trip(&x, dims, tile, mapping, b), b);
+        }
+    }
+
     #[test]
     fn specials_and_huge_deltas_are_lossless() {
         let nan = f32::from_bits(0x7fc0_1234);
