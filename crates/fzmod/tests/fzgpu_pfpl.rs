@@ -165,11 +165,14 @@ fn corrupt_or_truncated_records_and_payloads_give_typed_errors() {
             if stage.error_bound().is_none() {
                 assert_eq!(back, run.inputs, "{what}: lossless round trip");
             }
-            // A record prefix is refused, or (the Quantizer's optional trailing field) it
-            // describes a different stage whose ports refuse these payloads.
+            // A record prefix is refused, or (the optional trailing field) it describes a
+            // different stage whose ports refuse these payloads, or one that decodes them alike
+            // (LorenzoQuant's 3 only says the encoder predicted its value outliers' p).
             for cut in 0..run.record.len() {
                 if let Ok(s) = decode(&run.record[..cut]) {
-                    assert!(s.inverse(run.outputs.clone()).is_err(), "{what}: record prefix of {cut} bytes decoded");
+                    let bytes = |b: &[Buffer]| b.iter().map(Buffer::to_le_bytes).collect::<Vec<_>>();
+                    let alike = s.inverse(run.outputs.clone()).map(|d| bytes(&d) == bytes(&back));
+                    assert!(alike.unwrap_or(true), "{what}: record prefix of {cut} bytes decoded differently");
                 }
             }
             // Corrupt records either fail or decode into stages that fail cleanly or decode.

@@ -55,7 +55,8 @@ pub fn forward<T: Float>(x: &[T], dims: [usize; 3], tile: Tile, mapping: CodeMap
     let nx = dims[2].max(1);
     let rows = rows_per_task(nx);
 
-    // Pass 1: pre-quantize; values that cannot be quantized within the bound become p = 0.
+    // Pass 1: pre-quantize; values that cannot be quantized within the bound become p = 0
+    // until `predict_value_outliers` gives them their prediction.
     // The rounded code is right for all but a few values: a branch-free loop (it vectorizes)
     // counts the misses, and only a task that has some walks again to retry the neighbouring
     // bin (`prequantize`) and list the outliers in index order.
@@ -89,6 +90,9 @@ pub fn forward<T: Float>(x: &[T], dims: [usize; 3], tile: Tile, mapping: CodeMap
         })
         .collect();
 
+    let values: Vec<(u64, u64)> = value_outliers.into_iter().flatten().map(|(i, v)| (i as u64, v.bits())).collect();
+    predict_value_outliers(&mut p, &values, dims, tile);
+
     // Pass 2: Lorenzo deltas inside tiles, mapped to u16 codes; out-of-range deltas go to the list.
     let mut codes: Vec<u16> = zeroed_vec(x.len());
     let delta_outliers: Vec<Vec<(usize, i32)>> = codes
@@ -121,7 +125,6 @@ pub fn forward<T: Float>(x: &[T], dims: [usize; 3], tile: Tile, mapping: CodeMap
         .collect();
 
     let deltas: Vec<(u64, i32)> = delta_outliers.into_iter().flatten().map(|(i, d)| (i as u64, d)).collect();
-    let values: Vec<(u64, u64)> = value_outliers.into_iter().flatten().map(|(i, v)| (i as u64, v.bits())).collect();
     let value_bytes = std::mem::size_of::<T>();
     let (outliers, layout) = channel::smaller(|w, layout| write_channel(w, &deltas, &values, value_bytes, layout));
     Forward {
@@ -131,6 +134,47 @@ pub fn forward<T: Float>(x: &[T], dims: [usize; 3], tile: Tile, mapping: CodeMap
         num_delta_outliers: deltas.len() as u64,
         num_value_outliers: values.len() as u64,
     }
+}
+
+/// Give every value outlier (`outliers`: index order) the p of its Lorenzo prediction, so its
+/// delta is 0 and a masked region (land, NaN) costs the coder nothing but its edges: with
+/// p = 0 each edge would be a jump of the field's whole magnitude. The inverse overwrites
+/// these elements, so only the encoder's bytes depend on the choice (docs/FORMAT.md 6.5,
+/// `outlier_format` 3 and 4). Every neighbour a prediction reads comes before the element in
+/// index order and is final by then; the bands below hold whole tiles (`tz` planes; with
+/// `tz` = 1 one plane, or `ty` rows where they tile the plane), so they are filled in parallel.
+fn predict_value_outliers(p: &mut [i32], outliers: &[(u64, u64)], [_, ny, nx]: [usize; 3], Tile([tz, ty, tx]): Tile) {
+    if outliers.is_empty() {
+        return;
+    }
+    let band = match tz {
+        1 if ny % ty == 0 => ty * nx,
+        1 => ny * nx,
+        _ => tz * ny * nx,
+    };
+    p.par_chunks_mut(band).enumerate().for_each(|(b, p)| {
+        let start = (b * band) as u64;
+        let first = outliers.partition_point(|&(i, _)| i < start);
+        let end = outliers.partition_point(|&(i, _)| i < start + p.len() as u64);
+        for &(i, _) in &outliers[first..end] {
+            let (i, j) = (i as usize, (i - start) as usize);
+            let has = [(i / (nx * ny)) % tz != 0, (i / nx % ny) % ty != 0, (i % nx) % tx != 0];
+            let n = std::array::from_fn(|dz| {
+                std::array::from_fn(|dy| {
+                    std::array::from_fn(|dx| {
+                        let inside = (dz == 0 || has[0]) && (dy == 0 || has[1]) && (dx == 0 || has[2]);
+                        if dz + dy + dx == 0 || !inside {
+                            0
+                        } else {
+                            p[j - dz * ny * nx - dy * nx - dx]
+                        }
+                    })
+                })
+            });
+            // The delta with the element itself taken as 0 is minus its prediction.
+            p[j] = lorenzo_delta(n).wrapping_neg();
+        }
+    });
 }
 
 /// The channel: the delta list (values `varint zigzag(δ)`), then the value list (raw bits).
@@ -294,6 +338,52 @@ mod tests {
             let b = 1e-3 * f64::from(scale);
             let y = round_trip(&x, [nz, ny, nx], Tile([t.0, t.1, t.2]), mapping, b);
             check(&x, &y, b);
+        }
+    }
+
+    proptest! {
+        /// Outliers in runs (masked regions) and alone: every value comes back (the outliers
+        /// bit for bit), and each value outlier's delta is 0, its prediction (no delta outlier
+        /// there, its code the mapping's code of 0).
+        #[test]
+        fn value_outliers_in_runs_and_alone_take_their_prediction(
+            nz in 1usize..4, ny in 1usize..12, nx in 1usize..40,
+            t in (1usize..5, 1usize..6, 1usize..9), m in 0u8..3, seed in any::<u64>(), density in 0u64..=16,
+        ) {
+            let n = nz * ny * nx;
+            let mut state = seed | 1;
+            let mut next = move || {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state
+            };
+            let specials = [f32::from_bits(0x7fc0_0bad), f32::INFINITY, f32::NEG_INFINITY, 3.0e38, -1e10];
+            let mut x: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin() * 40.0 + (next() % 100) as f32 * 0.01).collect();
+            let mut i = 0;
+            while i < n {
+                // Runs of 1..=24 outliers, as often as `density` / 16 (16: all outliers).
+                let run = 1 + (next() % 24) as usize;
+                if next() % 16 < density {
+                    let v = specials[(next() % 5) as usize];
+                    x[i..(i + run).min(n)].fill(v);
+                }
+                i += run;
+            }
+            let mapping = [CodeMapping::SignMagnitude, CodeMapping::Zigzag, CodeMapping::Radius(40)][m as usize];
+            let (dims, tile, b) = ([nz, ny, nx], Tile([t.0, t.1, t.2]), 0.05);
+            let f = forward(&x, dims, tile, mapping, b);
+            let deltas = parse_channel::<f32>(&f.outliers, (f.num_delta_outliers, f.num_value_outliers), n, f.layout)
+                .unwrap()
+                .0;
+            let zero = mapping.encode(0).unwrap();
+            for (k, v) in x.iter().enumerate() {
+                if !v.is_finite() || v.abs() > 1e9 {
+                    prop_assert_eq!(f.codes[k], zero, "outlier {}", k);
+                    prop_assert!(!deltas.iter().any(|r| (r.start..r.start + r.len).contains(&k)));
+                }
+            }
+            check(&x, &round_trip(&x, dims, tile, mapping, b), b);
         }
     }
 

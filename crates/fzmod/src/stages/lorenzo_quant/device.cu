@@ -41,12 +41,65 @@ struct Geometry {
 #define LQ_BAND_THREADS 256
 static_assert(sizeof(Geometry) == 48, "Geometry: lorenzo_quant/device.rs");
 
-// Pass 1: pre-quantized values (0 for value outliers, cpu.rs prequantize).
-extern "C" __global__ void lq_prequant(const real* x, u64 n, const Params* params, i32* p) {
+// Pass 1: pre-quantized values (0 for value outliers, cpu.rs prequantize); *any (a zeroed
+// slot) becomes nonzero when there is a value outlier, for lq_predict.
+extern "C" __global__ void lq_prequant(const real* x, u64 n, const Params* params, i32* p, u64* any) {
     u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     bool outlier;
     p[i] = quant_code(x[i], load_params(params), &outlier);
+    if (outlier) *any = 1;  // every writer stores the same value: no atomic needed
+}
+
+// The p of the last element before lane `lane` in its segment of lanes (bit set in `seg`)
+// that is no outlier (bit set in `kept`): h of that lane from a shuffle, else `carry`. Every
+// lane of the warp calls it.
+__device__ __forceinline__ u32 lq_carried(u32 h, unsigned kept, unsigned seg, u32 lane, u32 carry) {
+    unsigned before = kept & seg & ((1u << lane) - 1u);
+    u32 from = __shfl_sync(FULL_MASK, h, before ? 31 - __clz(before) : lane);
+    return before ? from : carry;
+}
+
+// Pass 1b (cpu.rs predict_value_outliers): every value outlier takes its Lorenzo prediction,
+// so its delta is 0. Along a tile row the zero delta says h = p − g stays constant, g being
+// the row's terms behind in y and z (0 outside the tile): an outlier takes g plus the h of
+// the last element before it in the tile row that is not an outlier (0 if none). A warp per
+// tile, its rows in order (each reads the rows behind it, final by then), its lanes along x.
+// Nothing to do unless lq_prequant found an outlier.
+extern "C" __global__ void lq_predict(const real* x, const Params* params, Geometry g, const u64* any, i32* p) {
+    if (*any == 0) return;
+    const QParams q = load_params(params);
+    const u64 txs = (g.nx + g.tx - 1) / g.tx, tys = (g.ny + g.ty - 1) / g.ty, tzs = (g.nz + g.tz - 1) / g.tz;
+    const u64 plane = g.ny * g.nx, warps = ((u64)gridDim.x * blockDim.x) >> 5;
+    const u32 lane = threadIdx.x & 31;
+    for (u64 t = ((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; t < txs * tys * tzs; t += warps) {
+        const u64 z0 = t / (txs * tys) * g.tz, y0 = t / txs % tys * g.ty, x0 = t % txs * g.tx;
+        const u64 dz = min(g.tz, g.nz - z0), dy = min(g.ty, g.ny - y0), dx = min(g.tx, g.nx - x0);
+        for (u64 r = 0; r < dz * dy; r++) {
+            const u64 lz = r / dy, ly = r % dy, row = ((z0 + lz) * g.ny + y0 + ly) * g.nx + x0;
+            u32 carry = 0;
+            for (u64 c = 0; c < dx; c += 32) {
+                const u64 i = row + c + lane;
+                const bool in = c + lane < dx;
+                bool outlier = false;
+                if (in) quant_code(x[i], q, &outlier);
+                const unsigned outliers = __ballot_sync(FULL_MASK, outlier), inside = __ballot_sync(FULL_MASK, in);
+                if (outliers == 0 && c + 32 >= dx) break;  // the row's last chunk: its carry is not needed
+                u32 behind = 0;
+                if (in && ly > 0) behind += (u32)p[i - g.nx];
+                if (in && lz > 0) behind += (u32)p[i - plane];
+                if (in && ly > 0 && lz > 0) behind -= (u32)p[i - plane - g.nx];
+                u32 h = in ? (u32)p[i] - behind : 0u;
+                const u32 carried = lq_carried(h, inside & ~outliers, FULL_MASK, lane, carry);
+                if (outlier) {
+                    h = carried;
+                    p[i] = (i32)(behind + h);
+                }
+                carry = __shfl_sync(FULL_MASK, h, 31 - __clz(inside));
+            }
+            __syncwarp();  // the next rows read this one
+        }
+    }
 }
 
 // Passes 1 and 2 at once for the flat tiles of lq_band_inverse: a thread per column of a band
@@ -66,12 +119,20 @@ lq_band_forward(const real* x, const Params* params, Geometry g, u32 mapping, u3
     real v[LQ_BAND_ROWS];
 #pragma unroll
     for (u32 r = 0; r < LQ_BAND_ROWS; r++) v[r] = r < rows && inside ? x[base + r * g.nx] : (real)0;
+    // This lane's segment of the warp: the lanes of its tile row up to itself.
+    const unsigned seg = ~((1u << (lane & ~(tx - 1))) - 1u);
     u32 above = 0, above_left = 0;
 #pragma unroll
     for (u32 r = 0; r < LQ_BAND_ROWS; r++) {
         if (r >= rows) break;
-        bool outlier;
+        bool outlier = false;
         u32 here = inside ? (u32)quant_code(v[r], q, &outlier) : 0u;
+        // A value outlier takes its prediction (lq_predict; the terms behind are `above`).
+        const unsigned kept = __ballot_sync(FULL_MASK, !outlier);
+        if (kept != FULL_MASK) {
+            u32 h = lq_carried(here - above, kept, seg, lane, 0u);
+            if (outlier) here = above + h;
+        }
         u32 left = __shfl_up_sync(FULL_MASK, here, 1, tx);
         if (first) left = 0;
         i32 d = (i32)(here - left - above + above_left);

@@ -47,6 +47,8 @@ const GROUP: u64 = 64;
 /// (`LQ_BAND_THREADS`).
 const BAND_ROWS: u64 = 16;
 const BAND_THREADS: u64 = 256;
+/// Threads per block of `lq_predict` (a warp per tile).
+const PREDICT_THREADS: u64 = 256;
 
 // SAFETY: plain #[repr(C)] integers, laid out as the CUDA struct.
 unsafe impl DeviceRepr for Geometry {}
@@ -68,6 +70,11 @@ impl Geometry {
     fn band_blocks(&self) -> u64 {
         let [nz, ny, nx] = self.dims;
         nz * ny.div_ceil(self.tile[1]) * nx.div_ceil(BAND_THREADS)
+    }
+
+    /// Tiles covering the grid (`lq_predict` runs a warp per tile).
+    fn tiles(&self) -> u64 {
+        (0..3).map(|a| self.dims[a].div_ceil(self.tile[a])).product()
     }
 
     /// Threads of lq_prefix along `axis` (0 = x, 1 = y, 2 = z): one per tile segment of a line.
@@ -97,6 +104,8 @@ impl DeviceStage for LorenzoQuant {
         let grid_shape = Grid::for_stage(&run.shape, n, "LorenzoQuant")?;
         let tile = self.tile.unwrap_or_else(|| Tile::default_for(grid_shape.ndim));
         let geometry = Geometry::new(grid_shape, tile);
+        // lq_prequant's flag for lq_predict: any value outlier (a zeroed slot).
+        let any_outlier = if geometry.banded() { 0 } else { run.slot()?.1 };
         let program = program(self.input);
         let k = |name| run.kernel(&program, name);
         let (count, starts, export) = (k("lq_list_count")?, k("q_tile_starts")?, k("lq_export")?);
@@ -123,14 +132,25 @@ impl DeviceStage for LorenzoQuant {
             }
         } else {
             let p_values = run.alloc(DType::I32, n)?;
-            // SAFETY: argument lists match device.cu; every buffer holds n elements.
+            // SAFETY: argument lists match device.cu; every buffer holds n elements, the
+            // slot is a live u64.
             unsafe {
                 s.launch_builder(&k("lq_prequant")?)
                     .arg(&p(x))
                     .arg(&n64)
                     .arg(&p(&params))
                     .arg(&p(&p_values))
+                    .arg(&any_outlier)
                     .launch(elementwise)
+                    .map_err(device_error)?;
+                // A warp per tile gives the value outliers their prediction.
+                s.launch_builder(&k("lq_predict")?)
+                    .arg(&p(x))
+                    .arg(&p(&params))
+                    .arg(&geometry)
+                    .arg(&any_outlier)
+                    .arg(&p(&p_values))
+                    .launch(grid(geometry.tiles() * 32, PREDICT_THREADS))
                     .map_err(device_error)?;
                 s.launch_builder(&k("lq_delta")?)
                     .arg(&p(&p_values))

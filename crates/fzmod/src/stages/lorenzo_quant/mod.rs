@@ -232,11 +232,13 @@ impl LorenzoQuant {
         let num_delta_outliers = r.varint()?;
         let num_value_outliers = r.varint()?;
         // Optional trailing field: absent = indexed lists (every record before the run layout),
-        // 2 = the run layout (the Quantizer's code for it).
+        // 2 = the run layout (the Quantizer's code for it); 3 and 4 the same layouts with the
+        // value outliers' p predicted by the encoder, which the inverse never reads.
         let layout = match r.remaining() {
             0 => Layout::Indexed,
             _ => match r.u8()? {
-                2 => Layout::Runs,
+                2 | 4 => Layout::Runs,
+                3 => Layout::Indexed,
                 v => return Err(corrupt!("LorenzoQuant outlier format {v}")),
             },
         };
@@ -266,8 +268,14 @@ impl LorenzoQuant {
         r.grid.write_to(&mut w);
         w.varint(r.num_delta_outliers);
         w.varint(r.num_value_outliers);
-        if r.layout == Layout::Runs {
-            w.u8(2);
+        // The trailing field: the lists' layout and whether value outliers took their
+        // prediction (cpu.rs `predict_value_outliers`; marked only where there are any, so a
+        // record without value outliers keeps the bytes it had before the prediction).
+        match (r.layout, r.num_value_outliers > 0) {
+            (Layout::Indexed, false) => {}
+            (Layout::Runs, false) => w.u8(2),
+            (Layout::Indexed, true) => w.u8(3),
+            (Layout::Runs, true) => w.u8(4),
         }
         Ok(w.bytes)
     }
