@@ -334,6 +334,13 @@ impl DecompressJob for UnfusedDecompress<'_> {
         self.result = None;
         let mut run = DeviceRun::new(self.dev, Vec::new(), Vec::new())?;
         let plan = &self.plan;
+        for (buffers, bytes) in self.segments.iter().zip(&plan.archived) {
+            for (b, bytes) in buffers.iter().zip(bytes) {
+                if let (Some(b), Some(bytes)) = (b, bytes) {
+                    run.mirror(b, bytes);
+                }
+            }
+        }
         let chain = self.chain();
         let mut pending: Vec<Vec<Option<DeviceBuffer>>> =
             plan.stages.iter().map(|s| (0..s.outputs().len()).map(|_| None).collect()).collect();

@@ -136,13 +136,26 @@ pub struct DeviceRun<'a> {
     /// Slots kernels set non-zero when a payload is inconsistent, with what that means; read
     /// once after the run instead of a synchronisation per check.
     flags: Vec<(Slot, String)>,
+    /// Host copies of device buffers, by device address: the archive's segments, which the
+    /// decode plan holds. A stage reading one (a head, a table, a side channel) gets the
+    /// bytes without a transfer, so the stream never waits for the host in between.
+    mirrors: Vec<(u64, &'a [u8])>,
 }
 
 impl<'a> DeviceRun<'a> {
     pub(crate) fn new(dev: &'a CudaDevice, shape: Vec<usize>, learnt: Vec<usize>) -> Result<Self> {
         dev.bind()?;
         let scalars = dev.stream.alloc_zeros::<u8>(8 * MAX_SLOTS).map_err(device_error)?;
-        Ok(DeviceRun { dev, shape, scalars, used_slots: 0, dynamic: Vec::new(), learnt, flags: Vec::new() })
+        Ok(DeviceRun {
+            dev,
+            shape,
+            scalars,
+            used_slots: 0,
+            dynamic: Vec::new(),
+            learnt,
+            flags: Vec::new(),
+            mirrors: Vec::new(),
+        })
     }
 
     pub fn stream(&self) -> &Arc<CudaStream> {
@@ -278,10 +291,21 @@ impl<'a> DeviceRun<'a> {
         self.dev.download_from(b.ptr(self.stream()), dst)
     }
 
-    /// Copy the first `len` elements of a buffer to the host.
+    /// Declare `host` a copy of the bytes `b` holds (which no kernel of this run writes).
+    pub(crate) fn mirror(&mut self, b: &DeviceBuffer, host: &'a [u8]) {
+        let at = b.ptr(self.stream());
+        self.mirrors.push((at, host));
+    }
+
+    /// Copy the first `len` elements of a buffer to the host (from its mirror when it has one).
     pub fn download(&self, b: &DeviceBuffer, len: usize) -> Result<Vec<u8>> {
-        let mut out = crate::element::zeroed_vec(len * b.dtype.size());
-        self.dev.download_from(b.ptr(self.stream()), &mut out)?;
+        let bytes = len * b.dtype.size();
+        let at = b.ptr(self.stream());
+        if let Some((_, host)) = self.mirrors.iter().find(|(m, host)| *m == at && host.len() >= bytes) {
+            return Ok(host[..bytes].to_vec());
+        }
+        let mut out = crate::element::zeroed_vec(bytes);
+        self.dev.download_from(at, &mut out)?;
         Ok(out)
     }
 }

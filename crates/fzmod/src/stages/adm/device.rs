@@ -109,8 +109,8 @@ impl DeviceStage for Adm {
         let starts = cpu::payload_starts(side_len, n, word, &table_bytes[nblocks * word..])?;
         let starts: Vec<u8> = starts.iter().flat_map(|s| s.to_le_bytes()).collect();
         let starts = run.upload(DType::U64, &starts)?;
-        let err = run.alloc(DType::U32, 1)?;
-        run.zero(&err)?;
+        // Raised by the kernel, read once after the run (no synchronisation here).
+        let err = run.error_flag("ADM: a block's signals do not match its code bytes".into())?;
         let program = program(self.input);
         let decode = run.kernel(&program, "adm_decode")?;
         let s = run.stream().clone();
@@ -126,12 +126,9 @@ impl DeviceStage for Adm {
                 .arg(&n64)
                 .arg(&nb)
                 .arg(&p(&out))
-                .arg(&p(&err))
+                .arg(&err)
                 .launch(warp_grid(nb))
                 .map_err(device_error)?;
-        }
-        if run.download(&err, 1)? != [0, 0, 0, 0] {
-            return Err(corrupt!("ADM: a block's signals do not match its code bytes"));
         }
         Ok(vec![out])
     }
