@@ -41,14 +41,24 @@ struct Geometry {
 #define LQ_BAND_THREADS 256
 static_assert(sizeof(Geometry) == 48, "Geometry: lorenzo_quant/device.rs");
 
+// The two outlier lists. The forward kernels mark each Q_TILE of elements in `tile_any`
+// (bit 1 << list) when it holds an entry of that list, so that lq_list_count reads the input
+// and deltas again only where a list has entries. An OR is the same in any order.
+#define LQ_DELTAS 0
+#define LQ_VALUES 1
+__device__ __forceinline__ void lq_mark(u32* tile_any, u64 i, u32 list) { atomicOr(&tile_any[i / Q_TILE], 1u << list); }
+
 // Pass 1: pre-quantized values (0 for value outliers, cpu.rs prequantize); *any (a zeroed
 // slot) becomes nonzero when there is a value outlier, for lq_predict.
-extern "C" __global__ void lq_prequant(const real* x, u64 n, const Params* params, i32* p, u64* any) {
+extern "C" __global__ void lq_prequant(const real* x, u64 n, const Params* params, i32* p, u64* any, u32* tile_any) {
     u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     bool outlier;
     p[i] = quant_code(x[i], load_params(params), &outlier);
-    if (outlier) *any = 1;  // every writer stores the same value: no atomic needed
+    if (outlier) {
+        *any = 1;  // every writer stores the same value: no atomic needed
+        lq_mark(tile_any, i, LQ_VALUES);
+    }
 }
 
 // The p of the last element before lane `lane` in its segment of lanes (bit set in `seg`)
@@ -108,7 +118,7 @@ extern "C" __global__ void lq_predict(const real* x, const Params* params, Geome
 // lanes) and the row above from the thread's own previous row — no pre-quantized copy in
 // memory. Terms outside the tile are 0, as in lq_delta, whose codes and deltas it writes.
 extern "C" __global__ void __launch_bounds__(LQ_BAND_THREADS)
-lq_band_forward(const real* x, const Params* params, Geometry g, u32 mapping, u32 radius, unsigned short* codes, i32* deltas) {
+lq_band_forward(const real* x, const Params* params, Geometry g, u32 mapping, u32 radius, unsigned short* codes, i32* deltas, u32* tile_any) {
     const u64 columns = (g.nx + LQ_BAND_THREADS - 1) / LQ_BAND_THREADS, bands = (g.ny + g.ty - 1) / g.ty;
     const u64 band = blockIdx.x / columns, col = blockIdx.x % columns * LQ_BAND_THREADS + threadIdx.x;
     if (band >= g.nz * bands) return;
@@ -142,13 +152,15 @@ lq_band_forward(const real* x, const Params* params, Geometry g, u32 mapping, u3
             bool fits = lq_encode(d, mapping, radius, &code);
             codes[base + r * g.nx] = fits ? code : 0;
             deltas[base + r * g.nx] = d;
+            if (outlier) lq_mark(tile_any, base + r * g.nx, LQ_VALUES);
+            if (!fits) lq_mark(tile_any, base + r * g.nx, LQ_DELTAS);
         }
     }
 }
 
 // Pass 2: Lorenzo deltas inside tiles (wrapping, cpu.rs lorenzo_delta) and their codes;
 // deltas without a code leave code 0 and are kept for the delta-outlier list.
-extern "C" __global__ void lq_delta(const i32* p, Geometry g, u32 mapping, u32 radius, unsigned short* codes, i32* deltas) {
+extern "C" __global__ void lq_delta(const i32* p, Geometry g, u32 mapping, u32 radius, unsigned short* codes, i32* deltas, u32* tile_any) {
     u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x, n = g.nz * g.ny * g.nx;
     if (i >= n) return;
     u64 x, y, z;
@@ -177,10 +189,8 @@ extern "C" __global__ void lq_delta(const i32* p, Geometry g, u32 mapping, u32 r
     bool fits = lq_encode(d, mapping, radius, &code);
     codes[i] = fits ? code : 0;
     deltas[i] = d;
+    if (!fits) lq_mark(tile_any, i, LQ_DELTAS);
 }
-
-#define LQ_DELTAS 0
-#define LQ_VALUES 1
 
 // One list's entries: whether element i has one, its value's bytes, and writing them.
 struct ListSource {
@@ -224,9 +234,15 @@ __device__ __forceinline__ ListSource list_source(u32 list, u32 mapping, u32 rad
     return s;
 }
 
-// Per tile: entries and (last entry index + 1), as q_tile_starts takes them.
+// Per tile: entries and (last entry index + 1), as q_tile_starts takes them; tiles that
+// tile_any does not mark have none.
 extern "C" __global__ void __launch_bounds__(Q_THREADS)
-lq_list_count(u32 list, u32 mapping, u32 radius, const i32* deltas, const real* x, const Params* params, u64 n, u32* tile_count, u64* tile_next) {
+lq_list_count(u32 list, u32 mapping, u32 radius, const i32* deltas, const real* x, const Params* params, u64 n,
+              const u32* tile_any, u32* tile_count, u64* tile_next) {
+    if (!(tile_any[blockIdx.x] >> list & 1u)) {  // the whole block
+        if (threadIdx.x == 0) tile_count[blockIdx.x] = 0, tile_next[blockIdx.x] = 0;
+        return;
+    }
     ListSource src = list_source(list, mapping, radius, deltas, x, params);
     u64 first = (u64)blockIdx.x * Q_TILE + (u64)threadIdx.x * QI_RUN;
     u32 count = 0;

@@ -116,6 +116,10 @@ impl DeviceStage for LorenzoQuant {
         let p = |b: &DeviceBuffer| b.ptr(&s);
         let (n64, (mapping, radius)) = (n as u64, self.mapping.device_args());
         let elementwise = grid(n64, u64::from(THREADS));
+        let ntiles = (n64).div_ceil(TILE).max(1);
+        // Which tiles hold entries of each list (lq_mark), for lq_list_count.
+        let tile_any = run.alloc(DType::U32, ntiles as usize)?;
+        run.zero(&tile_any)?;
         if geometry.banded() {
             // SAFETY: argument list matches device.cu; every buffer holds n elements.
             unsafe {
@@ -127,6 +131,7 @@ impl DeviceStage for LorenzoQuant {
                     .arg(&radius)
                     .arg(&p(&codes))
                     .arg(&p(&deltas))
+                    .arg(&p(&tile_any))
                     .launch(grid(geometry.band_blocks() * BAND_THREADS, BAND_THREADS))
                     .map_err(device_error)?;
             }
@@ -141,6 +146,7 @@ impl DeviceStage for LorenzoQuant {
                     .arg(&p(&params))
                     .arg(&p(&p_values))
                     .arg(&any_outlier)
+                    .arg(&p(&tile_any))
                     .launch(elementwise)
                     .map_err(device_error)?;
                 // A warp per tile gives the value outliers their prediction.
@@ -159,11 +165,11 @@ impl DeviceStage for LorenzoQuant {
                     .arg(&radius)
                     .arg(&p(&codes))
                     .arg(&p(&deltas))
+                    .arg(&p(&tile_any))
                     .launch(elementwise)
                     .map_err(device_error)?;
             }
         }
-        let ntiles = (n64).div_ceil(TILE).max(1);
         let tile_grid = grid(ntiles * TILE_THREADS, TILE_THREADS);
         let mut counts: Vec<Slot> = Vec::new();
         let mut lists = Vec::new();
@@ -181,6 +187,7 @@ impl DeviceStage for LorenzoQuant {
                     .arg(&p(x))
                     .arg(&p(&params))
                     .arg(&n64)
+                    .arg(&p(&tile_any))
                     .arg(&p(&tile_count))
                     .arg(&p(&tile_next))
                     .launch(tile_grid)

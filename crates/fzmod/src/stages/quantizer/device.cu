@@ -237,35 +237,40 @@ q_encode(const real* x, u64 n, const Params* params, i32* codes, u32* tile_count
     q_code_tile(x + base, len, base, load_params(params), codes + base, tile_count + blockIdx.x, tile_next + blockIdx.x);
 }
 
-// One thread block: tile_next becomes an exclusive max-scan (the `next` each tile starts from);
-// *num_outliers gets the total count.
+// Tiles per thread of the one-block scans below: SCAN_ITEMS consecutive tiles per thread,
+// all loads in flight at once, then one block scan of the threads' aggregates.
+#define SCAN_ITEMS 8
+
+__device__ u64 block_exclusive_max(u64 v, u64 carry);
+__device__ u64 block_exclusive_suffix_min(u64 v, u64 carry);
+
+// One thread block of 1024: tile_next becomes an exclusive max-scan (the `next` each tile
+// starts from); *num_outliers gets the total count.
 extern "C" __global__ void __launch_bounds__(1024) q_tile_starts(u64* tile_next, const u32* tile_count, u64 ntiles, u64* num_outliers) {
     __shared__ u64 carry_next, carry_count;
     if (threadIdx.x == 0) carry_next = carry_count = 0;
     __syncthreads();
-    for (u64 base = 0; base < ntiles; base += 1024) {
-        u64 t = base + threadIdx.x;
-        u64 v = t < ntiles ? tile_next[t] : 0;
-        u64 c = t < ntiles ? tile_count[t] : 0;
-        // Inclusive max-scan within the block, then shift to exclusive.
-        __shared__ u64 scan[1024];
-        scan[threadIdx.x] = v;
-        __syncthreads();
-        for (u32 d = 1; d < 1024; d <<= 1) {
-            u64 other = threadIdx.x >= d ? scan[threadIdx.x - d] : 0;
-            __syncthreads();
-            scan[threadIdx.x] = max(scan[threadIdx.x], other);
-            __syncthreads();
+    for (u64 base = 0; base < ntiles; base += (u64)blockDim.x * SCAN_ITEMS) {
+        const u64 first = base + (u64)threadIdx.x * SCAN_ITEMS;
+        u64 next[SCAN_ITEMS], count = 0, top = 0;
+#pragma unroll
+        for (int k = 0; k < SCAN_ITEMS; k++) {
+            next[k] = first + k < ntiles ? tile_next[first + k] : 0;
+            count += first + k < ntiles ? tile_count[first + k] : 0;
         }
-        u64 exclusive = max(carry_next, threadIdx.x > 0 ? scan[threadIdx.x - 1] : 0);
-        u64 total;
-        block_exclusive_scan(c, &total);
-        if (t < ntiles) tile_next[t] = exclusive;
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            carry_next = max(carry_next, scan[1023]);
-            carry_count += total;
+#pragma unroll
+        for (int k = 0; k < SCAN_ITEMS; k++) top = max(top, next[k]);
+        u64 before = block_exclusive_max(top, carry_next), total;
+        block_exclusive_scan(count, &total);
+#pragma unroll
+        for (int k = 0; k < SCAN_ITEMS; k++) {
+            if (first + k < ntiles) tile_next[first + k] = before;
+            before = max(before, next[k]);
         }
+        // Every thread read the carries inside the scans above: the last thread's running
+        // maximum is the next chunk's carry.
+        if (threadIdx.x == blockDim.x - 1) carry_next = before;
+        if (threadIdx.x == 0) carry_count += total;
         __syncthreads();
     }
     if (threadIdx.x == 0) *num_outliers = carry_count;
@@ -315,7 +320,7 @@ __device__ __forceinline__ bool ch_continues(const S& s, u64 i) {
 
 // Exclusive max-scan of one value per thread across the block, starting from `carry`.
 __device__ u64 block_exclusive_max(u64 v, u64 carry) {
-    __shared__ u64 warp_max[Q_THREADS / 32];
+    __shared__ u64 warp_max[32];
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     u64 incl = v;
     for (int d = 1; d < 32; d <<= 1) {
@@ -335,7 +340,7 @@ __device__ u64 block_exclusive_max(u64 v, u64 carry) {
 // Exclusive suffix-min of one value per thread across the block (the minimum over later
 // threads), starting from `carry` after the last thread.
 __device__ u64 block_exclusive_suffix_min(u64 v, u64 carry) {
-    __shared__ u64 warp_min[Q_THREADS / 32];
+    __shared__ u64 warp_min[32];
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     u64 incl = v;
     for (int d = 1; d < 32; d <<= 1) {
@@ -345,7 +350,7 @@ __device__ u64 block_exclusive_suffix_min(u64 v, u64 carry) {
     if (lane == 0) warp_min[warp] = incl;
     __syncthreads();
     u64 after = carry;
-    for (int w = warp + 1; w < Q_THREADS / 32; w++) after = min(after, warp_min[w]);
+    for (int w = warp + 1; w < (int)(blockDim.x >> 5); w++) after = min(after, warp_min[w]);
     u64 down = __shfl_down_sync(FULL_MASK, incl, 1);
     if (lane < 31) after = min(after, down);
     __syncthreads();
@@ -372,28 +377,29 @@ __device__ void ch_tile_break(const S& s, u64 n, const u32* tile_count, u64* til
     if (threadIdx.x == 0) tile_break[blockIdx.x] = min(found, later);
 }
 
-// One thread block: tile_break[t] becomes the first run break after tile t (the minimum over
-// the tiles after it), n when there is none.
+// One thread block of 1024: tile_break[t] becomes the first run break after tile t (the
+// minimum over the tiles after it), n when there is none; chunks from the last.
 extern "C" __global__ void __launch_bounds__(1024) ch_break_scan(u64* tile_break, u64 ntiles, u64 n) {
     __shared__ u64 carry;
-    __shared__ u64 scan[1024];
     if (threadIdx.x == 0) carry = n;
     __syncthreads();
-    for (u64 end = ntiles; end > 0; end = end > 1024 ? end - 1024 : 0) {
-        u64 t = (end > 1024 ? end - 1024 : 0) + threadIdx.x;
-        scan[threadIdx.x] = t < end ? tile_break[t] : ~0ull;
-        __syncthreads();
-        // Inclusive suffix-min within the chunk.
-        for (u32 d = 1; d < 1024; d <<= 1) {
-            u64 other = threadIdx.x + d < 1024 ? scan[threadIdx.x + d] : ~0ull;
-            __syncthreads();
-            scan[threadIdx.x] = min(scan[threadIdx.x], other);
-            __syncthreads();
+    const u64 span = (u64)blockDim.x * SCAN_ITEMS;
+    for (u64 end = ntiles; end > 0; end = end > span ? end - span : 0) {
+        const u64 first = (end > span ? end - span : 0) + (u64)threadIdx.x * SCAN_ITEMS;
+        u64 brk[SCAN_ITEMS], low = ~0ull;
+#pragma unroll
+        for (int k = 0; k < SCAN_ITEMS; k++) {
+            brk[k] = first + k < end ? tile_break[first + k] : ~0ull;
+            low = min(low, brk[k]);
         }
-        u64 after = min(carry, threadIdx.x + 1 < 1024 ? scan[threadIdx.x + 1] : ~0ull);
-        __syncthreads();
-        if (t < end) tile_break[t] = after;
-        if (threadIdx.x == 0) carry = min(carry, scan[0]);
+        u64 after = block_exclusive_suffix_min(low, carry);
+#pragma unroll
+        for (int k = SCAN_ITEMS - 1; k >= 0; k--) {
+            if (first + k < end) tile_break[first + k] = after;
+            after = min(after, brk[k]);
+        }
+        // Every thread read the carry inside the scan: thread 0's running minimum is the next one.
+        if (threadIdx.x == 0) carry = after;
         __syncthreads();
     }
 }
