@@ -12,10 +12,40 @@ pub(crate) const COMMON: &str = include_str!("common.cu");
 
 /// One NVRTC compilation unit: `#define` lines, the shared header, then the unit's source
 /// (a stage's `device.cu`, or a fusion rule's sources).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug)]
 pub struct Program {
     pub defines: String,
     pub unit: std::borrow::Cow<'static, str>,
+}
+
+impl Program {
+    /// What identifies the program in the module cache: a static unit by its address (hashing
+    /// and comparing tens of kilobytes of source on every kernel lookup cost more host time
+    /// than a short kernel takes on the device), a generated one by its text.
+    fn identity(&self) -> (&str, Result<(usize, usize), &str>) {
+        let unit = match &self.unit {
+            std::borrow::Cow::Borrowed(text) => Ok((text.as_ptr() as usize, text.len())),
+            std::borrow::Cow::Owned(text) => Err(text.as_str()),
+        };
+        (&self.defines, unit)
+    }
+}
+
+impl PartialEq for Program {
+    fn eq(&self, other: &Program) -> bool {
+        self.identity() == other.identity()
+    }
+}
+
+impl Eq for Program {}
+
+impl std::hash::Hash for Program {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let (defines, unit) = self.identity();
+        defines.hash(state);
+        // A generated unit's text through CRC-32C (hardware, ~10 GB/s), not the map's hasher.
+        unit.map_err(|text| (text.len(), crc32c::crc32c(text.as_bytes()))).hash(state);
+    }
 }
 
 impl Program {

@@ -189,11 +189,20 @@ impl CudaDevice {
         self.upload_to(bytes, device::address(dst, &self.stream))
     }
 
-    /// Host → device address `dst`, in pieces: the CPU copies piece k + 1 into one half of the
-    /// pinned staging buffer while the link carries piece k from the other half. Returns once
-    /// the data is on the device (the buffer is reused).
+    /// Host → device address `dst`. Small copies (a stage's tables and lists) are enqueued from
+    /// the caller's memory: CUDA stages pageable memory before the call returns and does not
+    /// wait for the stream, so the kernels before keep running. Large ones go in pieces: the
+    /// CPU copies piece k + 1 into one half of the pinned staging buffer while the link
+    /// carries piece k from the other half, and the call returns once the data is on the
+    /// device (the buffer is reused).
     pub(crate) fn upload_to(&self, bytes: &[u8], dst: u64) -> Result<()> {
         self.bind()?;
+        if bytes.len() <= SMALL_UPLOAD {
+            // SAFETY: the destination range lies in the caller's buffer; a pageable source is
+            // copied into driver staging memory before memcpy_htod_async returns.
+            return unsafe { cudarc::driver::result::memcpy_htod_async(dst, bytes, self.stream.cu_stream()) }
+                .map_err(device_error);
+        }
         let piece = TRANSFER_PIECE.min(bytes.len()).max(1);
         self.with_staging(2 * piece, |host| {
             let (front, back) = host.split_at_mut(piece);
@@ -338,6 +347,8 @@ impl CudaDevice {
 
 /// Bytes per piece of a staged transfer (two pieces of pinned memory in all).
 const TRANSFER_PIECE: usize = 32 << 20;
+/// Uploads up to this size are enqueued without waiting (see [`CudaDevice::upload_to`]).
+const SMALL_UPLOAD: usize = 1 << 20;
 
 /// Copy between host buffers on every core: one thread cannot keep up with the PCIe link, and
 /// a fresh destination's page faults are spread out too.
