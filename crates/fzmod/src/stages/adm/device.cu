@@ -126,6 +126,10 @@ adm_payload(const ADM_T* in, u64 n, u64 nblocks, const u64* offsets, u8* side, u
 extern "C" __global__ void __launch_bounds__(ADM_WARPS * 32)
 adm_decode(const u8* codes, const u8* side, const u64* starts, u64 n, u64 nblocks, ADM_T* out, u32* err) {
     __shared__ u8 signals[ADM_WARPS][ADM_BLOCK * ADM_BYTES];
+    // A lane decodes ADM_PER_LANE consecutive words: codes in and words out go through shared
+    // memory so that global loads and stores stay coalesced.
+    __shared__ u8 block_codes[ADM_WARPS][ADM_BLOCK];
+    __shared__ ADM_T words[ADM_WARPS][ADM_BLOCK];
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     u8* area = signals[warp];
     ADM_FOR_EACH_BLOCK(b, nblocks) {
@@ -134,18 +138,18 @@ adm_decode(const u8* codes, const u8* side, const u64* starts, u64 n, u64 nblock
         u32 per = side[nblocks * ADM_BYTES + b];
         u64 c = 0;
         for (int i = 0; i < ADM_BYTES; i++) c |= (u64)side[b * ADM_BYTES + i] << (8 * i);
-        const u8* block_codes = codes + b * ADM_BLOCK;
         bool ok = true;
         if (per == 0) {
             for (u32 i = lane; i < len; i += 32) {
                 ADM_T v = 0;
                 for (int j = 0; j < ADM_BYTES; j++) v |= (ADM_T)src[i * ADM_BYTES + j] << (8 * j);
                 out[b * ADM_BLOCK + i] = v;
-                ok = ok && block_codes[i] == 0;
+                ok = ok && codes[b * ADM_BLOCK + i] == 0;
             }
             ok = ok && c == 0;
         } else {
             for (u32 i = lane; i < ADM_LANES * per; i += 32) area[i] = src[i];
+            for (u32 i = lane; i < len; i += 32) block_codes[warp][i] = codes[b * ADM_BLOCK + i];
             __syncwarp();
             const u8* stream = area + lane * per;
             u32 end = 8 * per, pos = 0;
@@ -156,7 +160,7 @@ adm_decode(const u8* codes, const u8* side, const u64* starts, u64 n, u64 nblock
                 while (next < end && !(stream[next >> 3] >> (7 - (next & 7)) & 1)) next++;
                 u64 k = next - pos;
                 pos = next;
-                u32 code = block_codes[i];
+                u32 code = block_codes[warp][i];
                 u64 v = 0;
                 if (code == 1) {
                     ok = ok && k == 1;
@@ -173,13 +177,16 @@ adm_decode(const u8* codes, const u8* side, const u64* starts, u64 n, u64 nblock
                 } else {
                     ok = false;
                 }
-                out[b * ADM_BLOCK + i] = (ADM_T)v;
+                words[warp][i] = (ADM_T)v;
             }
             for (u32 p = pos; p < end && ok; p++) ok = stream[p >> 3] >> (7 - (p & 7)) & 1;
             // One encoding per block: the longest lane needs its last signal byte.
             u32 longest = pos;
             for (int o = 16; o > 0; o >>= 1) longest = max(longest, __shfl_xor_sync(FULL_MASK, longest, o));
             ok = ok && (longest + 7) / 8 == per;
+            __syncwarp();
+            // (After a failed signal the rest of the block is stale: *err is raised below.)
+            for (u32 i = lane; i < len; i += 32) out[b * ADM_BLOCK + i] = words[warp][i];
             __syncwarp();
         }
         if (!ok) atomicOr(err, 1u);
