@@ -99,9 +99,20 @@ __device__ __forceinline__ void ans_warp_copy(u8* dst, const u8* src, u32 len) {
 extern "C" __global__ void __launch_bounds__(ANS_WARPS * 32) ans_encode(
     const u8* in, u64 n, u64 nblocks, u32 bits, const u32* table, u64* state, u8* out, u64* out_len) {
     __shared__ u32 prob_cdf[256];
+    // x / p by a multiply (Granlund and Montgomery's round-up method): with l = ceil(log2 p)
+    // and m = floor(2^32 (2^l - p) / p) + 1, x / p = (umulhi(x, m) + x) >> l for every
+    // x < 2^31, which the state is below whenever it is divided (it was renormalised under
+    // p << (31 - bits)). Exact, so the bytes are cpu.rs's; a division costs ~20 instructions.
+    __shared__ u32 div_magic[256];
+    __shared__ u32 div_shift[256];
+    for (u32 i = threadIdx.x; i < 256; i += blockDim.x) {
+        u32 e = table[i], p = e & 0xffff, l = p <= 1 ? 0 : 32 - __clz(p - 1);
+        prob_cdf[i] = e;
+        div_magic[i] = p == 0 ? 0 : (u32)(((((u64)1 << l) - p) << 32) / p + 1);
+        div_shift[i] = l;
+    }
     __shared__ __align__(16) u8 staged[ANS_WARPS][ANS_BLOCK];
     __shared__ __align__(4) u16 words[ANS_WARPS][ANS_MAX_WORDS];
-    for (u32 i = threadIdx.x; i < 256; i += blockDim.x) prob_cdf[i] = table[i];
     __syncthreads();
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     u32 before_me = (1u << lane) - 1;
@@ -124,7 +135,7 @@ extern "C" __global__ void __launch_bounds__(ANS_WARPS * 32) ans_encode(
         for (u32 r = 0; !raw && r * 32 < len; r++) {
             u32 i = r * 32 + lane;
             bool active = i < len;
-            u32 e = prob_cdf[active ? mine[i] : 0];
+            u32 symbol = active ? mine[i] : 0, e = prob_cdf[symbol];
             u32 p = e & 0xffff;
             bool emit = active && x >= p << (31 - bits);
             u32 mask = __ballot_sync(FULL_MASK, emit);
@@ -133,7 +144,10 @@ extern "C" __global__ void __launch_bounds__(ANS_WARPS * 32) ans_encode(
                 x >>= 16;
             }
             w += __popc(mask);
-            if (active) x = (x / p << bits) + x % p + (e >> 16);
+            if (active) {
+                u32 q = (__umulhi(x, div_magic[symbol]) + x) >> div_shift[symbol];
+                x = (q << bits) + (x - q * p) + (e >> 16);
+            }
             raw = w > cap;
         }
         u32 size = raw ? len : ans_coded_len(w);
