@@ -205,32 +205,74 @@ impl BitReader<'_> {
     }
 }
 
+impl<'a> BitReader<'a> {
+    fn new(words: &'a [u32]) -> Self {
+        BitReader { words, next: 0, buf: 0, have: 0 }
+    }
+
+    /// The next symbol. An escaped value that has a code of its own is marked in `bad` (and
+    /// reported by [`BitReader::finish`]), keeping the loop free of error returns.
+    #[inline(always)]
+    fn symbol<S: Symbol>(&mut self, tables: &DecodeTables, bklen: u32, bad: &mut bool) -> S {
+        self.refill();
+        let (e, len) = tables.lookup(self.peek(MAX_LEN as u32));
+        self.skip(len);
+        if e != bklen {
+            return S::from_value(e);
+        }
+        self.refill();
+        let v = self.peek(S::BITS);
+        self.skip(S::BITS);
+        *bad |= v < bklen;
+        S::from_value(v)
+    }
+
+    /// Exactly the words the bits need, and zero padding: one encoding per chunk.
+    fn finish(&self, bad: bool) -> Result<()> {
+        if bad {
+            return Err(corrupt!("Huffman: an escaped value has a code of its own"));
+        }
+        let used = 32 * self.next - self.have as usize;
+        let pad = (32 - used % 32) % 32;
+        let last_ok = self.words.last().is_none_or(|&w| pad == 0 || w & ((1u32 << pad) - 1) == 0);
+        if used.div_ceil(32) != self.words.len() || !last_ok {
+            return Err(corrupt!("Huffman: a chunk's {} words do not hold exactly its {used} bits", self.words.len()));
+        }
+        Ok(())
+    }
+}
+
 fn decode_chunk<S: Symbol>(words: &[u32], out: &mut [S], tables: &DecodeTables, bklen: u32) -> Result<()> {
-    let mut r = BitReader { words, next: 0, buf: 0, have: 0 };
+    let (mut r, mut bad) = (BitReader::new(words), false);
     for o in out.iter_mut() {
-        r.refill();
-        let (e, len) = tables.lookup(r.peek(MAX_LEN as u32));
-        r.skip(len);
-        *o = if e == bklen {
-            r.refill();
-            let v = r.peek(S::BITS);
-            r.skip(S::BITS);
-            if v < bklen {
-                return Err(corrupt!("Huffman: escaped value {v} has a code of its own"));
-            }
-            S::from_value(v)
-        } else {
-            S::from_value(e)
-        };
+        *o = r.symbol(tables, bklen, &mut bad);
     }
-    // Exactly the words the bits need, and zero padding: one encoding per chunk.
-    let used = 32 * r.next - r.have as usize;
-    let pad = (32 - used % 32) % 32;
-    let last_ok = words.last().is_none_or(|&w| pad == 0 || w & ((1u32 << pad) - 1) == 0);
-    if used.div_ceil(32) != words.len() || !last_ok {
-        return Err(corrupt!("Huffman: a chunk's {} words do not hold exactly its {used} bits", words.len()));
+    r.finish(bad)
+}
+
+/// Whole chunks decoded side by side. Within a chunk each code's length says where the next
+/// one starts, so one chunk at a time waits on every table lookup; independent chunks in one
+/// loop fill those waits.
+const INTERLEAVE: usize = 4;
+
+/// Decode [`INTERLEAVE`] whole chunks (`out` holds exactly their symbols) in one loop.
+fn decode_interleaved<S: Symbol>(
+    words: [&[u32]; INTERLEAVE],
+    out: &mut [S],
+    tables: &DecodeTables,
+    bklen: u32,
+) -> Result<()> {
+    let (mut r, mut bad) = (words.map(BitReader::new), false);
+    let (o0, rest) = out.split_at_mut(CHUNK);
+    let (o1, rest) = rest.split_at_mut(CHUNK);
+    let (o2, o3) = rest.split_at_mut(CHUNK);
+    for (((a, b), c), d) in o0.iter_mut().zip(o1.iter_mut()).zip(o2.iter_mut()).zip(o3.iter_mut()) {
+        *a = r[0].symbol(tables, bklen, &mut bad);
+        *b = r[1].symbol(tables, bklen, &mut bad);
+        *c = r[2].symbol(tables, bklen, &mut bad);
+        *d = r[3].symbol(tables, bklen, &mut bad);
     }
-    Ok(())
+    r.iter().try_for_each(|r| r.finish(bad))
 }
 
 /// Decode a segment of `n` symbols over entries `0..=bklen`.
@@ -240,9 +282,14 @@ pub fn decode<S: Symbol>(seg: &[u8], n: usize, bklen: u32) -> Result<Vec<S>> {
     let payload = words_at(seg, book_len + 4 * spans.len(), (seg.len() - book_len) / 4 - spans.len());
     let tables = DecodeTables::new(&book);
     let mut out = zeroed_vec::<S>(n);
-    out.par_chunks_mut(CHUNK)
-        .zip(spans.par_iter())
-        .try_for_each(|(o, s)| decode_chunk(&payload[s.at..s.at + s.words], o, &tables, bklen))?;
+    let words = |s: &ChunkSpan| &payload[s.at..s.at + s.words];
+    out.par_chunks_mut(CHUNK * INTERLEAVE).zip(spans.par_chunks(INTERLEAVE)).try_for_each(|(o, group)| {
+        if o.len() == CHUNK * INTERLEAVE {
+            let [a, b, c, d] = group else { unreachable!("a group of whole chunks has INTERLEAVE spans") };
+            return decode_interleaved([words(a), words(b), words(c), words(d)], o, &tables, bklen);
+        }
+        o.chunks_mut(CHUNK).zip(group).try_for_each(|(o, s)| decode_chunk(words(s), o, &tables, bklen))
+    })?;
     Ok(out)
 }
 
@@ -290,6 +337,24 @@ mod tests {
         let mut longer = e.clone();
         longer.extend_from_slice(&[0; 4]);
         assert!(decode::<u16>(&longer, data.len(), 64).is_err());
+    }
+
+    #[test]
+    fn an_escaped_value_with_a_code_is_an_error_in_every_chunk() {
+        // One distinct symbol above bklen: each is its 16-bit value, two per word. Five chunks:
+        // four decoded side by side, one alone.
+        let data = vec![5000u16; 5 * CHUNK];
+        let e = encode(&data, 16);
+        assert_eq!(decode::<u16>(&e, data.len(), 16).unwrap(), data);
+        let payload = 8 + 4 * 5;
+        for chunk in 0..5 {
+            let mut bad = e.clone();
+            // The first symbol of the chunk is the high half of its first word.
+            let at = payload + 4 * (chunk * CHUNK / 2 + 7) + 2;
+            bad[at..at + 2].copy_from_slice(&3u16.to_le_bytes());
+            let err = decode::<u16>(&bad, data.len(), 16).unwrap_err().to_string();
+            assert!(err.contains("escaped value"), "chunk {chunk}: {err}");
+        }
     }
 
     fn skewed(seed: Vec<u32>, spread: u32, mask: u32) -> Vec<u32> {
