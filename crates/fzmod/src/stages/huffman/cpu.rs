@@ -50,8 +50,22 @@ pub fn histogram<S: Symbol>(data: &[S], bklen: u32) -> Vec<u64> {
         .fold(
             || vec![0u64; entries],
             |mut h, c| {
-                for &s in c {
+                // Four tables, one per symbol position mod 4: runs of one symbol (the common
+                // case of quantization codes) would otherwise wait on each increment of a single
+                // counter to land before the next.
+                let mut part = [(); 4].map(|_| vec![0u32; entries]);
+                let quads = c.chunks_exact(4);
+                for &s in quads.remainder() {
                     h[s.value().min(bklen) as usize] += 1;
+                }
+                // Chunks of 2^16 symbols: a u32 count cannot overflow.
+                for q in quads {
+                    for (t, &s) in part.iter_mut().zip(q) {
+                        t[s.value().min(bklen) as usize] += 1;
+                    }
+                }
+                for t in &part {
+                    h.iter_mut().zip(t).for_each(|(h, &t)| *h += u64::from(t));
                 }
                 h
             },
@@ -64,32 +78,39 @@ pub fn max_words(len: usize, bits: u32) -> usize {
     (len * (MAX_LEN + bits as usize)).div_ceil(32)
 }
 
-/// Bits appended most significant first into 32-bit words.
-struct BitWriter {
-    words: Vec<u32>,
+/// Bits appended most significant first into 32-bit words, in a buffer sized for the worst
+/// case (so no capacity checks) that is reused from chunk to chunk.
+struct BitWriter<'a> {
+    words: &'a mut [u32],
+    /// Whole words written.
+    n: usize,
     acc: u64,
     bits: u32,
 }
 
-impl BitWriter {
+impl BitWriter<'_> {
     /// Append the `len` (≤ 32) low bits of `v`. Between calls fewer than 32 bits wait in `acc`
-    /// (bits above them are shifted out or cut by the word cast).
+    /// (bits above them are shifted out or cut by the word cast). Branch-free: the word at the
+    /// cursor is always stored and the cursor moves on only once it is whole (when words end
+    /// is data-dependent).
     #[inline]
     fn push(&mut self, v: u32, len: u32) {
         self.acc = self.acc << len | u64::from(v);
         self.bits += len;
-        if self.bits >= 32 {
-            self.bits -= 32;
-            self.words.push((self.acc >> self.bits) as u32);
-        }
+        let full = self.bits >= 32;
+        self.bits -= 32 * u32::from(full);
+        self.words[self.n] = (self.acc >> self.bits) as u32;
+        self.n += usize::from(full);
     }
 
     /// The words, the last one padded with zero bits.
-    fn finish(mut self) -> Vec<u32> {
+    fn finish(self) -> Vec<u32> {
+        let mut n = self.n;
         if self.bits > 0 {
-            self.words.push((self.acc << (32 - self.bits)) as u32);
+            self.words[n] = (self.acc << (32 - self.bits)) as u32;
+            n += 1;
         }
-        self.words
+        self.words[..n].to_vec()
     }
 }
 
@@ -98,8 +119,14 @@ fn encode_table(book: &Book) -> Vec<u32> {
     book.codes.iter().zip(&book.lengths).map(|(&c, &l)| c << 8 | u32::from(l)).collect()
 }
 
-fn encode_chunk<S: Symbol>(chunk: &[S], table: &[u32], bklen: u32) -> Vec<u32> {
-    let mut w = BitWriter { words: Vec::with_capacity(chunk.len() / 8), acc: 0, bits: 0 };
+/// One chunk's words; `scratch` is any buffer, grown to the chunk's worst case.
+fn encode_chunk<S: Symbol>(chunk: &[S], table: &[u32], bklen: u32, scratch: &mut Vec<u32>) -> Vec<u32> {
+    // One more than the most words: the last store may land one past the last whole word.
+    let most = max_words(chunk.len(), S::BITS) + 1;
+    if scratch.len() < most {
+        scratch.resize(most, 0);
+    }
+    let mut w = BitWriter { words: scratch, n: 0, acc: 0, bits: 0 };
     for &s in chunk {
         let v = s.value();
         let e = table[v.min(bklen) as usize];
@@ -115,7 +142,8 @@ fn encode_chunk<S: Symbol>(chunk: &[S], table: &[u32], bklen: u32) -> Vec<u32> {
 pub fn encode<S: Symbol>(data: &[S], bklen: u32) -> Vec<u8> {
     let book = Book::from_counts(&histogram(data, bklen));
     let table = encode_table(&book);
-    let chunks: Vec<Vec<u32>> = data.par_chunks(CHUNK).map(|c| encode_chunk(c, &table, bklen)).collect();
+    let chunks: Vec<Vec<u32>> =
+        data.par_chunks(CHUNK).map_init(Vec::new, |scratch, c| encode_chunk(c, &table, bklen, scratch)).collect();
     let payload: usize = chunks.iter().map(Vec::len).sum();
     let mut out = Vec::with_capacity(8 + table.len() + 4 * (chunks.len() + payload));
     book.write(&mut out);
