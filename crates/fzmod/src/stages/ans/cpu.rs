@@ -232,6 +232,8 @@ fn decode_block(enc: &[u8], words: usize, table: &[u32], bits: u32, out: &mut [u
         return Err(corrupt!("ANS: non-zero block padding"));
     }
     let mask = (1u32 << bits) - 1;
+    // As long as the mask allows: the lookups need no bounds checks.
+    let table = &table[..=mask as usize];
     let mut pos = words;
     for round in out.chunks_mut(LANES).rev() {
         let mut need = 0u32;
@@ -247,14 +249,14 @@ fn decode_block(enc: &[u8], words: usize, table: &[u32], bits: u32, out: &mut [u
             return Err(corrupt!("ANS: a block reads more words than it holds"));
         }
         pos -= count;
-        // Branch-free: every lane loads the word at the cursor (0 past the last), a reader
-        // shifts it in and moves the cursor on.
-        let mut at = pos;
-        for (j, x) in state.iter_mut().enumerate() {
-            let read = need >> j & 1;
-            let w = stream.get(2 * at..2 * at + 2).map_or(0, |b| u32::from(u16::from_le_bytes([b[0], b[1]])));
-            *x = *x << (16 * read) | (w & read.wrapping_neg());
-            at += read as usize;
+        // Only the lanes that read, lowest first (a walk over the set bits: testing every
+        // lane's bit is a data-dependent branch each).
+        let (mut at, mut readers) = (pos, need);
+        while readers != 0 {
+            let x = &mut state[readers.trailing_zeros() as usize];
+            *x = *x << 16 | u32::from(u16::from_le_bytes([stream[2 * at], stream[2 * at + 1]]));
+            at += 1;
+            readers &= readers - 1;
         }
     }
     if pos != 0 || state.iter().any(|&x| x != STATE_LOW) {
