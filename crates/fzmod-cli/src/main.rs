@@ -244,6 +244,11 @@ fn backend_choice(name: &str) -> Result<BackendChoice, fzmod::Error> {
 }
 
 fn main() {
+    // The main thread is one of the pool's workers (RAYON_NUM_THREADS of them in all): a
+    // compress or decompress starts its parallel loops right here instead of handing the walk
+    // to a pool thread and sleeping until it is done, a wake-up per call that costs a visible
+    // share of a small array's time on one thread.
+    let _ = rayon::ThreadPoolBuilder::new().use_current_thread().build_global();
     if let Err(e) = run(Cli::parse()) {
         eprintln!("fzmod: error: {e:#}");
         std::process::exit(1);

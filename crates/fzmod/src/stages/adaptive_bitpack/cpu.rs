@@ -222,12 +222,17 @@ fn write_planes(signs: &[bool], mags: &[u32], rate: u32, s: usize, out: &mut Vec
 struct Scratch {
     signs: Vec<bool>,
     mags: Vec<u32>,
+    /// Sign-and-magnitude codes of a narrow block (decoder), rates below 8 and below 16.
+    codes8: Vec<u8>,
+    codes16: Vec<u16>,
 }
 
 impl Scratch {
     fn new() -> Scratch {
         // Whole 8-element groups: the decoder fills magnitudes 8 at a time.
-        Scratch { signs: vec![false; MAX_BLOCK], mags: vec![0; MAX_BLOCK.next_multiple_of(8)] }
+        let groups = MAX_BLOCK.next_multiple_of(8);
+        let (codes8, codes16) = (vec![0; groups], vec![0; groups]);
+        Scratch { signs: vec![false; MAX_BLOCK], mags: vec![0; groups], codes8, codes16 }
     }
 }
 
@@ -291,11 +296,89 @@ fn decode_block<T: Code>(
         out.fill(T::default());
         return Ok(());
     }
-    let mags = &mut scratch.mags[..8 * s];
     let ob = code.outlier_bytes as usize;
     let (first, rest) = payload.split_at(ob);
     let (sign_region, planes) = rest.split_at(s);
     let rate = code.rate as usize;
+    let mut raw = [0u8; 4];
+    raw[..ob].copy_from_slice(first);
+    let outlier = (ob > 0).then(|| u32::from_le_bytes(raw));
+    if rate < 16 && decode_narrow(sign_region, planes, rate, outlier, scratch, out) {
+        return Ok(());
+    }
+    // Wide rates, and narrow blocks that failed their check (decoded again here to say why).
+    decode_wide(sign_region, planes, rate, outlier, &mut scratch.mags[..8 * s], out)
+}
+
+/// A block of rate below 16 (the common case), in two flat passes: per 8 elements one 8×8
+/// transpose per byte of their magnitudes, with the sign region riding as the top plane, so
+/// each element's sign and magnitude land in one code (a byte below rate 8, else two); then
+/// one loop joins them into `out`. `outlier` is element 0's raw magnitude. Whether every
+/// value is canonical and fits (`false`: the caller decodes again to say why).
+fn decode_narrow<T: Code>(
+    sign_region: &[u8],
+    planes: &[u8],
+    rate: usize,
+    outlier: Option<u32>,
+    scratch: &mut Scratch,
+    out: &mut [T],
+) -> bool {
+    let s = sign_region.len();
+    let (low, high) = planes[..rate * s].split_at(rate.min(8) * s);
+    let rows = |group: &[u8], k: usize| {
+        group.chunks_exact(s).enumerate().fold(0u64, |x, (i, p)| x | u64::from(p[k]) << (8 * i))
+    };
+    // With an outlier, element 0's sign is left out here and joined below with its value.
+    let outlier_sign = u8::from(outlier.is_some());
+    let sign_rows =
+        sign_region.iter().enumerate().map(|(k, &signs)| u64::from(signs & !(outlier_sign * u8::from(k == 0))) << 56);
+    let mut bad = if rate < 8 {
+        let codes = &mut scratch.codes8[..8 * s];
+        for ((k, c), sign_row) in codes.chunks_exact_mut(8).enumerate().zip(sign_rows) {
+            c.copy_from_slice(&transpose8(rows(low, k) | sign_row).to_le_bytes());
+        }
+        join_codes(codes, 7, out)
+    } else {
+        let codes = &mut scratch.codes16[..8 * s];
+        for ((k, c), sign_row) in codes.chunks_exact_mut(8).enumerate().zip(sign_rows) {
+            let (low, high) =
+                (transpose8(rows(low, k)).to_le_bytes(), transpose8(rows(high, k) | sign_row).to_le_bytes());
+            c.iter_mut().zip(low.into_iter().zip(high)).for_each(|(c, (l, h))| *c = u16::from_le_bytes([l, h]));
+        }
+        join_codes(codes, 15, out)
+    };
+    if let Some(m) = outlier {
+        let negative = sign_region[0] & 1 == 1;
+        out[0] = T::join_wrapping(negative, m);
+        bad |= !T::fits(negative, m) | (negative & (m == 0));
+    }
+    !bad
+}
+
+/// Join codes (sign at bit `top`, magnitude below it: fewer than 16 bits fit every code type)
+/// into `out`, branch-free; whether any is a sign on a zero magnitude (not canonical).
+fn join_codes<C: Copy + Into<u32>, T: Code>(codes: &[C], top: u32, out: &mut [T]) -> bool {
+    let mut bad = 0u32;
+    for (o, &c) in out.iter_mut().zip(codes) {
+        let c: u32 = c.into();
+        let (negative, mag) = (c >> top, c & ((1 << top) - 1));
+        bad |= negative & u32::from(mag == 0);
+        *o = T::join_wrapping(negative == 1, mag);
+    }
+    bad != 0
+}
+
+/// Any block: magnitudes from the planes into `mags` (8 per sign byte), then joined with
+/// their signs into `out`.
+fn decode_wide<T: Code>(
+    sign_region: &[u8],
+    planes: &[u8],
+    rate: usize,
+    outlier: Option<u32>,
+    mags: &mut [u32],
+    out: &mut [T],
+) -> Result<()> {
+    let s = sign_region.len();
     if rate == 0 {
         mags.fill(0);
     }
@@ -313,10 +396,8 @@ fn decode_block<T: Code>(
             }
         }
     }
-    if ob > 0 {
-        let mut raw = [0u8; 4];
-        raw[..ob].copy_from_slice(first);
-        mags[0] = u32::from_le_bytes(raw);
+    if let Some(m) = outlier {
+        mags[0] = m;
     }
     // Branch-free joins; the block's validity is folded on the way and explained only when
     // it fails. The encoder writes a sign only for negative values: a set sign on a zero
@@ -395,6 +476,36 @@ mod tests {
     }
 
     proptest! {
+        /// The narrow path against the wide one on any block bytes: the same values, and
+        /// accepted exactly when the wide path accepts.
+        #[test]
+        fn narrow_blocks_decode_as_wide_ones(
+            bytes in prop::collection::vec(any::<u8>(), 128), rate in 0usize..16, s in 1usize..9,
+            outlier in prop::option::of(any::<u32>()), len in 1usize..65, some_signs in any::<bool>(),
+        ) {
+            let len = len.min(8 * s);
+            let (mut signs, planes) = (bytes[..s].to_vec(), &bytes[8..8 + rate * s]);
+            if some_signs {
+                signs.iter_mut().for_each(|b| *b &= 0x0f);
+            }
+            let mut scratch = Scratch::new();
+            let (mut narrow, mut wide) = (vec![0i32; len], vec![0i32; len]);
+            let ok = decode_narrow(&signs, planes, rate, outlier, &mut scratch, &mut narrow);
+            let wide_ok = decode_wide(&signs, planes, rate, outlier, &mut vec![0; 8 * s], &mut wide).is_ok();
+            prop_assert_eq!(ok, wide_ok);
+            if ok {
+                prop_assert_eq!(narrow, wide);
+            }
+            let outlier = outlier.map(|m| m >> 15);
+            let (mut narrow, mut wide) = (vec![0i16; len], vec![0i16; len]);
+            let ok = decode_narrow(&signs, planes, rate, outlier, &mut scratch, &mut narrow);
+            let wide_ok = decode_wide(&signs, planes, rate, outlier, &mut vec![0; 8 * s], &mut wide).is_ok();
+            prop_assert_eq!(ok, wide_ok);
+            if ok {
+                prop_assert_eq!(narrow, wide);
+            }
+        }
+
         #[test]
         fn transpose_matches_definition(x in any::<u64>()) {
             prop_assert_eq!(transpose8(x), naive_transpose(x));

@@ -108,7 +108,15 @@ struct Encoded {
 /// Encode one block; its code bytes go to `codes` (0 for a raw block).
 fn encode_block<T: Word>(block: &[T], codes: &mut [u8]) -> Encoded {
     let c = centre(block);
-    let bits = block.chunks(PER_LANE).map(|lane| lane.iter().map(|&v| map(v.into(), c).1).sum::<u64>()).max();
+    // The common case on smooth data: every word within one span of the centre, so every
+    // signal is a single one bit and a lane's bits are its word count (what `map` gives,
+    // without its division and branches).
+    let near = block.iter().fold(0, |m, &v| m.max(v.into().abs_diff(c))) <= SPAN;
+    let bits = if near {
+        Some(block.len().min(PER_LANE) as u64)
+    } else {
+        block.chunks(PER_LANE).map(|lane| lane.iter().map(|&v| map(v.into(), c).1).sum::<u64>()).max()
+    };
     let lane_bytes = lane_bytes(bits.unwrap_or(0), block.len(), T::BYTES);
     if lane_bytes == 0 {
         codes.fill(0);
@@ -121,6 +129,14 @@ fn encode_block<T: Word>(block: &[T], codes: &mut [u8]) -> Encoded {
     let per = usize::from(lane_bytes);
     // Padding bits are ones: start from ones and clear each signal's zero bits.
     let mut payload = vec![0xffu8; LANES * per];
+    if near {
+        // Signals without zero bits; code bytes as `map` writes them for k = 1.
+        for (code, &v) in codes.iter_mut().zip(block) {
+            let v = v.into();
+            *code = (v.abs_diff(c) << 1 | u64::from(v <= c)) as u8;
+        }
+        return Encoded { centre: c, lane_bytes, payload };
+    }
     for (l, lane) in block.chunks(PER_LANE).enumerate() {
         let stream = &mut payload[l * per..(l + 1) * per];
         let mut pos = 0usize;
@@ -183,36 +199,73 @@ pub fn payload_starts(side_len: usize, n: usize, word: usize, lens: &[u8]) -> Re
     Ok(starts)
 }
 
+/// The word `code` with signal length `k` stands for around centre `c`, `None` when no word
+/// is coded that way.
+#[inline]
+fn unmap<T: Word>(code: u8, k: u64, c: u64) -> Option<u64> {
+    match code {
+        1 if k == 1 => Some(c),
+        2..=253 => {
+            let diff = u64::from(code >> 1) + SPAN * (k - 1);
+            if code & 1 == 1 {
+                c.checked_sub(diff)
+            } else {
+                Some(c + diff).filter(|&v| v <= T::MAX)
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The first set bit of `stream` (most significant first) at or after bit `from`, or the
+/// stream's end: a byte at a time, not a bit.
+#[inline]
+fn next_one(stream: &[u8], from: usize) -> usize {
+    let mut at = from / 8;
+    let mut byte = stream.get(at).map_or(0, |&b| b & (0xff >> (from % 8)));
+    while byte == 0 {
+        at += 1;
+        match stream.get(at) {
+            Some(&b) => byte = b,
+            None => return stream.len() * 8,
+        }
+    }
+    8 * at + byte.leading_zeros() as usize
+}
+
 /// Decode one lane's words from its signal stream (`stream.len()` bytes per lane).
 fn decode_lane<T: Word>(stream: &[u8], codes: &[u8], c: u64, out: &mut [T]) -> Result<u64> {
-    let bit = |p: usize| stream[p / 8] >> (7 - p % 8) & 1 == 1;
+    if stream.iter().all(|&b| b == 0xff) {
+        // Every signal a single one bit, the rest padding: the common case, branch-free.
+        let mut valid = true;
+        for (o, &code) in out.iter_mut().zip(codes) {
+            let diff = u64::from(code >> 1);
+            let (below, above) = (c.wrapping_sub(diff), c + diff);
+            valid &= (1..=253).contains(&code) & if code & 1 == 1 { c >= diff } else { above <= T::MAX };
+            *o = T::from_u64(if code & 1 == 1 { below } else { above } & T::MAX);
+        }
+        if !valid {
+            let code =
+                codes.iter().find(|&&code| unmap::<T>(code, 1, c).is_none()).expect("a failed check has a cause");
+            return Err(corrupt!("ADM: code {code} with signal 1 around centre {c}"));
+        }
+        return Ok(out.len().min(codes.len()) as u64);
+    }
     let end = stream.len() * 8;
     let mut pos = 0;
     for (o, &code) in out.iter_mut().zip(codes) {
-        if pos >= end || !bit(pos) {
+        if pos >= end || next_one(stream, pos) != pos {
             return Err(corrupt!("ADM: a signal ends early or does not start with a one"));
         }
-        let mut next = pos + 1;
-        while next < end && !bit(next) {
-            next += 1;
-        }
+        let next = next_one(stream, pos + 1);
         let k = (next - pos) as u64;
         pos = next;
-        let v = match code {
-            1 if k == 1 => Some(c),
-            2..=253 => {
-                let diff = u64::from(code >> 1) + SPAN * (k - 1);
-                if code & 1 == 1 {
-                    c.checked_sub(diff)
-                } else {
-                    Some(c + diff).filter(|&v| v <= T::MAX)
-                }
-            }
-            _ => None,
-        };
-        *o = T::from_u64(v.ok_or_else(|| corrupt!("ADM: code {code} with signal {k} around centre {c}"))?);
+        *o = T::from_u64(
+            unmap::<T>(code, k, c).ok_or_else(|| corrupt!("ADM: code {code} with signal {k} around centre {c}"))?,
+        );
     }
     // Bits past the last signal are the lane's padding: ones.
+    let bit = |p: usize| stream[p / 8] >> (7 - p % 8) & 1 == 1;
     if (pos..end).any(|p| !bit(p)) {
         return Err(corrupt!("ADM: signal padding is not all ones"));
     }

@@ -43,8 +43,21 @@ pub fn head_len(nblocks: usize) -> usize {
 pub fn histogram(data: &[u8]) -> [u64; 256] {
     data.par_chunks(1 << 20)
         .map(|c| {
+            // Four tables, one per byte position mod 4: runs of one byte (the skewed codes ANS
+            // gets) would otherwise wait on each increment of a single counter.
+            let mut part = [[0u32; 256]; 4];
+            let quads = c.chunks_exact(4);
             let mut h = [0u64; 256];
-            c.iter().for_each(|&b| h[usize::from(b)] += 1);
+            quads.remainder().iter().for_each(|&b| h[usize::from(b)] += 1);
+            // Chunks of 2^20 bytes: a u32 count cannot overflow.
+            for q in quads {
+                for (t, &b) in part.iter_mut().zip(q) {
+                    t[usize::from(b)] += 1;
+                }
+            }
+            for t in &part {
+                h.iter_mut().zip(t).for_each(|(h, &t)| *h += u64::from(t));
+            }
             h
         })
         .reduce(
@@ -83,26 +96,48 @@ fn cumulative(probs: &[u32; 256]) -> [u32; 256] {
     cdf
 }
 
+/// Bits of the fixed-point reciprocals of [`reciprocals`].
+const RECIP_SHIFT: u32 = 43;
+
+/// Per symbol `m = floor(2^43 / p) + 1` (0 for an absent symbol), so that a state's
+/// `x / p = (x · m) >> 43` without a division (Alverson, "Integer division using
+/// reciprocals"): x · m / 2^43 exceeds x / p by less than x / 2^43 < 2^-12 ≤ 1 / p for a state
+/// x < 2^31 and p ≤ 2^12, never enough to reach the next integer.
+fn reciprocals(probs: &[u32; 256]) -> [u64; 256] {
+    probs.map(|p| if p == 0 { 0 } else { (1u64 << RECIP_SHIFT) / u64::from(p) + 1 })
+}
+
 /// Encode one block: its word count and bytes (final states, words, padding), or `None`
 /// when that would not be shorter than the block.
-fn encode_block(block: &[u8], probs: &[u32; 256], cdf: &[u32; 256], bits: u32) -> Option<(u32, Vec<u8>)> {
+fn encode_block(
+    block: &[u8],
+    probs: &[u32; 256],
+    cdf: &[u32; 256],
+    recips: &[u64; 256],
+    bits: u32,
+) -> Option<(u32, Vec<u8>)> {
     let cap = max_words(block.len())?;
     let mut state = [STATE_LOW; LANES];
-    let mut words: Vec<u16> = Vec::with_capacity(cap + LANES);
+    // Whether a lane renormalises is data-dependent: stored unconditionally at the cursor,
+    // which moves only for lanes that emit (a branch here is mispredicted half the time).
+    let mut words = vec![0u16; cap + LANES];
+    let mut n = 0;
     for round in block.chunks(LANES) {
         // Lanes emit in lane order: the device's ballot-ranked slots.
         for (x, &s) in state.iter_mut().zip(round) {
-            let (p, c) = (probs[usize::from(s)], cdf[usize::from(s)]);
-            if *x >= p << (31 - bits) {
-                words.push(*x as u16);
-                *x >>= 16;
-            }
-            *x = ((*x / p) << bits) + *x % p + c;
+            let (p, c, m) = (probs[usize::from(s)], cdf[usize::from(s)], recips[usize::from(s)]);
+            let emit = *x >= p << (31 - bits);
+            words[n] = *x as u16;
+            n += usize::from(emit);
+            *x >>= 16 * u32::from(emit);
+            let q = ((u128::from(*x) * u128::from(m)) >> RECIP_SHIFT) as u32;
+            *x = (q << bits) + (*x - q * p) + c;
         }
-        if words.len() > cap {
+        if n > cap {
             return None;
         }
     }
+    words.truncate(n);
     let mut out = vec![0u8; coded_len(words.len())];
     for (o, x) in out.chunks_exact_mut(4).zip(state) {
         o.copy_from_slice(&x.to_le_bytes());
@@ -120,9 +155,9 @@ pub fn encode(data: &[u8], bits: u32) -> Vec<u8> {
         return Vec::new();
     }
     let probs = normalise(&histogram(data), bits);
-    let cdf = cumulative(&probs);
+    let (cdf, recips) = (cumulative(&probs), reciprocals(&probs));
     let blocks: Vec<Option<(u32, Vec<u8>)>> =
-        data.par_chunks(BLOCK).map(|b| encode_block(b, &probs, &cdf, bits)).collect();
+        data.par_chunks(BLOCK).map(|b| encode_block(b, &probs, &cdf, &recips, bits)).collect();
     let body: usize =
         blocks.iter().zip(data.chunks(BLOCK)).map(|(e, b)| e.as_ref().map_or(b.len(), |e| e.1.len())).sum();
     let mut out = Vec::with_capacity(head_len(blocks.len()) + body);
@@ -197,6 +232,8 @@ fn decode_block(enc: &[u8], words: usize, table: &[u32], bits: u32, out: &mut [u
         return Err(corrupt!("ANS: non-zero block padding"));
     }
     let mask = (1u32 << bits) - 1;
+    // As long as the mask allows: the lookups need no bounds checks.
+    let table = &table[..=mask as usize];
     let mut pos = words;
     for round in out.chunks_mut(LANES).rev() {
         let mut need = 0u32;
@@ -212,9 +249,14 @@ fn decode_block(enc: &[u8], words: usize, table: &[u32], bits: u32, out: &mut [u
             return Err(corrupt!("ANS: a block reads more words than it holds"));
         }
         pos -= count;
-        let readers = state.iter_mut().enumerate().filter(|&(j, _)| need >> j & 1 == 1);
-        for (at, (_, x)) in (pos..).zip(readers) {
+        // Only the lanes that read, lowest first (a walk over the set bits: testing every
+        // lane's bit is a data-dependent branch each).
+        let (mut at, mut readers) = (pos, need);
+        while readers != 0 {
+            let x = &mut state[readers.trailing_zeros() as usize];
             *x = *x << 16 | u32::from(u16::from_le_bytes([stream[2 * at], stream[2 * at + 1]]));
+            at += 1;
+            readers &= readers - 1;
         }
     }
     if pos != 0 || state.iter().any(|&x| x != STATE_LOW) {
@@ -263,6 +305,26 @@ mod tests {
         let e = encode(data, bits);
         assert_eq!(decode(&e, data.len(), bits).unwrap(), data);
         e
+    }
+
+    #[test]
+    fn reciprocals_divide_exactly_over_every_state() {
+        // Every probability up to 2^12, states at both ends of [2^15, 2^31) and around the
+        // multiples of p next to the top (where the error term is largest).
+        for p in 1..=1u32 << 12 {
+            let mut probs = [0u32; 256];
+            probs[7] = p;
+            let m = reciprocals(&probs)[7];
+            let top = (1u32 << 31) - 1;
+            let near_top = (0..64).flat_map(|k| {
+                let base = (top / p).saturating_sub(k) * p;
+                [base.saturating_sub(1), base, base + p - 1]
+            });
+            for x in (STATE_LOW..STATE_LOW + 64).chain(top - 64..=top).chain(near_top) {
+                let q = ((u128::from(x) * u128::from(m)) >> RECIP_SHIFT) as u32;
+                assert_eq!(q, x / p, "x {x}, p {p}");
+            }
+        }
     }
 
     #[test]

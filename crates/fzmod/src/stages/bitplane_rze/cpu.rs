@@ -6,7 +6,7 @@
 //! and non-zero blocks are kept in flag order. One chunk is one CUDA thread block.
 
 use crate::error::{corrupt, Result};
-use crate::stages::bit_transpose::transpose32;
+use crate::stages::bit_transpose::transpose32_lanes;
 use rayon::prelude::*;
 
 /// Words per chunk (4096 bytes).
@@ -16,15 +16,18 @@ pub const FLAG_WORDS: usize = 8;
 /// Bytes of the self-describing header.
 pub const HEADER_BYTES: usize = 128;
 
+/// Rows transposed together by [`transpose32_lanes`] (one SIMD lane each).
+const LANES: usize = 8;
+
 /// The transposed chunk `t[plane][row]` of 1024 words.
 #[inline]
 fn transpose_chunk(words: &[u32; CHUNK_WORDS]) -> [[u32; 32]; 32] {
     let mut t = [[0u32; 32]; 32];
-    for row in 0..32 {
-        let mut a: [u32; 32] = words[row * 32..row * 32 + 32].try_into().expect("32 words");
-        transpose32(&mut a);
-        for (plane, &v) in a.iter().enumerate() {
-            t[plane][row] = v;
+    for row0 in (0..32).step_by(LANES) {
+        let mut a: [[u32; LANES]; 32] = std::array::from_fn(|j| std::array::from_fn(|l| words[(row0 + l) * 32 + j]));
+        transpose32_lanes(&mut a);
+        for (plane, lanes) in a.iter().enumerate() {
+            t[plane][row0..row0 + LANES].copy_from_slice(lanes);
         }
     }
     t
@@ -59,10 +62,15 @@ pub fn decode_chunk(flags: &[u32; FLAG_WORDS], kept: &[u32], out: &mut [u32; CHU
             }
         }
     }
-    for row in 0..32 {
-        let mut a: [u32; 32] = std::array::from_fn(|plane| t[plane][row]);
-        transpose32(&mut a);
-        out[row * 32..row * 32 + 32].copy_from_slice(&a);
+    for row0 in (0..32).step_by(LANES) {
+        let mut a: [[u32; LANES]; 32] =
+            std::array::from_fn(|plane| t[plane][row0..row0 + LANES].try_into().expect("lanes"));
+        transpose32_lanes(&mut a);
+        for (j, lanes) in a.iter().enumerate() {
+            for (l, &v) in lanes.iter().enumerate() {
+                out[(row0 + l) * 32 + j] = v;
+            }
+        }
     }
 }
 

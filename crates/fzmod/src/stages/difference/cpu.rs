@@ -50,7 +50,20 @@ pub fn inverse<W: Word>(d: &mut [W], chunk: usize, map: OutputMap) {
     let chunk = if chunk == 0 { d.len().max(1) } else { chunk };
     d.par_chunks_mut(chunk).for_each(|c| {
         let mut acc = W::default();
-        for v in c {
+        // Four at a time, the partial sums of the four first (wrapping sums reassociate
+        // exactly): the running sum then waits on one addition per four elements, not four.
+        let mut quads = c.chunks_exact_mut(4);
+        for q in &mut quads {
+            let [a, b, c, d] = [q[0], q[1], q[2], q[3]].map(|v| map.undo(v));
+            let ab = a.wrapping_add(b);
+            let abc = ab.wrapping_add(c);
+            q[0] = acc.wrapping_add(a);
+            q[1] = acc.wrapping_add(ab);
+            q[2] = acc.wrapping_add(abc);
+            acc = acc.wrapping_add(abc.wrapping_add(d));
+            q[3] = acc;
+        }
+        for v in quads.into_remainder() {
             acc = acc.wrapping_add(map.undo(*v));
             *v = acc;
         }

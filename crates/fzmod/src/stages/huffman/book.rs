@@ -266,12 +266,19 @@ impl DecodeTables {
 
     /// The entry and length of the code at the top of `window` (its next [`MAX_LEN`] bits,
     /// most significant first). A complete code always matches.
-    #[inline]
+    #[inline(always)]
     pub fn lookup(&self, window: u32) -> (u32, u32) {
         let e = self.table[(window >> (MAX_LEN - TABLE_BITS)) as usize];
         if e != 0 {
             return (e >> 8, e & 0x7f);
         }
+        self.lookup_long(window)
+    }
+
+    /// A code longer than [`TABLE_BITS`]: rare, kept out of the decoders' inlined loops.
+    #[cold]
+    #[inline(never)]
+    fn lookup_long(&self, window: u32) -> (u32, u32) {
         for l in TABLE_BITS + 1..=MAX_LEN {
             let c = window >> (MAX_LEN - l);
             let k = c.wrapping_sub(self.first[l]);

@@ -50,8 +50,22 @@ pub fn histogram<S: Symbol>(data: &[S], bklen: u32) -> Vec<u64> {
         .fold(
             || vec![0u64; entries],
             |mut h, c| {
-                for &s in c {
+                // Four tables, one per symbol position mod 4: runs of one symbol (the common
+                // case of quantization codes) would otherwise wait on each increment of a single
+                // counter to land before the next.
+                let mut part = [(); 4].map(|_| vec![0u32; entries]);
+                let quads = c.chunks_exact(4);
+                for &s in quads.remainder() {
                     h[s.value().min(bklen) as usize] += 1;
+                }
+                // Chunks of 2^16 symbols: a u32 count cannot overflow.
+                for q in quads {
+                    for (t, &s) in part.iter_mut().zip(q) {
+                        t[s.value().min(bklen) as usize] += 1;
+                    }
+                }
+                for t in &part {
+                    h.iter_mut().zip(t).for_each(|(h, &t)| *h += u64::from(t));
                 }
                 h
             },
@@ -64,32 +78,39 @@ pub fn max_words(len: usize, bits: u32) -> usize {
     (len * (MAX_LEN + bits as usize)).div_ceil(32)
 }
 
-/// Bits appended most significant first into 32-bit words.
-struct BitWriter {
-    words: Vec<u32>,
+/// Bits appended most significant first into 32-bit words, in a buffer sized for the worst
+/// case (so no capacity checks) that is reused from chunk to chunk.
+struct BitWriter<'a> {
+    words: &'a mut [u32],
+    /// Whole words written.
+    n: usize,
     acc: u64,
     bits: u32,
 }
 
-impl BitWriter {
+impl BitWriter<'_> {
     /// Append the `len` (≤ 32) low bits of `v`. Between calls fewer than 32 bits wait in `acc`
-    /// (bits above them are shifted out or cut by the word cast).
+    /// (bits above them are shifted out or cut by the word cast). Branch-free: the word at the
+    /// cursor is always stored and the cursor moves on only once it is whole (when words end
+    /// is data-dependent).
     #[inline]
     fn push(&mut self, v: u32, len: u32) {
         self.acc = self.acc << len | u64::from(v);
         self.bits += len;
-        if self.bits >= 32 {
-            self.bits -= 32;
-            self.words.push((self.acc >> self.bits) as u32);
-        }
+        let full = self.bits >= 32;
+        self.bits -= 32 * u32::from(full);
+        self.words[self.n] = (self.acc >> self.bits) as u32;
+        self.n += usize::from(full);
     }
 
     /// The words, the last one padded with zero bits.
-    fn finish(mut self) -> Vec<u32> {
+    fn finish(self) -> Vec<u32> {
+        let mut n = self.n;
         if self.bits > 0 {
-            self.words.push((self.acc << (32 - self.bits)) as u32);
+            self.words[n] = (self.acc << (32 - self.bits)) as u32;
+            n += 1;
         }
-        self.words
+        self.words[..n].to_vec()
     }
 }
 
@@ -98,8 +119,14 @@ fn encode_table(book: &Book) -> Vec<u32> {
     book.codes.iter().zip(&book.lengths).map(|(&c, &l)| c << 8 | u32::from(l)).collect()
 }
 
-fn encode_chunk<S: Symbol>(chunk: &[S], table: &[u32], bklen: u32) -> Vec<u32> {
-    let mut w = BitWriter { words: Vec::with_capacity(chunk.len() / 8), acc: 0, bits: 0 };
+/// One chunk's words; `scratch` is any buffer, grown to the chunk's worst case.
+fn encode_chunk<S: Symbol>(chunk: &[S], table: &[u32], bklen: u32, scratch: &mut Vec<u32>) -> Vec<u32> {
+    // One more than the most words: the last store may land one past the last whole word.
+    let most = max_words(chunk.len(), S::BITS) + 1;
+    if scratch.len() < most {
+        scratch.resize(most, 0);
+    }
+    let mut w = BitWriter { words: scratch, n: 0, acc: 0, bits: 0 };
     for &s in chunk {
         let v = s.value();
         let e = table[v.min(bklen) as usize];
@@ -115,7 +142,8 @@ fn encode_chunk<S: Symbol>(chunk: &[S], table: &[u32], bklen: u32) -> Vec<u32> {
 pub fn encode<S: Symbol>(data: &[S], bklen: u32) -> Vec<u8> {
     let book = Book::from_counts(&histogram(data, bklen));
     let table = encode_table(&book);
-    let chunks: Vec<Vec<u32>> = data.par_chunks(CHUNK).map(|c| encode_chunk(c, &table, bklen)).collect();
+    let chunks: Vec<Vec<u32>> =
+        data.par_chunks(CHUNK).map_init(Vec::new, |scratch, c| encode_chunk(c, &table, bklen, scratch)).collect();
     let payload: usize = chunks.iter().map(Vec::len).sum();
     let mut out = Vec::with_capacity(8 + table.len() + 4 * (chunks.len() + payload));
     book.write(&mut out);
@@ -205,32 +233,74 @@ impl BitReader<'_> {
     }
 }
 
+impl<'a> BitReader<'a> {
+    fn new(words: &'a [u32]) -> Self {
+        BitReader { words, next: 0, buf: 0, have: 0 }
+    }
+
+    /// The next symbol. An escaped value that has a code of its own is marked in `bad` (and
+    /// reported by [`BitReader::finish`]), keeping the loop free of error returns.
+    #[inline(always)]
+    fn symbol<S: Symbol>(&mut self, tables: &DecodeTables, bklen: u32, bad: &mut bool) -> S {
+        self.refill();
+        let (e, len) = tables.lookup(self.peek(MAX_LEN as u32));
+        self.skip(len);
+        if e != bklen {
+            return S::from_value(e);
+        }
+        self.refill();
+        let v = self.peek(S::BITS);
+        self.skip(S::BITS);
+        *bad |= v < bklen;
+        S::from_value(v)
+    }
+
+    /// Exactly the words the bits need, and zero padding: one encoding per chunk.
+    fn finish(&self, bad: bool) -> Result<()> {
+        if bad {
+            return Err(corrupt!("Huffman: an escaped value has a code of its own"));
+        }
+        let used = 32 * self.next - self.have as usize;
+        let pad = (32 - used % 32) % 32;
+        let last_ok = self.words.last().is_none_or(|&w| pad == 0 || w & ((1u32 << pad) - 1) == 0);
+        if used.div_ceil(32) != self.words.len() || !last_ok {
+            return Err(corrupt!("Huffman: a chunk's {} words do not hold exactly its {used} bits", self.words.len()));
+        }
+        Ok(())
+    }
+}
+
 fn decode_chunk<S: Symbol>(words: &[u32], out: &mut [S], tables: &DecodeTables, bklen: u32) -> Result<()> {
-    let mut r = BitReader { words, next: 0, buf: 0, have: 0 };
+    let (mut r, mut bad) = (BitReader::new(words), false);
     for o in out.iter_mut() {
-        r.refill();
-        let (e, len) = tables.lookup(r.peek(MAX_LEN as u32));
-        r.skip(len);
-        *o = if e == bklen {
-            r.refill();
-            let v = r.peek(S::BITS);
-            r.skip(S::BITS);
-            if v < bklen {
-                return Err(corrupt!("Huffman: escaped value {v} has a code of its own"));
-            }
-            S::from_value(v)
-        } else {
-            S::from_value(e)
-        };
+        *o = r.symbol(tables, bklen, &mut bad);
     }
-    // Exactly the words the bits need, and zero padding: one encoding per chunk.
-    let used = 32 * r.next - r.have as usize;
-    let pad = (32 - used % 32) % 32;
-    let last_ok = words.last().is_none_or(|&w| pad == 0 || w & ((1u32 << pad) - 1) == 0);
-    if used.div_ceil(32) != words.len() || !last_ok {
-        return Err(corrupt!("Huffman: a chunk's {} words do not hold exactly its {used} bits", words.len()));
+    r.finish(bad)
+}
+
+/// Whole chunks decoded side by side. Within a chunk each code's length says where the next
+/// one starts, so one chunk at a time waits on every table lookup; independent chunks in one
+/// loop fill those waits.
+const INTERLEAVE: usize = 4;
+
+/// Decode [`INTERLEAVE`] whole chunks (`out` holds exactly their symbols) in one loop.
+fn decode_interleaved<S: Symbol>(
+    words: [&[u32]; INTERLEAVE],
+    out: &mut [S],
+    tables: &DecodeTables,
+    bklen: u32,
+) -> Result<()> {
+    let (mut r, mut bad) = (words.map(BitReader::new), false);
+    let (o0, rest) = out.split_at_mut(CHUNK);
+    let (o1, rest) = rest.split_at_mut(CHUNK);
+    let (o2, o3) = rest.split_at_mut(CHUNK);
+    for (((a, b), c), d) in o0.iter_mut().zip(o1.iter_mut()).zip(o2.iter_mut()).zip(o3.iter_mut()) {
+        *a = r[0].symbol(tables, bklen, &mut bad);
+        *b = r[1].symbol(tables, bklen, &mut bad);
+        *c = r[2].symbol(tables, bklen, &mut bad);
+        *d = r[3].symbol(tables, bklen, &mut bad);
     }
-    Ok(())
+    r.iter().try_for_each(|r| r.finish(bad))
 }
 
 /// Decode a segment of `n` symbols over entries `0..=bklen`.
@@ -240,9 +310,14 @@ pub fn decode<S: Symbol>(seg: &[u8], n: usize, bklen: u32) -> Result<Vec<S>> {
     let payload = words_at(seg, book_len + 4 * spans.len(), (seg.len() - book_len) / 4 - spans.len());
     let tables = DecodeTables::new(&book);
     let mut out = zeroed_vec::<S>(n);
-    out.par_chunks_mut(CHUNK)
-        .zip(spans.par_iter())
-        .try_for_each(|(o, s)| decode_chunk(&payload[s.at..s.at + s.words], o, &tables, bklen))?;
+    let words = |s: &ChunkSpan| &payload[s.at..s.at + s.words];
+    out.par_chunks_mut(CHUNK * INTERLEAVE).zip(spans.par_chunks(INTERLEAVE)).try_for_each(|(o, group)| {
+        if o.len() == CHUNK * INTERLEAVE {
+            let [a, b, c, d] = group else { unreachable!("a group of whole chunks has INTERLEAVE spans") };
+            return decode_interleaved([words(a), words(b), words(c), words(d)], o, &tables, bklen);
+        }
+        o.chunks_mut(CHUNK).zip(group).try_for_each(|(o, s)| decode_chunk(words(s), o, &tables, bklen))
+    })?;
     Ok(out)
 }
 
@@ -290,6 +365,24 @@ mod tests {
         let mut longer = e.clone();
         longer.extend_from_slice(&[0; 4]);
         assert!(decode::<u16>(&longer, data.len(), 64).is_err());
+    }
+
+    #[test]
+    fn an_escaped_value_with_a_code_is_an_error_in_every_chunk() {
+        // One distinct symbol above bklen: each is its 16-bit value, two per word. Five chunks:
+        // four decoded side by side, one alone.
+        let data = vec![5000u16; 5 * CHUNK];
+        let e = encode(&data, 16);
+        assert_eq!(decode::<u16>(&e, data.len(), 16).unwrap(), data);
+        let payload = 8 + 4 * 5;
+        for chunk in 0..5 {
+            let mut bad = e.clone();
+            // The first symbol of the chunk is the high half of its first word.
+            let at = payload + 4 * (chunk * CHUNK / 2 + 7) + 2;
+            bad[at..at + 2].copy_from_slice(&3u16.to_le_bytes());
+            let err = decode::<u16>(&bad, data.len(), 16).unwrap_err().to_string();
+            assert!(err.contains("escaped value"), "chunk {chunk}: {err}");
+        }
     }
 
     fn skewed(seed: Vec<u32>, spread: u32, mask: u32) -> Vec<u32> {

@@ -122,14 +122,28 @@ fn expand(r: &mut Reader, above: &[u8], len: usize) -> Result<Vec<u8>> {
     let kept = r.take(ones(above))?;
     let mut out = vec![0u8; len];
     let (mut at, mut prev) = (0, 0u8);
-    // Branch-free: a set bit takes the next kept byte (the lookup past the last one is
-    // never selected), a clear bit repeats the previous byte.
-    for (k, o) in out.iter_mut().enumerate() {
-        let take = bit(above, k);
-        let next = kept.get(at).copied().unwrap_or(prev);
-        prev = if take { next } else { prev };
-        at += usize::from(take);
-        *o = prev;
+    // Eight bytes per byte of the level above. All clear (the common case: runs) repeats the
+    // previous byte; all set takes eight kept bytes; mixed bytes go branch-free: a set bit
+    // takes the next kept byte (the lookup past the last one is never selected), a clear bit
+    // repeats the previous byte.
+    for (o, &a) in out.chunks_mut(8).zip(above) {
+        match a {
+            0 => o.fill(prev),
+            0xff if o.len() == 8 => {
+                o.copy_from_slice(&kept[at..at + 8]);
+                at += 8;
+                prev = o[7];
+            }
+            _ => {
+                for (j, o) in o.iter_mut().enumerate() {
+                    let take = a >> j & 1 == 1;
+                    let next = kept.get(at).copied().unwrap_or(prev);
+                    prev = if take { next } else { prev };
+                    at += usize::from(take);
+                    *o = prev;
+                }
+            }
+        }
     }
     Ok(out)
 }

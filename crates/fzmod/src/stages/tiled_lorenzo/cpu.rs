@@ -64,52 +64,90 @@ pub fn forward(q: &[i32], grid: Grid, tile: Tile, delta: bool) -> Vec<i32> {
 }
 
 /// Tile-major deltas → natural order. Padding deltas are never read into real elements.
-pub fn inverse(mut d: Vec<i32>, grid: Grid, tile: Tile, delta: bool) -> Vec<i32> {
+///
+/// One pass: each natural row (z, y) takes `tx`-runs from the tiles along x and, with deltas,
+/// sums them up as it goes; a run's first element adds the element above it in the tile, or
+/// the one in the plane before (both already in `out`): the predictions of `forward`. Rows
+/// depend on earlier rows of their tile only, so the parallel units hold whole tiles: slabs of
+/// `tz` planes, bands of `ty` rows where tz is 1, pieces of rows where tiles are single runs.
+pub fn inverse(d: Vec<i32>, grid: Grid, tile: Tile, delta: bool) -> Vec<i32> {
     let [tz, ty, tx] = tile.0;
-    if delta {
-        for_each_tile(&mut d, grid, tile, |_, slot| {
-            // Row by row, the same predictions as `forward`: the first element adds the one
-            // above (or in the plane before), then a prefix sum runs along the row.
-            for r in 0..tz * ty {
-                let (before, rest) = slot.split_at_mut(r * tx);
-                let row = &mut rest[..tx];
-                let (ly, lz) = (r % ty, r / ty);
-                let first = match (ly, lz) {
-                    (1.., _) => before[(r - 1) * tx],
-                    (0, 1..) => before[(r - ty) * tx],
-                    (0, 0) => 0,
-                };
-                let mut acc = first;
-                for v in row {
-                    acc = acc.wrapping_add(*v);
-                    *v = acc;
-                }
-            }
-        });
-    }
-    // Gather rows: natural row (z, y) takes `tx`-runs from the tiles along x.
     let [_, ny, nx] = grid.dims;
-    let [_, nty, ntx] = tile_counts(grid, tile);
-    let te = tile.elems();
     let mut out = zeroed_vec(grid.len());
-    if nx == 0 {
+    if nx == 0 || ny == 0 {
         return out;
     }
-    out.par_chunks_mut(nx).enumerate().for_each(|(r, row)| {
-        let (z, y) = (r / ny, r % ny);
-        let (tile_z, lz, tile_y, ly) = (z / tz, z % tz, y / ty, y % ty);
-        for (tile_x, run) in row.chunks_mut(tx).enumerate() {
-            let t = (tile_z * nty + tile_y) * ntx + tile_x;
-            let start = t * te + (lz * ty + ly) * tx;
-            // An element loop, not `copy_from_slice`: runs are a few elements long, and a
-            // library memmove call per run cost more than the copy.
-            let len = run.len();
-            for (o, &v) in run.iter_mut().zip(&d[start..start + len]) {
-                *o = v;
-            }
+    let runs = Runs { d: &d, grid, tile, delta };
+    let slab = tz * ny;
+    out.par_chunks_mut(slab * nx).enumerate().for_each(|(zs, slab_rows)| {
+        if tz > 1 {
+            return runs.rows(slab_rows, zs * slab);
         }
+        slab_rows.par_chunks_mut(ty * nx).enumerate().for_each(|(b, band)| {
+            let first = zs * slab + b * ty;
+            if ty > 1 {
+                return runs.rows(band, first);
+            }
+            // Tiles of one row: every run stands alone.
+            band.par_chunks_mut(tx * TILES_PER_TASK).enumerate().for_each(|(k, piece)| {
+                runs.row(piece, first, k * TILES_PER_TASK, None);
+            });
+        });
     });
     out
+}
+
+/// The deltas of [`inverse`] and their layout.
+struct Runs<'a> {
+    d: &'a [i32],
+    grid: Grid,
+    tile: Tile,
+    delta: bool,
+}
+
+impl Runs<'_> {
+    /// Natural rows `first..` (`rows` holds whole rows, in order, starting a tile's first row).
+    fn rows(&self, rows: &mut [i32], first: usize) {
+        let [tz, ty, _] = self.tile.0;
+        let [_, ny, nx] = self.grid.dims;
+        for i in 0..rows.len() / nx {
+            let r = first + i;
+            let (before, rest) = rows.split_at_mut(i * nx);
+            // The row above in the tile, else the row in the plane before, else none.
+            let above = match ((r % ny) % ty, (r / ny) % tz) {
+                (1.., _) => Some(&before[before.len() - nx..]),
+                (0, 1..) => Some(&before[before.len() - nx * ny..]),
+                (0, 0) => None,
+            };
+            self.row(&mut rest[..nx], r, 0, above);
+        }
+    }
+
+    /// Tiles `tile_x0..` of natural row `r` into `row` (from the start of tile `tile_x0`).
+    #[inline]
+    fn row(&self, row: &mut [i32], r: usize, tile_x0: usize, above: Option<&[i32]>) {
+        let [tz, ty, tx] = self.tile.0;
+        let [_, nty, ntx] = tile_counts(self.grid, self.tile);
+        let (z, y) = (r / self.grid.dims[1], r % self.grid.dims[1]);
+        let (tile_z, lz, tile_y, ly) = (z / tz, z % tz, y / ty, y % ty);
+        let te = self.tile.elems();
+        for (tile_x, run) in (tile_x0..).zip(row.chunks_mut(tx)) {
+            let t = (tile_z * nty + tile_y) * ntx + tile_x;
+            let start = t * te + (lz * ty + ly) * tx;
+            let src = &self.d[start..start + run.len()];
+            if !self.delta {
+                // An element loop, not `copy_from_slice`: runs are a few elements long, and a
+                // library memmove call per run cost more than the copy.
+                run.iter_mut().zip(src).for_each(|(o, &v)| *o = v);
+                continue;
+            }
+            let mut acc = above.map_or(0, |a| a[tile_x * tx]);
+            for (o, &v) in run.iter_mut().zip(src) {
+                acc = acc.wrapping_add(v);
+                *o = acc;
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -153,6 +191,18 @@ mod tests {
                 let t = ((z / tz) * nty + y / ty) * ntx + x / tx;
                 let slot = t * tile.elems() + ((z % tz) * ty + y % ty) * tx + x % tx;
                 prop_assert_eq!(d[slot], at(z, y, x).wrapping_sub(pred));
+            }
+        }
+    }
+
+    #[test]
+    fn long_rows_of_single_run_tiles_round_trip() {
+        // Tiles of one row split a row into several parallel pieces (TILES_PER_TASK tiles each).
+        for (dims, tile) in [([1, 3, 5000], [1, 1, 7]), ([2, 2, 2100], [1, 1, 4]), ([1, 1, 70_000], [1, 1, 64])] {
+            let grid = Grid { dims, ndim: 3 };
+            let q: Vec<i32> = (0..grid.len() as u32).map(|i| i.wrapping_mul(0x9e37_79b9) as i32 >> 7).collect();
+            for delta in [false, true] {
+                assert_eq!(inverse(forward(&q, grid, Tile(tile), delta), grid, Tile(tile), delta), q);
             }
         }
     }
