@@ -2,7 +2,7 @@
 # Same-bytes check for a CPU-stage rewrite: compresses every shared field with each given
 # preset at rel 1e-2/1e-3/1e-4 (plus levitus_temp at abs 0.0318, its -1e10 fill included,
 # and a NaN/Inf variant of echam5_t) with two binaries at RAYON_NUM_THREADS=1 and 2, and
-# `cmp`s the archives. Usage: scripts/same-bytes.sh BEFORE AFTER PRESET...
+# `cmp`s the archives, then the values both binaries decode from the new archive. Usage: scripts/same-bytes.sh BEFORE AFTER PRESET...
 set -euo pipefail
 before=$1 after=$2; shift 2
 data=${DATA:-/work/shared/data}
@@ -41,8 +41,15 @@ for preset in "$@"; do
       if ! cmp -s "$work/before.fzm" "$work/after.fzm"; then
         bad=$((bad + 1)); echo "DIFFER: $preset $(basename "$file") $mode $e threads=$t"
       fi
+      for b in before after; do
+        bin=$before; [ $b = after ] && bin=$after
+        RAYON_NUM_THREADS=$t "$bin" decompress -q --backend cpu -o "$work/$b.raw" -f "$work/after.fzm"
+      done
+      if ! cmp -s "$work/before.raw" "$work/after.raw"; then
+        bad=$((bad + 1)); echo "DECODE DIFFERS: $preset $(basename "$file") $mode $e threads=$t"
+      fi
     done
   done
 done
-echo "$n archive pairs compared, $bad differ"
+echo "$n archive pairs (and their decodes) compared, $bad differ"
 [ $bad = 0 ]

@@ -57,10 +57,11 @@ pub fn forward<T: Float>(x: &[T], dims: [usize; 3], tile: Tile, mapping: CodeMap
 
     // Pass 1: pre-quantize; values that cannot be quantized within the bound become p = 0
     // until `predict_value_outliers` gives them their prediction.
+    // `&`, not `&&`: a short-circuit kept the loop scalar.
     // The rounded code is right for all but a few values: a branch-free loop (it vectorizes)
     // counts the misses, and only a task that has some walks again to retry the neighbouring
     // bin (`prequantize`) and list the outliers in index order.
-    let keeps = |v: T, q: i32| v.is_finite() && (v.to_f64() - T::reconstruct(q, step).to_f64()).abs() <= abs_bound;
+    let keeps = |v: T, q: i32| v.is_finite() & ((v.to_f64() - T::reconstruct(q, step).to_f64()).abs() <= abs_bound);
     let mut p: Vec<i32> = zeroed_vec(x.len());
     let value_outliers: Vec<Vec<(usize, T)>> = p
         .par_chunks_mut(rows * nx)
@@ -272,11 +273,7 @@ pub fn inverse<T: Float>(
 ) -> Result<Vec<T>> {
     let (deltas, values) = parse_channel::<T>(outliers, counts, codes.len(), layout)?;
     let mut p: Vec<i32> = zeroed_vec(codes.len());
-    p.par_chunks_mut(TASK_ELEMS).zip(codes.par_chunks(TASK_ELEMS)).for_each(|(p, c)| {
-        for (p, &c) in p.iter_mut().zip(c) {
-            *p = mapping.decode(c);
-        }
-    });
+    p.par_chunks_mut(TASK_ELEMS).zip(codes.par_chunks(TASK_ELEMS)).for_each(|(p, c)| decode_codes(mapping, c, p));
     for r in deltas {
         p[r.start..r.start + r.len].fill(r.value);
     }
@@ -297,6 +294,21 @@ pub fn inverse<T: Float>(
         out[r.start..r.start + r.len].fill(r.value);
     }
     Ok(out)
+}
+
+/// `p[i]` = the delta of code `c[i]` ([`CodeMapping::decode`]), one monomorphic loop per
+/// mapping so the mapping's `match` is not taken per element.
+fn decode_codes(mapping: CodeMapping, c: &[u16], p: &mut [i32]) {
+    fn each(c: &[u16], p: &mut [i32], delta: impl Fn(u16) -> i32) {
+        for (p, &c) in p.iter_mut().zip(c) {
+            *p = delta(c);
+        }
+    }
+    match mapping {
+        CodeMapping::SignMagnitude => each(c, p, |c| CodeMapping::SignMagnitude.decode(c)),
+        CodeMapping::Zigzag => each(c, p, |c| CodeMapping::Zigzag.decode(c)),
+        CodeMapping::Radius(r) => each(c, p, |c| CodeMapping::Radius(r).decode(c)),
+    }
 }
 
 /// Inverse of the tiled Lorenzo delta, in place: prefix sums along x, then y, then z, each
