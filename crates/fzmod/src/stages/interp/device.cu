@@ -1,6 +1,7 @@
 // Interpolation on the device, after quantizer/device.cu (real, is_finite_real, quantize,
 // reconstruct, real_bits, at_most, Params, fz_minmax/fz_resolve, q_tile_starts, varint_len,
-// fz_scatter_outliers, Q_TILE, Q_THREADS, QI_RUN): cpu.rs and walk.rs step for step.
+// put_varint, block_exclusive_max, fz_scatter_outliers, Q_TILE, Q_THREADS, QI_RUN): cpu.rs and
+// walk.rs step for step.
 //
 // Organisation: one kernel launch per (level, pass) over the whole grid, values in global
 // memory, exactly the CPU's level-by-level walk (the points of one pass are independent: each
@@ -278,34 +279,6 @@ ip_list_count(const unsigned short* codes, unsigned short marker, u64 n, u32* ti
     }
 }
 
-// Exclusive max-scan of one value per thread across the block, starting from `carry`.
-__device__ u64 ip_block_exclusive_max(u64 v, u64 carry) {
-    __shared__ u64 warp_max[Q_THREADS / 32];
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    u64 incl = v;
-    for (int d = 1; d < 32; d <<= 1) {
-        u64 t = __shfl_up_sync(FULL_MASK, incl, d);
-        if (lane >= d) incl = max(incl, t);
-    }
-    if (lane == 31) warp_max[warp] = incl;
-    __syncthreads();
-    u64 before = carry;
-    for (int w = 0; w < warp; w++) before = max(before, warp_max[w]);
-    u64 up = __shfl_up_sync(FULL_MASK, incl, 1);
-    if (lane > 0) before = max(before, up);
-    __syncthreads();
-    return before;
-}
-
-__device__ __forceinline__ u8* ip_put_varint(u64 v, u8* o) {
-    while (v >= 0x80) {
-        *o++ = (u8)(v | 0x80);
-        v >>= 7;
-    }
-    *o++ = (u8)v;
-    return o;
-}
-
 // `write` = 0: tile_bytes[tile] = the tile's entry bytes (varint gap + raw value each).
 // `write` = 1: the entries at base + offsets[tile] of `out`, when base + offsets[ntiles] fits
 // `capacity`. Tiles without outliers are skipped.
@@ -320,7 +293,7 @@ ip_list_bytes(const unsigned short* codes, unsigned short marker, const real* x,
     u64 last = 0;
     for (int j = 0; j < QI_RUN && first + j < n; j++)
         if (codes[first + j] == marker) last = first + j + 1;
-    u64 next = ip_block_exclusive_max(last, tile_next[blockIdx.x]);
+    u64 next = block_exclusive_max(last, tile_next[blockIdx.x]);
     u64 bytes = 0;
     for (u64 i = first, prev = next; i < min(n, first + QI_RUN); i++)
         if (codes[i] == marker) {
@@ -337,7 +310,7 @@ ip_list_bytes(const unsigned short* codes, unsigned short marker, const real* x,
     u8* o = out + base + offsets[blockIdx.x] + at;
     for (u64 i = first, prev = next; i < min(n, first + QI_RUN); i++)
         if (codes[i] == marker) {
-            o = ip_put_varint(i - prev, o);
+            o = put_varint(i - prev, o);
             u64 bits = real_bits(x[i]);
             for (int b = 0; b < (int)sizeof(real); b++) *o++ = (u8)(bits >> (8 * b));
             prev = i + 1;

@@ -237,12 +237,48 @@ q_encode(const real* x, u64 n, const Params* params, i32* codes, u32* tile_count
     q_code_tile(x + base, len, base, load_params(params), codes + base, tile_count + blockIdx.x, tile_next + blockIdx.x);
 }
 
+// Exclusive max-scan of one value per thread across the block, starting from `carry`.
+__device__ u64 block_exclusive_max(u64 v, u64 carry) {
+    __shared__ u64 warp_max[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    u64 incl = v;
+    for (int d = 1; d < 32; d <<= 1) {
+        u64 t = __shfl_up_sync(FULL_MASK, incl, d);
+        if (lane >= d) incl = max(incl, t);
+    }
+    if (lane == 31) warp_max[warp] = incl;
+    __syncthreads();
+    u64 before = carry;
+    for (int w = 0; w < warp; w++) before = max(before, warp_max[w]);
+    u64 up = __shfl_up_sync(FULL_MASK, incl, 1);
+    if (lane > 0) before = max(before, up);
+    __syncthreads();
+    return before;
+}
+
+// Exclusive suffix-min of one value per thread across the block (the minimum over later
+// threads), starting from `carry` after the last thread.
+__device__ u64 block_exclusive_suffix_min(u64 v, u64 carry) {
+    __shared__ u64 warp_min[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    u64 incl = v;
+    for (int d = 1; d < 32; d <<= 1) {
+        u64 t = __shfl_down_sync(FULL_MASK, incl, d);
+        if (lane + d < 32) incl = min(incl, t);
+    }
+    if (lane == 0) warp_min[warp] = incl;
+    __syncthreads();
+    u64 after = carry;
+    for (int w = warp + 1; w < (int)(blockDim.x >> 5); w++) after = min(after, warp_min[w]);
+    u64 down = __shfl_down_sync(FULL_MASK, incl, 1);
+    if (lane < 31) after = min(after, down);
+    __syncthreads();
+    return after;
+}
+
 // Tiles per thread of the one-block scans below: SCAN_ITEMS consecutive tiles per thread,
 // all loads in flight at once, then one block scan of the threads' aggregates.
 #define SCAN_ITEMS 8
-
-__device__ u64 block_exclusive_max(u64 v, u64 carry);
-__device__ u64 block_exclusive_suffix_min(u64 v, u64 carry);
 
 // One thread block of 1024: tile_next becomes an exclusive max-scan (the `next` each tile
 // starts from); *num_outliers gets the total count.
@@ -316,45 +352,6 @@ __device__ __forceinline__ u8* put_varint(u64 v, u8* o) {
 template <typename S>
 __device__ __forceinline__ bool ch_continues(const S& s, u64 i) {
     return i > 0 && s.has(i) && s.has(i - 1) && s.same(i, i - 1);
-}
-
-// Exclusive max-scan of one value per thread across the block, starting from `carry`.
-__device__ u64 block_exclusive_max(u64 v, u64 carry) {
-    __shared__ u64 warp_max[32];
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    u64 incl = v;
-    for (int d = 1; d < 32; d <<= 1) {
-        u64 t = __shfl_up_sync(FULL_MASK, incl, d);
-        if (lane >= d) incl = max(incl, t);
-    }
-    if (lane == 31) warp_max[warp] = incl;
-    __syncthreads();
-    u64 before = carry;
-    for (int w = 0; w < warp; w++) before = max(before, warp_max[w]);
-    u64 up = __shfl_up_sync(FULL_MASK, incl, 1);
-    if (lane > 0) before = max(before, up);
-    __syncthreads();
-    return before;
-}
-
-// Exclusive suffix-min of one value per thread across the block (the minimum over later
-// threads), starting from `carry` after the last thread.
-__device__ u64 block_exclusive_suffix_min(u64 v, u64 carry) {
-    __shared__ u64 warp_min[32];
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    u64 incl = v;
-    for (int d = 1; d < 32; d <<= 1) {
-        u64 t = __shfl_down_sync(FULL_MASK, incl, d);
-        if (lane + d < 32) incl = min(incl, t);
-    }
-    if (lane == 0) warp_min[warp] = incl;
-    __syncthreads();
-    u64 after = carry;
-    for (int w = warp + 1; w < (int)(blockDim.x >> 5); w++) after = min(after, warp_min[w]);
-    u64 down = __shfl_down_sync(FULL_MASK, incl, 1);
-    if (lane < 31) after = min(after, down);
-    __syncthreads();
-    return after;
 }
 
 // Step 1: the first element of the tile that does not continue a run (~0 when all do; the
