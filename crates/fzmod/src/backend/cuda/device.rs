@@ -313,6 +313,16 @@ impl<'a> DeviceRun<'a> {
 /// Threads per block of the simple element-wise kernels.
 pub const THREADS: u32 = 256;
 
+/// Thread blocks of a [`tile_loop_grid`] launch at most: a few per SM, so that kernels whose
+/// tiles are mostly empty pay for a loop iteration per tile, not for a block launch per tile.
+const TILE_LOOP_BLOCKS: u64 = 2048;
+
+/// A launch of a kernel that loops over `tiles` tiles, a block at a time (`tile += gridDim.x`):
+/// one block per tile up to [`TILE_LOOP_BLOCKS`] blocks.
+pub fn tile_loop_grid(tiles: u64, threads: u64) -> cudarc::driver::LaunchConfig {
+    grid(tiles.min(TILE_LOOP_BLOCKS) * threads, threads)
+}
+
 /// A one-dimensional launch of `items` work items, `per_block` per thread block.
 pub fn grid(items: u64, per_block: u64) -> cudarc::driver::LaunchConfig {
     let blocks = items.div_ceil(per_block).clamp(1, u64::from(u32::MAX)) as u32;

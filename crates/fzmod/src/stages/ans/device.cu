@@ -126,6 +126,8 @@ extern "C" __global__ void __launch_bounds__(ANS_WARPS * 32) ans_encode(
         c = __shfl_sync(FULL_MASK, c, 0);
         if (c >= nblocks) return;
         u32 len = (u32)min((u64)ANS_BLOCK, n - c * ANS_BLOCK);
+        // Staged: reading the symbols round by round from global memory instead measured
+        // 12 % slower, despite twice the occupancy.
         ans_warp_copy(mine, in + c * ANS_BLOCK, len);
         __syncwarp();
         int cap = ans_max_words(len);
@@ -179,16 +181,15 @@ extern "C" __global__ void __launch_bounds__(ANS_WARPS * 32) ans_encode(
 // past its words or does not end on its initial states sets *err.
 extern "C" __global__ void __launch_bounds__(ANS_WARPS * 32) ans_decode(
     const u8* seg, const u64* starts, u64 n, u64 nblocks, u32 bits, const u32* dtable, u8* out, u32* err) {
+    // Words are read from global memory and symbols written straight to `out` (a device
+    // buffer the run reads only after checking *err): shared memory holds just the table,
+    // and the latency-bound rounds get the most warps.
     __shared__ u32 table[1 << 11];
-    __shared__ u16 words[ANS_WARPS][ANS_MAX_WORDS];
-    __shared__ __align__(16) u8 decoded[ANS_WARPS][ANS_BLOCK];
     for (u32 i = threadIdx.x; i < 1u << bits; i += blockDim.x) table[i] = dtable[i];
     __syncthreads();
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     u32 before_me = (1u << lane) - 1, mask = (1u << bits) - 1;
     const u32* counts = (const u32*)(seg + ANS_PROBS_BYTES);
-    u16* stream = words[warp];
-    u8* mine = decoded[warp];
     for (u64 b = (u64)blockIdx.x * ANS_WARPS + warp; b < nblocks; b += (u64)gridDim.x * ANS_WARPS) {
         u32 len = (u32)min((u64)ANS_BLOCK, n - b * ANS_BLOCK);
         const u8* src = seg + starts[b];
@@ -199,14 +200,10 @@ extern "C" __global__ void __launch_bounds__(ANS_WARPS * 32) ans_decode(
             continue;
         }
         u32 x = ((const u32*)src)[lane];
-        bool ok = x >= ANS_STATE_LOW && x >> 31 == 0;
-        for (u32 i = lane; 2 * i < count; i += 32) {
-            u32 v = ((const u32*)(src + ANS_STATES_BYTES))[i];
-            stream[2 * i] = (u16)v;
-            if (2 * i + 1 < count) stream[2 * i + 1] = (u16)(v >> 16);
-            else ok = ok && v >> 16 == 0;
-        }
-        __syncwarp();
+        // Coded blocks start 4-byte aligned (checked on the host), so the words are u16s.
+        const u16* stream = (const u16*)(src + ANS_STATES_BYTES);
+        // An odd count leaves the last word's high half as padding, which must be zero.
+        bool ok = x >= ANS_STATE_LOW && x >> 31 == 0 && (count % 2 == 0 || stream[count] == 0);
         ok = __all_sync(FULL_MASK, ok);
         int pos = (int)count;
         for (int r = (int)((len + 31) / 32) - 1; ok && r >= 0; r--) {
@@ -214,7 +211,7 @@ extern "C" __global__ void __launch_bounds__(ANS_WARPS * 32) ans_decode(
             bool active = i < len;
             if (active) {
                 u32 t = table[x & mask];
-                mine[i] = (u8)t;
+                dst[i] = (u8)t;
                 x = (t >> 8 & 0xfff) * (x >> bits) + (x & mask) - (t >> 20);
             }
             bool need = active && x < ANS_STATE_LOW;
@@ -225,9 +222,6 @@ extern "C" __global__ void __launch_bounds__(ANS_WARPS * 32) ans_decode(
             if (ok && need) x = x << 16 | stream[pos + __popc(m & before_me)];
         }
         ok = __all_sync(FULL_MASK, ok && pos == 0 && x == ANS_STATE_LOW);
-        __syncwarp();
-        if (ok) ans_warp_copy(dst, mine, len);
-        else if (lane == 0) atomicOr(err, 1u);
-        __syncwarp();
+        if (!ok && lane == 0) atomicOr(err, 1u);
     }
 }

@@ -235,33 +235,36 @@ __device__ __forceinline__ ListSource list_source(u32 list, u32 mapping, u32 rad
 }
 
 // Per tile: entries and (last entry index + 1), as q_tile_starts takes them; tiles that
-// tile_any does not mark have none.
+// tile_any does not mark have none. Blocks loop over tiles (most tiles are empty).
 extern "C" __global__ void __launch_bounds__(Q_THREADS)
-lq_list_count(u32 list, u32 mapping, u32 radius, const i32* deltas, const real* x, const Params* params, u64 n,
+lq_list_count(u32 list, u32 mapping, u32 radius, const i32* deltas, const real* x, const Params* params, u64 n, u64 ntiles,
               const u32* tile_any, u32* tile_count, u64* tile_next) {
-    if (!(tile_any[blockIdx.x] >> list & 1u)) {  // the whole block
-        if (threadIdx.x == 0) tile_count[blockIdx.x] = 0, tile_next[blockIdx.x] = 0;
-        return;
-    }
     ListSource src = list_source(list, mapping, radius, deltas, x, params);
-    u64 first = (u64)blockIdx.x * Q_TILE + (u64)threadIdx.x * QI_RUN;
-    u32 count = 0;
-    u64 next = 0;
-    for (int j = 0; j < QI_RUN && first + j < n; j++)
-        if (src.has(first + j)) {
-            count++;
-            next = first + j + 1;
-        }
-    u64 total;
-    block_exclusive_scan(count, &total);
-    for (int o = 16; o > 0; o >>= 1) next = max(next, __shfl_xor_sync(FULL_MASK, next, o));
     __shared__ u64 warp_next[Q_THREADS / 32];
-    if ((threadIdx.x & 31) == 0) warp_next[threadIdx.x >> 5] = next;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        for (int w = 1; w < Q_THREADS / 32; w++) next = max(next, warp_next[w]);
-        tile_count[blockIdx.x] = (u32)total;
-        tile_next[blockIdx.x] = next;
+    for (u64 tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+        if (!(tile_any[tile] >> list & 1u)) {  // the whole block
+            if (threadIdx.x == 0) tile_count[tile] = 0, tile_next[tile] = 0;
+            continue;
+        }
+        u64 first = tile * Q_TILE + (u64)threadIdx.x * QI_RUN;
+        u32 count = 0;
+        u64 next = 0;
+        for (int j = 0; j < QI_RUN && first + j < n; j++)
+            if (src.has(first + j)) {
+                count++;
+                next = first + j + 1;
+            }
+        u64 total;
+        block_exclusive_scan(count, &total);
+        for (int o = 16; o > 0; o >>= 1) next = max(next, __shfl_xor_sync(FULL_MASK, next, o));
+        if ((threadIdx.x & 31) == 0) warp_next[threadIdx.x >> 5] = next;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            for (int w = 1; w < Q_THREADS / 32; w++) next = max(next, warp_next[w]);
+            tile_count[tile] = (u32)total;
+            tile_next[tile] = next;
+        }
+        __syncthreads();  // warp_next is reused by the next tile
     }
 }
 
@@ -269,8 +272,8 @@ __device__ __forceinline__ ListSource list_source(const ListArgs& a) {
     return list_source(a.list, a.mapping, a.radius, a.deltas, a.x, a.params);
 }
 
-extern "C" __global__ void __launch_bounds__(Q_THREADS) lq_tile_break(ListArgs a, u64 n, const u32* tile_count, u64* tile_break) {
-    ch_tile_break(list_source(a), n, tile_count, tile_break);
+extern "C" __global__ void __launch_bounds__(Q_THREADS) lq_tile_break(ListArgs a, u64 n, u64 ntiles, const u32* tile_count, u64* tile_break) {
+    ch_tile_break(list_source(a), n, ntiles, tile_count, tile_break);
 }
 
 extern "C" __global__ void __launch_bounds__(Q_THREADS)

@@ -4,7 +4,9 @@
 //! the inverse parses the (small) channel with the CPU's own parser.
 
 use super::{cpu, CodeMapping, LorenzoQuant, Resolved, Tile};
-use crate::backend::cuda::device::{grid, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage, Slot, THREADS};
+use crate::backend::cuda::device::{
+    grid, tile_loop_grid, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage, Slot, THREADS,
+};
 use crate::backend::cuda::{device_error, Program};
 use crate::element::DType;
 use crate::error::{corrupt, Error, Result};
@@ -170,7 +172,6 @@ impl DeviceStage for LorenzoQuant {
                     .map_err(device_error)?;
             }
         }
-        let tile_grid = grid(ntiles * TILE_THREADS, TILE_THREADS);
         let mut counts: Vec<Slot> = Vec::new();
         let mut lists = Vec::new();
         for list in LISTS {
@@ -187,10 +188,11 @@ impl DeviceStage for LorenzoQuant {
                     .arg(&p(x))
                     .arg(&p(&params))
                     .arg(&n64)
+                    .arg(&ntiles)
                     .arg(&p(&tile_any))
                     .arg(&p(&tile_count))
                     .arg(&p(&tile_next))
-                    .launch(tile_grid)
+                    .launch(tile_loop_grid(ntiles, TILE_THREADS))
                     .map_err(device_error)?;
                 s.launch_builder(&starts)
                     .arg(&p(&tile_next))

@@ -357,21 +357,23 @@ __device__ __forceinline__ bool ch_continues(const S& s, u64 i) {
 // Step 1: the first element of the tile that does not continue a run (~0 when all do; the
 // tile's first element when the tile has no entries).
 template <typename S>
-__device__ void ch_tile_break(const S& s, u64 n, const u32* tile_count, u64* tile_break) {
-    u64 start = (u64)blockIdx.x * Q_TILE;
-    if (tile_count[blockIdx.x] == 0) {
-        if (threadIdx.x == 0) tile_break[blockIdx.x] = start;
-        return;
-    }
-    u64 first = start + (u64)threadIdx.x * QI_RUN, found = ~0ull;
-    for (int j = 0; j < QI_RUN && first + j < n; j++)
-        if (!ch_continues(s, first + j)) {
-            found = first + j;
-            break;
+__device__ void ch_tile_break(const S& s, u64 n, u64 ntiles, const u32* tile_count, u64* tile_break) {
+    for (u64 tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+        u64 start = tile * Q_TILE;
+        if (tile_count[tile] == 0) {  // the whole block
+            if (threadIdx.x == 0) tile_break[tile] = start;
+            continue;
         }
-    // Every thread's answer, the smallest first.
-    u64 later = block_exclusive_suffix_min(found, ~0ull);
-    if (threadIdx.x == 0) tile_break[blockIdx.x] = min(found, later);
+        u64 first = start + (u64)threadIdx.x * QI_RUN, found = ~0ull;
+        for (int j = 0; j < QI_RUN && first + j < n; j++)
+            if (!ch_continues(s, first + j)) {
+                found = first + j;
+                break;
+            }
+        // Every thread's answer, the smallest first.
+        u64 later = block_exclusive_suffix_min(found, ~0ull);
+        if (threadIdx.x == 0) tile_break[tile] = min(found, later);
+    }
 }
 
 // One thread block of 1024: tile_break[t] becomes the first run break after tile t (the
@@ -402,71 +404,73 @@ extern "C" __global__ void __launch_bounds__(1024) ch_break_scan(u64* tile_break
 }
 
 // Step 2 (write = 0: tile_bytes[layout][tile]) and step 3 (write = 1: the entries of the
-// chosen layout, when the whole channel fits the capacity). Tiles without entries are skipped.
+// chosen layout, when the whole channel fits the capacity). Blocks loop over tiles
+// (tile_loop_grid); tiles without entries are skipped.
 template <typename S>
 __device__ void ch_list_walk(const S& s, u64 n, const u32* tile_count, const u64* tile_next, const u64* tile_break, u64 ntiles,
                              u32* bytes_indexed, u32* bytes_runs, const u64* layout_at, const u64* offsets_indexed,
                              const u64* offsets_runs, const u64* base_indexed, const u64* base_runs, const u64* channel_len,
                              u8* out, u64 capacity, u32 write) {
-    u64 tile = blockIdx.x;
-    if (tile_count[tile] == 0) {
-        if (!write && threadIdx.x == 0) bytes_indexed[tile] = bytes_runs[tile] = 0;
-        return;
-    }
-    u64 first = tile * Q_TILE + (u64)threadIdx.x * QI_RUN, stop = min(n, first + QI_RUN);
-    u64 last = 0, brk = ~0ull;
-    for (u64 i = first; i < stop; i++) {
-        if (s.has(i)) last = i + 1;
-        if (brk == ~0ull && !ch_continues(s, i)) brk = i;
-    }
-    if (first >= n) brk = n;
-    u64 next = block_exclusive_max(last, tile_next[tile]);
-    u64 later = block_exclusive_suffix_min(brk, tile_break[tile]);
-    // The end of a run that starts at i: the next element that does not continue it.
-    auto run_end = [&](u64 i) {
-        for (u64 j = i + 1; j < stop; j++)
-            if (!ch_continues(s, j)) return j;
-        return later;
-    };
-    u64 sizes[2] = {0, 0};
-    for (u64 i = first, prev = next; i < stop; i++) {
-        if (!s.has(i)) continue;
-        sizes[CH_INDEXED] += varint_len(i - prev) + s.value_len(i);
-        if (!ch_continues(s, i)) {
-            u64 len = run_end(i) - i;
-            bool repeat = prev > 0 && s.same(i, prev - 1);
-            u64 head = (i - prev) << 2 | (len >= 2 ? 2u : 0u) | (repeat ? 1u : 0u);
-            sizes[CH_RUNS] += varint_len(head) + (len >= 2 ? varint_len(len - 2) : 0) + (repeat ? 0 : s.value_len(i));
+    if (write && *channel_len > capacity) return;
+    for (u64 tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+        if (tile_count[tile] == 0) {  // the whole block
+            if (!write && threadIdx.x == 0) bytes_indexed[tile] = bytes_runs[tile] = 0;
+            continue;
         }
-        prev = i + 1;
-    }
-    u64 total[2];
-    u64 at[2] = {block_exclusive_scan(sizes[0], &total[0]), block_exclusive_scan(sizes[1], &total[1])};
-    if (!write) {
-        if (threadIdx.x == 0) {
-            bytes_indexed[tile] = (u32)total[CH_INDEXED];
-            bytes_runs[tile] = (u32)total[CH_RUNS];
+        u64 first = tile * Q_TILE + (u64)threadIdx.x * QI_RUN, stop = min(n, first + QI_RUN);
+        u64 last = 0, brk = ~0ull;
+        for (u64 i = first; i < stop; i++) {
+            if (s.has(i)) last = i + 1;
+            if (brk == ~0ull && !ch_continues(s, i)) brk = i;
         }
-        return;
-    }
-    if (*channel_len > capacity) return;
-    u32 layout = (u32)*layout_at;
-    const u64* offsets = layout == CH_RUNS ? offsets_runs : offsets_indexed;
-    const u64* base = layout == CH_RUNS ? base_runs : base_indexed;
-    u8* o = out + (base ? *base : 0) + offsets[tile] + at[layout];
-    for (u64 i = first, prev = next; i < stop; i++) {
-        if (!s.has(i)) continue;
-        if (layout == CH_INDEXED) {
-            o = put_varint(i - prev, o);
-            o = s.put_value(i, o);
-        } else if (!ch_continues(s, i)) {
-            u64 len = run_end(i) - i;
-            bool repeat = prev > 0 && s.same(i, prev - 1);
-            o = put_varint((i - prev) << 2 | (len >= 2 ? 2u : 0u) | (repeat ? 1u : 0u), o);
-            if (len >= 2) o = put_varint(len - 2, o);
-            if (!repeat) o = s.put_value(i, o);
+        if (first >= n) brk = n;
+        u64 next = block_exclusive_max(last, tile_next[tile]);
+        u64 later = block_exclusive_suffix_min(brk, tile_break[tile]);
+        // The end of a run that starts at i: the next element that does not continue it.
+        auto run_end = [&](u64 i) {
+            for (u64 j = i + 1; j < stop; j++)
+                if (!ch_continues(s, j)) return j;
+            return later;
+        };
+        u64 sizes[2] = {0, 0};
+        for (u64 i = first, prev = next; i < stop; i++) {
+            if (!s.has(i)) continue;
+            sizes[CH_INDEXED] += varint_len(i - prev) + s.value_len(i);
+            if (!ch_continues(s, i)) {
+                u64 len = run_end(i) - i;
+                bool repeat = prev > 0 && s.same(i, prev - 1);
+                u64 head = (i - prev) << 2 | (len >= 2 ? 2u : 0u) | (repeat ? 1u : 0u);
+                sizes[CH_RUNS] += varint_len(head) + (len >= 2 ? varint_len(len - 2) : 0) + (repeat ? 0 : s.value_len(i));
+            }
+            prev = i + 1;
         }
-        prev = i + 1;
+        u64 total[2];
+        u64 at[2] = {block_exclusive_scan(sizes[0], &total[0]), block_exclusive_scan(sizes[1], &total[1])};
+        if (!write) {
+            if (threadIdx.x == 0) {
+                bytes_indexed[tile] = (u32)total[CH_INDEXED];
+                bytes_runs[tile] = (u32)total[CH_RUNS];
+            }
+            continue;
+        }
+        u32 layout = (u32)*layout_at;
+        const u64* offsets = layout == CH_RUNS ? offsets_runs : offsets_indexed;
+        const u64* base = layout == CH_RUNS ? base_runs : base_indexed;
+        u8* o = out + (base ? *base : 0) + offsets[tile] + at[layout];
+        for (u64 i = first, prev = next; i < stop; i++) {
+            if (!s.has(i)) continue;
+            if (layout == CH_INDEXED) {
+                o = put_varint(i - prev, o);
+                o = s.put_value(i, o);
+            } else if (!ch_continues(s, i)) {
+                u64 len = run_end(i) - i;
+                bool repeat = prev > 0 && s.same(i, prev - 1);
+                o = put_varint((i - prev) << 2 | (len >= 2 ? 2u : 0u) | (repeat ? 1u : 0u), o);
+                if (len >= 2) o = put_varint(len - 2, o);
+                if (!repeat) o = s.put_value(i, o);
+            }
+            prev = i + 1;
+        }
     }
 }
 
@@ -507,9 +511,9 @@ struct QSource {
     }
 };
 
-extern "C" __global__ void __launch_bounds__(Q_THREADS) q_tile_break(ListArgs a, u64 n, const u32* tile_count, u64* tile_break) {
+extern "C" __global__ void __launch_bounds__(Q_THREADS) q_tile_break(ListArgs a, u64 n, u64 ntiles, const u32* tile_count, u64* tile_break) {
     QSource s = {a.x, load_params(a.params)};
-    ch_tile_break(s, n, tile_count, tile_break);
+    ch_tile_break(s, n, ntiles, tile_count, tile_break);
 }
 
 extern "C" __global__ void __launch_bounds__(Q_THREADS)

@@ -8,8 +8,8 @@ mod fragment;
 mod inline;
 use crate::archive::ErrorMode;
 use crate::backend::cuda::device::{
-    exclusive_scan, grid, scan_partials_len, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage, PendingRecord,
-    Slot, THREADS,
+    exclusive_scan, grid, scan_partials_len, tile_loop_grid, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage,
+    PendingRecord, Slot, THREADS,
 };
 use crate::backend::cuda::{device_error, Program};
 use crate::element::DType;
@@ -249,7 +249,7 @@ impl SizedList {
                 .arg(&out)
                 .arg(&capacity)
                 .arg(&write)
-                .launch(grid(l.ntiles * WALK_THREADS, WALK_THREADS))
+                .launch(tile_loop_grid(l.ntiles, WALK_THREADS))
                 .map_err(device_error)?;
         }
         Ok(())
@@ -287,9 +287,10 @@ pub(crate) fn write_lists(
             s.launch_builder(&breaks)
                 .arg(&list.args)
                 .arg(&n64)
+                .arg(&list.ntiles)
                 .arg(&p(&list.tile_count))
                 .arg(&p(&tile_break))
-                .launch(grid(list.ntiles * WALK_THREADS, WALK_THREADS))
+                .launch(tile_loop_grid(list.ntiles, WALK_THREADS))
                 .map_err(device_error)?;
             s.launch_builder(&break_scan)
                 .arg(&p(&tile_break))
