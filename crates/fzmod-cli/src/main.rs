@@ -276,14 +276,14 @@ fn prepare(path: &Path, job: &Job, max_memory: u64) -> Result<Prepared> {
     }
     let input = io::read_array(path, dtype, &shape, max_memory)?;
     let (backend, note) = Backend::select(job.backend)?;
-    let chunks = chunk_options(job, &shape, dtype)?;
+    let chunks = chunk_options(job, &shape)?;
     Ok(Prepared { input, shape, pipeline, backend, note, opts: job.fusion.into(), chunks })
 }
 
 /// The job's --chunk and --index (`None` without --chunk).
-fn chunk_options(job: &Job, shape: &[usize], dtype: DType) -> Result<Option<fzmod::ChunkOptions>> {
+fn chunk_options(job: &Job, shape: &[usize]) -> Result<Option<fzmod::ChunkOptions>> {
     let Some(text) = &job.chunk else { return Ok(None) };
-    let chunk_shape = fzmod::parse_chunk_shape(text, shape, dtype.size()).with_context(|| format!("--chunk {text}"))?;
+    let chunk_shape = fzmod::parse_chunk_shape(text, shape).with_context(|| format!("--chunk {text}"))?;
     let d = shape.len().clamp(1, 4) as u8;
     let index = match &job.index {
         None => Vec::new(),

@@ -27,7 +27,7 @@ pub use shape::{default_chunk_bytes, default_chunk_shape, CHUNK_ALIGN, DEFAULT_C
 /// How to cut an array into chunks.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ChunkOptions {
-    /// Chunk extents in C order (one per dimension); empty: [`default_chunk_shape`].
+    /// Chunk extents in C order (one per dimension); empty: [`Pipeline::default_chunk_shape`].
     pub chunk_shape: Vec<usize>,
     /// Index classes to try, cheapest first; empty: implicit, hybrid8, hybrid4, verbatim.
     pub index: Vec<IndexClass>,
@@ -40,11 +40,12 @@ impl ChunkOptions {
     }
 }
 
-/// Parse a chunk shape: `auto`, or extents such as `1024x1024` / `64,64,64` (one per
-/// dimension, each ≥ 1; extents past the array's are cut to it).
-pub fn parse_chunk_shape(text: &str, shape: &[usize], elem: usize) -> Result<Vec<usize>> {
+/// Parse a chunk shape: `auto` (empty: the pipeline's default, `Pipeline::default_chunk_shape`),
+/// or extents such as `1024x1024` / `64,64,64` (one per dimension, each ≥ 1; extents past the
+/// array's are cut to it).
+pub fn parse_chunk_shape(text: &str, shape: &[usize]) -> Result<Vec<usize>> {
     if text.trim().eq_ignore_ascii_case("auto") {
-        return Ok(default_chunk_shape(shape, elem));
+        return Ok(Vec::new());
     }
     let c =
         crate::shape::parse_shape(text).map_err(|e| Error::InvalidArgument(format!("chunk shape '{text}': {e}")))?;
@@ -207,7 +208,7 @@ pub(crate) fn chunk_plan(
         return Err(Error::InvalidArgument("chunking needs an array of at least one dimension".into()));
     }
     let chunk_shape =
-        if chunks.chunk_shape.is_empty() { default_chunk_shape(shape, elem) } else { chunks.chunk_shape.clone() };
+        if chunks.chunk_shape.is_empty() { p.default_chunk_shape(shape, elem) } else { chunks.chunk_shape.clone() };
     if chunk_shape.len() != shape.len() || chunk_shape.contains(&0) {
         return Err(Error::InvalidArgument(format!(
             "chunk shape {chunk_shape:?} does not suit the shape {shape:?} (one extent ≥ 1 per dimension)"
@@ -274,6 +275,14 @@ pub(crate) fn compress_chunks(
 }
 
 impl Pipeline {
+    /// The chunk shape (`--chunk auto`, [`ChunkOptions`] without one) of this pipeline's
+    /// chunked archives of `shape` with elements of `elem` bytes: [`default_chunk_shape`], its
+    /// boxes closing the segments of an anchored predictor (docs/FORMAT.md §8.4).
+    pub fn default_chunk_shape(&self, shape: &[usize], elem: usize) -> Vec<usize> {
+        let ndim = shape.iter().filter(|&&n| n > 1).count().clamp(1, 3);
+        shape::chunk_shape_for(shape, elem, self.chunk_anchor(ndim))
+    }
+
     /// The finite value range (min, max) the first quantizing stage of this pipeline sees of
     /// `input` (C-order `shape`): the values themselves, or those a Mask in front leaves
     /// unmasked; `None` when there is no finite value or no quantizing stage. Ranges of parts
