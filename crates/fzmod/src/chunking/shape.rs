@@ -220,6 +220,13 @@ mod tests {
         }
         // Smaller arrays keep their slabs: only one dimension is cut.
         assert_eq!(chunk_shape_for(&[2161, 4320], 4, Some(64)), default_chunk_shape(&[2161, 4320], 4));
+        // Through the pipelines: only the interpolation presets have an anchor.
+        let cube = [512, 512, 512];
+        for name in crate::PRESETS.iter().map(|p| p.name) {
+            let p = crate::preset(name, &cube).unwrap();
+            let want = if name.starts_with("interp") { [65, 65, 65] } else { [64, 64, 64] };
+            assert_eq!(p.default_chunk_shape(&cube, 4), want, "{name}");
+        }
         // Four dimensions fold into three for the predictor: the boxes stay as they are.
         assert_eq!(chunk_shape_for(&[4, 256, 512, 512], 4, Some(64)), default_chunk_shape(&[4, 256, 512, 512], 4));
     }
