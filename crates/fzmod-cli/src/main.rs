@@ -183,9 +183,10 @@ struct Job {
     #[arg(long, value_enum, default_value_t = Fusion::On)]
     fusion: Fusion,
     /// Write a chunked archive (format 2.0) of independent chunks of this shape, for region
-    /// decode: `1024x1024`, `64,64,64`, or `auto` (boxes of 2–4 MiB; for arrays of 256 MiB and
-    /// more, at most 1/320 of the array, 1–4 MiB). Chunks compress in
-    /// parallel on the CPU; the bytes do not depend on the thread count.
+    /// decode: `1024x1024`, `64,64,64`, or `auto` (slabs of up to 4 MiB along the slowest
+    /// dimensions, the fastest whole; for arrays of 256 MiB and more near-cubic boxes of at most
+    /// 1/320 of the array, 1–4 MiB; docs/FORMAT.md §8.4). Chunks compress in parallel on the
+    /// CPU; the bytes do not depend on the thread count.
     #[arg(long, value_name = "SHAPE|auto")]
     chunk: Option<String>,
     /// Chunk index class (with --chunk): implicit, verbatim, hybrid4 or hybrid8. Default: the
