@@ -9,7 +9,8 @@
 # region: a 512x512x512 f32 field (512 MiB) on disk, chunked (auto chunks): full decode vs a
 #         ~1 % box (inside four chunks, straddling eight, straddling eighteen), wall time (ms)
 #         and bytes read.
-# ratio:  every preset, unchunked vs --chunk auto (4 MiB chunks), on shared fields.
+# ratio:  every preset, unchunked vs --chunk auto (or CHUNK=SHAPE), on three shared fields and
+#         the 512x512x512 field of region.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FZ=${FZMOD:-${CARGO_TARGET_DIR:-target}/release/fzmod}
@@ -65,19 +66,26 @@ if [[ $part == region || $part == all ]]; then
 fi
 
 if [[ $part == ratio || $part == all ]]; then
-  echo "== chunked (--chunk auto, 4 MiB chunks) vs unchunked ratio, rel 1e-3"
-  printf "    %-16s %-34s %10s %10s %8s\n" preset field unchunked chunked chunked/unchunked
-  for field in etopo5_2161x4320.f32:2161x4320 trinidad_dem_1201x2401.f32:1201x2401 navy_uwnd_132x73x144.f32:132x73x144; do
+  # CHUNK=64x128x128 etc. for another shape than the default (it must suit every field then).
+  CHUNK=${CHUNK:-auto}
+  echo "== chunked (--chunk $CHUNK) vs unchunked ratio, rel 1e-3"
+  "$PY" scripts/stream_field.py gen 512 512 512 >"$WORK/cube_512x512x512.f32"
+  printf "    %-16s %-34s %-22s %10s %10s %8s\n" preset field chunks unchunked chunked chunked/unchunked
+  for field in $DATA/etopo5_2161x4320.f32:2161x4320 $DATA/trinidad_dem_1201x2401.f32:1201x2401 \
+    $DATA/navy_uwnd_132x73x144.f32:132x73x144 $WORK/cube_512x512x512.f32:512x512x512; do
     f=${field%%:*}; s=${field##*:}
     for p in $("$FZ" presets | awk '{print $1}'); do
-      args=("$DATA/$f" --dtype f32 --shape "$s" --preset "$p" --backend cpu -q -f)
+      args=("$f" --dtype f32 --shape "$s" --preset "$p" --backend cpu -q -f)
       if "$FZ" compress "${args[@]}" -o "$WORK/u.fzm" 2>/dev/null &&
-        "$FZ" compress "${args[@]}" --chunk auto -o "$WORK/c.fzm" 2>/dev/null; then
-        u=$(stat -c %s "$WORK/u.fzm"); c=$(stat -c %s "$WORK/c.fzm"); n=$(stat -c %s "$DATA/$f")
-        printf "    %-16s %-34s %10.3f %10.3f %8.4f\n" "$p" "$f" "$(echo "$n/$u" | bc -l)" "$(echo "$n/$c" | bc -l)" "$(echo "$u/$c" | bc -l)"
+        "$FZ" compress "${args[@]}" --chunk "$CHUNK" -o "$WORK/c.fzm" 2>/dev/null; then
+        u=$(stat -c %s "$WORK/u.fzm"); c=$(stat -c %s "$WORK/c.fzm"); n=$(stat -c %s "$f")
+        g=$("$FZ" inspect "$WORK/c.fzm" | awk '/^chunks/{print $2 " of " $4}')
+        printf "    %-16s %-34s %-22s %10.3f %10.3f %8.4f\n" "$p" "$(basename "$f")" "$g" "$(echo "$n/$u" | bc -l)" \
+          "$(echo "$n/$c" | bc -l)" "$(echo "$u/$c" | bc -l)"
       else
-        printf "    %-16s %-34s refused\n" "$p" "$f"
+        printf "    %-16s %-34s refused\n" "$p" "$(basename "$f")"
       fi
     done
   done
+  rm -f "$WORK/cube_512x512x512.f32" "$WORK/u.fzm" "$WORK/c.fzm"
 fi

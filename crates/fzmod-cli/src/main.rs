@@ -183,9 +183,10 @@ struct Job {
     #[arg(long, value_enum, default_value_t = Fusion::On)]
     fusion: Fusion,
     /// Write a chunked archive (format 2.0) of independent chunks of this shape, for region
-    /// decode: `1024x1024`, `64,64,64`, or `auto` (boxes of 2–4 MiB; for arrays of 256 MiB and
-    /// more, at most 1/320 of the array, 1–4 MiB). Chunks compress in
-    /// parallel on the CPU; the bytes do not depend on the thread count.
+    /// decode: `1024x1024`, `64,64,64`, or `auto` (slabs of up to 4 MiB along the slowest
+    /// dimensions, the fastest whole; for arrays of 256 MiB and more near-cubic boxes of at most
+    /// 1/320 of the array, 1–4 MiB; docs/FORMAT.md §8.4). Chunks compress in parallel on the
+    /// CPU; the bytes do not depend on the thread count.
     #[arg(long, value_name = "SHAPE|auto")]
     chunk: Option<String>,
     /// Chunk index class (with --chunk): implicit, verbatim, hybrid4 or hybrid8. Default: the
@@ -276,14 +277,14 @@ fn prepare(path: &Path, job: &Job, max_memory: u64) -> Result<Prepared> {
     }
     let input = io::read_array(path, dtype, &shape, max_memory)?;
     let (backend, note) = Backend::select(job.backend)?;
-    let chunks = chunk_options(job, &shape, dtype)?;
+    let chunks = chunk_options(job, &shape)?;
     Ok(Prepared { input, shape, pipeline, backend, note, opts: job.fusion.into(), chunks })
 }
 
 /// The job's --chunk and --index (`None` without --chunk).
-fn chunk_options(job: &Job, shape: &[usize], dtype: DType) -> Result<Option<fzmod::ChunkOptions>> {
+fn chunk_options(job: &Job, shape: &[usize]) -> Result<Option<fzmod::ChunkOptions>> {
     let Some(text) = &job.chunk else { return Ok(None) };
-    let chunk_shape = fzmod::parse_chunk_shape(text, shape, dtype.size()).with_context(|| format!("--chunk {text}"))?;
+    let chunk_shape = fzmod::parse_chunk_shape(text, shape).with_context(|| format!("--chunk {text}"))?;
     let d = shape.len().clamp(1, 4) as u8;
     let index = match &job.index {
         None => Vec::new(),

@@ -41,7 +41,7 @@ pub fn compress(
     io::check_size(input, dtype, &shape)?;
     let pipeline = crate::job_pipeline(job, &job.preset, job.error_bound, &shape)?;
     let (backend, note) = Backend::select(job.backend)?;
-    let chunks = crate::chunk_options(job, &shape, dtype)?.unwrap_or_default();
+    let chunks = crate::chunk_options(job, &shape)?.unwrap_or_default();
     let range = job.range.as_deref().map(parse_range).transpose()?.map(Some);
     let options = StreamOptions { chunks, range, run: job.fusion.into(), slab_bytes: 0, max_memory };
     let start = Instant::now();

@@ -98,8 +98,7 @@ pub fn compress_chunked<T: Float>(
     chunk: &str,
 ) -> PyResult<Vec<u8>> {
     let shape = view.shape().to_vec();
-    let chunk_shape =
-        fzmod::parse_chunk_shape(chunk, &shape, std::mem::size_of::<T>()).map_err(|e| from_library(py, e))?;
+    let chunk_shape = fzmod::parse_chunk_shape(chunk, &shape).map_err(|e| from_library(py, e))?;
     let options = fzmod::ChunkOptions::shape(&chunk_shape);
     let mut copy = Vec::new();
     let values = c_order(view, &mut copy);

@@ -107,7 +107,7 @@ pub fn compress_stream(
     let request = PipelineRequest { preset, toml: pipeline, mode, bound, mask: crate::mask_spec(mask_nan, fill_value) };
     let p = pipeline::build(py, &request, dtype, &shape)?;
     let (backend, _) = crate::backend(py, backend_choice)?;
-    let chunk_shape = fzmod::parse_chunk_shape(chunk, &shape, dtype.size()).map_err(lib)?;
+    let chunk_shape = fzmod::parse_chunk_shape(chunk, &shape).map_err(lib)?;
     let options = fzmod::StreamOptions {
         chunks: fzmod::ChunkOptions::shape(&chunk_shape),
         range: value_range.map(Some),

@@ -57,7 +57,7 @@ pub use archive::{ErrorMode, Header};
 pub use bench::BenchTiming;
 pub use chunking::{
     decompress_region, default_chunk_bytes, default_chunk_shape, merge_ranges, parse_chunk_shape, parse_region,
-    ChunkOptions, DEFAULT_CHUNK_BYTES, LARGE_ARRAY_BYTES,
+    ChunkOptions, CHUNK_ALIGN, DEFAULT_CHUNK_BYTES, LARGE_ARRAY_BYTES,
 };
 pub use config::{from_toml, masked_preset, preset, to_toml, with_mask, MaskSpec, PRESETS};
 pub use element::{Buffer, DType, Element, View};

@@ -110,6 +110,13 @@ pub trait Stage: StageObject + Send + Sync + std::fmt::Debug {
     fn error_bound(&self) -> Option<ErrorBound> {
         None
     }
+    /// The anchor stride `a` of a predictor whose segments close at a chunk's far edge when
+    /// the chunk's extents are `k·a + 1` (an interpolation over an array of `ndim`
+    /// dimensions); the default chunk shape of large arrays takes such extents
+    /// (docs/FORMAT.md §8.4). `None` for every other stage.
+    fn chunk_anchor(&self, _ndim: usize) -> Option<usize> {
+        None
+    }
     /// On a stage rebuilt from its record: the absolute bound its reconstruction guarantees
     /// (checked against the header by [`Stage::check_header`]); `None` for exact stages.
     fn recorded_abs_bound(&self) -> Option<f64> {

@@ -93,9 +93,9 @@ def compress(
         neighbour before prediction, and ``mode="rel"`` is then relative to the range of the
         unmasked values.
     chunk: write a chunked archive (docs/FORMAT.md §8) of independent chunks of this shape
-        (``"64x64x64"``, or ``"auto"``: boxes of 2-4 MiB, of 1-4 MiB for arrays of 256 MiB and
-        more), so ``decompress(...,
-        region=...)`` decodes only the chunks a box meets. Host arrays only.
+        (``"64x64x64"``, or ``"auto"``: slabs of up to 4 MiB along the slowest dimensions, the
+        fastest whole; near-cubic boxes of 1-4 MiB for arrays of 256 MiB and more), so
+        ``decompress(..., region=...)`` decodes only the chunks a box meets. Host arrays only.
     """
     options = _options(preset, mode, bound, backend, pipeline, mask_nan, fill_value)
     if _device.is_device_array(array):

@@ -131,6 +131,11 @@ impl Pipeline {
         self.nodes.iter().find_map(|n| n.stage.error_bound())
     }
 
+    /// The anchor stride of the first stage with one ([`crate::stage::Stage::chunk_anchor`]).
+    pub(crate) fn chunk_anchor(&self, ndim: usize) -> Option<usize> {
+        self.nodes.iter().find_map(|n| n.stage.chunk_anchor(ndim))
+    }
+
     /// The element type the stage reading the pipeline input takes (`None` before a stage
     /// is connected to the input).
     pub fn input_dtype(&self) -> Option<DType> {

@@ -405,6 +405,10 @@ impl Stage for Interpolation {
         self.bound
     }
 
+    fn chunk_anchor(&self, ndim: usize) -> Option<usize> {
+        Some(self.anchor.unwrap_or_else(|| default_anchor(ndim)))
+    }
+
     fn recorded_abs_bound(&self) -> Option<f64> {
         self.resolved.as_ref().map(|r| r.abs_bound)
     }

@@ -21,25 +21,13 @@ use crate::run::{Decoder, RunOptions};
 use crate::stage::{ErrorBound, ForwardContext};
 use std::ops::Range;
 
-/// Default bytes of input per chunk (`--chunk auto`): large enough that a chunk's own header
-/// and alignment cost well under 1 % of its archive, small enough for fine region reads.
-pub const DEFAULT_CHUNK_BYTES: usize = 4 << 20;
-
-/// Arrays of at least this many bytes (64 default chunks) are *large*: their default chunks
-/// hold at most 1/320 of the array, so a box of 1 % shaped like the array that straddles two
-/// chunks along each of three dimensions (8 chunks) reads at most 2.5 % of the archive and
-/// decodes 1/40 of what a full decode does (the targets: ≤ 5 % read, ≥ 30× faster,
-/// with room for the fixed cost of a run).
-pub const LARGE_ARRAY_BYTES: usize = 256 << 20;
-const LARGE_ARRAY_CHUNKS: usize = 320;
-/// The smallest default chunk target of a large array: below it the chunks' own headers and
-/// restarting predictors cost more ratio (docs/PERFORMANCE.md, "Streamed and chunked archives").
-const MIN_LARGE_CHUNK_BYTES: usize = 1 << 20;
+mod shape;
+pub use shape::{default_chunk_bytes, default_chunk_shape, CHUNK_ALIGN, DEFAULT_CHUNK_BYTES, LARGE_ARRAY_BYTES};
 
 /// How to cut an array into chunks.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ChunkOptions {
-    /// Chunk extents in C order (one per dimension); empty: [`default_chunk_shape`].
+    /// Chunk extents in C order (one per dimension); empty: [`Pipeline::default_chunk_shape`].
     pub chunk_shape: Vec<usize>,
     /// Index classes to try, cheapest first; empty: implicit, hybrid8, hybrid4, verbatim.
     pub index: Vec<IndexClass>,
@@ -52,35 +40,12 @@ impl ChunkOptions {
     }
 }
 
-/// Bytes of input a default chunk of an array of `total` bytes aims at (it holds between
-/// half of that and that): [`DEFAULT_CHUNK_BYTES`], or for a large array
-/// ([`LARGE_ARRAY_BYTES`]) 1/320 of it, kept within 1 MiB..=4 MiB.
-pub fn default_chunk_bytes(total: usize) -> usize {
-    if total < LARGE_ARRAY_BYTES {
-        return DEFAULT_CHUNK_BYTES;
-    }
-    (total / LARGE_ARRAY_CHUNKS).clamp(MIN_LARGE_CHUNK_BYTES, DEFAULT_CHUNK_BYTES)
-}
-
-/// Boxes of at most [`default_chunk_bytes`]: the array's shape with its largest extent
-/// halved (rounding up; the first of equal extents) until a box fits, which makes boxes of
-/// large arrays near-cubic.
-pub fn default_chunk_shape(shape: &[usize], elem: usize) -> Vec<usize> {
-    let total = shape.iter().try_fold(elem.max(1), |a, &n| a.checked_mul(n)).unwrap_or(usize::MAX);
-    let target = (default_chunk_bytes(total) / elem.max(1)).max(1);
-    let mut c = shape.to_vec();
-    while c.iter().product::<usize>() > target {
-        let (d, _) = c.iter().enumerate().max_by_key(|&(i, &e)| (e, std::cmp::Reverse(i))).expect("a dimension");
-        c[d] = c[d].div_ceil(2);
-    }
-    c
-}
-
-/// Parse a chunk shape: `auto`, or extents such as `1024x1024` / `64,64,64` (one per
-/// dimension, each ≥ 1; extents past the array's are cut to it).
-pub fn parse_chunk_shape(text: &str, shape: &[usize], elem: usize) -> Result<Vec<usize>> {
+/// Parse a chunk shape: `auto` (empty: the pipeline's default, `Pipeline::default_chunk_shape`),
+/// or extents such as `1024x1024` / `64,64,64` (one per dimension, each ≥ 1; extents past the
+/// array's are cut to it).
+pub fn parse_chunk_shape(text: &str, shape: &[usize]) -> Result<Vec<usize>> {
     if text.trim().eq_ignore_ascii_case("auto") {
-        return Ok(default_chunk_shape(shape, elem));
+        return Ok(Vec::new());
     }
     let c =
         crate::shape::parse_shape(text).map_err(|e| Error::InvalidArgument(format!("chunk shape '{text}': {e}")))?;
@@ -243,7 +208,7 @@ pub(crate) fn chunk_plan(
         return Err(Error::InvalidArgument("chunking needs an array of at least one dimension".into()));
     }
     let chunk_shape =
-        if chunks.chunk_shape.is_empty() { default_chunk_shape(shape, elem) } else { chunks.chunk_shape.clone() };
+        if chunks.chunk_shape.is_empty() { p.default_chunk_shape(shape, elem) } else { chunks.chunk_shape.clone() };
     if chunk_shape.len() != shape.len() || chunk_shape.contains(&0) {
         return Err(Error::InvalidArgument(format!(
             "chunk shape {chunk_shape:?} does not suit the shape {shape:?} (one extent ≥ 1 per dimension)"
@@ -310,6 +275,14 @@ pub(crate) fn compress_chunks(
 }
 
 impl Pipeline {
+    /// The chunk shape (`--chunk auto`, [`ChunkOptions`] without one) of this pipeline's
+    /// chunked archives of `shape` with elements of `elem` bytes: [`default_chunk_shape`], its
+    /// boxes closing the segments of an anchored predictor (docs/FORMAT.md §8.4).
+    pub fn default_chunk_shape(&self, shape: &[usize], elem: usize) -> Vec<usize> {
+        let ndim = shape.iter().filter(|&&n| n > 1).count().clamp(1, 3);
+        shape::chunk_shape_for(shape, elem, self.chunk_anchor(ndim))
+    }
+
     /// The finite value range (min, max) the first quantizing stage of this pipeline sees of
     /// `input` (C-order `shape`): the values themselves, or those a Mask in front leaves
     /// unmasked; `None` when there is no finite value or no quantizing stage. Ranges of parts
@@ -426,28 +399,4 @@ impl Decoder {
 /// Decode the box `region` of an archive on the CPU (see [`Decoder::region`]).
 pub fn decompress_region(archive: &[u8], region: &[Range<u64>]) -> Result<Decompressed> {
     Decoder::new(Backend::Cpu).region(archive, region)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn default_chunks_shrink_for_large_arrays_only() {
-        let bytes = |c: &[usize]| c.iter().product::<usize>() * 4;
-        // Small arrays: chunks of 2–4 MiB, as before.
-        assert_eq!(default_chunk_shape(&[2161, 4320], 4), [541, 1080]);
-        assert_eq!(default_chunk_shape(&[100, 100], 4), [100, 100]);
-        // 512 MiB: 1/320 of it is 1.6 MiB, so 1 MiB boxes; a 1 % box straddling two chunks per
-        // dimension reads 8 of them, 1.6 % of the array.
-        let c = default_chunk_shape(&[512, 512, 512], 4);
-        assert_eq!(c, [64, 64, 64]);
-        assert!(8 * bytes(&c) * 40 <= 512 << 20);
-        // 1 GiB: 3.2 MiB, so 2 MiB boxes; from 1.25 GiB up, the 4 MiB boxes again.
-        assert_eq!(default_chunk_shape(&[512, 512, 1024], 4), [64, 64, 128]);
-        assert_eq!(default_chunk_shape(&[1024, 1024, 1024], 4), [64, 128, 128]);
-        assert_eq!(default_chunk_bytes(LARGE_ARRAY_BYTES - 1), DEFAULT_CHUNK_BYTES);
-        assert_eq!(default_chunk_bytes(LARGE_ARRAY_BYTES), MIN_LARGE_CHUNK_BYTES);
-        assert_eq!(default_chunk_bytes(usize::MAX), DEFAULT_CHUNK_BYTES);
-    }
 }
