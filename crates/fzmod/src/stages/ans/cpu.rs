@@ -218,8 +218,44 @@ pub fn block_starts(seg_len: usize, n: usize, counts: &[u32]) -> Result<Vec<u64>
     Ok(starts)
 }
 
+/// The CPU decode tables of `2^bits` slots: each slot's symbol, and its step
+/// `prob | (slot − cdf) << 16`, so that a state's next value is `prob · (x >> bits) + (slot −
+/// cdf)` (one multiply and add; the slot's offset within its symbol is looked up, not
+/// computed). Probabilities are at most 2^11 (`PROB_BITS`), so both halves fit 16 bits.
+struct Slots {
+    symbols: Vec<u8>,
+    steps: Vec<u32>,
+}
+
+impl Slots {
+    fn new(probs: &[u32; 256]) -> Self {
+        let (mut symbols, mut steps) = (Vec::with_capacity(1 << 11), Vec::with_capacity(1 << 11));
+        for (s, &p) in probs.iter().enumerate() {
+            symbols.extend((0..p).map(|_| s as u8));
+            steps.extend((0..p).map(|offset| p | offset << 16));
+        }
+        Slots { symbols, steps }
+    }
+}
+
+/// Decode one round: each lane's symbol into `round` (lane `j` → `round[j]`), its state
+/// moved back; returns the lanes whose state fell below `STATE_LOW` (bit `j` for lane `j`).
+#[inline(always)]
+fn decode_round<const BITS: u32>(state: &mut [u32; LANES], round: &mut [u8], symbols: &[u8], steps: &[u32]) -> u32 {
+    let mask = (1u32 << BITS) - 1;
+    for (x, o) in state.iter_mut().zip(round.iter_mut()) {
+        let slot = (*x & mask) as usize;
+        let step = steps[slot];
+        *o = symbols[slot];
+        *x = (step & 0xffff) * (*x >> BITS) + (step >> 16);
+    }
+    // Over all lanes, in a loop of its own (compares and sign masks over vectors): a lane
+    // past a short last round still holds its final state, which is at least STATE_LOW.
+    state.iter().enumerate().fold(0, |need, (j, &x)| need | u32::from(x < STATE_LOW) << j)
+}
+
 /// Decode one coded block (`enc` = states, words, padding) into `out`.
-fn decode_block(enc: &[u8], words: usize, table: &[u32], bits: u32, out: &mut [u8]) -> Result<()> {
+fn decode_block<const BITS: u32>(enc: &[u8], words: usize, slots: &Slots, out: &mut [u8]) -> Result<()> {
     let mut state = [0u32; LANES];
     for (x, b) in state.iter_mut().zip(enc.chunks_exact(4)) {
         *x = u32::from_le_bytes(b.try_into().expect("4 bytes"));
@@ -231,33 +267,34 @@ fn decode_block(enc: &[u8], words: usize, table: &[u32], bits: u32, out: &mut [u
     if enc[STATES_BYTES + 2 * words..].iter().any(|&b| b != 0) {
         return Err(corrupt!("ANS: non-zero block padding"));
     }
-    let mask = (1u32 << bits) - 1;
     // As long as the mask allows: the lookups need no bounds checks.
-    let table = &table[..=mask as usize];
+    let (symbols, steps) = (&slots.symbols[..1 << BITS], &slots.steps[..1 << BITS]);
     let mut pos = words;
-    for round in out.chunks_mut(LANES).rev() {
-        let mut need = 0u32;
-        for (j, (x, o)) in state.iter_mut().zip(round.iter_mut()).enumerate() {
-            let t = table[(*x & mask) as usize];
-            *o = t as u8;
-            *x = (t >> 8 & 0xfff) * (*x >> bits) + (*x & mask) - (t >> 20);
-            need |= u32::from(*x < STATE_LOW) << j;
-        }
-        // The words this round's lanes read were emitted together, in lane order.
-        let count = need.count_ones() as usize;
-        if count > pos {
-            return Err(corrupt!("ANS: a block reads more words than it holds"));
-        }
-        pos -= count;
-        // Only the lanes that read, lowest first (a walk over the set bits: testing every
-        // lane's bit is a data-dependent branch each).
-        let (mut at, mut readers) = (pos, need);
+    // The words a round's lanes read were emitted together, in lane order: the highest
+    // reading lane takes the last of them. Only the lanes that read are visited (a walk over
+    // the set bits, highest first: testing every lane's bit is a data-dependent branch each).
+    let mut refill = |state: &mut [u32; LANES], mut readers: u32| -> Result<()> {
         while readers != 0 {
-            let x = &mut state[readers.trailing_zeros() as usize];
-            *x = *x << 16 | u32::from(u16::from_le_bytes([stream[2 * at], stream[2 * at + 1]]));
-            at += 1;
-            readers &= readers - 1;
+            let j = 31 - readers.leading_zeros();
+            if pos == 0 {
+                return Err(corrupt!("ANS: a block reads more words than it holds"));
+            }
+            pos -= 1;
+            let x = &mut state[j as usize];
+            *x = *x << 16 | u32::from(u16::from_le_bytes([stream[2 * pos], stream[2 * pos + 1]]));
+            readers ^= 1 << j;
         }
+        Ok(())
+    };
+    // The last round (possibly partial) is decoded first.
+    let (full, last) = out.as_chunks_mut::<LANES>();
+    if !last.is_empty() {
+        let need = decode_round::<BITS>(&mut state, last, symbols, steps);
+        refill(&mut state, need)?;
+    }
+    for round in full.iter_mut().rev() {
+        let need = decode_round::<BITS>(&mut state, round, symbols, steps);
+        refill(&mut state, need)?;
     }
     if pos != 0 || state.iter().any(|&x| x != STATE_LOW) {
         return Err(corrupt!("ANS: a block does not decode back to its initial states"));
@@ -282,7 +319,14 @@ pub fn decode(seg: &[u8], n: usize, bits: u32) -> Result<Vec<u8>> {
     let counts: Vec<u32> =
         seg[PROBS_BYTES..head].chunks_exact(4).map(|b| u32::from_le_bytes(b.try_into().expect("4"))).collect();
     let starts = block_starts(seg.len(), n, &counts)?;
-    let table = decode_table(&probs);
+    let slots = Slots::new(&probs);
+    // The precision as a constant: shifts and masks by immediates in the lane loop.
+    let decode_block = match bits {
+        9 => decode_block::<9>,
+        10 => decode_block::<10>,
+        11 => decode_block::<11>,
+        _ => return Err(corrupt!("ANS: probability precision {bits} bits")),
+    };
     let mut out = zeroed_vec(n);
     out.par_chunks_mut(BLOCK).enumerate().try_for_each(|(b, o)| {
         let at = starts[b] as usize;
@@ -291,7 +335,7 @@ pub fn decode(seg: &[u8], n: usize, bits: u32) -> Result<Vec<u8>> {
             return Ok(());
         }
         let words = counts[b] as usize;
-        decode_block(&seg[at..at + coded_len(words)], words, &table, bits, o)
+        decode_block(&seg[at..at + coded_len(words)], words, &slots, o)
     })?;
     Ok(out)
 }
