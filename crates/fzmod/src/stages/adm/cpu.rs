@@ -19,7 +19,8 @@ const SPAN: u64 = 126;
 /// Blocks per parallel task.
 const TASK_BLOCKS: usize = 64;
 
-/// The two input word types.
+/// The two input word types. The block-wide loops of the common case (every signal a single
+/// one bit) run in the word's own width (eight u16 words to an SSE register, not two u64).
 pub trait Word: Copy + Default + Send + Sync + Into<u64> + 'static {
     const BYTES: usize;
     const MAX: u64;
@@ -27,40 +28,65 @@ pub trait Word: Copy + Default + Send + Sync + Into<u64> + 'static {
     fn from_u64(v: u64) -> Self;
     fn put_le(self, out: &mut [u8]);
     fn get_le(b: &[u8]) -> Self;
+    /// The block's centre: the floor of its words' mean (blocks of at most `BLOCK` words).
+    fn centre(block: &[Self]) -> u64;
+    /// Whether every word lies within one span of `c`; if so, `codes` holds their code bytes
+    /// as `map` writes them for k = 1 (otherwise garbage).
+    fn near_codes(block: &[Self], c: u64, codes: &mut [u8]) -> bool;
+    /// The words of code bytes with single-bit signals around `c` (as `unmap` with k = 1);
+    /// false when some code stands for no word (`out` then holds garbage).
+    fn unmap_near(codes: &[u8], c: u64, out: &mut [Self]) -> bool;
 }
 
-impl Word for u16 {
-    const BYTES: usize = 2;
-    const MAX: u64 = u16::MAX as u64;
-    fn from_u64(v: u64) -> Self {
-        v as u16
-    }
-    fn put_le(self, out: &mut [u8]) {
-        out.copy_from_slice(&self.to_le_bytes());
-    }
-    fn get_le(b: &[u8]) -> Self {
-        u16::from_le_bytes([b[0], b[1]])
-    }
+macro_rules! impl_word {
+    ($t:ty, $sum:ty) => {
+        impl Word for $t {
+            const BYTES: usize = std::mem::size_of::<$t>();
+            const MAX: u64 = <$t>::MAX as u64;
+            fn from_u64(v: u64) -> Self {
+                v as $t
+            }
+            fn put_le(self, out: &mut [u8]) {
+                out.copy_from_slice(&self.to_le_bytes());
+            }
+            fn get_le(b: &[u8]) -> Self {
+                <$t>::from_le_bytes(b.try_into().expect("a word's bytes"))
+            }
+            fn centre(block: &[Self]) -> u64 {
+                // At most 512 words: the sum fits twice the word's width.
+                (block.iter().map(|&v| <$sum>::from(v)).sum::<$sum>() / block.len() as $sum) as u64
+            }
+            fn near_codes(block: &[Self], c: u64, codes: &mut [u8]) -> bool {
+                let c = c as $t;
+                let mut near = true;
+                for (code, &v) in codes.iter_mut().zip(block) {
+                    let d = v.abs_diff(c);
+                    near &= u64::from(d) <= SPAN;
+                    // Where it counts, d ≤ 126: the shift keeps every bit then.
+                    *code = (d << 1 | <$t>::from(v <= c)) as u8;
+                }
+                near
+            }
+            fn unmap_near(codes: &[u8], c: u64, out: &mut [Self]) -> bool {
+                let c = c as $t;
+                let mut valid = true;
+                for (o, &code) in out.iter_mut().zip(codes) {
+                    let d = <$t>::from(code >> 1);
+                    let (below, above) = (c.wrapping_sub(d), c.wrapping_add(d));
+                    let odd = code & 1 == 1;
+                    // Codes 1..=253; a word below the centre must not wrap below 0, one above
+                    // it not past the word's maximum.
+                    valid &= (code.wrapping_sub(1) < 253) & if odd { c >= d } else { above >= c };
+                    *o = if odd { below } else { above };
+                }
+                valid
+            }
+        }
+    };
 }
 
-impl Word for u32 {
-    const BYTES: usize = 4;
-    const MAX: u64 = u32::MAX as u64;
-    fn from_u64(v: u64) -> Self {
-        v as u32
-    }
-    fn put_le(self, out: &mut [u8]) {
-        out.copy_from_slice(&self.to_le_bytes());
-    }
-    fn get_le(b: &[u8]) -> Self {
-        u32::from_le_bytes([b[0], b[1], b[2], b[3]])
-    }
-}
-
-/// The block's centre: the floor of its words' mean.
-pub fn centre<T: Word>(block: &[T]) -> u64 {
-    block.iter().map(|&v| v.into()).sum::<u64>() / block.len() as u64
-}
+impl_word!(u16, u32);
+impl_word!(u32, u64);
 
 /// Code byte and signal length `k` (bits) of `v` around centre `c`.
 #[inline]
@@ -107,11 +133,11 @@ struct Encoded {
 
 /// Encode one block; its code bytes go to `codes` (0 for a raw block).
 fn encode_block<T: Word>(block: &[T], codes: &mut [u8]) -> Encoded {
-    let c = centre(block);
+    let c = T::centre(block);
     // The common case on smooth data: every word within one span of the centre, so every
     // signal is a single one bit and a lane's bits are its word count (what `map` gives,
-    // without its division and branches).
-    let near = block.iter().fold(0, |m, &v| m.max(v.into().abs_diff(c))) <= SPAN;
+    // without its division and branches); the code bytes come from the same pass.
+    let near = T::near_codes(block, c, codes);
     let bits = if near {
         Some(block.len().min(PER_LANE) as u64)
     } else {
@@ -130,11 +156,7 @@ fn encode_block<T: Word>(block: &[T], codes: &mut [u8]) -> Encoded {
     // Padding bits are ones: start from ones and clear each signal's zero bits.
     let mut payload = vec![0xffu8; LANES * per];
     if near {
-        // Signals without zero bits; code bytes as `map` writes them for k = 1.
-        for (code, &v) in codes.iter_mut().zip(block) {
-            let v = v.into();
-            *code = (v.abs_diff(c) << 1 | u64::from(v <= c)) as u8;
-        }
+        // Signals without zero bits; the code bytes are written.
         return Encoded { centre: c, lane_bytes, payload };
     }
     for (l, lane) in block.chunks(PER_LANE).enumerate() {
@@ -233,22 +255,20 @@ fn next_one(stream: &[u8], from: usize) -> usize {
     8 * at + byte.leading_zeros() as usize
 }
 
+/// The words of code bytes whose signals are all a single one bit (branch-free).
+fn unmap_all_near<T: Word>(codes: &[u8], c: u64, out: &mut [T]) -> Result<()> {
+    if !T::unmap_near(codes, c, out) {
+        let code = codes.iter().find(|&&code| unmap::<T>(code, 1, c).is_none()).expect("a failed check has a cause");
+        return Err(corrupt!("ADM: code {code} with signal 1 around centre {c}"));
+    }
+    Ok(())
+}
+
 /// Decode one lane's words from its signal stream (`stream.len()` bytes per lane).
 fn decode_lane<T: Word>(stream: &[u8], codes: &[u8], c: u64, out: &mut [T]) -> Result<u64> {
     if stream.iter().all(|&b| b == 0xff) {
-        // Every signal a single one bit, the rest padding: the common case, branch-free.
-        let mut valid = true;
-        for (o, &code) in out.iter_mut().zip(codes) {
-            let diff = u64::from(code >> 1);
-            let (below, above) = (c.wrapping_sub(diff), c + diff);
-            valid &= (1..=253).contains(&code) & if code & 1 == 1 { c >= diff } else { above <= T::MAX };
-            *o = T::from_u64(if code & 1 == 1 { below } else { above } & T::MAX);
-        }
-        if !valid {
-            let code =
-                codes.iter().find(|&&code| unmap::<T>(code, 1, c).is_none()).expect("a failed check has a cause");
-            return Err(corrupt!("ADM: code {code} with signal 1 around centre {c}"));
-        }
+        // Every signal a single one bit, the rest padding.
+        unmap_all_near(codes, c, out)?;
         return Ok(out.len().min(codes.len()) as u64);
     }
     let end = stream.len() * 8;
@@ -285,12 +305,20 @@ fn decode_block<T: Word>(centre: &[u8], lane_bytes: u8, payload: &[u8], codes: &
         return Ok(());
     }
     let per = usize::from(lane_bytes);
-    let mut longest = 0;
-    for (l, stream) in payload.chunks_exact(per).enumerate() {
-        let lo = (l * PER_LANE).min(out.len());
-        let hi = (lo + PER_LANE).min(out.len());
-        longest = longest.max(decode_lane(stream, &codes[lo..hi], c, &mut out[lo..hi])?);
-    }
+    let longest = if payload.iter().all(|&b| b == 0xff) {
+        // Every signal a single one bit in every lane (the common case): one pass over the
+        // block, and the first lane is the longest.
+        unmap_all_near(codes, c, out)?;
+        out.len().min(PER_LANE) as u64
+    } else {
+        let mut longest = 0;
+        for (l, stream) in payload.chunks_exact(per).enumerate() {
+            let lo = (l * PER_LANE).min(out.len());
+            let hi = (lo + PER_LANE).min(out.len());
+            longest = longest.max(decode_lane(stream, &codes[lo..hi], c, &mut out[lo..hi])?);
+        }
+        longest
+    };
     // One encoding per block: the longest lane needs its last signal byte.
     if longest.div_ceil(8) != per as u64 {
         return Err(corrupt!("ADM: {per} signal bytes per lane where {longest} bits need fewer"));
@@ -338,7 +366,8 @@ mod tests {
         assert_eq!(map(7 + 127, 7), (2, 2));
         assert_eq!(map(0, 127), (3, 2));
         assert_eq!(map(1, 127), (253, 1));
-        assert_eq!(centre(&[1u16, 2, 2]), 1);
+        assert_eq!(u16::centre(&[1, 2, 2]), 1);
+        assert_eq!(u32::centre(&[u32::MAX; 512]), u64::from(u32::MAX));
     }
 
     #[test]
