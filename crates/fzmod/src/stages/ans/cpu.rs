@@ -96,26 +96,52 @@ fn cumulative(probs: &[u32; 256]) -> [u32; 256] {
     cdf
 }
 
-/// Bits of the fixed-point reciprocals of [`reciprocals`].
-const RECIP_SHIFT: u32 = 43;
+/// How one symbol moves an encoder state: `x → (x / p) · 2^bits + x mod p + cdf`, computed as
+/// `x + q · (2^bits − p) + bias` with `q = x / p` from a multiply by a fixed-point reciprocal
+/// (Alverson, "Integer division using reciprocals"; the p = 1 case and the bias as in Giesen's
+/// ryg_rans). For p ≥ 2, `recip = m · 2^21` with `m = ⌊2^43 / p⌋ + 1`, so the high half of
+/// `x · recip` is `⌊x · m / 2^43⌋ = x / p`: x · m / 2^43 exceeds x / p by less than x / 2^43
+/// < 2^-12 ≤ 1 / p for x < 2^31 and p ≤ 2^12, never enough to reach the next integer. For
+/// p = 1, `recip = 2^64 − 1` gives q = x − 1 (states are at least 1), and the bias adds the
+/// 2^bits − 1 that q lacks.
+#[derive(Clone, Copy, Default)]
+struct Coder {
+    recip: u64,
+    /// States at or above it emit a word first: `p · 2^(31 − bits)`.
+    limit: u32,
+    /// `2^bits − p`.
+    comp: u32,
+    /// `cdf`, plus `2^bits − 1` for p = 1.
+    bias: u32,
+}
 
-/// Per symbol `m = floor(2^43 / p) + 1` (0 for an absent symbol), so that a state's
-/// `x / p = (x · m) >> 43` without a division (Alverson, "Integer division using
-/// reciprocals"): x · m / 2^43 exceeds x / p by less than x / 2^43 < 2^-12 ≤ 1 / p for a state
-/// x < 2^31 and p ≤ 2^12, never enough to reach the next integer.
-fn reciprocals(probs: &[u32; 256]) -> [u64; 256] {
-    probs.map(|p| if p == 0 { 0 } else { (1u64 << RECIP_SHIFT) / u64::from(p) + 1 })
+impl Coder {
+    /// The coders of every symbol (default for an absent one).
+    fn all(probs: &[u32; 256], bits: u32) -> [Coder; 256] {
+        let cdf = cumulative(probs);
+        let mut coders = [Coder::default(); 256];
+        for ((coder, &p), &c) in coders.iter_mut().zip(probs).zip(&cdf) {
+            let (recip, bias) = match p {
+                0 => continue,
+                1 => (u64::MAX, c + (1 << bits) - 1),
+                _ => (((1u64 << 43) / u64::from(p) + 1) << 21, c),
+            };
+            *coder = Coder { recip, limit: p << (31 - bits), comp: (1 << bits) - p, bias };
+        }
+        coders
+    }
+
+    /// The state after encoding this symbol into `x` (1 ≤ x < 2^31, below `limit`).
+    #[inline(always)]
+    fn step(&self, x: u32) -> u32 {
+        let q = ((u128::from(x) * u128::from(self.recip)) >> 64) as u32;
+        x.wrapping_add(q.wrapping_mul(self.comp)).wrapping_add(self.bias)
+    }
 }
 
 /// Encode one block: its word count and bytes (final states, words, padding), or `None`
 /// when that would not be shorter than the block.
-fn encode_block(
-    block: &[u8],
-    probs: &[u32; 256],
-    cdf: &[u32; 256],
-    recips: &[u64; 256],
-    bits: u32,
-) -> Option<(u32, Vec<u8>)> {
+fn encode_block(block: &[u8], coders: &[Coder; 256]) -> Option<(u32, Vec<u8>)> {
     let cap = max_words(block.len())?;
     let mut state = [STATE_LOW; LANES];
     // Whether a lane renormalises is data-dependent: stored unconditionally at the cursor,
@@ -125,13 +151,11 @@ fn encode_block(
     for round in block.chunks(LANES) {
         // Lanes emit in lane order: the device's ballot-ranked slots.
         for (x, &s) in state.iter_mut().zip(round) {
-            let (p, c, m) = (probs[usize::from(s)], cdf[usize::from(s)], recips[usize::from(s)]);
-            let emit = *x >= p << (31 - bits);
+            let coder = &coders[usize::from(s)];
+            let emit = *x >= coder.limit;
             words[n] = *x as u16;
             n += usize::from(emit);
-            *x >>= 16 * u32::from(emit);
-            let q = ((u128::from(*x) * u128::from(m)) >> RECIP_SHIFT) as u32;
-            *x = (q << bits) + (*x - q * p) + c;
+            *x = coder.step(if emit { *x >> 16 } else { *x });
         }
         if n > cap {
             return None;
@@ -155,9 +179,8 @@ pub fn encode(data: &[u8], bits: u32) -> Vec<u8> {
         return Vec::new();
     }
     let probs = normalise(&histogram(data), bits);
-    let (cdf, recips) = (cumulative(&probs), reciprocals(&probs));
-    let blocks: Vec<Option<(u32, Vec<u8>)>> =
-        data.par_chunks(BLOCK).map(|b| encode_block(b, &probs, &cdf, &recips, bits)).collect();
+    let coders = Coder::all(&probs, bits);
+    let blocks: Vec<Option<(u32, Vec<u8>)>> = data.par_chunks(BLOCK).map(|b| encode_block(b, &coders)).collect();
     let body: usize =
         blocks.iter().zip(data.chunks(BLOCK)).map(|(e, b)| e.as_ref().map_or(b.len(), |e| e.1.len())).sum();
     let mut out = Vec::with_capacity(head_len(blocks.len()) + body);
@@ -352,21 +375,24 @@ mod tests {
     }
 
     #[test]
-    fn reciprocals_divide_exactly_over_every_state() {
-        // Every probability up to 2^12, states at both ends of [2^15, 2^31) and around the
-        // multiples of p next to the top (where the error term is largest).
-        for p in 1..=1u32 << 12 {
-            let mut probs = [0u32; 256];
-            probs[7] = p;
-            let m = reciprocals(&probs)[7];
-            let top = (1u32 << 31) - 1;
-            let near_top = (0..64).flat_map(|k| {
-                let base = (top / p).saturating_sub(k) * p;
-                [base.saturating_sub(1), base, base + p - 1]
-            });
-            for x in (STATE_LOW..STATE_LOW + 64).chain(top - 64..=top).chain(near_top) {
-                let q = ((u128::from(x) * u128::from(m)) >> RECIP_SHIFT) as u32;
-                assert_eq!(q, x / p, "x {x}, p {p}");
+    fn coder_steps_divide_exactly_over_every_state() {
+        // Every probability of every precision; states at the low end (1.. after a word went
+        // out, 2^15.. otherwise), below the limit (the largest a step gets) and around the
+        // multiples of p next to it, where the reciprocal's error is largest.
+        for bits in super::super::PROB_BITS {
+            for p in 1..=1u32 << bits {
+                let mut probs = [0u32; 256];
+                (probs[3], probs[7]) = ((1 << bits) - p, p);
+                let (coder, c) = (Coder::all(&probs, bits)[7], cumulative(&probs)[7]);
+                let top = coder.limit - 1;
+                let near_top = (0..64).flat_map(|k| {
+                    let base = (top / p).saturating_sub(k) * p;
+                    [base.saturating_sub(1).max(1), base, base + p - 1]
+                });
+                let states = (1..64).chain(STATE_LOW..STATE_LOW + 64).chain(top - 64..=top).chain(near_top);
+                for x in states.filter(|&x| x <= top) {
+                    assert_eq!(coder.step(x), (x / p << bits) + x % p + c, "x {x}, p {p}, bits {bits}");
+                }
             }
         }
     }
