@@ -33,6 +33,9 @@ pub trait Word: Copy + Default + Send + Sync + Into<u64> + 'static {
     /// Whether every word lies within one span of `c`; if so, `codes` holds their code bytes
     /// as `map` writes them for k = 1 (otherwise garbage).
     fn near_codes(block: &[Self], c: u64, codes: &mut [u8]) -> bool;
+    /// Code byte and signal length of every word of `block` around `c`, as `map` gives them
+    /// (branch-free: the lengths' division is a multiply by a constant).
+    fn far_codes(block: &[Self], c: u64, codes: &mut [u8], lengths: &mut [u32]);
     /// The words of code bytes with single-bit signals around `c` (as `unmap` with k = 1);
     /// false when some code stands for no word (`out` then holds garbage).
     fn unmap_near(codes: &[u8], c: u64, out: &mut [Self]) -> bool;
@@ -67,6 +70,17 @@ macro_rules! impl_word {
                 }
                 near
             }
+            fn far_codes(block: &[Self], c: u64, codes: &mut [u8], lengths: &mut [u32]) {
+                let c = c as $t;
+                for ((code, k), &v) in codes.iter_mut().zip(lengths.iter_mut()).zip(block) {
+                    // In twice the word's width: d + SPAN cannot overflow.
+                    let d = <$sum>::from(v.abs_diff(c));
+                    let steps = ((d + SPAN as $sum - 1) / SPAN as $sum).max(1);
+                    // d = 0 gives code 1 (sign bit set for v ≤ c), as `map`.
+                    *code = ((d - SPAN as $sum * (steps - 1)) << 1 | <$sum>::from(v <= c)) as u8;
+                    *k = steps as u32;
+                }
+            }
             fn unmap_near(codes: &[u8], c: u64, out: &mut [Self]) -> bool {
                 let c = c as $t;
                 let mut valid = true;
@@ -87,17 +101,6 @@ macro_rules! impl_word {
 
 impl_word!(u16, u32);
 impl_word!(u32, u64);
-
-/// Code byte and signal length `k` (bits) of `v` around centre `c`.
-#[inline]
-pub fn map(v: u64, c: u64) -> (u8, u64) {
-    if v == c {
-        return (1, 1);
-    }
-    let diff = v.abs_diff(c);
-    let k = diff.div_ceil(SPAN);
-    (((diff - SPAN * (k - 1)) << 1 | u64::from(v < c)) as u8, k)
-}
 
 /// Bytes of the side table: a centre and a length byte per block.
 pub fn table_len(nblocks: usize, word: usize) -> usize {
@@ -132,16 +135,19 @@ struct Encoded {
 }
 
 /// Encode one block; its code bytes go to `codes` (0 for a raw block).
-fn encode_block<T: Word>(block: &[T], codes: &mut [u8]) -> Encoded {
+/// `lengths` is scratch space for the signal lengths (`BLOCK` of them).
+fn encode_block<T: Word>(block: &[T], codes: &mut [u8], lengths: &mut [u32; BLOCK]) -> Encoded {
     let c = T::centre(block);
     // The common case on smooth data: every word within one span of the centre, so every
     // signal is a single one bit and a lane's bits are its word count (what `map` gives,
     // without its division and branches); the code bytes come from the same pass.
     let near = T::near_codes(block, c, codes);
+    let lengths = &mut lengths[..block.len()];
     let bits = if near {
         Some(block.len().min(PER_LANE) as u64)
     } else {
-        block.chunks(PER_LANE).map(|lane| lane.iter().map(|&v| map(v.into(), c).1).sum::<u64>()).max()
+        T::far_codes(block, c, codes, lengths);
+        lengths.chunks(PER_LANE).map(|lane| lane.iter().map(|&k| u64::from(k)).sum::<u64>()).max()
     };
     let lane_bytes = lane_bytes(bits.unwrap_or(0), block.len(), T::BYTES);
     if lane_bytes == 0 {
@@ -159,19 +165,29 @@ fn encode_block<T: Word>(block: &[T], codes: &mut [u8]) -> Encoded {
         // Signals without zero bits; the code bytes are written.
         return Encoded { centre: c, lane_bytes, payload };
     }
-    for (l, lane) in block.chunks(PER_LANE).enumerate() {
-        let stream = &mut payload[l * per..(l + 1) * per];
+    for (stream, lane) in payload.chunks_exact_mut(per).zip(lengths.chunks(PER_LANE)) {
         let mut pos = 0usize;
-        for (j, &v) in lane.iter().enumerate() {
-            let (code, k) = map(v.into(), c);
-            codes[l * PER_LANE + j] = code;
-            for p in pos + 1..pos + k as usize {
-                stream[p / 8] &= !(0x80 >> (p % 8));
+        for &k in lane {
+            // A signal of k bits: a one, then k − 1 zeros.
+            let k = k as usize;
+            if k > 1 {
+                clear_bits(stream, pos + 1, pos + k);
             }
-            pos += k as usize;
+            pos += k;
         }
     }
     Encoded { centre: c, lane_bytes, payload }
+}
+
+/// Clear bits `from..to` of `stream` (most significant bit of a byte first), up to a byte's
+/// worth at a time.
+fn clear_bits(stream: &mut [u8], mut from: usize, to: usize) {
+    while from < to {
+        let (at, offset) = (from / 8, from % 8);
+        let n = (8 - offset).min(to - from);
+        stream[at] &= !((0xffu8 << (8 - n)) >> offset);
+        from += n;
+    }
 }
 
 /// Encode `words`: the code bytes (one per word) and the side stream
@@ -182,7 +198,10 @@ pub fn encode<T: Word>(words: &[T]) -> (Vec<u8>, Vec<u8>) {
     let groups: Vec<Vec<Encoded>> = words
         .par_chunks(BLOCK * TASK_BLOCKS)
         .zip(codes.par_chunks_mut(BLOCK * TASK_BLOCKS))
-        .map(|(w, c)| w.chunks(BLOCK).zip(c.chunks_mut(BLOCK)).map(|(b, c)| encode_block(b, c)).collect())
+        .map(|(w, c)| {
+            let mut lengths = [0u32; BLOCK];
+            w.chunks(BLOCK).zip(c.chunks_mut(BLOCK)).map(|(b, c)| encode_block(b, c, &mut lengths)).collect()
+        })
         .collect();
     let blocks: Vec<&Encoded> = groups.iter().flatten().collect();
     let payload: usize = blocks.iter().map(|b| b.payload.len()).sum();
@@ -355,6 +374,37 @@ mod tests {
         assert_eq!(codes.len(), words.len());
         assert_eq!(decode::<T>(&codes, &side).unwrap(), words);
         (codes, side)
+    }
+
+    /// Code byte and signal length `k` (bits) of `v` around centre `c`: MANS's mapping, the
+    /// reference of `near_codes` and `far_codes`.
+    fn map(v: u64, c: u64) -> (u8, u64) {
+        if v == c {
+            return (1, 1);
+        }
+        let diff = v.abs_diff(c);
+        let k = diff.div_ceil(SPAN);
+        (((diff - SPAN * (k - 1)) << 1 | u64::from(v < c)) as u8, k)
+    }
+
+    fn far_codes_map<T: Word>(words: &[T], c: u64) {
+        let (mut codes, mut lengths) = (vec![0; words.len()], vec![0; words.len()]);
+        T::far_codes(words, c, &mut codes, &mut lengths);
+        for ((&v, &code), &k) in words.iter().zip(&codes).zip(&lengths) {
+            assert_eq!(map(v.into(), c), (code, u64::from(k)), "word {}, centre {c}", v.into());
+        }
+    }
+
+    #[test]
+    fn far_codes_map_every_distance() {
+        let all: Vec<u16> = (0..=u16::MAX).collect();
+        for c in [0, 1, 125, 126, 127, 252, 253, 40_000, 65_409, 65_535] {
+            far_codes_map(&all, c);
+        }
+        let wide: Vec<u32> = (0..=200).chain(u32::MAX - 300..=u32::MAX).chain([1 << 31, 7 << 20]).collect();
+        for c in [0, 126, 1 << 31, u64::from(u32::MAX)] {
+            far_codes_map(&wide, c);
+        }
     }
 
     #[test]
