@@ -290,6 +290,9 @@ fn decode_lane<T: Word>(stream: &[u8], codes: &[u8], c: u64, out: &mut [T]) -> R
         unmap_all_near(codes, c, out)?;
         return Ok(out.len().min(codes.len()) as u64);
     }
+    if stream.len() <= 8 {
+        return decode_lane_in_word(stream, codes, c, out);
+    }
     let end = stream.len() * 8;
     let mut pos = 0;
     for (o, &code) in out.iter_mut().zip(codes) {
@@ -306,6 +309,36 @@ fn decode_lane<T: Word>(stream: &[u8], codes: &[u8], c: u64, out: &mut [T]) -> R
     // Bits past the last signal are the lane's padding: ones.
     let bit = |p: usize| stream[p / 8] >> (7 - p % 8) & 1 == 1;
     if (pos..end).any(|p| !bit(p)) {
+        return Err(corrupt!("ADM: signal padding is not all ones"));
+    }
+    Ok(pos as u64)
+}
+
+/// `decode_lane` for a stream of at most 64 bits: held in one word, each signal's length is
+/// a count of leading zeros instead of a scan.
+fn decode_lane_in_word<T: Word>(stream: &[u8], codes: &[u8], c: u64, out: &mut [T]) -> Result<u64> {
+    let end = stream.len() * 8;
+    let mut bytes = [0u8; 8];
+    bytes[..stream.len()].copy_from_slice(stream);
+    // Bit `pos` of the stream at the top; zeros below the stream's end.
+    let mut rest = u64::from_be_bytes(bytes);
+    let mut pos = 0;
+    for (o, &code) in out.iter_mut().zip(codes) {
+        if pos >= end || rest >> 63 == 0 {
+            return Err(corrupt!("ADM: a signal ends early or does not start with a one"));
+        }
+        // A one, then zeros up to the next one or the stream's end.
+        let k = ((rest << 1).leading_zeros() as usize + 1).min(end - pos);
+        rest = rest.checked_shl(k as u32).unwrap_or(0);
+        pos += k;
+        let k = k as u64;
+        *o = T::from_u64(
+            unmap::<T>(code, k, c).ok_or_else(|| corrupt!("ADM: code {code} with signal {k} around centre {c}"))?,
+        );
+    }
+    // Bits past the last signal are the lane's padding: ones.
+    let padding = end - pos;
+    if padding > 0 && !rest >> (64 - padding) != 0 {
         return Err(corrupt!("ADM: signal padding is not all ones"));
     }
     Ok(pos as u64)

@@ -286,7 +286,7 @@ fn decode_block<const BITS: u32>(enc: &[u8], words: usize, slots: &Slots, out: &
     if state.iter().any(|&x| !(STATE_LOW..1 << 31).contains(&x)) {
         return Err(corrupt!("ANS: a final state out of range"));
     }
-    let stream = &enc[STATES_BYTES..STATES_BYTES + 2 * words];
+    let (stream, _) = enc[STATES_BYTES..STATES_BYTES + 2 * words].as_chunks::<2>();
     if enc[STATES_BYTES + 2 * words..].iter().any(|&b| b != 0) {
         return Err(corrupt!("ANS: non-zero block padding"));
     }
@@ -299,12 +299,13 @@ fn decode_block<const BITS: u32>(enc: &[u8], words: usize, slots: &Slots, out: &
     let mut refill = |state: &mut [u32; LANES], mut readers: u32| -> Result<()> {
         while readers != 0 {
             let j = 31 - readers.leading_zeros();
-            if pos == 0 {
+            // Past the first word, `pos − 1` wraps to no word at all.
+            let Some(word) = stream.get(pos.wrapping_sub(1)) else {
                 return Err(corrupt!("ANS: a block reads more words than it holds"));
-            }
+            };
             pos -= 1;
             let x = &mut state[j as usize];
-            *x = *x << 16 | u32::from(u16::from_le_bytes([stream[2 * pos], stream[2 * pos + 1]]));
+            *x = *x << 16 | u32::from(u16::from_le_bytes(*word));
             readers ^= 1 << j;
         }
         Ok(())
