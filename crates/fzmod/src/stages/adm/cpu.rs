@@ -441,6 +441,22 @@ mod tests {
     }
 
     #[test]
+    fn lanes_within_and_beyond_one_word() {
+        // Offsets up to ±300 around the centre (signals up to 3 bits) fit a lane in 64 bits,
+        // up to ±1500 (13 bits) do not; both decode, and a lane whose first bit is cleared
+        // (a signal not starting with a one) is an error either way.
+        for (spread, word_sized) in [(600u32, true), (3000, false)] {
+            let words: Vec<u16> = (0..512u32).map(|i| (2000 + (i.wrapping_mul(2_654_435_761) >> 7) % spread) as u16).collect();
+            let (codes, side) = round_trip(&words);
+            let per = usize::from(side[2]);
+            assert_eq!((1..=8).contains(&per), word_sized, "{per} bytes per lane");
+            let mut bad = side.clone();
+            bad[3 + 5 * per] &= 0x7f;
+            assert!(decode::<u16>(&codes, &bad).is_err());
+        }
+    }
+
+    #[test]
     fn maps_as_mans_does() {
         assert_eq!(map(7, 7), (1, 1));
         assert_eq!(map(8, 7), (2, 1));
