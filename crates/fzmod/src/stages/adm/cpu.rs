@@ -73,11 +73,10 @@ macro_rules! impl_word {
             fn far_codes(block: &[Self], c: u64, codes: &mut [u8], lengths: &mut [u32]) {
                 let c = c as $t;
                 for ((code, k), &v) in codes.iter_mut().zip(lengths.iter_mut()).zip(block) {
-                    // In twice the word's width: d + SPAN cannot overflow.
-                    let d = <$sum>::from(v.abs_diff(c));
-                    let steps = ((d + SPAN as $sum - 1) / SPAN as $sum).max(1);
+                    let d = v.abs_diff(c);
+                    let steps = d.div_ceil(SPAN as $t).max(1);
                     // d = 0 gives code 1 (sign bit set for v ≤ c), as `map`.
-                    *code = ((d - SPAN as $sum * (steps - 1)) << 1 | <$sum>::from(v <= c)) as u8;
+                    *code = ((d - SPAN as $t * (steps - 1)) << 1 | <$t>::from(v <= c)) as u8;
                     *k = steps as u32;
                 }
             }
@@ -446,7 +445,8 @@ mod tests {
         // up to ±1500 (13 bits) do not; both decode, and a lane whose first bit is cleared
         // (a signal not starting with a one) is an error either way.
         for (spread, word_sized) in [(600u32, true), (3000, false)] {
-            let words: Vec<u16> = (0..512u32).map(|i| (2000 + (i.wrapping_mul(2_654_435_761) >> 7) % spread) as u16).collect();
+            let words: Vec<u16> =
+                (0..512u32).map(|i| (2000 + (i.wrapping_mul(2_654_435_761) >> 7) % spread) as u16).collect();
             let (codes, side) = round_trip(&words);
             let per = usize::from(side[2]);
             assert_eq!((1..=8).contains(&per), word_sized, "{per} bytes per lane");

@@ -207,7 +207,9 @@ pub fn read_probs(head: &[u8], bits: u32) -> Result<[u32; 256]> {
     Ok(probs)
 }
 
-/// The decode table: for each of the `2^bits` slots, `cdf << 20 | prob << 8 | symbol`.
+/// The device's decode table: for each of the `2^bits` slots, `cdf << 20 | prob << 8 | symbol`
+/// (the CPU decodes with [`Slots`]).
+#[cfg(feature = "cuda")]
 pub fn decode_table(probs: &[u32; 256]) -> Vec<u32> {
     let cdf = cumulative(probs);
     let mut table = Vec::with_capacity(1 << 11);
@@ -392,7 +394,7 @@ mod tests {
                 });
                 let states = (1..64).chain(STATE_LOW..STATE_LOW + 64).chain(top - 64..=top).chain(near_top);
                 for x in states.filter(|&x| x <= top) {
-                    assert_eq!(coder.step(x), (x / p << bits) + x % p + c, "x {x}, p {p}, bits {bits}");
+                    assert_eq!(coder.step(x), ((x / p) << bits) + x % p + c, "x {x}, p {p}, bits {bits}");
                 }
             }
         }
