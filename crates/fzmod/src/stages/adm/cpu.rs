@@ -19,7 +19,8 @@ const SPAN: u64 = 126;
 /// Blocks per parallel task.
 const TASK_BLOCKS: usize = 64;
 
-/// The two input word types.
+/// The two input word types. The block-wide loops of the common case (every signal a single
+/// one bit) run in the word's own width (eight u16 words to an SSE register, not two u64).
 pub trait Word: Copy + Default + Send + Sync + Into<u64> + 'static {
     const BYTES: usize;
     const MAX: u64;
@@ -27,51 +28,78 @@ pub trait Word: Copy + Default + Send + Sync + Into<u64> + 'static {
     fn from_u64(v: u64) -> Self;
     fn put_le(self, out: &mut [u8]);
     fn get_le(b: &[u8]) -> Self;
+    /// The block's centre: the floor of its words' mean (blocks of at most `BLOCK` words).
+    fn centre(block: &[Self]) -> u64;
+    /// Whether every word lies within one span of `c`; if so, `codes` holds their code bytes
+    /// as `map` writes them for k = 1 (otherwise garbage).
+    fn near_codes(block: &[Self], c: u64, codes: &mut [u8]) -> bool;
+    /// Code byte and signal length of every word of `block` around `c`, as `map` gives them
+    /// (branch-free: the lengths' division is a multiply by a constant).
+    fn far_codes(block: &[Self], c: u64, codes: &mut [u8], lengths: &mut [u32]);
+    /// The words of code bytes with single-bit signals around `c` (as `unmap` with k = 1);
+    /// false when some code stands for no word (`out` then holds garbage).
+    fn unmap_near(codes: &[u8], c: u64, out: &mut [Self]) -> bool;
 }
 
-impl Word for u16 {
-    const BYTES: usize = 2;
-    const MAX: u64 = u16::MAX as u64;
-    fn from_u64(v: u64) -> Self {
-        v as u16
-    }
-    fn put_le(self, out: &mut [u8]) {
-        out.copy_from_slice(&self.to_le_bytes());
-    }
-    fn get_le(b: &[u8]) -> Self {
-        u16::from_le_bytes([b[0], b[1]])
-    }
+macro_rules! impl_word {
+    ($t:ty, $sum:ty) => {
+        impl Word for $t {
+            const BYTES: usize = std::mem::size_of::<$t>();
+            const MAX: u64 = <$t>::MAX as u64;
+            fn from_u64(v: u64) -> Self {
+                v as $t
+            }
+            fn put_le(self, out: &mut [u8]) {
+                out.copy_from_slice(&self.to_le_bytes());
+            }
+            fn get_le(b: &[u8]) -> Self {
+                <$t>::from_le_bytes(b.try_into().expect("a word's bytes"))
+            }
+            fn centre(block: &[Self]) -> u64 {
+                // At most 512 words: the sum fits twice the word's width.
+                (block.iter().map(|&v| <$sum>::from(v)).sum::<$sum>() / block.len() as $sum) as u64
+            }
+            fn near_codes(block: &[Self], c: u64, codes: &mut [u8]) -> bool {
+                let c = c as $t;
+                let mut near = true;
+                for (code, &v) in codes.iter_mut().zip(block) {
+                    let d = v.abs_diff(c);
+                    near &= u64::from(d) <= SPAN;
+                    // Where it counts, d ≤ 126: the shift keeps every bit then.
+                    *code = (d << 1 | <$t>::from(v <= c)) as u8;
+                }
+                near
+            }
+            fn far_codes(block: &[Self], c: u64, codes: &mut [u8], lengths: &mut [u32]) {
+                let c = c as $t;
+                for ((code, k), &v) in codes.iter_mut().zip(lengths.iter_mut()).zip(block) {
+                    let d = v.abs_diff(c);
+                    let steps = d.div_ceil(SPAN as $t).max(1);
+                    // d = 0 gives code 1 (sign bit set for v ≤ c), as `map`.
+                    *code = ((d - SPAN as $t * (steps - 1)) << 1 | <$t>::from(v <= c)) as u8;
+                    *k = steps as u32;
+                }
+            }
+            fn unmap_near(codes: &[u8], c: u64, out: &mut [Self]) -> bool {
+                let c = c as $t;
+                let mut valid = true;
+                for (o, &code) in out.iter_mut().zip(codes) {
+                    let d = <$t>::from(code >> 1);
+                    let (below, above) = (c.wrapping_sub(d), c.wrapping_add(d));
+                    let odd = code & 1 == 1;
+                    // Codes 1..=253; a word below the centre must not wrap below 0, one above
+                    // it not past the word's maximum.
+                    valid &= (code.wrapping_sub(1) < 253) & if odd { c >= d } else { above >= c };
+                    *o = if odd { below } else { above };
+                }
+                valid
+            }
+        }
+    };
 }
 
-impl Word for u32 {
-    const BYTES: usize = 4;
-    const MAX: u64 = u32::MAX as u64;
-    fn from_u64(v: u64) -> Self {
-        v as u32
-    }
-    fn put_le(self, out: &mut [u8]) {
-        out.copy_from_slice(&self.to_le_bytes());
-    }
-    fn get_le(b: &[u8]) -> Self {
-        u32::from_le_bytes([b[0], b[1], b[2], b[3]])
-    }
-}
-
-/// The block's centre: the floor of its words' mean.
-pub fn centre<T: Word>(block: &[T]) -> u64 {
-    block.iter().map(|&v| v.into()).sum::<u64>() / block.len() as u64
-}
-
-/// Code byte and signal length `k` (bits) of `v` around centre `c`.
-#[inline]
-pub fn map(v: u64, c: u64) -> (u8, u64) {
-    if v == c {
-        return (1, 1);
-    }
-    let diff = v.abs_diff(c);
-    let k = diff.div_ceil(SPAN);
-    (((diff - SPAN * (k - 1)) << 1 | u64::from(v < c)) as u8, k)
-}
+impl_word!(u16, u32);
+impl_word!(u32, u64);
 
 /// Bytes of the side table: a centre and a length byte per block.
 pub fn table_len(nblocks: usize, word: usize) -> usize {
@@ -106,16 +134,19 @@ struct Encoded {
 }
 
 /// Encode one block; its code bytes go to `codes` (0 for a raw block).
-fn encode_block<T: Word>(block: &[T], codes: &mut [u8]) -> Encoded {
-    let c = centre(block);
+/// `lengths` is scratch space for the signal lengths (`BLOCK` of them).
+fn encode_block<T: Word>(block: &[T], codes: &mut [u8], lengths: &mut [u32; BLOCK]) -> Encoded {
+    let c = T::centre(block);
     // The common case on smooth data: every word within one span of the centre, so every
     // signal is a single one bit and a lane's bits are its word count (what `map` gives,
-    // without its division and branches).
-    let near = block.iter().fold(0, |m, &v| m.max(v.into().abs_diff(c))) <= SPAN;
+    // without its division and branches); the code bytes come from the same pass.
+    let near = T::near_codes(block, c, codes);
+    let lengths = &mut lengths[..block.len()];
     let bits = if near {
         Some(block.len().min(PER_LANE) as u64)
     } else {
-        block.chunks(PER_LANE).map(|lane| lane.iter().map(|&v| map(v.into(), c).1).sum::<u64>()).max()
+        T::far_codes(block, c, codes, lengths);
+        lengths.chunks(PER_LANE).map(|lane| lane.iter().map(|&k| u64::from(k)).sum::<u64>()).max()
     };
     let lane_bytes = lane_bytes(bits.unwrap_or(0), block.len(), T::BYTES);
     if lane_bytes == 0 {
@@ -130,26 +161,32 @@ fn encode_block<T: Word>(block: &[T], codes: &mut [u8]) -> Encoded {
     // Padding bits are ones: start from ones and clear each signal's zero bits.
     let mut payload = vec![0xffu8; LANES * per];
     if near {
-        // Signals without zero bits; code bytes as `map` writes them for k = 1.
-        for (code, &v) in codes.iter_mut().zip(block) {
-            let v = v.into();
-            *code = (v.abs_diff(c) << 1 | u64::from(v <= c)) as u8;
-        }
+        // Signals without zero bits; the code bytes are written.
         return Encoded { centre: c, lane_bytes, payload };
     }
-    for (l, lane) in block.chunks(PER_LANE).enumerate() {
-        let stream = &mut payload[l * per..(l + 1) * per];
+    for (stream, lane) in payload.chunks_exact_mut(per).zip(lengths.chunks(PER_LANE)) {
         let mut pos = 0usize;
-        for (j, &v) in lane.iter().enumerate() {
-            let (code, k) = map(v.into(), c);
-            codes[l * PER_LANE + j] = code;
-            for p in pos + 1..pos + k as usize {
-                stream[p / 8] &= !(0x80 >> (p % 8));
+        for &k in lane {
+            // A signal of k bits: a one, then k − 1 zeros.
+            let k = k as usize;
+            if k > 1 {
+                clear_bits(stream, pos + 1, pos + k);
             }
-            pos += k as usize;
+            pos += k;
         }
     }
     Encoded { centre: c, lane_bytes, payload }
+}
+
+/// Clear bits `from..to` of `stream` (most significant bit of a byte first), up to a byte's
+/// worth at a time.
+fn clear_bits(stream: &mut [u8], mut from: usize, to: usize) {
+    while from < to {
+        let (at, offset) = (from / 8, from % 8);
+        let n = (8 - offset).min(to - from);
+        stream[at] &= !((0xffu8 << (8 - n)) >> offset);
+        from += n;
+    }
 }
 
 /// Encode `words`: the code bytes (one per word) and the side stream
@@ -160,7 +197,10 @@ pub fn encode<T: Word>(words: &[T]) -> (Vec<u8>, Vec<u8>) {
     let groups: Vec<Vec<Encoded>> = words
         .par_chunks(BLOCK * TASK_BLOCKS)
         .zip(codes.par_chunks_mut(BLOCK * TASK_BLOCKS))
-        .map(|(w, c)| w.chunks(BLOCK).zip(c.chunks_mut(BLOCK)).map(|(b, c)| encode_block(b, c)).collect())
+        .map(|(w, c)| {
+            let mut lengths = [0u32; BLOCK];
+            w.chunks(BLOCK).zip(c.chunks_mut(BLOCK)).map(|(b, c)| encode_block(b, c, &mut lengths)).collect()
+        })
         .collect();
     let blocks: Vec<&Encoded> = groups.iter().flatten().collect();
     let payload: usize = blocks.iter().map(|b| b.payload.len()).sum();
@@ -233,23 +273,24 @@ fn next_one(stream: &[u8], from: usize) -> usize {
     8 * at + byte.leading_zeros() as usize
 }
 
+/// The words of code bytes whose signals are all a single one bit (branch-free).
+fn unmap_all_near<T: Word>(codes: &[u8], c: u64, out: &mut [T]) -> Result<()> {
+    if !T::unmap_near(codes, c, out) {
+        let code = codes.iter().find(|&&code| unmap::<T>(code, 1, c).is_none()).expect("a failed check has a cause");
+        return Err(corrupt!("ADM: code {code} with signal 1 around centre {c}"));
+    }
+    Ok(())
+}
+
 /// Decode one lane's words from its signal stream (`stream.len()` bytes per lane).
 fn decode_lane<T: Word>(stream: &[u8], codes: &[u8], c: u64, out: &mut [T]) -> Result<u64> {
     if stream.iter().all(|&b| b == 0xff) {
-        // Every signal a single one bit, the rest padding: the common case, branch-free.
-        let mut valid = true;
-        for (o, &code) in out.iter_mut().zip(codes) {
-            let diff = u64::from(code >> 1);
-            let (below, above) = (c.wrapping_sub(diff), c + diff);
-            valid &= (1..=253).contains(&code) & if code & 1 == 1 { c >= diff } else { above <= T::MAX };
-            *o = T::from_u64(if code & 1 == 1 { below } else { above } & T::MAX);
-        }
-        if !valid {
-            let code =
-                codes.iter().find(|&&code| unmap::<T>(code, 1, c).is_none()).expect("a failed check has a cause");
-            return Err(corrupt!("ADM: code {code} with signal 1 around centre {c}"));
-        }
+        // Every signal a single one bit, the rest padding.
+        unmap_all_near(codes, c, out)?;
         return Ok(out.len().min(codes.len()) as u64);
+    }
+    if stream.len() <= 8 {
+        return decode_lane_in_word(stream, codes, c, out);
     }
     let end = stream.len() * 8;
     let mut pos = 0;
@@ -272,6 +313,36 @@ fn decode_lane<T: Word>(stream: &[u8], codes: &[u8], c: u64, out: &mut [T]) -> R
     Ok(pos as u64)
 }
 
+/// `decode_lane` for a stream of at most 64 bits: held in one word, each signal's length is
+/// a count of leading zeros instead of a scan.
+fn decode_lane_in_word<T: Word>(stream: &[u8], codes: &[u8], c: u64, out: &mut [T]) -> Result<u64> {
+    let end = stream.len() * 8;
+    let mut bytes = [0u8; 8];
+    bytes[..stream.len()].copy_from_slice(stream);
+    // Bit `pos` of the stream at the top; zeros below the stream's end.
+    let mut rest = u64::from_be_bytes(bytes);
+    let mut pos = 0;
+    for (o, &code) in out.iter_mut().zip(codes) {
+        if pos >= end || rest >> 63 == 0 {
+            return Err(corrupt!("ADM: a signal ends early or does not start with a one"));
+        }
+        // A one, then zeros up to the next one or the stream's end.
+        let k = ((rest << 1).leading_zeros() as usize + 1).min(end - pos);
+        rest = rest.checked_shl(k as u32).unwrap_or(0);
+        pos += k;
+        let k = k as u64;
+        *o = T::from_u64(
+            unmap::<T>(code, k, c).ok_or_else(|| corrupt!("ADM: code {code} with signal {k} around centre {c}"))?,
+        );
+    }
+    // Bits past the last signal are the lane's padding: ones.
+    let padding = end - pos;
+    if padding > 0 && !rest >> (64 - padding) != 0 {
+        return Err(corrupt!("ADM: signal padding is not all ones"));
+    }
+    Ok(pos as u64)
+}
+
 /// Decode one block of `out.len()` words.
 fn decode_block<T: Word>(centre: &[u8], lane_bytes: u8, payload: &[u8], codes: &[u8], out: &mut [T]) -> Result<()> {
     let c: u64 = T::get_le(centre).into();
@@ -285,12 +356,20 @@ fn decode_block<T: Word>(centre: &[u8], lane_bytes: u8, payload: &[u8], codes: &
         return Ok(());
     }
     let per = usize::from(lane_bytes);
-    let mut longest = 0;
-    for (l, stream) in payload.chunks_exact(per).enumerate() {
-        let lo = (l * PER_LANE).min(out.len());
-        let hi = (lo + PER_LANE).min(out.len());
-        longest = longest.max(decode_lane(stream, &codes[lo..hi], c, &mut out[lo..hi])?);
-    }
+    let longest = if payload.iter().all(|&b| b == 0xff) {
+        // Every signal a single one bit in every lane (the common case): one pass over the
+        // block, and the first lane is the longest.
+        unmap_all_near(codes, c, out)?;
+        out.len().min(PER_LANE) as u64
+    } else {
+        let mut longest = 0;
+        for (l, stream) in payload.chunks_exact(per).enumerate() {
+            let lo = (l * PER_LANE).min(out.len());
+            let hi = (lo + PER_LANE).min(out.len());
+            longest = longest.max(decode_lane(stream, &codes[lo..hi], c, &mut out[lo..hi])?);
+        }
+        longest
+    };
     // One encoding per block: the longest lane needs its last signal byte.
     if longest.div_ceil(8) != per as u64 {
         return Err(corrupt!("ADM: {per} signal bytes per lane where {longest} bits need fewer"));
@@ -329,6 +408,54 @@ mod tests {
         (codes, side)
     }
 
+    /// Code byte and signal length `k` (bits) of `v` around centre `c`: MANS's mapping, the
+    /// reference of `near_codes` and `far_codes`.
+    fn map(v: u64, c: u64) -> (u8, u64) {
+        if v == c {
+            return (1, 1);
+        }
+        let diff = v.abs_diff(c);
+        let k = diff.div_ceil(SPAN);
+        (((diff - SPAN * (k - 1)) << 1 | u64::from(v < c)) as u8, k)
+    }
+
+    fn far_codes_map<T: Word>(words: &[T], c: u64) {
+        let (mut codes, mut lengths) = (vec![0; words.len()], vec![0; words.len()]);
+        T::far_codes(words, c, &mut codes, &mut lengths);
+        for ((&v, &code), &k) in words.iter().zip(&codes).zip(&lengths) {
+            assert_eq!(map(v.into(), c), (code, u64::from(k)), "word {}, centre {c}", v.into());
+        }
+    }
+
+    #[test]
+    fn far_codes_map_every_distance() {
+        let all: Vec<u16> = (0..=u16::MAX).collect();
+        for c in [0, 1, 125, 126, 127, 252, 253, 40_000, 65_409, 65_535] {
+            far_codes_map(&all, c);
+        }
+        let wide: Vec<u32> = (0..=200).chain(u32::MAX - 300..=u32::MAX).chain([1 << 31, 7 << 20]).collect();
+        for c in [0, 126, 1 << 31, u64::from(u32::MAX)] {
+            far_codes_map(&wide, c);
+        }
+    }
+
+    #[test]
+    fn lanes_within_and_beyond_one_word() {
+        // Offsets up to ±300 around the centre (signals up to 3 bits) fit a lane in 64 bits,
+        // up to ±1500 (13 bits) do not; both decode, and a lane whose first bit is cleared
+        // (a signal not starting with a one) is an error either way.
+        for (spread, word_sized) in [(600u32, true), (3000, false)] {
+            let words: Vec<u16> =
+                (0..512u32).map(|i| (2000 + (i.wrapping_mul(2_654_435_761) >> 7) % spread) as u16).collect();
+            let (codes, side) = round_trip(&words);
+            let per = usize::from(side[2]);
+            assert_eq!((1..=8).contains(&per), word_sized, "{per} bytes per lane");
+            let mut bad = side.clone();
+            bad[3 + 5 * per] &= 0x7f;
+            assert!(decode::<u16>(&codes, &bad).is_err());
+        }
+    }
+
     #[test]
     fn maps_as_mans_does() {
         assert_eq!(map(7, 7), (1, 1));
@@ -338,7 +465,8 @@ mod tests {
         assert_eq!(map(7 + 127, 7), (2, 2));
         assert_eq!(map(0, 127), (3, 2));
         assert_eq!(map(1, 127), (253, 1));
-        assert_eq!(centre(&[1u16, 2, 2]), 1);
+        assert_eq!(u16::centre(&[1, 2, 2]), 1);
+        assert_eq!(u32::centre(&[u32::MAX; 512]), u64::from(u32::MAX));
     }
 
     #[test]

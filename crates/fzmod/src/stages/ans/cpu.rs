@@ -96,26 +96,52 @@ fn cumulative(probs: &[u32; 256]) -> [u32; 256] {
     cdf
 }
 
-/// Bits of the fixed-point reciprocals of [`reciprocals`].
-const RECIP_SHIFT: u32 = 43;
+/// How one symbol moves an encoder state: `x → (x / p) · 2^bits + x mod p + cdf`, computed as
+/// `x + q · (2^bits − p) + bias` with `q = x / p` from a multiply by a fixed-point reciprocal
+/// (Alverson, "Integer division using reciprocals"; the p = 1 case and the bias as in Giesen's
+/// ryg_rans). For p ≥ 2, `recip = m · 2^21` with `m = ⌊2^43 / p⌋ + 1`, so the high half of
+/// `x · recip` is `⌊x · m / 2^43⌋ = x / p`: x · m / 2^43 exceeds x / p by less than x / 2^43
+/// < 2^-12 ≤ 1 / p for x < 2^31 and p ≤ 2^12, never enough to reach the next integer. For
+/// p = 1, `recip = 2^64 − 1` gives q = x − 1 (states are at least 1), and the bias adds the
+/// 2^bits − 1 that q lacks.
+#[derive(Clone, Copy, Default)]
+struct Coder {
+    recip: u64,
+    /// States at or above it emit a word first: `p · 2^(31 − bits)`.
+    limit: u32,
+    /// `2^bits − p`.
+    comp: u32,
+    /// `cdf`, plus `2^bits − 1` for p = 1.
+    bias: u32,
+}
 
-/// Per symbol `m = floor(2^43 / p) + 1` (0 for an absent symbol), so that a state's
-/// `x / p = (x · m) >> 43` without a division (Alverson, "Integer division using
-/// reciprocals"): x · m / 2^43 exceeds x / p by less than x / 2^43 < 2^-12 ≤ 1 / p for a state
-/// x < 2^31 and p ≤ 2^12, never enough to reach the next integer.
-fn reciprocals(probs: &[u32; 256]) -> [u64; 256] {
-    probs.map(|p| if p == 0 { 0 } else { (1u64 << RECIP_SHIFT) / u64::from(p) + 1 })
+impl Coder {
+    /// The coders of every symbol (default for an absent one).
+    fn all(probs: &[u32; 256], bits: u32) -> [Coder; 256] {
+        let cdf = cumulative(probs);
+        let mut coders = [Coder::default(); 256];
+        for ((coder, &p), &c) in coders.iter_mut().zip(probs).zip(&cdf) {
+            let (recip, bias) = match p {
+                0 => continue,
+                1 => (u64::MAX, c + (1 << bits) - 1),
+                _ => (((1u64 << 43) / u64::from(p) + 1) << 21, c),
+            };
+            *coder = Coder { recip, limit: p << (31 - bits), comp: (1 << bits) - p, bias };
+        }
+        coders
+    }
+
+    /// The state after encoding this symbol into `x` (1 ≤ x < 2^31, below `limit`).
+    #[inline(always)]
+    fn step(&self, x: u32) -> u32 {
+        let q = ((u128::from(x) * u128::from(self.recip)) >> 64) as u32;
+        x.wrapping_add(q.wrapping_mul(self.comp)).wrapping_add(self.bias)
+    }
 }
 
 /// Encode one block: its word count and bytes (final states, words, padding), or `None`
 /// when that would not be shorter than the block.
-fn encode_block(
-    block: &[u8],
-    probs: &[u32; 256],
-    cdf: &[u32; 256],
-    recips: &[u64; 256],
-    bits: u32,
-) -> Option<(u32, Vec<u8>)> {
+fn encode_block(block: &[u8], coders: &[Coder; 256]) -> Option<(u32, Vec<u8>)> {
     let cap = max_words(block.len())?;
     let mut state = [STATE_LOW; LANES];
     // Whether a lane renormalises is data-dependent: stored unconditionally at the cursor,
@@ -125,13 +151,11 @@ fn encode_block(
     for round in block.chunks(LANES) {
         // Lanes emit in lane order: the device's ballot-ranked slots.
         for (x, &s) in state.iter_mut().zip(round) {
-            let (p, c, m) = (probs[usize::from(s)], cdf[usize::from(s)], recips[usize::from(s)]);
-            let emit = *x >= p << (31 - bits);
+            let coder = &coders[usize::from(s)];
+            let emit = *x >= coder.limit;
             words[n] = *x as u16;
             n += usize::from(emit);
-            *x >>= 16 * u32::from(emit);
-            let q = ((u128::from(*x) * u128::from(m)) >> RECIP_SHIFT) as u32;
-            *x = (q << bits) + (*x - q * p) + c;
+            *x = coder.step(if emit { *x >> 16 } else { *x });
         }
         if n > cap {
             return None;
@@ -155,9 +179,8 @@ pub fn encode(data: &[u8], bits: u32) -> Vec<u8> {
         return Vec::new();
     }
     let probs = normalise(&histogram(data), bits);
-    let (cdf, recips) = (cumulative(&probs), reciprocals(&probs));
-    let blocks: Vec<Option<(u32, Vec<u8>)>> =
-        data.par_chunks(BLOCK).map(|b| encode_block(b, &probs, &cdf, &recips, bits)).collect();
+    let coders = Coder::all(&probs, bits);
+    let blocks: Vec<Option<(u32, Vec<u8>)>> = data.par_chunks(BLOCK).map(|b| encode_block(b, &coders)).collect();
     let body: usize =
         blocks.iter().zip(data.chunks(BLOCK)).map(|(e, b)| e.as_ref().map_or(b.len(), |e| e.1.len())).sum();
     let mut out = Vec::with_capacity(head_len(blocks.len()) + body);
@@ -184,7 +207,9 @@ pub fn read_probs(head: &[u8], bits: u32) -> Result<[u32; 256]> {
     Ok(probs)
 }
 
-/// The decode table: for each of the `2^bits` slots, `cdf << 20 | prob << 8 | symbol`.
+/// The device's decode table: for each of the `2^bits` slots, `cdf << 20 | prob << 8 | symbol`
+/// (the CPU decodes with [`Slots`]).
+#[cfg(feature = "cuda")]
 pub fn decode_table(probs: &[u32; 256]) -> Vec<u32> {
     let cdf = cumulative(probs);
     let mut table = Vec::with_capacity(1 << 11);
@@ -218,8 +243,111 @@ pub fn block_starts(seg_len: usize, n: usize, counts: &[u32]) -> Result<Vec<u64>
     Ok(starts)
 }
 
+/// The CPU decode tables of `2^bits` slots: each slot's symbol, and its step
+/// `prob | (slot − cdf) << 16`, so that a state's next value is `prob · (x >> bits) + (slot −
+/// cdf)` (one multiply and add; the slot's offset within its symbol is looked up, not
+/// computed). Probabilities are at most 2^11 (`PROB_BITS`), so both halves fit 16 bits.
+struct Slots {
+    symbols: Vec<u8>,
+    steps: Vec<u32>,
+}
+
+impl Slots {
+    fn new(probs: &[u32; 256]) -> Self {
+        let (mut symbols, mut steps) = (Vec::with_capacity(1 << 11), Vec::with_capacity(1 << 11));
+        for (s, &p) in probs.iter().enumerate() {
+            symbols.extend((0..p).map(|_| s as u8));
+            steps.extend((0..p).map(|offset| p | offset << 16));
+        }
+        Slots { symbols, steps }
+    }
+}
+
+/// Decode one round: each lane's symbol into `round` (lane `j` → `round[j]`), its state
+/// moved back; returns the lanes whose state fell below `STATE_LOW` (bit `j` for lane `j`).
+#[inline(always)]
+fn decode_round<const BITS: u32>(state: &mut [u32; LANES], round: &mut [u8], symbols: &[u8], steps: &[u32]) -> u32 {
+    let mask = (1u32 << BITS) - 1;
+    for (x, o) in state.iter_mut().zip(round.iter_mut()) {
+        let slot = (*x & mask) as usize;
+        let step = steps[slot];
+        *o = symbols[slot];
+        *x = (step & 0xffff) * (*x >> BITS) + (step >> 16);
+    }
+    // Over all lanes, in a loop of its own (compares and sign masks over vectors): a lane
+    // past a short last round still holds its final state, which is at least STATE_LOW.
+    state.iter().enumerate().fold(0, |need, (j, &x)| need | u32::from(x < STATE_LOW) << j)
+}
+
+/// A full round's decode: [`decode_round`] or a vector form of it.
+type FullRound = fn(&mut [u32; LANES], &mut [u8; LANES], &[u8], &[u32]) -> u32;
+
+/// The fastest full-round decode this CPU runs.
+fn full_round<const BITS: u32>() -> FullRound {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("sse4.1") {
+        // SAFETY: the CPU has SSE4.1.
+        return |state, round, symbols, steps| unsafe { sse41::decode_round::<BITS>(state, round, symbols, steps) };
+    }
+    |state, round, symbols, steps| decode_round::<BITS>(state, round, symbols, steps)
+}
+
+/// [`decode_round`] four lanes to an SSE register: the table lookups stay scalar (SSE has no
+/// gather), the state arithmetic and the below-`STATE_LOW` test (a sign mask per four lanes)
+/// are vector operations. The same values as the scalar form (tested).
+#[cfg(target_arch = "x86_64")]
+mod sse41 {
+    use super::{LANES, STATE_LOW};
+    use std::arch::x86_64::*;
+
+    #[target_feature(enable = "sse4.1")]
+    pub(super) fn decode_round<const BITS: u32>(
+        state: &mut [u32; LANES],
+        round: &mut [u8; LANES],
+        symbols: &[u8],
+        steps: &[u32],
+    ) -> u32 {
+        let mask = (1u32 << BITS) - 1;
+        let (symbols, steps) = (&symbols[..=mask as usize], &steps[..=mask as usize]);
+        let (low16, low, shift) =
+            (_mm_set1_epi32(0xffff), _mm_set1_epi32(STATE_LOW as i32), _mm_cvtsi32_si128(BITS as i32));
+        let mut need = 0;
+        for (g, (xs, os)) in state.as_chunks_mut::<4>().0.iter_mut().zip(round.as_chunks_mut::<4>().0).enumerate() {
+            // SAFETY: 16 bytes of `xs`, unaligned load.
+            let x = unsafe { _mm_loadu_si128(xs.as_ptr().cast()) };
+            let slots = xs.map(|x| (x & mask) as usize);
+            for (o, &slot) in os.iter_mut().zip(&slots) {
+                *o = symbols[slot];
+            }
+            let step = _mm_setr_epi32(
+                steps[slots[0]] as i32,
+                steps[slots[1]] as i32,
+                steps[slots[2]] as i32,
+                steps[slots[3]] as i32,
+            );
+            let prob = _mm_and_si128(step, low16);
+            let next = _mm_add_epi32(_mm_mullo_epi32(prob, _mm_srl_epi32(x, shift)), _mm_srli_epi32::<16>(step));
+            // SAFETY: 16 bytes of `xs`, unaligned store.
+            unsafe { _mm_storeu_si128(xs.as_mut_ptr().cast(), next) };
+            // States stay below 2^31: a signed compare.
+            let below = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmplt_epi32(next, low))) as u32;
+            need |= below << (4 * g);
+        }
+        need
+    }
+}
+
+/// [`decode_block`] at one precision.
+type BlockDecode = fn(&[u8], usize, &Slots, FullRound, &mut [u8]) -> Result<()>;
+
 /// Decode one coded block (`enc` = states, words, padding) into `out`.
-fn decode_block(enc: &[u8], words: usize, table: &[u32], bits: u32, out: &mut [u8]) -> Result<()> {
+fn decode_block<const BITS: u32>(
+    enc: &[u8],
+    words: usize,
+    slots: &Slots,
+    full_round: FullRound,
+    out: &mut [u8],
+) -> Result<()> {
     let mut state = [0u32; LANES];
     for (x, b) in state.iter_mut().zip(enc.chunks_exact(4)) {
         *x = u32::from_le_bytes(b.try_into().expect("4 bytes"));
@@ -227,37 +355,39 @@ fn decode_block(enc: &[u8], words: usize, table: &[u32], bits: u32, out: &mut [u
     if state.iter().any(|&x| !(STATE_LOW..1 << 31).contains(&x)) {
         return Err(corrupt!("ANS: a final state out of range"));
     }
-    let stream = &enc[STATES_BYTES..STATES_BYTES + 2 * words];
+    let (stream, _) = enc[STATES_BYTES..STATES_BYTES + 2 * words].as_chunks::<2>();
     if enc[STATES_BYTES + 2 * words..].iter().any(|&b| b != 0) {
         return Err(corrupt!("ANS: non-zero block padding"));
     }
-    let mask = (1u32 << bits) - 1;
     // As long as the mask allows: the lookups need no bounds checks.
-    let table = &table[..=mask as usize];
+    let (symbols, steps) = (&slots.symbols[..1 << BITS], &slots.steps[..1 << BITS]);
     let mut pos = words;
-    for round in out.chunks_mut(LANES).rev() {
-        let mut need = 0u32;
-        for (j, (x, o)) in state.iter_mut().zip(round.iter_mut()).enumerate() {
-            let t = table[(*x & mask) as usize];
-            *o = t as u8;
-            *x = (t >> 8 & 0xfff) * (*x >> bits) + (*x & mask) - (t >> 20);
-            need |= u32::from(*x < STATE_LOW) << j;
-        }
-        // The words this round's lanes read were emitted together, in lane order.
-        let count = need.count_ones() as usize;
-        if count > pos {
-            return Err(corrupt!("ANS: a block reads more words than it holds"));
-        }
-        pos -= count;
-        // Only the lanes that read, lowest first (a walk over the set bits: testing every
-        // lane's bit is a data-dependent branch each).
-        let (mut at, mut readers) = (pos, need);
+    // The words a round's lanes read were emitted together, in lane order: the highest
+    // reading lane takes the last of them. Only the lanes that read are visited (a walk over
+    // the set bits, highest first: testing every lane's bit is a data-dependent branch each).
+    let mut refill = |state: &mut [u32; LANES], mut readers: u32| -> Result<()> {
         while readers != 0 {
-            let x = &mut state[readers.trailing_zeros() as usize];
-            *x = *x << 16 | u32::from(u16::from_le_bytes([stream[2 * at], stream[2 * at + 1]]));
-            at += 1;
-            readers &= readers - 1;
+            let j = 31 - readers.leading_zeros();
+            // Past the first word, `pos − 1` wraps to no word at all.
+            let Some(word) = stream.get(pos.wrapping_sub(1)) else {
+                return Err(corrupt!("ANS: a block reads more words than it holds"));
+            };
+            pos -= 1;
+            let x = &mut state[j as usize];
+            *x = *x << 16 | u32::from(u16::from_le_bytes(*word));
+            readers ^= 1 << j;
         }
+        Ok(())
+    };
+    // The last round (possibly partial) is decoded first.
+    let (full, last) = out.as_chunks_mut::<LANES>();
+    if !last.is_empty() {
+        let need = decode_round::<BITS>(&mut state, last, symbols, steps);
+        refill(&mut state, need)?;
+    }
+    for round in full.iter_mut().rev() {
+        let need = full_round(&mut state, round, symbols, steps);
+        refill(&mut state, need)?;
     }
     if pos != 0 || state.iter().any(|&x| x != STATE_LOW) {
         return Err(corrupt!("ANS: a block does not decode back to its initial states"));
@@ -282,7 +412,14 @@ pub fn decode(seg: &[u8], n: usize, bits: u32) -> Result<Vec<u8>> {
     let counts: Vec<u32> =
         seg[PROBS_BYTES..head].chunks_exact(4).map(|b| u32::from_le_bytes(b.try_into().expect("4"))).collect();
     let starts = block_starts(seg.len(), n, &counts)?;
-    let table = decode_table(&probs);
+    let slots = Slots::new(&probs);
+    // The precision as a constant: shifts and masks by immediates in the lane loop.
+    let (decode_block, full_round): (BlockDecode, FullRound) = match bits {
+        9 => (decode_block::<9>, full_round::<9>()),
+        10 => (decode_block::<10>, full_round::<10>()),
+        11 => (decode_block::<11>, full_round::<11>()),
+        _ => return Err(corrupt!("ANS: probability precision {bits} bits")),
+    };
     let mut out = zeroed_vec(n);
     out.par_chunks_mut(BLOCK).enumerate().try_for_each(|(b, o)| {
         let at = starts[b] as usize;
@@ -291,7 +428,7 @@ pub fn decode(seg: &[u8], n: usize, bits: u32) -> Result<Vec<u8>> {
             return Ok(());
         }
         let words = counts[b] as usize;
-        decode_block(&seg[at..at + coded_len(words)], words, &table, bits, o)
+        decode_block(&seg[at..at + coded_len(words)], words, &slots, full_round, o)
     })?;
     Ok(out)
 }
@@ -308,22 +445,57 @@ mod tests {
     }
 
     #[test]
-    fn reciprocals_divide_exactly_over_every_state() {
-        // Every probability up to 2^12, states at both ends of [2^15, 2^31) and around the
-        // multiples of p next to the top (where the error term is largest).
-        for p in 1..=1u32 << 12 {
-            let mut probs = [0u32; 256];
-            probs[7] = p;
-            let m = reciprocals(&probs)[7];
-            let top = (1u32 << 31) - 1;
-            let near_top = (0..64).flat_map(|k| {
-                let base = (top / p).saturating_sub(k) * p;
-                [base.saturating_sub(1), base, base + p - 1]
-            });
-            for x in (STATE_LOW..STATE_LOW + 64).chain(top - 64..=top).chain(near_top) {
-                let q = ((u128::from(x) * u128::from(m)) >> RECIP_SHIFT) as u32;
-                assert_eq!(q, x / p, "x {x}, p {p}");
+    fn coder_steps_divide_exactly_over_every_state() {
+        // Every probability of every precision; states at the low end (1.. after a word went
+        // out, 2^15.. otherwise), below the limit (the largest a step gets) and around the
+        // multiples of p next to it, where the reciprocal's error is largest.
+        for bits in super::super::PROB_BITS {
+            for p in 1..=1u32 << bits {
+                let mut probs = [0u32; 256];
+                (probs[3], probs[7]) = ((1 << bits) - p, p);
+                let (coder, c) = (Coder::all(&probs, bits)[7], cumulative(&probs)[7]);
+                let top = coder.limit - 1;
+                let near_top = (0..64).flat_map(|k| {
+                    let base = (top / p).saturating_sub(k) * p;
+                    [base.saturating_sub(1).max(1), base, base + p - 1]
+                });
+                let states = (1..64).chain(STATE_LOW..STATE_LOW + 64).chain(top - 64..=top).chain(near_top);
+                for x in states.filter(|&x| x <= top) {
+                    assert_eq!(coder.step(x), ((x / p) << bits) + x % p + c, "x {x}, p {p}, bits {bits}");
+                }
             }
+        }
+    }
+
+    fn rounds_agree<const BITS: u32>(seed: u64) {
+        let mut next = {
+            let mut x = seed | 1;
+            move || {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x
+            }
+        };
+        let mut counts = [0u64; 256];
+        counts.iter_mut().for_each(|c| *c = next() % 1000 * (next() % 3));
+        counts[0] += 1;
+        let slots = Slots::new(&normalise(&counts, BITS));
+        for _ in 0..200 {
+            let mut state = [0u32; LANES].map(|_| STATE_LOW + (next() % u64::from((1u32 << 31) - STATE_LOW)) as u32);
+            let (mut vector_state, mut round, mut vector_round) = (state, [0u8; LANES], [0u8; LANES]);
+            let need = decode_round::<BITS>(&mut state, &mut round, &slots.symbols, &slots.steps);
+            let vector_need = full_round::<BITS>()(&mut vector_state, &mut vector_round, &slots.symbols, &slots.steps);
+            assert_eq!((need, state, round), (vector_need, vector_state, vector_round));
+        }
+    }
+
+    #[test]
+    fn full_rounds_decode_as_the_scalar_round() {
+        for seed in 0..20 {
+            rounds_agree::<9>(seed);
+            rounds_agree::<10>(seed);
+            rounds_agree::<11>(seed);
         }
     }
 
