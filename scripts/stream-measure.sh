@@ -8,7 +8,7 @@
 #         checker reads (every element against the bound); peak RSS of fzmod by /usr/bin/time -v.
 # region: a 512x512x512 f32 field (512 MiB) on disk, chunked (auto chunks): full decode vs a
 #         ~1 % box (inside four chunks, straddling eight, straddling eighteen), wall time (ms)
-#         and bytes read.
+#         and bytes read; BACKEND=cuda decodes (and compresses) on the GPU (default cpu).
 # ratio:  every preset, unchunked vs --chunk auto (or CHUNK=SHAPE), on three shared fields and
 #         the 512x512x512 field of region.
 set -euo pipefail
@@ -18,6 +18,7 @@ PY=${PYTHON:-python3}
 WORK=${WORK:-$(mktemp -d)}
 DATA=${DATA:-/work/shared/data}
 part=${1:-all}
+BACKEND=${BACKEND:-cpu}
 echo "fzmod: $FZ   scratch: $WORK   cores: $(nproc)"
 
 rss() { grep -E "Maximum resident|Elapsed" "$1" | sed 's/^\s*/    /'; }
@@ -39,26 +40,26 @@ if [[ $part == region || $part == all ]]; then
   N=512
   echo "== region decode of a ${N}^3 f32 field ($((N * N * N * 4)) bytes)"
   "$PY" scripts/stream_field.py gen $N $N $N >"$WORK/cube.f32"
-  "$FZ" compress "$WORK/cube.f32" --dtype f32 --shape ${N}x${N}x${N} --chunk auto --backend cpu -q -f -o "$WORK/cube.fzm"
-  "$FZ" compress "$WORK/cube.f32" --dtype f32 --shape ${N}x${N}x${N} --stream --backend cpu -q -f -o "$WORK/cube-s.fzm"
+  "$FZ" compress "$WORK/cube.f32" --dtype f32 --shape ${N}x${N}x${N} --chunk auto --backend $BACKEND -q -f -o "$WORK/cube.fzm"
+  "$FZ" compress "$WORK/cube.f32" --dtype f32 --shape ${N}x${N}x${N} --stream --backend $BACKEND -q -f -o "$WORK/cube-s.fzm"
   # Wall time in ms (bash's clock; /usr/bin/time only resolves 10 ms), peak RSS separately.
   TIMEFORMAT=%3R
   for a in cube.fzm cube-s.fzm; do
     "$FZ" inspect "$WORK/$a" | grep -E "^(format|size|chunks)" | sed "s/^/    $a: /"
     for i in 1 2 3 4 5; do
-      t=$({ time "$FZ" decompress "$WORK/$a" -o /dev/null --backend cpu -q; } 2>&1)
+      t=$({ time "$FZ" decompress "$WORK/$a" -o /dev/null --backend $BACKEND -q; } 2>&1)
       echo "    $a full decode $t s"
     done
-    /usr/bin/time -f "    $a full decode peak RSS %M KiB" "$FZ" decompress "$WORK/$a" -o /dev/null --backend cpu -q
+    /usr/bin/time -f "    $a full decode peak RSS %M KiB" "$FZ" decompress "$WORK/$a" -o /dev/null --backend $BACKEND -q
     # Inside 2x2x1 chunks, straddling 2x2x2, straddling 3x3x2 (the worst a 110^3 box meets).
     for box in 10:120,10:120,10:120 200:310,200:310,200:310 60:170,60:170,60:170; do
-      "$FZ" decompress "$WORK/$a" -o /dev/null --backend cpu -q --region $box --report 2>&1 | grep -E "region" |
+      "$FZ" decompress "$WORK/$a" -o /dev/null --backend $BACKEND -q --region $box --report 2>&1 | grep -E "region" |
         sed 's/^\s*/    /'
       for i in 1 2 3 4 5; do
-        t=$({ time "$FZ" decompress "$WORK/$a" -o /dev/null --backend cpu -q --region $box; } 2>&1)
+        t=$({ time "$FZ" decompress "$WORK/$a" -o /dev/null --backend $BACKEND -q --region $box; } 2>&1)
         echo "    $a region $box $t s"
       done
-      /usr/bin/time -f "    $a region $box peak RSS %M KiB" "$FZ" decompress "$WORK/$a" -o /dev/null --backend cpu -q \
+      /usr/bin/time -f "    $a region $box peak RSS %M KiB" "$FZ" decompress "$WORK/$a" -o /dev/null --backend $BACKEND -q \
         --region $box
     done
   done
