@@ -111,8 +111,7 @@ fn bench_cuda(
     };
     // End to end: the median of a few calls (one call scatters), each phase line from the
     // median call.
-    let median_call = |calls: Vec<(f64, String)>| -> (f64, String) {
-        let mut calls = calls;
+    let median_call = |mut calls: Vec<(f64, String)>| -> (f64, String) {
         calls.sort_by(|a, b| a.0.total_cmp(&b.0));
         calls.swap_remove(calls.len() / 2)
     };
