@@ -74,7 +74,7 @@ pub fn quantize_point<T: Real>(x: T, p: T, lv: LevelStep<T>, radius: u32, abs_bo
 /// q is `Float::quantize`'s code: t = trunc(y), y = e·recip + 0.5, less one when y < 0. So
 /// |q| = ⌊y⌋ for y ≥ 0 and ⌊1 − y⌋ for y < 0, and its bit length is the exponent of y or 1 − y
 /// (both exact below 2^22). No float → integer conversion and no branch: loops vectorise.
-#[inline]
+#[inline(always)]
 pub fn point_cost<T: Real>(x: T, p: T, recip: T) -> u32 {
     let d = (x - p) * recip;
     // |d| < 2^20 (false for NaN), compared in T: exact, as the bound is a power of two.

@@ -3,9 +3,9 @@
 //! c = i+s, d = i+3s along the pass axis) with the stencil form saying which of them exist:
 //! one form for a whole row along z or y; along x the four-point form except at the anchor
 //! segment ends, which are listed and recomputed in their own form. The prediction is then a
-//! loop over plain slices, without branches, so LLVM vectorises it. Every value is the one
-//! [`stencil`] (and so `walk::predict`) gives, operation for operation; a form computed from
-//! a neighbour that does not exist is never the one selected. Only the visiting order differs
+//! loop over plain slices, without branches, so LLVM vectorises it (AVX2 where the CPU has
+//! it). Every value is the one [`stencil`] (and so `walk::predict`) gives, operation for
+//! operation; a form computed from a neighbour that does not exist is never the one selected. Only the visiting order differs
 //! from `walk::walk`, which changes nothing (points of one pass never read each other).
 
 use super::cpu::point_cost;
@@ -172,7 +172,7 @@ impl<T: Real> Lines<T> {
     }
 
     /// The lines a, b, c, d, each of the row's length.
-    #[inline]
+    #[inline(always)]
     pub fn abcd(&self) -> [&[T]; 4] {
         let n = self.len;
         if self.along_x {
@@ -182,8 +182,26 @@ impl<T: Real> Lines<T> {
         }
     }
 
-    /// The predictions of the gathered row under `kind` into `out`, replacing its contents.
+    /// The predictions of the gathered row under `kind` into `out`, replacing its contents;
+    /// on AVX2 twice as wide (the same operations, see [`Lines::costs`]).
     pub fn predict(&self, kind: Kind, out: &mut Vec<T>) {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2.
+            return unsafe { self.predict_avx2(kind, out) };
+        }
+        self.predict_inline(kind, out)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn predict_avx2(&self, kind: Kind, out: &mut Vec<T>) {
+        self.predict_inline(kind, out)
+    }
+
+    /// [`Lines::predict`] for the target's baseline features (or the caller's, inlined).
+    #[inline(always)]
+    fn predict_inline(&self, kind: Kind, out: &mut Vec<T>) {
         out.clear();
         out.resize(self.len, T::ZERO);
         let lines = self.abcd();
@@ -217,15 +235,49 @@ impl<T: Real> Lines<T> {
     }
 
     /// Summed [`point_cost`] of the gathered row's points `v` under each of [`KINDS`] (the
-    /// choice estimate). Predictions first, then one plain loop per kind: both vectorise.
+    /// choice estimate). Predictions first, then one plain loop per kind: both vectorise, on
+    /// AVX2 twice as wide as on the baseline target. Both forms compute the same IEEE
+    /// operations on the same operands (no contraction to FMA in Rust), so the same sums.
     pub fn costs(&self, v: &[T], recip: T, p: &mut Vec<T>) -> [u64; 3] {
-        KINDS.map(|kind| {
-            self.predict(kind, p);
-            // u32 sums of at most 2^20 points (21 bits each) vectorise twice as wide as u64.
-            let chunks = v[..self.len].chunks(1 << 20).zip(p.chunks(1 << 20));
-            chunks.map(|(v, p)| u64::from(v.iter().zip(p).map(|(&v, &p)| point_cost(v, p, recip)).sum::<u32>())).sum()
-        })
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2.
+            return unsafe { self.costs_avx2(v, recip, p) };
+        }
+        self.costs_portable(v, recip, p)
     }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn costs_avx2(&self, v: &[T], recip: T, p: &mut Vec<T>) -> [u64; 3] {
+        self.costs_portable(v, recip, p)
+    }
+
+    /// [`Lines::costs`] for the target's baseline features (or the caller's, inlined).
+    #[inline(always)]
+    fn costs_portable(&self, v: &[T], recip: T, p: &mut Vec<T>) -> [u64; 3] {
+        // Plain loops, not iterator adapters: their closures are not inlined into the AVX2 form.
+        let mut sums = [0u64; 3];
+        for (sum, kind) in sums.iter_mut().zip(KINDS) {
+            self.predict_inline(kind, p);
+            // u32 sums of at most 2^20 points (21 bits each) vectorise twice as wide as u64.
+            for (v, p) in v[..self.len].chunks(1 << 20).zip(p.chunks(1 << 20)) {
+                *sum += u64::from(cost_sum(v, p, recip));
+            }
+        }
+        sums
+    }
+}
+
+/// The summed [`point_cost`] of the points `v` against the predictions `p`.
+#[inline(always)]
+fn cost_sum<T: Real>(v: &[T], p: &[T], recip: T) -> u32 {
+    let v = &v[..p.len()];
+    let mut sum = 0u32;
+    for k in 0..p.len() {
+        sum += point_cost(v[k], p[k], recip);
+    }
+    sum
 }
 
 /// The kinds in the order of [`Lines::costs`].
@@ -243,13 +295,29 @@ fn predict_one<T: Real>([a, b, c, d]: [&[T]; 4], out: &mut [T], f: impl Fn(T, T,
 /// `dst[k] = src[k·step]` for every k of `dst`.
 #[inline]
 pub fn strided_copy<T: Copy>(dst: &mut [T], src: &[T], step: usize) {
-    if step == 1 {
-        dst.copy_from_slice(&src[..dst.len()]);
-    } else {
-        for (d, s) in dst.iter_mut().zip(src.iter().step_by(step)) {
-            *d = *s;
+    match step {
+        1 => dst.copy_from_slice(&src[..dst.len()]),
+        // The finest levels (most of the points): whole groups vectorise as shuffles.
+        2 => grouped_copy::<T, 2>(dst, src),
+        4 => grouped_copy::<T, 4>(dst, src),
+        _ => {
+            for (d, s) in dst.iter_mut().zip(src.iter().step_by(step)) {
+                *d = *s;
+            }
         }
     }
+}
+
+/// [`strided_copy`] with a constant step `S`: the first of every whole group of S, then the
+/// last point, whose group `src` may end inside.
+#[inline(always)]
+fn grouped_copy<T: Copy, const S: usize>(dst: &mut [T], src: &[T]) {
+    let Some(last) = dst.len().checked_sub(1) else { return };
+    let (groups, _) = src[..last * S].as_chunks::<S>();
+    for (d, g) in dst[..last].iter_mut().zip(groups) {
+        *d = g[0];
+    }
+    dst[last] = src[last * S];
 }
 
 #[cfg(test)]
@@ -281,13 +349,16 @@ mod tests {
                                 rows(&g, &pass, lo, hi, |row| {
                                     lines.gather(&g, &w, pass.axis, s, row);
                                     lines.predict(choice.kind, &mut p);
+                                    // The dispatched form (AVX2 where the CPU has it) is the portable one.
+                                    let mut portable = Vec::new();
+                                    lines.predict_inline(choice.kind, &mut portable);
+                                    assert!(p.iter().zip(&portable).all(|(a, b)| a.to_bits() == b.to_bits()));
                                     got.extend(row.indices().zip(p.iter().map(|p| p.to_bits())));
                                     v.resize(row.count, 0.0);
                                     strided_copy(&mut v, &w[row.first..], row.step);
-                                    costs
-                                        .iter_mut()
-                                        .zip(lines.costs(&v, 0.25, &mut Vec::new()))
-                                        .for_each(|(a, b)| *a += b);
+                                    let c = lines.costs(&v, 0.25, &mut Vec::new());
+                                    assert_eq!(c, lines.costs_portable(&v, 0.25, &mut Vec::new()));
+                                    costs.iter_mut().zip(c).for_each(|(a, b)| *a += b);
                                 });
                                 assert_eq!(got, reference, "{dims:?} A={anchor} s={s} {choice:?} {lo:?}");
                                 for (k, kind) in KINDS.into_iter().enumerate() {
@@ -304,6 +375,22 @@ mod tests {
                             }
                         }
                     }
+                }
+            }
+        }
+    }
+
+    /// Every step, every length, sources that end inside the last point's group or past it.
+    #[test]
+    fn strided_copy_takes_every_step_th_value() {
+        let src: Vec<u32> = (0..100).collect();
+        for step in 1..=6 {
+            for n in 0..=16 {
+                for extra in 0..step {
+                    let src = &src[..(n.max(1) - 1) * step + 1 + extra];
+                    let mut dst = vec![u32::MAX; n];
+                    strided_copy(&mut dst, src, step);
+                    assert!(dst.iter().enumerate().all(|(k, &d)| d == (k * step) as u32), "step {step} n {n}");
                 }
             }
         }
