@@ -3,14 +3,16 @@
 // put_varint, block_exclusive_max, fz_scatter_outliers, Q_TILE, Q_THREADS, QI_RUN): cpu.rs and
 // walk.rs step for step.
 //
-// Organisation: one kernel launch per (level, pass) over the whole grid, values in global
-// memory, exactly the CPU's level-by-level walk (the points of one pass are independent: each
-// reads only points of earlier passes or levels). The per-level choice is scored by ip_costs
-// (one thread block per sampled anchor block, level and candidate; integer sums, atomics) and
-// picked by ip_select on the device; the forward pass kernels read it from device memory, so
-// their launch covers the larger of the two sweep orders' point counts. The outlier list is
-// written in index order like LorenzoQuant's lists: per Q_TILE a count and the last index, a
-// max-scan, per-tile byte sizes, a scan, then the bytes, after the anchors' raw values.
+// Organisation: where an anchor box fits in shared memory, one thread block per box runs every
+// level (ip_encode_box, ip_decode_box); otherwise one kernel launch per (level, pass) over the
+// whole grid, values in global memory, exactly the CPU's level-by-level walk (the points of
+// one pass are independent: each reads only points of earlier passes or levels). The
+// per-level choice is scored by ip_costs (one thread block per sampled anchor block, level
+// and candidate; integer sums, atomics) and picked by ip_select on the device; the forward
+// kernels read it from device memory, so a pass launch covers the larger of the two sweep
+// orders' point counts. The outlier list is written in index order like LorenzoQuant's
+// lists: per Q_TILE a count and the last index, a max-scan, per-tile byte sizes, a scan, then
+// the bytes, after the anchors' raw values.
 
 struct IGeom {
     u64 nz, ny, nx, anchor;
@@ -215,14 +217,15 @@ __device__ __forceinline__ u64 ip_anchor_index(u64 t, const IGeom& g) {
     return (z * g.anchor * g.ny + y * g.anchor) * g.nx + x * g.anchor;
 }
 
-// Anchors: code of q = 0, fed value, raw bytes into the side port in anchor-grid C order.
+// Anchors: code of q = 0, fed value (when the levels run pass by pass over w), raw bytes into
+// the side port in anchor-grid C order.
 extern "C" __global__ void ip_anchors(const real* x, IGeom g, u64 count, unsigned short code0, real* w, unsigned short* codes, u8* side) {
     u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= count) return;
     u64 idx = ip_anchor_index(t, g);
     real v = x[idx];
     codes[idx] = code0;
-    w[idx] = ip_feed(v);
+    if (w) w[idx] = ip_feed(v);
     u64 bits = real_bits(v);
     for (int b = 0; b < (int)sizeof(real); b++) side[t * sizeof(real) + b] = (u8)(bits >> (8 * b));
 }
@@ -330,6 +333,152 @@ extern "C" __global__ void ip_export(const Params* params, const u32* choices, u
     *side_len = anchor_bytes + *list_bytes;
 }
 
+// ---- Whole anchor boxes in shared memory ----
+//
+// Every stencil stays inside its anchor segment, so all levels of one closed anchor box
+// [lo, lo + A] (clipped to the grid) depend on that box alone: one thread block takes a box
+// through every level in shared memory, reading each input once and writing each code once,
+// where the box fits (device.rs `box_bytes`; 1-D and 2-D grids, small 3-D ones). A box owns
+// its points below lo + A on every axis; the far faces it shares with the next box are
+// computed by both alike (same inputs, same operations) and written by their owner.
+
+#define IP_BOX_THREADS 256
+
+// The box of thread block b: per axis its first grid coordinate and closed extent.
+struct IBox {
+    u64 lo[3];
+    u32 ext[3];
+};
+
+__device__ __forceinline__ IBox ip_box(const IGeom& g, u64 b) {
+    u64 a = g.anchor, bx = (g.nx + a - 1) / a, by = (g.ny + a - 1) / a;
+    u64 c[3] = {b / (by * bx), b / bx % by, b % bx};
+    u64 n[3] = {g.nz, g.ny, g.nx};
+    IBox box;
+#pragma unroll
+    for (int k = 0; k < 3; k++) {
+        box.lo[k] = c[k] * a;
+        box.ext[k] = (u32)min(a, n[k] - 1 - box.lo[k]) + 1;
+    }
+    return box;
+}
+
+// Pass j of the level with stride s under `choice`, along axis k: first local coordinate and
+// log2 of the step (walk.rs passes: axes swept before the pass at multiples of s, its own at
+// odd multiples of s, later ones at multiples of 2s).
+__device__ __forceinline__ void ip_axis_lattice(u32 choice, u32 j, u32 log_s, int k, u32* first, u32* log_step) {
+    u32 place = (choice >> 2) & 1u ? 2 - k : k;
+    *first = place == j ? 1u << log_s : 0;
+    *log_step = place < j ? log_s : log_s + 1;
+}
+
+// The points of pass j inside a box: counts per axis, and the t-th point's local coordinates.
+struct IBoxPass {
+    u32 first[3], log_step[3], cnt[3], axis;
+    __device__ u32 total() const { return cnt[0] * cnt[1] * cnt[2]; }
+    __device__ void point(u32 t, u32* c) const {
+        u32 kx = t % cnt[2], r = t / cnt[2];
+        c[0] = first[0] + ((r / cnt[1]) << log_step[0]);
+        c[1] = first[1] + ((r % cnt[1]) << log_step[1]);
+        c[2] = first[2] + (kx << log_step[2]);
+    }
+};
+
+__device__ __forceinline__ IBoxPass ip_box_pass(const IBox& box, u32 choice, u32 j, u32 log_s) {
+    IBoxPass p;
+    p.axis = (choice >> 2) & 1u ? 2 - j : j;
+#pragma unroll
+    for (int k = 0; k < 3; k++) {
+        ip_axis_lattice(choice, j, log_s, k, &p.first[k], &p.log_step[k]);
+        p.cnt[k] = box.ext[k] > p.first[k] ? ((box.ext[k] - 1 - p.first[k]) >> p.log_step[k]) + 1 : 0;
+    }
+    return p;
+}
+
+// ip_predict inside a box: local coordinate i along an axis whose box segment ends at `end`,
+// shared-memory stride o.
+__device__ __forceinline__ real ip_predict_box(const real* w, u32 kind, u32 at, u32 i, u32 s, u32 end, u32 o) {
+    bool has_a = i >= 3 * s, has_c = i + s <= end, has_d = i + 3 * s <= end;
+    u32 off = s * o;
+    real b = w[at - off];
+    real c = has_c ? w[at + off] : b;
+    real a = has_a ? w[at - 3 * off] : b;
+    real d = has_d ? w[at + 3 * off] : b;
+    return ip_stencil(kind, has_a, has_c, has_d, a, b, c, d);
+}
+
+// A box's point: shared-memory slot, grid index, and whether the box owns it.
+__device__ __forceinline__ void ip_box_place(const IBox& box, const IGeom& g, const u32* c, u32* at, u64* idx, bool* owned) {
+    *at = (c[0] * box.ext[1] + c[1]) * box.ext[2] + c[2];
+    *idx = ((box.lo[0] + c[0]) * g.ny + box.lo[1] + c[1]) * g.nx + box.lo[2] + c[2];
+    *owned = c[0] < g.anchor && c[1] < g.anchor && c[2] < g.anchor;
+}
+
+// Box shared-memory strides of the three axes.
+__device__ __forceinline__ u32 ip_box_stride(const IBox& box, u32 axis) {
+    return axis == 0 ? box.ext[1] * box.ext[2] : axis == 1 ? box.ext[2] : 1;
+}
+
+// The anchors of a box (local coordinates 0 or A on each axis) into shared memory: `src`
+// holds the fed anchor values (the encoder's input, fed here; the decoder's output, fed by
+// ip_put_anchors).
+__device__ __forceinline__ void ip_box_anchors(const IBox& box, const IGeom& g, const real* src, real* w) {
+    if (threadIdx.x >= 8) return;
+    u32 c[3] = {threadIdx.x >> 2 & 1u, threadIdx.x >> 1 & 1u, threadIdx.x & 1u};
+#pragma unroll
+    for (int k = 0; k < 3; k++) {
+        c[k] *= (u32)g.anchor;
+        if (c[k] >= box.ext[k]) return;
+    }
+    u32 at;
+    u64 idx;
+    bool owned;
+    ip_box_place(box, g, c, &at, &idx, &owned);
+    w[at] = ip_feed(src[idx]);
+}
+
+// Forward, every level of one box per thread block (the choices and steps ip_select and
+// ip_level_steps left on the device); anchors' codes and side bytes come from ip_anchors.
+extern "C" __global__ void __launch_bounds__(IP_BOX_THREADS)
+ip_encode_box(const real* x, unsigned short* codes, IGeom g, const u32* choices, u32 levels, const double* lsteps,
+              const Params* params, u32 radius, u32 zigzag) {
+    extern __shared__ unsigned char ip_smem[];
+    real* w = (real*)ip_smem;
+    IBox box = ip_box(g, blockIdx.x);
+    double abs_bound = params->abs_bound;
+    ip_box_anchors(box, g, x, w);
+    __syncthreads();
+    for (u32 k = 0; k < levels; k++) {
+        u32 log_s = levels - 1 - k, s = 1u << log_s, choice = choices[k];
+        real step = (real)lsteps[2 * log_s], recip = (real)lsteps[2 * log_s + 1];
+        for (u32 j = 0; j < 3; j++) {
+            IBoxPass p = ip_box_pass(box, choice, j, log_s);
+            u32 o = ip_box_stride(box, p.axis), end = box.ext[p.axis] - 1;
+            for (u32 t = threadIdx.x; t < p.total(); t += blockDim.x) {
+                u32 c[3], at;
+                u64 idx;
+                bool owned;
+                p.point(t, c);
+                ip_box_place(box, g, c, &at, &idx, &owned);
+                real pred = ip_predict_box(w, choice & 3u, at, c[p.axis], s, end, o);
+                real xv = x[idx];
+                i32 q;
+                real r;
+                unsigned short code;
+                if (ip_quantize(xv, pred, step, recip, radius, abs_bound, &q, &r)) {
+                    code = ip_code(q, radius, zigzag);
+                } else {
+                    code = ip_marker(radius, zigzag);
+                    r = ip_feed(xv);
+                }
+                w[at] = r;
+                if (owned) codes[idx] = code;
+            }
+            __syncthreads();
+        }
+    }
+}
+
 // ---- Inverse ----
 
 // Anchor values (anchor-grid C order) into w: fed (before the levels) or raw (after).
@@ -357,6 +506,41 @@ extern "C" __global__ void ip_decode_pass(const unsigned short* codes, real* w, 
     } else {
         real p = ip_predict(w, choice & 3u, idx, i, s, ip_axis_extent(g, axis), ip_axis_stride(g, axis), g.anchor);
         w[idx] = p + reconstruct(ip_level_code(c, radius, zigzag), (real)step_f64);
+    }
+}
+
+// Inverse, every level of one box per thread block: `out` holds the fed anchors and the
+// outliers in place (zeros elsewhere); every owned pass point is written to it.
+extern "C" __global__ void __launch_bounds__(IP_BOX_THREADS)
+ip_decode_box(const unsigned short* codes, real* out, IGeom g, const unsigned char* choice_bytes, u32 levels, const double* steps,
+              u32 radius, u32 zigzag) {
+    extern __shared__ unsigned char ip_smem[];
+    real* w = (real*)ip_smem;
+    IBox box = ip_box(g, blockIdx.x);
+    ip_box_anchors(box, g, out, w);
+    __syncthreads();
+    unsigned short marker = ip_marker(radius, zigzag);
+    for (u32 k = 0; k < levels; k++) {
+        u32 log_s = levels - 1 - k, s = 1u << log_s, choice = choice_bytes[k];
+        real step = (real)steps[log_s];
+        for (u32 j = 0; j < 3; j++) {
+            IBoxPass p = ip_box_pass(box, choice, j, log_s);
+            u32 o = ip_box_stride(box, p.axis), end = box.ext[p.axis] - 1;
+            for (u32 t = threadIdx.x; t < p.total(); t += blockDim.x) {
+                u32 c[3], at;
+                u64 idx;
+                bool owned;
+                p.point(t, c);
+                ip_box_place(box, g, c, &at, &idx, &owned);
+                unsigned short code = codes[idx];
+                real v = code == marker ? ip_feed(out[idx])
+                                        : ip_predict_box(w, choice & 3u, at, c[p.axis], s, end, o) +
+                                              reconstruct(ip_level_code(code, radius, zigzag), step);
+                w[at] = v;
+                if (owned) out[idx] = v;
+            }
+            __syncthreads();
+        }
     }
 }
 

@@ -1,7 +1,8 @@
 //! Interpolation on the device (kernels in device.cu, compiled after the Quantizer's): bound
-//! resolution, level bounds, the per-level choice from the sampled costs, anchors, one kernel
-//! per level and pass over the whole grid (the CPU's own walk, values in global memory), then
-//! the outlier list in index order after the anchors. No host synchronisation in forward: the
+//! resolution, level bounds, the per-level choice from the sampled costs, anchors, then every
+//! level of each anchor box in one thread block's shared memory where a box fits (1-D, 2-D
+//! and small 3-D grids), else one kernel per level and pass over the whole grid (the CPU's own
+//! walk, values in global memory), then the outlier list in index order after the anchors. No host synchronisation in forward: the
 //! choices reach the record through scalar slots. The inverse parses the side port with the
 //! CPU's own validating parser and replays the levels with the recorded choices. Level-ordered
 //! codes (order.rs) are permuted by one kernel after the encoder and before the decoder.
@@ -16,7 +17,7 @@ use crate::element::DType;
 use crate::error::{corrupt, Error, Result};
 use crate::shape::Grid;
 use crate::stages::quantizer::device::{channel_guess, resolve, TILE};
-use cudarc::driver::{DeviceRepr, PushKernelArg};
+use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
 
 /// Threads per list tile (`Q_THREADS`), per cost block (`IP_COST_THREADS`); candidates.
 const TILE_THREADS: u64 = 256;
@@ -82,6 +83,25 @@ fn sampling(g: &Walk) -> (u64, u64) {
     (stride, total.div_ceil(stride))
 }
 
+/// Shared memory the box kernels may take without an opt-in (48 KiB).
+const BOX_SHARED_LIMIT: u64 = 48 << 10;
+/// Threads per box kernel block (`IP_BOX_THREADS`).
+const BOX_THREADS: u64 = 256;
+
+/// The box kernels' launch, where a closed anchor box of the grid (extent min(A, n − 1) + 1
+/// per axis) fits in shared memory: one block per anchor box, the box's values as dynamic
+/// shared memory. `None`: the levels run pass by pass over the whole grid.
+fn box_launch(g: &Walk, real: DType) -> Option<LaunchConfig> {
+    let boxes: u64 = g.blocks_per_axis().iter().map(|&b| b as u64).product();
+    let bytes =
+        g.dims.iter().map(|&n| n.saturating_sub(1).min(g.anchor) as u64 + 1).product::<u64>() * real.size() as u64;
+    (boxes > 0 && boxes <= u64::from(u32::MAX) && bytes <= BOX_SHARED_LIMIT).then_some(LaunchConfig {
+        grid_dim: (boxes as u32, 1, 1),
+        block_dim: (BOX_THREADS as u32, 1, 1),
+        shared_mem_bytes: bytes as u32,
+    })
+}
+
 /// `codes` permuted between element and level order (order.rs) by `ip_code_order`:
 /// `inverse` false gives the level order of natural codes, true the natural order back.
 fn permute_codes(
@@ -141,12 +161,14 @@ impl DeviceStage for Interpolation {
         let geom = IGeom::new(&g);
         let program = program(self.input);
         let k = |name| run.kernel(&program, name);
-        let (level_steps, costs_k, select, anchors_k, encode, count, starts, bytes, export) = (
+        let boxes = box_launch(&g, self.input);
+        let (level_steps, costs_k, select, anchors_k, encode, encode_box, count, starts, bytes, export) = (
             k("ip_level_steps")?,
             k("ip_costs")?,
             k("ip_select")?,
             k("ip_anchors")?,
             k("ip_encode_pass")?,
+            k("ip_encode_box")?,
             k("ip_list_count")?,
             k("q_tile_starts")?,
             k("ip_list_bytes")?,
@@ -157,7 +179,8 @@ impl DeviceStage for Interpolation {
         let costs = run.alloc(DType::U64, levels * CANDIDATES as usize)?;
         run.zero(&costs)?;
         let choices = run.alloc(DType::U32, levels)?;
-        let w = run.alloc(self.input, n)?;
+        // Reconstructed values in global memory only for the pass-by-pass walk.
+        let w = if boxes.is_none() { Some(run.alloc(self.input, n)?) } else { None };
         let codes = run.alloc(DType::U16, n)?;
         let num_anchors = g.num_anchors() as u64;
         let anchor_bytes = num_anchors * self.input.size() as u64;
@@ -182,7 +205,9 @@ impl DeviceStage for Interpolation {
         let (code0, marker) = (q.code(0), q.outlier_code());
         let (block_stride, samples) = sampling(&g);
         let threads = u64::from(THREADS);
-        // SAFETY: argument lists match device.cu; x, w and codes hold n elements, lsteps 2 ×
+        let w_ptr = w.as_ref().map_or(0, &p);
+        // SAFETY: argument lists match device.cu; x, w (when allocated) and codes hold n
+        // elements, a box launch covers the grid's anchor boxes with their shared bytes, lsteps 2 ×
         // levels, costs levels × 6, choices levels, the tile arrays ntiles (+ 1); the anchor
         // kernel writes anchor_bytes ≤ the side's capacity and the list kernel nothing past it.
         unsafe {
@@ -219,13 +244,28 @@ impl DeviceStage for Interpolation {
                     .arg(&geom)
                     .arg(&num_anchors)
                     .arg(&code0)
-                    .arg(&p(&w))
+                    .arg(&w_ptr)
                     .arg(&p(&codes))
                     .arg(&p(&side))
                     .launch(grid(num_anchors, threads))
                     .map_err(device_error)?;
             }
-            for (k, l) in (1..=levels).rev().enumerate() {
+            if let Some(cfg) = boxes {
+                s.launch_builder(&encode_box)
+                    .arg(&p(x))
+                    .arg(&p(&codes))
+                    .arg(&geom)
+                    .arg(&p(&choices))
+                    .arg(&levels32)
+                    .arg(&p(&lsteps))
+                    .arg(&p(&params))
+                    .arg(&radius)
+                    .arg(&zigzag)
+                    .launch(cfg)
+                    .map_err(device_error)?;
+            }
+            let pass_by_pass = if boxes.is_some() { 0 } else { levels };
+            for (k, l) in (1..=pass_by_pass).rev().enumerate() {
                 let st = 1usize << (l - 1);
                 let (k32, s64) = (k as u32, st as u64);
                 for j in 0..3u32 {
@@ -235,7 +275,7 @@ impl DeviceStage for Interpolation {
                     }
                     s.launch_builder(&encode)
                         .arg(&p(x))
-                        .arg(&p(&w))
+                        .arg(&w_ptr)
                         .arg(&p(&codes))
                         .arg(&geom)
                         .arg(&p(&choices))
@@ -372,7 +412,8 @@ impl DeviceStage for Interpolation {
         let natural = if r.level_order { Some(permute_codes(run, &program, codes, &g, true)?) } else { None };
         let codes = natural.as_ref().unwrap_or(codes);
         let k = |name| run.kernel(&program, name);
-        let (scatter, put_anchors, decode) = (k("fz_scatter_outliers")?, k("ip_put_anchors")?, k("ip_decode_pass")?);
+        let (scatter, put_anchors, decode, decode_box) =
+            (k("fz_scatter_outliers")?, k("ip_put_anchors")?, k("ip_decode_pass")?, k("ip_decode_box")?);
         let num_anchors = g.num_anchors() as u64;
         let anchors = run.upload(self.input, &anchor_bytes)?;
         let as_bytes = |v: &mut dyn Iterator<Item = u64>| v.flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>();
@@ -428,7 +469,32 @@ impl DeviceStage for Interpolation {
         // of anchors and outliers.
         scatter_outliers()?;
         anchors_into_out(1)?;
-        for (k, l) in (1..=g.levels()).rev().enumerate() {
+        if let Some(cfg) = box_launch(&g, self.input) {
+            // Every level of every anchor box in one launch.
+            let choice_bytes: Vec<u8> = r.choices.iter().map(|c| c.byte()).collect();
+            let choice_bytes = run.upload(DType::U8, &choice_bytes)?;
+            let level_steps =
+                run.upload(DType::F64, &steps.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>())?;
+            let levels32 = g.levels() as u32;
+            // SAFETY: argument list matches device.cu; codes and out hold n elements, the
+            // choices and steps one per level, the launch covers every anchor box with its
+            // shared bytes.
+            unsafe {
+                s.launch_builder(&decode_box)
+                    .arg(&p(codes))
+                    .arg(&p(&out))
+                    .arg(&geom)
+                    .arg(&p(&choice_bytes))
+                    .arg(&levels32)
+                    .arg(&p(&level_steps))
+                    .arg(&radius)
+                    .arg(&zigzag)
+                    .launch(cfg)
+                    .map_err(device_error)?;
+            }
+        }
+        let pass_by_pass = if box_launch(&g, self.input).is_some() { 0 } else { g.levels() };
+        for (k, l) in (1..=pass_by_pass).rev().enumerate() {
             let st = 1usize << (l - 1);
             let choice = r.choices[k];
             let (byte, s64, step) = (u32::from(choice.byte()), st as u64, steps[l - 1]);
