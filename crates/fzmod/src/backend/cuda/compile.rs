@@ -64,13 +64,21 @@ impl Program {
     }
 }
 
-/// Options that keep device arithmetic identical to the CPU's.
+/// Options that keep device arithmetic identical to the CPU's; line information (which does
+/// not change the code) when `FZMOD_LINEINFO` names a folder for profiling (see [`cubin`]).
 pub(crate) fn options(arch: &str) -> Vec<String> {
     ["--fmad=false", "--ftz=false", "--prec-div=true", "--prec-sqrt=true", "-std=c++17"]
         .iter()
         .map(|s| s.to_string())
         .chain([format!("--gpu-architecture={arch}")])
+        .chain(line_info_folder().map(|_| "-lineinfo".to_string()))
         .collect()
+}
+
+/// `FZMOD_LINEINFO`: each compiled source is also written there, under the name NVRTC gives
+/// its line information, so a profiler (`ncu --import-source yes`) shows kernels by source line.
+fn line_info_folder() -> Option<std::path::PathBuf> {
+    std::env::var_os("FZMOD_LINEINFO").filter(|v| !v.is_empty()).map(Into::into)
 }
 
 fn nvrtc(what: &str, e: result::NvrtcError) -> Error {
@@ -79,8 +87,20 @@ fn nvrtc(what: &str, e: result::NvrtcError) -> Error {
 
 /// Compile `program` for `arch` (e.g. `sm_90`).
 pub(crate) fn cubin(program: &Program, arch: &str) -> Result<Vec<u8>> {
-    let source = CString::new(program.source()).map_err(|_| Error::Device("kernel source contains NUL".into()))?;
-    let prog = result::create_program(&source, None).map_err(|e| nvrtc("create", e))?;
+    let text = program.source();
+    let name = match line_info_folder() {
+        Some(dir) => {
+            let path = dir.join(format!("fzmod-{:08x}.cu", crc32c::crc32c(text.as_bytes())));
+            std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(&path, &text))?;
+            Some(
+                CString::new(path.to_string_lossy().as_bytes())
+                    .map_err(|_| Error::Device("NUL in FZMOD_LINEINFO".into()))?,
+            )
+        }
+        None => None,
+    };
+    let source = CString::new(text).map_err(|_| Error::Device("kernel source contains NUL".into()))?;
+    let prog = result::create_program(&source, name.as_deref()).map_err(|e| nvrtc("create", e))?;
     let out = (|| {
         // SAFETY: `prog` was created above and is destroyed below, once.
         if let Err(e) = unsafe { result::compile_program(prog, &options(arch)) } {

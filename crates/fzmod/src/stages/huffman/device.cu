@@ -5,7 +5,8 @@
 // (integer adds: the order does not matter) → the book, built by one thread block from the
 // histogram with book.rs's sequential rules → each chunk's word count → an exclusive scan
 // (common.cu) → each chunk's bits assembled in shared memory (OR is order-independent) and
-// copied to its place. Inverse: one thread per chunk, first-level table in shared memory.
+// copied to its place. Inverse: one warp per chunk (its lanes resynchronise, see huf_decode),
+// first-level table in shared memory.
 
 #define HUF_CHUNK 4096
 #define HUF_MAX_LEN 20
@@ -17,7 +18,7 @@
 // Deepest minimum-redundancy code of weights summing below 2^64 (Fibonacci weights: 92).
 #define HUF_DEPTHS 128
 #define HUF_BOOK_THREADS 1024
-#define HUF_DECODE_THREADS 128
+#define HUF_DECODE_THREADS 256
 
 typedef HUF_SYM sym_t;
 typedef unsigned short u16;
@@ -245,11 +246,81 @@ huf_encode(const sym_t* in, u64 n, u32 bklen, const u32* table, u64 nchunks, con
     }
 }
 
-// One thread per chunk. `tables` (book.rs DecodeTables, validated on the host): the first-level
+// The decode tables in shared memory (book.rs DecodeTables).
+struct HufTables {
+    const u32 *first_level, *first, *count, *offset;
+    const u16* sorted;
+    u32 nsorted, bklen;
+};
+
+// A chunk's bits, most significant first, from any bit position; reads past the chunk's words
+// see zeros. `have` valid bits wait at the top of `buf`; the word after them is already loaded
+// (`ahead`), so a refill never waits for memory.
+struct HufBits {
+    const u32* words;
+    u32 nwords, next, have, ahead;
+    u64 buf;
+    __device__ u32 word(u32 i) const { return i < nwords ? words[i] : 0; }
+    // At least 33 valid bits (every caller consumed at most 32 since the last refill).
+    __device__ void refill() {
+        if (have > 32) return;
+        buf |= (u64)ahead << (32 - have);
+        have += 32;
+        ahead = word(++next);
+    }
+    __device__ void seek(u32 bit) {
+        next = bit >> 5;
+        buf = (u64)word(next) << 32 | word(next + 1);
+        buf <<= bit & 31;
+        have = 64 - (bit & 31);
+        next += 2;
+        ahead = word(next);
+    }
+    __device__ u32 position() const { return 32 * next - have; }
+};
+
+// The next symbol (cpu.rs decode); an escaped value below bklen clears *ok.
+__device__ __forceinline__ u32 huf_next(HufBits& r, const HufTables& t, bool* ok) {
+    r.refill();
+    u32 window = (u32)(r.buf >> (64 - HUF_MAX_LEN));
+    u32 e = t.first_level[window >> (HUF_MAX_LEN - HUF_TABLE_BITS)];
+    u32 sym = e >> 8, bits = e & 0x7f;
+    if (e == 0) {
+        for (bits = HUF_TABLE_BITS + 1; bits < HUF_MAX_LEN; bits++)
+            if ((window >> (HUF_MAX_LEN - bits)) - t.first[bits] < t.count[bits]) break;
+        // A complete code matches by HUF_MAX_LEN; the clamp only keeps the read in bounds.
+        sym = t.sorted[min(t.offset[bits] + (window >> (HUF_MAX_LEN - bits)) - t.first[bits], t.nsorted - 1)];
+    }
+    r.buf <<= bits;
+    r.have -= bits;
+    if (sym != t.bklen) return sym;
+    r.refill();
+    u32 v = (u32)(r.buf >> (64 - HUF_BITS));
+    r.buf <<= HUF_BITS;
+    r.have -= HUF_BITS;
+    *ok = *ok && v >= t.bklen;
+    return v;
+}
+
+// Chunks of at least this many words decode on all 32 lanes of their warp (each lane's bit
+// segment, nwords bits, then holds more than the longest code and its escape).
+#define HUF_PARALLEL_WORDS 64
+
+// One warp per chunk. `tables` (book.rs DecodeTables, validated on the host): the first-level
 // table (2^11), first code, count and offset per length (21 each), then `nsorted` entries in
 // canonical order. `starts[c]` = chunk c's first payload word (nchunks + 1 values). A chunk
 // whose bits do not fill exactly its words, with zero padding, or an escaped value below bklen,
 // sets *err.
+//
+// The 32 lanes split the chunk's bits into equal segments and decode them at once, the way
+// Huffman codes resynchronise (Klein and Wiseman 2003; Weissenberger and Schmidt 2018): lane t
+// parses speculatively from the first bit of its segment to the first symbol end at or past
+// the next segment; lane t + 1 then replays the true parse from lane t's end next to its own
+// speculative one until both reach the same bit, which fixes lane t + 1's true symbol count
+// and makes its end a true symbol boundary. A scan of the counts places every lane's symbols
+// and each lane decodes its true part. A chunk whose lanes do not resynchronise in their
+// segment, whose counts exceed its length, or too short to split, is decoded by one lane from
+// the start: both give the serial decoder's symbols and checks.
 extern "C" __global__ void __launch_bounds__(HUF_DECODE_THREADS)
 huf_decode(const u32* payload, const u64* starts, u64 n, u32 bklen, const u32* tables, u32 nsorted, u64 nchunks,
            sym_t* out, u32* err) {
@@ -265,38 +336,74 @@ huf_decode(const u32* payload, const u64* starts, u64 n, u32 bklen, const u32* t
     }
     for (u32 i = threadIdx.x; i < nsorted; i += blockDim.x) sorted[i] = (u16)per_len[3 * (HUF_MAX_LEN + 1) + i];
     __syncthreads();
-    u64 c = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= nchunks) return;
-    const u32* words = payload + starts[c];
-    u32 nwords = (u32)(starts[c + 1] - starts[c]), next = 0, have = 0;
-    u64 base = c * HUF_CHUNK, buf = 0;
+    const HufTables t = {first_level, first, count, offset, sorted, nsorted, bklen};
+    u64 c = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    u32 lane = threadIdx.x & 31;
+    if (c >= nchunks) return; // whole warps
+    u32 nwords = (u32)(starts[c + 1] - starts[c]);
+    HufBits r = {payload + starts[c], nwords, 0, 0, 0, 0};
+    u64 base = c * HUF_CHUNK;
     u32 len = (u32)min((u64)HUF_CHUNK, n - base);
-    bool ok = true;
-    for (u32 i = 0; i < len; i++) {
-        for (; have <= 32; have += 32, next++) buf |= (u64)(next < nwords ? words[next] : 0) << (32 - have);
-        u32 window = (u32)(buf >> (64 - HUF_MAX_LEN));
-        u32 e = first_level[window >> (HUF_MAX_LEN - HUF_TABLE_BITS)];
-        u32 sym = e >> 8, bits = e & 0x7f;
-        if (e == 0) {
-            for (bits = HUF_TABLE_BITS + 1; bits < HUF_MAX_LEN; bits++)
-                if ((window >> (HUF_MAX_LEN - bits)) - first[bits] < count[bits]) break;
-            // A complete code matches by HUF_MAX_LEN; the clamp only keeps the read in bounds.
-            sym = sorted[min(offset[bits] + (window >> (HUF_MAX_LEN - bits)) - first[bits], nsorted - 1)];
+    // A one-entry book spends no bits on its entry: no segment would advance.
+    bool single = first_level[0] != 0 && (first_level[0] & 0x7f) == 0;
+    bool ok = true, parallel = !single && nwords >= HUF_PARALLEL_WORDS;
+    u32 from = 0, todo = 0, at = 0;
+    if (parallel) {
+        u32 seg = lane * nwords, next_seg = seg + nwords, spec = 0;
+        bool ignored = true, synced = true;
+        r.seek(seg);
+        if (lane < 31)
+            for (; r.position() < next_seg; spec++) huf_next(r, t, &ignored);
+        u32 end = r.position();
+        from = __shfl_up_sync(FULL_MASK, end, 1);
+        todo = spec;
+        if (lane == 0) {
+            from = 0;
+        } else if (lane < 31) {
+            HufBits truth = r;
+            truth.seek(from);
+            r.seek(seg);
+            u32 taken = 0, skipped = 0;
+            for (;;) {
+                u32 p = truth.position(), q = r.position();
+                if (p == q) break;
+                if (p < q) {
+                    huf_next(truth, t, &ignored);
+                    taken++;
+                } else if (q < end) {
+                    huf_next(r, t, &ignored);
+                    skipped++;
+                } else {
+                    synced = false;
+                    break;
+                }
+            }
+            todo = taken + spec - skipped;
         }
-        buf <<= bits;
-        have -= bits;
-        u32 v = sym;
-        if (sym == bklen) {
-            for (; have <= 32; have += 32, next++) buf |= (u64)(next < nwords ? words[next] : 0) << (32 - have);
-            v = (u32)(buf >> (64 - HUF_BITS));
-            buf <<= HUF_BITS;
-            have -= HUF_BITS;
-            ok = ok && v >= bklen;
+        at = todo;
+        for (int o = 1; o < 32; o <<= 1) {
+            u32 v = __shfl_up_sync(FULL_MASK, at, o);
+            if (lane >= (u32)o) at += v;
         }
-        out[base + i] = (sym_t)v;
+        at -= todo;
+        u32 before_last = __shfl_sync(FULL_MASK, at, 31);
+        parallel = __all_sync(FULL_MASK, synced) && before_last <= len;
+        if (lane == 31) todo = len - at;
+    } else if (lane == 0) {
+        todo = len;
     }
-    u64 used = 32ull * next - have;
-    u32 pad = (32 - used % 32) % 32;
-    ok = ok && (used + 31) / 32 == nwords && (nwords == 0 || pad == 0 || (words[nwords - 1] & ((1u << pad) - 1)) == 0);
+    if (!parallel && lane > 0) return;
+    if (!parallel) {
+        from = 0;
+        todo = len;
+        at = 0;
+    }
+    r.seek(from);
+    for (u32 i = 0; i < todo; i++) out[base + at + i] = (sym_t)huf_next(r, t, &ok);
+    if (lane == 31 || !parallel) {
+        u64 used = r.position();
+        u32 pad = (32 - used % 32) % 32;
+        ok = ok && (used + 31) / 32 == nwords && (nwords == 0 || pad == 0 || (r.words[nwords - 1] & ((1u << pad) - 1)) == 0);
+    }
     if (!ok) atomicOr(err, 1u);
 }

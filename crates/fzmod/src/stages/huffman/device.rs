@@ -17,7 +17,7 @@ use cudarc::driver::PushKernelArg;
 /// Threads per block of the chunk kernels, of the book kernel and of the decoder (device.cu).
 const THREADS: u64 = 256;
 const BOOK_THREADS: u64 = 1024;
-const DECODE_THREADS: u64 = 128;
+const DECODE_THREADS: u64 = 256;
 /// Most thread blocks of the chunk kernels (they loop), and of the histogram: each of its
 /// blocks adds its bins into the global ones, so fewer blocks contend less.
 const MAX_BLOCKS: u64 = 1 << 15;
@@ -186,7 +186,7 @@ impl DeviceStage for Huffman {
                 .arg(&nc)
                 .arg(&p(&out))
                 .arg(&err)
-                .launch(grid(nc, DECODE_THREADS))
+                .launch(grid(32 * nc, DECODE_THREADS))
                 .map_err(device_error)?;
         }
         Ok(vec![out])

@@ -337,146 +337,187 @@ extern "C" __global__ void ip_export(const Params* params, const u32* choices, u
 //
 // Every stencil stays inside its anchor segment, so all levels of one closed anchor box
 // [lo, lo + A] (clipped to the grid) depend on that box alone: one thread block takes a box
-// through every level in shared memory, reading each input once and writing each code once,
-// where the box fits (device.rs `box_bytes`; 1-D and 2-D grids, small 3-D ones). A box owns
-// its points below lo + A on every axis; the far faces it shares with the next box are
-// computed by both alike (same inputs, same operations) and written by their owner.
+// through every level in shared memory, where the box fits (device.rs `box_launch`; 1-D and
+// 2-D grids, small 3-D ones). The box is read with coalesced rows at the start and its owned
+// part written the same way at the end. A box owns its points below lo + A on every axis; the
+// far faces it shares with the next box are computed by both alike (same inputs, same
+// operations) and written by their owner. The passes' lattices are worked out once per block
+// (a table in shared memory): a box holds few points per pass and thread.
 
-#define IP_BOX_THREADS 256
+#define IP_BOX_THREADS 128
+#define IP_MAX_LEVELS 12
 
-// The box of thread block b: per axis its first grid coordinate and closed extent.
+// t / d for t · d < 2^32 (box sizes) by a multiply-high with m = ⌈2^32 / d⌉ (0 for d = 1).
+__device__ __forceinline__ u32 ip_magic(u32 d) { return d > 1 ? 0xffffffffu / d + 1 : 0; }
+__device__ __forceinline__ u32 ip_div(u32 t, u32 m) { return m ? __umulhi(t, m) : t; }
+
+// The box of thread block b: its first element's grid index; per axis its first grid
+// coordinate, closed extent and owned extent.
 struct IBox {
-    u64 lo[3];
-    u32 ext[3];
+    u64 first;
+    u32 ext[3], own[3];
+    // Local coordinates → shared-memory slot and grid index.
+    __device__ u32 slot(u32 z, u32 y, u32 x) const { return (z * ext[1] + y) * ext[2] + x; }
+    __device__ u64 index(const IGeom& g, u32 z, u32 y, u32 x) const { return first + ((u64)z * g.ny + y) * g.nx + x; }
 };
 
 __device__ __forceinline__ IBox ip_box(const IGeom& g, u64 b) {
     u64 a = g.anchor, bx = (g.nx + a - 1) / a, by = (g.ny + a - 1) / a;
     u64 c[3] = {b / (by * bx), b / bx % by, b % bx};
-    u64 n[3] = {g.nz, g.ny, g.nx};
+    u64 n[3] = {g.nz, g.ny, g.nx}, lo[3];
     IBox box;
 #pragma unroll
     for (int k = 0; k < 3; k++) {
-        box.lo[k] = c[k] * a;
-        box.ext[k] = (u32)min(a, n[k] - 1 - box.lo[k]) + 1;
+        lo[k] = c[k] * a;
+        box.ext[k] = (u32)min(a, n[k] - 1 - lo[k]) + 1;
+        box.own[k] = (u32)min(a, n[k] - lo[k]);
     }
+    box.first = (lo[0] * g.ny + lo[1]) * g.nx + lo[2];
     return box;
 }
 
-// Pass j of the level with stride s under `choice`, along axis k: first local coordinate and
-// log2 of the step (walk.rs passes: axes swept before the pass at multiples of s, its own at
-// odd multiples of s, later ones at multiples of 2s).
-__device__ __forceinline__ void ip_axis_lattice(u32 choice, u32 j, u32 log_s, int k, u32* first, u32* log_step) {
-    u32 place = (choice >> 2) & 1u ? 2 - k : k;
-    *first = place == j ? 1u << log_s : 0;
-    *log_step = place < j ? log_s : log_s + 1;
-}
-
-// The points of pass j inside a box: counts per axis, and the t-th point's local coordinates.
+// One pass inside the box: its points' lattice (per axis first local coordinate, log2 step,
+// count; multiply-high divisors of the x and y counts), the axis it interpolates along with
+// its shared-memory stride and last box coordinate, the stride s and the level's choice.
 struct IBoxPass {
-    u32 first[3], log_step[3], cnt[3], axis;
-    __device__ u32 total() const { return cnt[0] * cnt[1] * cnt[2]; }
+    u32 first[3], log_step[3], cnt[3], magic_x, magic_y, total;
+    u32 axis, stride, end, s, kind, level;
+    // The t-th point's local coordinates (z, y, x ascending, x fastest).
     __device__ void point(u32 t, u32* c) const {
-        u32 kx = t % cnt[2], r = t / cnt[2];
-        c[0] = first[0] + ((r / cnt[1]) << log_step[0]);
-        c[1] = first[1] + ((r % cnt[1]) << log_step[1]);
-        c[2] = first[2] + (kx << log_step[2]);
+        u32 r = ip_div(t, magic_x), kz = ip_div(r, magic_y);
+        c[0] = first[0] + (kz << log_step[0]);
+        c[1] = first[1] + ((r - kz * cnt[1]) << log_step[1]);
+        c[2] = first[2] + ((t - r * cnt[2]) << log_step[2]);
     }
 };
 
-__device__ __forceinline__ IBoxPass ip_box_pass(const IBox& box, u32 choice, u32 j, u32 log_s) {
+static_assert(sizeof(IBoxPass) * 3 * IP_MAX_LEVELS <= 4096, "the pass table fits what device.rs BOX_SHARED_LIMIT leaves");
+
+// Pass j of level k (coarsest first) under `choice` (walk.rs passes: axes swept before the
+// pass at multiples of s, its own at odd multiples of s, later ones at multiples of 2s).
+__device__ IBoxPass ip_box_pass(const IBox& box, u32 levels, u32 k, u32 j, u32 choice) {
     IBoxPass p;
-    p.axis = (choice >> 2) & 1u ? 2 - j : j;
+    u32 log_s = levels - 1 - k;
+    bool reverse = (choice >> 2) & 1u;
+    p.axis = reverse ? 2 - j : j;
+    p.s = 1u << log_s;
+    p.kind = choice & 3u;
+    p.level = log_s;
 #pragma unroll
-    for (int k = 0; k < 3; k++) {
-        ip_axis_lattice(choice, j, log_s, k, &p.first[k], &p.log_step[k]);
-        p.cnt[k] = box.ext[k] > p.first[k] ? ((box.ext[k] - 1 - p.first[k]) >> p.log_step[k]) + 1 : 0;
+    for (int a = 0; a < 3; a++) {
+        u32 place = reverse ? 2 - a : a;
+        p.first[a] = place == j ? p.s : 0;
+        p.log_step[a] = place < j ? log_s : log_s + 1;
+        p.cnt[a] = box.ext[a] > p.first[a] ? ((box.ext[a] - 1 - p.first[a]) >> p.log_step[a]) + 1 : 0;
     }
+    p.total = p.cnt[0] * p.cnt[1] * p.cnt[2];
+    p.magic_x = ip_magic(p.cnt[2]);
+    p.magic_y = ip_magic(p.cnt[1]);
+    p.stride = p.axis == 0 ? box.ext[1] * box.ext[2] : p.axis == 1 ? box.ext[2] : 1;
+    p.end = box.ext[p.axis] - 1;
     return p;
 }
 
-// ip_predict inside a box: local coordinate i along an axis whose box segment ends at `end`,
-// shared-memory stride o.
-__device__ __forceinline__ real ip_predict_box(const real* w, u32 kind, u32 at, u32 i, u32 s, u32 end, u32 o) {
-    bool has_a = i >= 3 * s, has_c = i + s <= end, has_d = i + 3 * s <= end;
-    u32 off = s * o;
+// The pass table of a box: thread t < 3 · levels writes pass t % 3 of level t / 3.
+__device__ __forceinline__ void ip_box_passes(const IBox& box, u32 levels, const u32* choices, IBoxPass* table) {
+    if (threadIdx.x < 3 * levels) table[threadIdx.x] = ip_box_pass(box, levels, threadIdx.x / 3, threadIdx.x % 3, choices[threadIdx.x / 3]);
+}
+
+// Copy the box of extents e between the grid and shared memory, z, y, x ascending, four
+// elements per thread in flight: load(z, y, x) reads one, store(z, y, x, v) puts it.
+template <typename T, typename Load, typename Store>
+__device__ __forceinline__ void ip_box_copy(const u32* e, Load load, Store store) {
+    u32 mx = ip_magic(e[2]), my = ip_magic(e[1]), total = e[0] * e[1] * e[2];
+    for (u32 base = threadIdx.x; base < total; base += 4 * blockDim.x) {
+        T v[4];
+        u32 c[4][3];
+#pragma unroll
+        for (u32 k = 0; k < 4; k++) {
+            u32 t = base + k * blockDim.x;
+            if (t < total) {
+                u32 r = ip_div(t, mx), z = ip_div(r, my);
+                c[k][0] = z;
+                c[k][1] = r - z * e[1];
+                c[k][2] = t - r * e[2];
+                v[k] = load(c[k][0], c[k][1], c[k][2]);
+            }
+        }
+#pragma unroll
+        for (u32 k = 0; k < 4; k++)
+            if (base + k * blockDim.x < total) store(c[k][0], c[k][1], c[k][2], v[k]);
+    }
+}
+
+// ip_predict inside a box: local coordinate i along the pass axis.
+__device__ __forceinline__ real ip_predict_box(const real* w, const IBoxPass& p, u32 at, u32 i) {
+    bool has_a = i >= 3 * p.s, has_c = i + p.s <= p.end, has_d = i + 3 * p.s <= p.end;
+    u32 off = p.s * p.stride;
     real b = w[at - off];
     real c = has_c ? w[at + off] : b;
     real a = has_a ? w[at - 3 * off] : b;
     real d = has_d ? w[at + 3 * off] : b;
-    return ip_stencil(kind, has_a, has_c, has_d, a, b, c, d);
+    return ip_stencil(p.kind, has_a, has_c, has_d, a, b, c, d);
 }
 
-// A box's point: shared-memory slot, grid index, and whether the box owns it.
-__device__ __forceinline__ void ip_box_place(const IBox& box, const IGeom& g, const u32* c, u32* at, u64* idx, bool* owned) {
-    *at = (c[0] * box.ext[1] + c[1]) * box.ext[2] + c[2];
-    *idx = ((box.lo[0] + c[0]) * g.ny + box.lo[1] + c[1]) * g.nx + box.lo[2] + c[2];
-    *owned = c[0] < g.anchor && c[1] < g.anchor && c[2] < g.anchor;
-}
-
-// Box shared-memory strides of the three axes.
-__device__ __forceinline__ u32 ip_box_stride(const IBox& box, u32 axis) {
-    return axis == 0 ? box.ext[1] * box.ext[2] : axis == 1 ? box.ext[2] : 1;
-}
-
-// The anchors of a box (local coordinates 0 or A on each axis) into shared memory: `src`
-// holds the fed anchor values (the encoder's input, fed here; the decoder's output, fed by
-// ip_put_anchors).
-__device__ __forceinline__ void ip_box_anchors(const IBox& box, const IGeom& g, const real* src, real* w) {
-    if (threadIdx.x >= 8) return;
-    u32 c[3] = {threadIdx.x >> 2 & 1u, threadIdx.x >> 1 & 1u, threadIdx.x & 1u};
+// The box's anchors (local coordinates 0 or A on each axis): thread k < 8 finds the k-th
+// corner, or returns false where the box has no such corner.
+__device__ __forceinline__ bool ip_box_anchor(const IBox& box, const IGeom& g, u32* c) {
+    if (threadIdx.x >= 8) return false;
+    u32 bits[3] = {threadIdx.x >> 2 & 1u, threadIdx.x >> 1 & 1u, threadIdx.x & 1u};
 #pragma unroll
     for (int k = 0; k < 3; k++) {
-        c[k] *= (u32)g.anchor;
-        if (c[k] >= box.ext[k]) return;
+        c[k] = bits[k] * (u32)g.anchor;
+        if (c[k] >= box.ext[k]) return false;
     }
-    u32 at;
-    u64 idx;
-    bool owned;
-    ip_box_place(box, g, c, &at, &idx, &owned);
-    w[at] = ip_feed(src[idx]);
+    return true;
 }
 
 // Forward, every level of one box per thread block (the choices and steps ip_select and
-// ip_level_steps left on the device); anchors' codes and side bytes come from ip_anchors.
+// ip_level_steps left on the device); the anchors' side bytes come from ip_anchors. The box's
+// input values wait in `w` until their pass replaces them by their reconstruction.
 extern "C" __global__ void __launch_bounds__(IP_BOX_THREADS)
 ip_encode_box(const real* x, unsigned short* codes, IGeom g, const u32* choices, u32 levels, const double* lsteps,
-              const Params* params, u32 radius, u32 zigzag) {
+              const Params* params, u32 radius, u32 zigzag, unsigned short code0) {
     extern __shared__ unsigned char ip_smem[];
-    real* w = (real*)ip_smem;
+    __shared__ IBoxPass table[3 * IP_MAX_LEVELS];
     IBox box = ip_box(g, blockIdx.x);
+    real* w = (real*)ip_smem;
+    unsigned short* box_codes = (unsigned short*)(w + box.ext[0] * box.ext[1] * box.ext[2]);
     double abs_bound = params->abs_bound;
-    ip_box_anchors(box, g, x, w);
+    ip_box_passes(box, levels, choices, table);
+    ip_box_copy<real>(box.ext, [&](u32 z, u32 y, u32 xx) { return x[box.index(g, z, y, xx)]; },
+                      [&](u32 z, u32 y, u32 xx, real v) { w[box.slot(z, y, xx)] = v; });
     __syncthreads();
-    for (u32 k = 0; k < levels; k++) {
-        u32 log_s = levels - 1 - k, s = 1u << log_s, choice = choices[k];
-        real step = (real)lsteps[2 * log_s], recip = (real)lsteps[2 * log_s + 1];
-        for (u32 j = 0; j < 3; j++) {
-            IBoxPass p = ip_box_pass(box, choice, j, log_s);
-            u32 o = ip_box_stride(box, p.axis), end = box.ext[p.axis] - 1;
-            for (u32 t = threadIdx.x; t < p.total(); t += blockDim.x) {
-                u32 c[3], at;
-                u64 idx;
-                bool owned;
-                p.point(t, c);
-                ip_box_place(box, g, c, &at, &idx, &owned);
-                real pred = ip_predict_box(w, choice & 3u, at, c[p.axis], s, end, o);
-                real xv = x[idx];
-                i32 q;
-                real r;
-                unsigned short code;
-                if (ip_quantize(xv, pred, step, recip, radius, abs_bound, &q, &r)) {
-                    code = ip_code(q, radius, zigzag);
-                } else {
-                    code = ip_marker(radius, zigzag);
-                    r = ip_feed(xv);
-                }
-                w[at] = r;
-                if (owned) codes[idx] = code;
-            }
-            __syncthreads();
-        }
+    u32 c[3];
+    if (ip_box_anchor(box, g, c)) {
+        u32 at = box.slot(c[0], c[1], c[2]);
+        w[at] = ip_feed(w[at]);
+        box_codes[at] = code0;
     }
+    __syncthreads();
+    for (u32 id = 0; id < 3 * levels; id++) {
+        const IBoxPass p = table[id];
+        if (p.total == 0) continue;
+        real step = (real)lsteps[2 * p.level], recip = (real)lsteps[2 * p.level + 1];
+        for (u32 t = threadIdx.x; t < p.total; t += blockDim.x) {
+            p.point(t, c);
+            u32 at = box.slot(c[0], c[1], c[2]);
+            real pred = ip_predict_box(w, p, at, c[p.axis]);
+            real xv = w[at];
+            i32 q;
+            real r;
+            if (ip_quantize(xv, pred, step, recip, radius, abs_bound, &q, &r)) {
+                box_codes[at] = ip_code(q, radius, zigzag);
+            } else {
+                box_codes[at] = ip_marker(radius, zigzag);
+                r = ip_feed(xv);
+            }
+            w[at] = r;
+        }
+        __syncthreads();
+    }
+    ip_box_copy<unsigned short>(box.own, [&](u32 z, u32 y, u32 xx) { return box_codes[box.slot(z, y, xx)]; },
+                                [&](u32 z, u32 y, u32 xx, unsigned short v) { codes[box.index(g, z, y, xx)] = v; });
 }
 
 // ---- Inverse ----
@@ -510,38 +551,39 @@ extern "C" __global__ void ip_decode_pass(const unsigned short* codes, real* w, 
 }
 
 // Inverse, every level of one box per thread block: `out` holds the fed anchors and the
-// outliers in place (zeros elsewhere); every owned pass point is written to it.
+// outliers in place (zeros elsewhere); the owned part of the box is written back whole.
 extern "C" __global__ void __launch_bounds__(IP_BOX_THREADS)
-ip_decode_box(const unsigned short* codes, real* out, IGeom g, const unsigned char* choice_bytes, u32 levels, const double* steps,
-              u32 radius, u32 zigzag) {
+ip_decode_box(const unsigned short* codes, real* out, IGeom g, const u32* choices, u32 levels, const double* steps, u32 radius,
+              u32 zigzag) {
     extern __shared__ unsigned char ip_smem[];
-    real* w = (real*)ip_smem;
+    __shared__ IBoxPass table[3 * IP_MAX_LEVELS];
     IBox box = ip_box(g, blockIdx.x);
-    ip_box_anchors(box, g, out, w);
+    real* w = (real*)ip_smem;
+    unsigned short* box_codes = (unsigned short*)(w + box.ext[0] * box.ext[1] * box.ext[2]);
+    ip_box_passes(box, levels, choices, table);
+    ip_box_copy<unsigned short>(box.ext, [&](u32 z, u32 y, u32 x) { return codes[box.index(g, z, y, x)]; },
+                                [&](u32 z, u32 y, u32 x, unsigned short v) { box_codes[box.slot(z, y, x)] = v; });
+    u32 c[3];
+    if (ip_box_anchor(box, g, c)) w[box.slot(c[0], c[1], c[2])] = out[box.index(g, c[0], c[1], c[2])];
     __syncthreads();
     unsigned short marker = ip_marker(radius, zigzag);
-    for (u32 k = 0; k < levels; k++) {
-        u32 log_s = levels - 1 - k, s = 1u << log_s, choice = choice_bytes[k];
-        real step = (real)steps[log_s];
-        for (u32 j = 0; j < 3; j++) {
-            IBoxPass p = ip_box_pass(box, choice, j, log_s);
-            u32 o = ip_box_stride(box, p.axis), end = box.ext[p.axis] - 1;
-            for (u32 t = threadIdx.x; t < p.total(); t += blockDim.x) {
-                u32 c[3], at;
-                u64 idx;
-                bool owned;
-                p.point(t, c);
-                ip_box_place(box, g, c, &at, &idx, &owned);
-                unsigned short code = codes[idx];
-                real v = code == marker ? ip_feed(out[idx])
-                                        : ip_predict_box(w, choice & 3u, at, c[p.axis], s, end, o) +
-                                              reconstruct(ip_level_code(code, radius, zigzag), step);
-                w[at] = v;
-                if (owned) out[idx] = v;
-            }
-            __syncthreads();
+    for (u32 id = 0; id < 3 * levels; id++) {
+        const IBoxPass p = table[id];
+        if (p.total == 0) continue;
+        real step = (real)steps[p.level];
+        for (u32 t = threadIdx.x; t < p.total; t += blockDim.x) {
+            p.point(t, c);
+            u32 at = box.slot(c[0], c[1], c[2]);
+            unsigned short code = box_codes[at];
+            // An outlier's value waits in `out` (its owner may have written it back fed:
+            // feeding twice gives the same value).
+            w[at] = code == marker ? ip_feed(out[box.index(g, c[0], c[1], c[2])])
+                                   : ip_predict_box(w, p, at, c[p.axis]) + reconstruct(ip_level_code(code, radius, zigzag), step);
         }
+        __syncthreads();
     }
+    ip_box_copy<real>(box.own, [&](u32 z, u32 y, u32 x) { return w[box.slot(z, y, x)]; },
+                      [&](u32 z, u32 y, u32 x, real v) { out[box.index(g, z, y, x)] = v; });
 }
 
 // ---- Code order (order.rs) ----

@@ -83,18 +83,20 @@ fn sampling(g: &Walk) -> (u64, u64) {
     (stride, total.div_ceil(stride))
 }
 
-/// Shared memory the box kernels may take without an opt-in (48 KiB).
-const BOX_SHARED_LIMIT: u64 = 48 << 10;
+/// Dynamic shared memory the box kernels may take: 48 KiB without an opt-in, less their
+/// static pass table (36 × 76 bytes).
+const BOX_SHARED_LIMIT: u64 = 44 << 10;
 /// Threads per box kernel block (`IP_BOX_THREADS`).
-const BOX_THREADS: u64 = 256;
+const BOX_THREADS: u64 = 128;
 
 /// The box kernels' launch, where a closed anchor box of the grid (extent min(A, n − 1) + 1
-/// per axis) fits in shared memory: one block per anchor box, the box's values as dynamic
-/// shared memory. `None`: the levels run pass by pass over the whole grid.
+/// per axis) fits in shared memory: one block per anchor box, the box's values and codes as
+/// dynamic shared memory. `None`: the levels run pass by pass over the whole grid.
 fn box_launch(g: &Walk, real: DType) -> Option<LaunchConfig> {
     let boxes: u64 = g.blocks_per_axis().iter().map(|&b| b as u64).product();
-    let bytes =
-        g.dims.iter().map(|&n| n.saturating_sub(1).min(g.anchor) as u64 + 1).product::<u64>() * real.size() as u64;
+    // The box's values and its u16 codes.
+    let volume: u64 = g.dims.iter().map(|&n| n.saturating_sub(1).min(g.anchor) as u64 + 1).product();
+    let bytes = volume * (real.size() as u64 + 2);
     (boxes > 0 && boxes <= u64::from(u32::MAX) && bytes <= BOX_SHARED_LIMIT).then_some(LaunchConfig {
         grid_dim: (boxes as u32, 1, 1),
         block_dim: (BOX_THREADS as u32, 1, 1),
@@ -261,6 +263,7 @@ impl DeviceStage for Interpolation {
                     .arg(&p(&params))
                     .arg(&radius)
                     .arg(&zigzag)
+                    .arg(&code0)
                     .launch(cfg)
                     .map_err(device_error)?;
             }
@@ -471,8 +474,8 @@ impl DeviceStage for Interpolation {
         anchors_into_out(1)?;
         if let Some(cfg) = box_launch(&g, self.input) {
             // Every level of every anchor box in one launch.
-            let choice_bytes: Vec<u8> = r.choices.iter().map(|c| c.byte()).collect();
-            let choice_bytes = run.upload(DType::U8, &choice_bytes)?;
+            let choices: Vec<u8> = r.choices.iter().flat_map(|c| u32::from(c.byte()).to_le_bytes()).collect();
+            let choices = run.upload(DType::U32, &choices)?;
             let level_steps =
                 run.upload(DType::F64, &steps.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>())?;
             let levels32 = g.levels() as u32;
@@ -484,7 +487,7 @@ impl DeviceStage for Interpolation {
                     .arg(&p(codes))
                     .arg(&p(&out))
                     .arg(&geom)
-                    .arg(&p(&choice_bytes))
+                    .arg(&p(&choices))
                     .arg(&levels32)
                     .arg(&p(&level_steps))
                     .arg(&radius)
