@@ -246,9 +246,9 @@ huf_encode(const sym_t* in, u64 n, u32 bklen, const u32* table, u64 nchunks, con
     }
 }
 
-// The decode tables in shared memory (book.rs DecodeTables).
+// The decode tables in shared memory (book.rs DecodeTables, and device.rs's pair table).
 struct HufTables {
-    const u32 *first_level, *first, *count, *offset;
+    const u32 *first_level, *pairs, *first, *count, *offset;
     const u16* sorted;
     u32 nsorted, bklen;
 };
@@ -279,27 +279,36 @@ struct HufBits {
     __device__ u32 position() const { return 32 * next - have; }
 };
 
-// The next symbol (cpu.rs decode); an escaped value below bklen clears *ok.
-__device__ __forceinline__ u32 huf_next(HufBits& r, const HufTables& t, bool* ok) {
+// The next symbol (cpu.rs decode) into *sym; an escaped value below bklen clears *ok. With
+// `pair`, also the symbol after it where both codes lie in the first-level window (the pair
+// table), into sym[1]. Returns the symbols decoded.
+__device__ __forceinline__ u32 huf_next(HufBits& r, const HufTables& t, bool* ok, bool pair, u32* sym) {
     r.refill();
-    u32 window = (u32)(r.buf >> (64 - HUF_MAX_LEN));
-    u32 e = t.first_level[window >> (HUF_MAX_LEN - HUF_TABLE_BITS)];
-    u32 sym = e >> 8, bits = e & 0x7f;
+    u32 window = (u32)(r.buf >> (64 - HUF_MAX_LEN)), top = window >> (HUF_MAX_LEN - HUF_TABLE_BITS);
+    u32 e = t.first_level[top], second = pair ? t.pairs[top] : 0;
+    u32 bits = e & 0x7f;
+    sym[0] = e >> 8;
     if (e == 0) {
         for (bits = HUF_TABLE_BITS + 1; bits < HUF_MAX_LEN; bits++)
             if ((window >> (HUF_MAX_LEN - bits)) - t.first[bits] < t.count[bits]) break;
         // A complete code matches by HUF_MAX_LEN; the clamp only keeps the read in bounds.
-        sym = t.sorted[min(t.offset[bits] + (window >> (HUF_MAX_LEN - bits)) - t.first[bits], t.nsorted - 1)];
+        sym[0] = t.sorted[min(t.offset[bits] + (window >> (HUF_MAX_LEN - bits)) - t.first[bits], t.nsorted - 1)];
+    }
+    if (second) {
+        sym[1] = second >> 8;
+        bits += second & 0x7f;
     }
     r.buf <<= bits;
     r.have -= bits;
-    if (sym != t.bklen) return sym;
+    if (second) return 2;
+    if (sym[0] != t.bklen) return 1;
     r.refill();
     u32 v = (u32)(r.buf >> (64 - HUF_BITS));
     r.buf <<= HUF_BITS;
     r.have -= HUF_BITS;
     *ok = *ok && v >= t.bklen;
-    return v;
+    sym[0] = v;
+    return 1;
 }
 
 // Chunks of at least this many words decode on all 32 lanes of their warp (each lane's bit
@@ -307,8 +316,8 @@ __device__ __forceinline__ u32 huf_next(HufBits& r, const HufTables& t, bool* ok
 #define HUF_PARALLEL_WORDS 64
 
 // One warp per chunk. `tables` (book.rs DecodeTables, validated on the host): the first-level
-// table (2^11), first code, count and offset per length (21 each), then `nsorted` entries in
-// canonical order. `starts[c]` = chunk c's first payload word (nchunks + 1 values). A chunk
+// table (2^11), the pair table (2^11), first code, count and offset per length (21 each), then
+// `nsorted` entries in canonical order. `starts[c]` = chunk c's first payload word (nchunks + 1 values). A chunk
 // whose bits do not fill exactly its words, with zero padding, or an escaped value below bklen,
 // sets *err.
 //
@@ -324,11 +333,14 @@ __device__ __forceinline__ u32 huf_next(HufBits& r, const HufTables& t, bool* ok
 extern "C" __global__ void __launch_bounds__(HUF_DECODE_THREADS)
 huf_decode(const u32* payload, const u64* starts, u64 n, u32 bklen, const u32* tables, u32 nsorted, u64 nchunks,
            sym_t* out, u32* err) {
-    __shared__ u32 first_level[1 << HUF_TABLE_BITS];
+    __shared__ u32 first_level[1 << HUF_TABLE_BITS], pairs[1 << HUF_TABLE_BITS];
     __shared__ u32 first[HUF_MAX_LEN + 1], count[HUF_MAX_LEN + 1], offset[HUF_MAX_LEN + 1];
     __shared__ u16 sorted[HUF_MAX_ENTRIES];
-    for (u32 i = threadIdx.x; i < (1u << HUF_TABLE_BITS); i += blockDim.x) first_level[i] = tables[i];
-    const u32* per_len = tables + (1 << HUF_TABLE_BITS);
+    for (u32 i = threadIdx.x; i < (1u << HUF_TABLE_BITS); i += blockDim.x) {
+        first_level[i] = tables[i];
+        pairs[i] = tables[(1 << HUF_TABLE_BITS) + i];
+    }
+    const u32* per_len = tables + (2 << HUF_TABLE_BITS);
     for (u32 i = threadIdx.x; i <= HUF_MAX_LEN; i += blockDim.x) {
         first[i] = per_len[i];
         count[i] = per_len[HUF_MAX_LEN + 1 + i];
@@ -336,7 +348,7 @@ huf_decode(const u32* payload, const u64* starts, u64 n, u32 bklen, const u32* t
     }
     for (u32 i = threadIdx.x; i < nsorted; i += blockDim.x) sorted[i] = (u16)per_len[3 * (HUF_MAX_LEN + 1) + i];
     __syncthreads();
-    const HufTables t = {first_level, first, count, offset, sorted, nsorted, bklen};
+    const HufTables t = {first_level, pairs, first, count, offset, sorted, nsorted, bklen};
     u64 c = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     u32 lane = threadIdx.x & 31;
     if (c >= nchunks) return; // whole warps
@@ -351,9 +363,10 @@ huf_decode(const u32* payload, const u64* starts, u64 n, u32 bklen, const u32* t
     if (parallel) {
         u32 seg = lane * nwords, next_seg = seg + nwords, spec = 0;
         bool ignored = true, synced = true;
+        u32 sym[2];
         r.seek(seg);
         if (lane < 31)
-            for (; r.position() < next_seg; spec++) huf_next(r, t, &ignored);
+            while (r.position() < next_seg) spec += huf_next(r, t, &ignored, true, sym);
         u32 end = r.position();
         from = __shfl_up_sync(FULL_MASK, end, 1);
         todo = spec;
@@ -368,11 +381,9 @@ huf_decode(const u32* payload, const u64* starts, u64 n, u32 bklen, const u32* t
                 u32 p = truth.position(), q = r.position();
                 if (p == q) break;
                 if (p < q) {
-                    huf_next(truth, t, &ignored);
-                    taken++;
+                    taken += huf_next(truth, t, &ignored, false, sym);
                 } else if (q < end) {
-                    huf_next(r, t, &ignored);
-                    skipped++;
+                    skipped += huf_next(r, t, &ignored, false, sym);
                 } else {
                     synced = false;
                     break;
@@ -399,7 +410,13 @@ huf_decode(const u32* payload, const u64* starts, u64 n, u32 bklen, const u32* t
         at = 0;
     }
     r.seek(from);
-    for (u32 i = 0; i < todo; i++) out[base + at + i] = (sym_t)huf_next(r, t, &ok);
+    sym_t* o = out + base + at;
+    for (u32 i = 0, sym[2]; i < todo;) {
+        u32 got = huf_next(r, t, &ok, i + 1 < todo, sym);
+        o[i] = (sym_t)sym[0];
+        if (got == 2) o[i + 1] = (sym_t)sym[1];
+        i += got;
+    }
     if (lane == 31 || !parallel) {
         u64 used = r.position();
         u32 pad = (32 - used % 32) % 32;

@@ -3,7 +3,7 @@
 //! scan → encode. The inverse reads the book and the word counts back (a few KiB), validates
 //! them with the CPU's own checks, uploads the decode tables and decodes a chunk per thread.
 
-use super::book::{Book, DecodeTables};
+use super::book::{Book, DecodeTables, TABLE_BITS};
 use super::cpu::{self, CHUNK};
 use super::{symbol_bits, Huffman};
 use crate::backend::cuda::device::{
@@ -154,9 +154,11 @@ impl DeviceStage for Huffman {
         let starts: Vec<u8> = spans.iter().map(|s| s.at).chain(ends).flat_map(|w| (w as u64).to_le_bytes()).collect();
         let starts = run.upload(DType::U64, &starts)?;
         let t = DecodeTables::new(&book);
+        let pairs = pair_table(&t.table, self.bklen);
         let tables: Vec<u8> = t
             .table
             .iter()
+            .chain(&pairs)
             .chain(&t.first)
             .chain(&t.count)
             .chain(&t.offset)
@@ -193,9 +195,48 @@ impl DeviceStage for Huffman {
     }
 }
 
+/// The decoder's pair table beside the first-level one (device.cu huf_next): for each window
+/// whose first code is short and no escape, the code after it when that one also ends inside
+/// the window and is no escape, as `entry << 8 | length`; 0 elsewhere (and for a one-entry
+/// book, whose codes take no bits).
+fn pair_table(first_level: &[u32], bklen: u32) -> Vec<u32> {
+    let short = |e: u32| (e != 0 && e >> 8 != bklen && e & 0x7f != 0).then_some((e >> 8, e & 0x7f));
+    (0..first_level.len() as u32)
+        .map(|window| {
+            let Some((_, len)) = short(first_level[window as usize]) else { return 0 };
+            let rest = (window << len) as usize & (first_level.len() - 1);
+            match short(first_level[rest]) {
+                Some((entry, len2)) if len + len2 <= TABLE_BITS as u32 => entry << 8 | len2,
+                _ => 0,
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pairs_are_the_two_codes_a_window_starts_with() {
+        // Codes "0" (entry 0), "10" (1), "110" (2) and the escape "111" (entry 3 = bklen).
+        let first_level: Vec<u32> = (0..2048u32)
+            .map(|w| match w >> 8 {
+                0..=3 => 0x80 | 1,
+                4..=5 => 1 << 8 | 0x80 | 2,
+                6 => 2 << 8 | 0x80 | 3,
+                _ => 3 << 8 | 0x80 | 3,
+            })
+            .collect();
+        let pairs = pair_table(&first_level, 3);
+        // "0" then "10": entry 1 after entry 0.
+        assert_eq!(pairs[0b010_0000_0000], 1 << 8 | 2);
+        // "0" then the escape "111": no pair.
+        assert_eq!(pairs[0b011_1000_0000], 0);
+        // The escape first: no pair.
+        assert_eq!(pairs[0b111_0000_0000], 0);
+        assert!(pair_table(&vec![5 << 8 | 0x80; 2048], 9).iter().all(|&p| p == 0));
+    }
 
     #[test]
     fn worst_case_is_every_symbol_escaped_under_the_widest_book() {
