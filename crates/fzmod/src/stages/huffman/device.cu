@@ -311,6 +311,40 @@ __device__ __forceinline__ u32 huf_next(HufBits& r, const HufTables& t, bool* ok
     return 1;
 }
 
+// A lane's symbols, contiguous in `out`, written 16 bytes at a time where aligned: lanes of a
+// warp write far apart, and one store per symbol would cost the memory system a write request
+// each. `lo`, `hi` hold `fill` symbols of the next aligned 16 bytes.
+struct HufOut {
+    sym_t* at;
+    u64 lo, hi;
+    u32 fill;
+    __device__ void put(u32 v) {
+        if (fill == 0 && ((size_t)at & 15) != 0) {
+            *at++ = (sym_t)v;
+            return;
+        }
+        u32 bit = fill * 8 * (u32)sizeof(sym_t);
+        u64 w = (u64)(sym_t)v;
+        if (bit < 64) {
+            lo |= w << bit;
+        } else {
+            hi |= w << (bit - 64);
+        }
+        if (++fill == 16 / sizeof(sym_t)) {
+            *(ulonglong2*)at = make_ulonglong2(lo, hi);
+            at += fill;
+            lo = hi = 0;
+            fill = 0;
+        }
+    }
+    __device__ void flush() {
+        for (u32 k = 0; k < fill; k++) {
+            u32 bit = k * 8 * (u32)sizeof(sym_t);
+            at[k] = (sym_t)(bit < 64 ? lo >> bit : hi >> (bit - 64));
+        }
+    }
+};
+
 // Chunks of at least this many words decode on all 32 lanes of their warp (each lane's bit
 // segment, nwords bits, then holds more than the longest code and its escape).
 #define HUF_PARALLEL_WORDS 64
@@ -410,13 +444,14 @@ huf_decode(const u32* payload, const u64* starts, u64 n, u32 bklen, const u32* t
         at = 0;
     }
     r.seek(from);
-    sym_t* o = out + base + at;
+    HufOut o = {out + base + at, 0, 0, 0};
     for (u32 i = 0, sym[2]; i < todo;) {
         u32 got = huf_next(r, t, &ok, i + 1 < todo, sym);
-        o[i] = (sym_t)sym[0];
-        if (got == 2) o[i + 1] = (sym_t)sym[1];
+        o.put(sym[0]);
+        if (got == 2) o.put(sym[1]);
         i += got;
     }
+    o.flush();
     if (lane == 31 || !parallel) {
         u64 used = r.position();
         u32 pad = (32 - used % 32) % 32;
