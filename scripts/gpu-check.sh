@@ -90,7 +90,10 @@ bench 2d-pfpl $E f32 2161x4320 pfpl 1e-3
 bench x8-pfpl $E8 f32 74684160 pfpl 1e-3
 # The entropy-coded and interpolation presets.
 for preset in cusz mans; do bench "x8-2d-$preset" $E8 f32 17288x4320 $preset 1e-3; done
-for preset in interp interp-fast; do bench "2d-$preset" $E f32 2161x4320 $preset 1e-3; done
+for preset in interp interp-fast; do
+  bench "2d-$preset" $E f32 2161x4320 $preset 1e-3
+  bench "x8-2d-$preset" $E8 f32 17288x4320 $preset 1e-3
+done
 # Composed chains (scripts/chains/): the region compiler fuses what follows a global-pass
 # stage (N-D Lorenzo) or a stage without a fragment, and all of quant-negabinary-rze.
 bench x8-chain-nd-lorenzo $E8 f32 74684160 scripts/chains/nd-lorenzo-zigzag-rze.toml 1e-3
