@@ -91,7 +91,9 @@ pub(crate) fn cubin(program: &Program, arch: &str) -> Result<Vec<u8>> {
     let name = match line_info_folder() {
         Some(dir) => {
             let path = dir.join(format!("fzmod-{:08x}.cu", crc32c::crc32c(text.as_bytes())));
-            std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(&path, &text))?;
+            std::fs::create_dir_all(&dir)
+                .and_then(|_| std::fs::write(&path, &text))
+                .map_err(|e| Error::Device(format!("FZMOD_LINEINFO: writing {}: {e}", path.display())))?;
             Some(
                 CString::new(path.to_string_lossy().as_bytes())
                     .map_err(|_| Error::Device("NUL in FZMOD_LINEINFO".into()))?,

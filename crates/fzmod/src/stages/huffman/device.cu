@@ -6,7 +6,7 @@
 // histogram with book.rs's sequential rules → each chunk's word count → an exclusive scan
 // (common.cu) → each chunk's bits assembled in shared memory (OR is order-independent) and
 // copied to its place. Inverse: one warp per chunk (its lanes resynchronise, see huf_decode),
-// first-level table in shared memory.
+// the decode tables in shared memory.
 
 #define HUF_CHUNK 4096
 #define HUF_MAX_LEN 20
@@ -351,9 +351,9 @@ struct HufOut {
 
 // One warp per chunk. `tables` (book.rs DecodeTables, validated on the host): the first-level
 // table (2^11), the pair table (2^11), first code, count and offset per length (21 each), then
-// `nsorted` entries in canonical order. `starts[c]` = chunk c's first payload word (nchunks + 1 values). A chunk
-// whose bits do not fill exactly its words, with zero padding, or an escaped value below bklen,
-// sets *err.
+// `nsorted` entries in canonical order. `starts[c]` = chunk c's first payload word (nchunks + 1
+// values). A chunk whose bits do not fill exactly its words, with zero padding, or an escaped
+// value below bklen, sets *err.
 //
 // The 32 lanes split the chunk's bits into equal segments and decode them at once, the way
 // Huffman codes resynchronise (Klein and Wiseman 2003; Weissenberger and Schmidt 2018): lane t
@@ -434,11 +434,10 @@ huf_decode(const u32* payload, const u64* starts, u64 n, u32 bklen, const u32* t
         u32 before_last = __shfl_sync(FULL_MASK, at, 31);
         parallel = __all_sync(FULL_MASK, synced) && before_last <= len;
         if (lane == 31) todo = len - at;
-    } else if (lane == 0) {
-        todo = len;
     }
-    if (!parallel && lane > 0) return;
     if (!parallel) {
+        // One lane decodes the whole chunk.
+        if (lane > 0) return;
         from = 0;
         todo = len;
         at = 0;

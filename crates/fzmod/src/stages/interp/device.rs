@@ -2,8 +2,8 @@
 //! resolution, level bounds, the per-level choice from the sampled costs, anchors, then every
 //! level of each anchor box in one thread block's shared memory where a box fits (1-D, 2-D
 //! and small 3-D grids), else one kernel per level and pass over the whole grid (the CPU's own
-//! walk, values in global memory), then the outlier list in index order after the anchors. No host synchronisation in forward: the
-//! choices reach the record through scalar slots. The inverse parses the side port with the
+//! walk, values in global memory), then the outlier list in index order after the anchors.
+//! No host synchronisation in forward: the choices reach the record through scalar slots. The inverse parses the side port with the
 //! CPU's own validating parser and replays the levels with the recorded choices. Level-ordered
 //! codes (order.rs) are permuted by one kernel after the encoder and before the decoder.
 
@@ -209,9 +209,10 @@ impl DeviceStage for Interpolation {
         let threads = u64::from(THREADS);
         let w_ptr = w.as_ref().map_or(0, &p);
         // SAFETY: argument lists match device.cu; x, w (when allocated) and codes hold n
-        // elements, a box launch covers the grid's anchor boxes with their shared bytes, lsteps 2 ×
-        // levels, costs levels × 6, choices levels, the tile arrays ntiles (+ 1); the anchor
-        // kernel writes anchor_bytes ≤ the side's capacity and the list kernel nothing past it.
+        // elements, a box launch covers the grid's anchor boxes with their shared bytes,
+        // lsteps 2 × levels, costs levels × 6, choices levels, the tile arrays ntiles (+ 1);
+        // the anchor kernel writes anchor_bytes ≤ the side's capacity and the list kernel
+        // nothing past it.
         unsafe {
             s.launch_builder(&level_steps)
                 .arg(&p(&params))
@@ -472,7 +473,8 @@ impl DeviceStage for Interpolation {
         // of anchors and outliers.
         scatter_outliers()?;
         anchors_into_out(1)?;
-        if let Some(cfg) = box_launch(&g, self.input) {
+        let boxes = box_launch(&g, self.input);
+        if let Some(cfg) = boxes {
             // Every level of every anchor box in one launch.
             let choices: Vec<u8> = r.choices.iter().flat_map(|c| u32::from(c.byte()).to_le_bytes()).collect();
             let choices = run.upload(DType::U32, &choices)?;
@@ -496,7 +498,7 @@ impl DeviceStage for Interpolation {
                     .map_err(device_error)?;
             }
         }
-        let pass_by_pass = if box_launch(&g, self.input).is_some() { 0 } else { g.levels() };
+        let pass_by_pass = if boxes.is_some() { 0 } else { g.levels() };
         for (k, l) in (1..=pass_by_pass).rev().enumerate() {
             let st = 1usize << (l - 1);
             let choice = r.choices[k];
