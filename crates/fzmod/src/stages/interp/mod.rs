@@ -12,7 +12,8 @@
 //! outlier list in index order. Per level, interpolator and sweep order come from an integer
 //! cost estimate on sampled blocks and are recorded. The codes leave in element order or
 //! grouped by level and pass (order.rs). Layout: docs/FORMAT.md 6.17. device.rs produces the
-//! same bytes on the GPU (one kernel per level and pass).
+//! same bytes on the GPU (every level of an A-box in one thread block where it fits in shared
+//! memory, else one kernel per level and pass).
 
 mod cpu;
 #[cfg(feature = "cuda")]
