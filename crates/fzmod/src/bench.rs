@@ -20,6 +20,21 @@ use std::time::Instant;
 #[cfg(feature = "cuda")]
 const END_TO_END_CALLS: usize = 5;
 
+/// End to end: the wall time of the median of [`END_TO_END_CALLS`] calls (one call scatters),
+/// with that call's phase line.
+#[cfg(feature = "cuda")]
+fn median_call(mut call: impl FnMut() -> Result<String>) -> Result<(f64, String)> {
+    let mut calls = (0..END_TO_END_CALLS)
+        .map(|_| {
+            let start = Instant::now();
+            let phases = call()?;
+            Ok((start.elapsed().as_secs_f64(), phases))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    calls.sort_by(|a, b| a.0.total_cmp(&b.0));
+    Ok(calls.swap_remove(calls.len() / 2))
+}
+
 /// Timings of `runs` compress and decompress calls after one warm-up of each.
 pub struct BenchTiming {
     pub compress_seconds: Vec<f64>,
@@ -92,8 +107,8 @@ fn bench_cuda(
     opts: RunOptions,
 ) -> Result<BenchTiming> {
     use crate::error::Error;
-    // Warm-up: compiles the kernels and sizes the workspace. The second, timed call is split
-    // into its host phases (the notes say where end-to-end time goes).
+    // A warm-up compiles the kernels and sizes the workspace; each timed call is split into
+    // its host phases (the notes say where end-to-end time goes).
     let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
     let whole = |input: View| -> Result<(Vec<u8>, String)> {
         let t = Instant::now();
@@ -109,24 +124,15 @@ fn bench_cuda(
         );
         Ok((archive, phases))
     };
-    // End to end: the median of a few calls (one call scatters), each phase line from the
-    // median call.
-    let median_call = |mut calls: Vec<(f64, String)>| -> (f64, String) {
-        calls.sort_by(|a, b| a.0.total_cmp(&b.0));
-        calls.swap_remove(calls.len() / 2)
-    };
     let (archive, _) = whole(input)?;
     dev.reset_peak();
-    let mut calls = Vec::with_capacity(END_TO_END_CALLS);
-    for _ in 0..END_TO_END_CALLS {
-        let start = Instant::now();
+    let (compress_e2e, compress_phases) = median_call(|| {
         let (again, phases) = whole(input)?;
-        calls.push((start.elapsed().as_secs_f64(), phases));
         if again != archive {
             return Err(Error::Device("two GPU compressions of the same input differ".into()));
         }
-    }
-    let (compress_e2e, compress_phases) = median_call(calls);
+        Ok(phases)
+    })?;
     let mut job = executor::compress_job(dev, p, executor::Source::Host(input), shape, opts.fusion)?;
     let mut notes = job.notes();
     let comp = (0..runs).map(|_| dev.time(|| job.kernels())).collect::<Result<Vec<_>>>()?;
@@ -153,13 +159,7 @@ fn bench_cuda(
         ))
     };
     decode()?;
-    let mut calls = Vec::with_capacity(END_TO_END_CALLS);
-    for _ in 0..END_TO_END_CALLS {
-        let start = Instant::now();
-        let phases = decode()?;
-        calls.push((start.elapsed().as_secs_f64(), phases));
-    }
-    let (decompress_e2e, decompress_phases) = median_call(calls);
+    let (decompress_e2e, decompress_phases) = median_call(decode)?;
     notes.extend([compress_phases, decompress_phases]);
     let mut job = executor::decompress_job(dev, DecodePlan::new(&archive)?, opts.fusion)?;
     let decomp = (0..runs).map(|_| dev.time(|| job.kernels())).collect::<Result<Vec<_>>>()?;
