@@ -683,15 +683,28 @@ fn random_huffman_case(rng: &mut Rng) -> (String, Buffer) {
             [rng.below(3) as usize];
     let n = [1, 4096, 4097, 1 + rng.below(600_000) as usize][rng.below(4) as usize];
     let bklen = [1, 2, most, 1 + rng.below(most)][rng.below(4) as usize];
-    let (kind, bits, centre) = (rng.below(3), 1 + rng.below(32), rng.below(1 << 16));
-    let v: Vec<u64> = (0..n)
+    let (kind, bits, centre) = (rng.below(4), 1 + rng.below(32), rng.below(1 << 16));
+    let mut v: Vec<u64> = (0..n)
         .map(|_| match kind {
             // Geometric-like spread: most symbols at the centre, a tail that reaches escapes.
             0 => centre + (rng.next() >> 60) * (rng.next() >> 60) * (rng.next() >> 60),
             1 => rng.next() & ((1u64 << bits) - 1),
+            // Codes of about 1, 2, 3 and 3 bits.
+            3 => centre + [0, 0, 0, 0, 1, 1, 2][rng.below(7) as usize],
             _ => centre,
         })
         .collect();
+    if kind == 3 {
+        // Long runs of the rarest, highest symbol, whose canonical code is all ones: a parse
+        // started inside such a run never meets the true one there (the device decoder's lanes
+        // must resynchronise past it).
+        let mut at = 0;
+        while at < n {
+            let run = (64 + rng.below(4096) as usize).min(n - at);
+            v[at..at + run].fill(centre + 3);
+            at += run + rng.below(40_000) as usize;
+        }
+    }
     let data = match dtype {
         DType::U8 => Buffer::U8(v.iter().map(|&x| x as u8).collect()),
         DType::U16 => Buffer::U16(v.iter().map(|&x| x as u16).collect()),

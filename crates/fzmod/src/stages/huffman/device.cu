@@ -349,7 +349,93 @@ struct HufOut {
 // segment, nwords bits, then holds more than the longest code and its escape).
 #define HUF_PARALLEL_WORDS 64
 
-// One warp per chunk. `tables` (book.rs DecodeTables, validated on the host): the first-level
+// Chunk c on the 32 lanes of a warp (see huf_decode); false where its bits do not check.
+__device__ bool huf_decode_chunk(const u32* payload, const u64* starts, u64 n, const HufTables& t, bool single, u64 c,
+                                 u32 lane, sym_t* out) {
+    u32 nwords = (u32)(starts[c + 1] - starts[c]);
+    HufBits r = {payload + starts[c], nwords, 0, 0, 0, 0};
+    u64 base = c * HUF_CHUNK;
+    u32 len = (u32)min((u64)HUF_CHUNK, n - base);
+    bool ok = true, parallel = !single && nwords >= HUF_PARALLEL_WORDS;
+    u32 from = 0, todo = 0, at = 0;
+    if (parallel) {
+        u32 seg = lane * nwords, next_seg = seg + nwords, start = seg, count = 0;
+        bool ignored = true;
+        u32 sym[2];
+        r.seek(seg);
+        if (lane < 31)
+            while (r.position() < next_seg) count += huf_next(r, t, &ignored, true, sym);
+        u32 end = r.position();
+        // Rounds until every lane starts where its neighbour ends: then, by induction from lane
+        // 0, every start is a true symbol boundary (at most 31 rounds; usually one replay).
+        for (;;) {
+            u32 neighbour = __shfl_up_sync(FULL_MASK, end, 1), truth_start = lane == 0 ? 0 : neighbour;
+            bool moved = false;
+            if (lane < 31 && truth_start != start) {
+                // The parse from truth_start beside the one from start until both reach the same
+                // bit; where they have not met by `end`, the new parse ends past it.
+                HufBits truth = r;
+                truth.seek(truth_start);
+                r.seek(start);
+                u32 taken = 0, skipped = 0;
+                for (;;) {
+                    u32 p = truth.position(), q = r.position();
+                    if (p == q) {
+                        count = taken + count - skipped;
+                        break;
+                    }
+                    if (p < q) {
+                        taken += huf_next(truth, t, &ignored, false, sym);
+                    } else if (q < end) {
+                        skipped += huf_next(r, t, &ignored, false, sym);
+                    } else {
+                        count = taken;
+                        end = p;
+                        moved = true;
+                        break;
+                    }
+                }
+            }
+            start = truth_start;
+            if (!__any_sync(FULL_MASK, moved)) break;
+        }
+        from = start;
+        todo = count;
+        at = todo;
+        for (int o = 1; o < 32; o <<= 1) {
+            u32 v = __shfl_up_sync(FULL_MASK, at, o);
+            if (lane >= (u32)o) at += v;
+        }
+        at -= todo;
+        u32 before_last = __shfl_sync(FULL_MASK, at, 31);
+        parallel = before_last <= len;
+        if (lane == 31) todo = len - at;
+    }
+    if (!parallel) {
+        // One lane decodes the whole chunk.
+        if (lane > 0) return true;
+        from = 0;
+        todo = len;
+        at = 0;
+    }
+    r.seek(from);
+    HufOut o = {out + base + at, 0, 0, 0};
+    for (u32 i = 0, sym[2]; i < todo;) {
+        u32 got = huf_next(r, t, &ok, i + 1 < todo, sym);
+        o.put(sym[0]);
+        if (got == 2) o.put(sym[1]);
+        i += got;
+    }
+    o.flush();
+    if (lane == 31 || !parallel) {
+        u64 used = r.position();
+        u32 pad = (32 - used % 32) % 32;
+        ok = ok && (used + 31) / 32 == nwords && (nwords == 0 || pad == 0 || (r.words[nwords - 1] & ((1u << pad) - 1)) == 0);
+    }
+    return ok;
+}
+
+// One warp per chunk (huf_decode_chunk). `tables` (book.rs DecodeTables, validated on the host): the first-level
 // table (2^11), the pair table (2^11), first code, count and offset per length (21 each), then
 // `nsorted` entries in canonical order. `starts[c]` = chunk c's first payload word (nchunks + 1
 // values). A chunk whose bits do not fill exactly its words, with zero padding, or an escaped
@@ -358,12 +444,14 @@ struct HufOut {
 // The 32 lanes split the chunk's bits into equal segments and decode them at once, the way
 // Huffman codes resynchronise (Klein and Wiseman 2003; Weissenberger and Schmidt 2018): lane t
 // parses speculatively from the first bit of its segment to the first symbol end at or past
-// the next segment; lane t + 1 then replays the true parse from lane t's end next to its own
-// speculative one until both reach the same bit, which fixes lane t + 1's true symbol count
-// and makes its end a true symbol boundary. A scan of the counts places every lane's symbols
-// and each lane decodes its true part. A chunk whose lanes do not resynchronise in their
-// segment, whose counts exceed its length, or too short to split, is decoded by one lane from
-// the start: both give the serial decoder's symbols and checks.
+// the next segment. Then, in rounds, lane t + 1 replays the parse from lane t's end next to
+// its own until both reach the same bit, which fixes its symbol count and keeps its end; where
+// they do not meet within its segment (a long run of one code can keep two parses apart), the
+// replayed parse gives lane t + 1 a new end, and lane t + 2 replays in the next round. When no
+// end moves, every lane starts at a true symbol boundary; a scan of the counts places every
+// lane's symbols and each lane decodes its part. A chunk too short to split, or whose counts
+// exceed its length (corrupt bits), is decoded by one lane from the start: both give the
+// serial decoder's symbols and checks.
 extern "C" __global__ void __launch_bounds__(HUF_DECODE_THREADS)
 huf_decode(const u32* payload, const u64* starts, u64 n, u32 bklen, const u32* tables, u32 nsorted, u64 nchunks,
            sym_t* out, u32* err) {
@@ -383,78 +471,8 @@ huf_decode(const u32* payload, const u64* starts, u64 n, u32 bklen, const u32* t
     for (u32 i = threadIdx.x; i < nsorted; i += blockDim.x) sorted[i] = (u16)per_len[3 * (HUF_MAX_LEN + 1) + i];
     __syncthreads();
     const HufTables t = {first_level, pairs, first, count, offset, sorted, nsorted, bklen};
-    u64 c = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    u32 lane = threadIdx.x & 31;
-    if (c >= nchunks) return; // whole warps
-    u32 nwords = (u32)(starts[c + 1] - starts[c]);
-    HufBits r = {payload + starts[c], nwords, 0, 0, 0, 0};
-    u64 base = c * HUF_CHUNK;
-    u32 len = (u32)min((u64)HUF_CHUNK, n - base);
     // A one-entry book spends no bits on its entry: no segment would advance.
     bool single = first_level[0] != 0 && (first_level[0] & 0x7f) == 0;
-    bool ok = true, parallel = !single && nwords >= HUF_PARALLEL_WORDS;
-    u32 from = 0, todo = 0, at = 0;
-    if (parallel) {
-        u32 seg = lane * nwords, next_seg = seg + nwords, spec = 0;
-        bool ignored = true, synced = true;
-        u32 sym[2];
-        r.seek(seg);
-        if (lane < 31)
-            while (r.position() < next_seg) spec += huf_next(r, t, &ignored, true, sym);
-        u32 end = r.position();
-        from = __shfl_up_sync(FULL_MASK, end, 1);
-        todo = spec;
-        if (lane == 0) {
-            from = 0;
-        } else if (lane < 31) {
-            HufBits truth = r;
-            truth.seek(from);
-            r.seek(seg);
-            u32 taken = 0, skipped = 0;
-            for (;;) {
-                u32 p = truth.position(), q = r.position();
-                if (p == q) break;
-                if (p < q) {
-                    taken += huf_next(truth, t, &ignored, false, sym);
-                } else if (q < end) {
-                    skipped += huf_next(r, t, &ignored, false, sym);
-                } else {
-                    synced = false;
-                    break;
-                }
-            }
-            todo = taken + spec - skipped;
-        }
-        at = todo;
-        for (int o = 1; o < 32; o <<= 1) {
-            u32 v = __shfl_up_sync(FULL_MASK, at, o);
-            if (lane >= (u32)o) at += v;
-        }
-        at -= todo;
-        u32 before_last = __shfl_sync(FULL_MASK, at, 31);
-        parallel = __all_sync(FULL_MASK, synced) && before_last <= len;
-        if (lane == 31) todo = len - at;
-    }
-    if (!parallel) {
-        // One lane decodes the whole chunk.
-        if (lane > 0) return;
-        from = 0;
-        todo = len;
-        at = 0;
-    }
-    r.seek(from);
-    HufOut o = {out + base + at, 0, 0, 0};
-    for (u32 i = 0, sym[2]; i < todo;) {
-        u32 got = huf_next(r, t, &ok, i + 1 < todo, sym);
-        o.put(sym[0]);
-        if (got == 2) o.put(sym[1]);
-        i += got;
-    }
-    o.flush();
-    if (lane == 31 || !parallel) {
-        u64 used = r.position();
-        u32 pad = (32 - used % 32) % 32;
-        ok = ok && (used + 31) / 32 == nwords && (nwords == 0 || pad == 0 || (r.words[nwords - 1] & ((1u << pad) - 1)) == 0);
-    }
-    if (!ok) atomicOr(err, 1u);
+    u64 c = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    if (c < nchunks && !huf_decode_chunk(payload, starts, n, t, single, c, threadIdx.x & 31, out)) atomicOr(err, 1u);
 }
