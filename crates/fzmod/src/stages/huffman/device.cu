@@ -24,19 +24,38 @@ typedef HUF_SYM sym_t;
 typedef unsigned short u16;
 
 // Entry counts (entries 0..=bklen; symbols >= bklen count as the escape). hist is zeroed.
+// Each thread reads 16 bytes of symbols at a time and adds a run of one entry at once: the
+// codes of smooth fields repeat their commonest entry, whose adds would otherwise serialise.
 extern "C" __global__ void __launch_bounds__(HUF_THREADS)
 huf_histogram(const sym_t* in, u64 n, u32 bklen, u64* hist) {
     __shared__ u32 local[HUF_MAX_ENTRIES];
     for (u32 i = threadIdx.x; i <= bklen; i += blockDim.x) local[i] = 0;
     __syncthreads();
-    u64 stride = (u64)gridDim.x * blockDim.x;
-    for (u64 base = (u64)blockIdx.x * blockDim.x; base < n; base += stride) {
-        u64 i = base + threadIdx.x;
-        u32 e = i < n ? min((u32)in[i], bklen) : 0xffffffffu;
-        // Lanes holding the same entry add once: skewed codes would serialise on one bin.
-        u32 peers = __match_any_sync(FULL_MASK, e);
-        if (i < n && (threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&local[e], __popc(peers));
+    const u32 per = 16 / sizeof(sym_t), mask = sizeof(sym_t) == 4 ? 0xffffffffu : (1u << (8 * sizeof(sym_t))) - 1;
+    u64 stride = (u64)gridDim.x * blockDim.x, first = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    u32 run_entry = 0, run = 0;
+    auto add = [&](u32 v) {
+        u32 e = min(v, bklen);
+        if (e == run_entry) {
+            run++;
+            return;
+        }
+        if (run) atomicAdd(&local[run_entry], run);
+        run_entry = e;
+        run = 1;
+    };
+    // Whole 16-byte groups where `in` is aligned (a caller's array may not be), then the rest.
+    u64 groups = ((size_t)in & 15) == 0 ? n / per : 0;
+    for (u64 g = first; g < groups; g += stride) {
+        uint4 v = ((const uint4*)in)[g];
+        u32 words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+#pragma unroll
+            for (u32 b = 0; b < 32; b += 8 * sizeof(sym_t)) add((words[k] >> b) & mask);
     }
+    for (u64 i = groups * per + first; i < n; i += stride) add((u32)in[i]);
+    if (run) atomicAdd(&local[run_entry], run);
     __syncthreads();
     for (u32 i = threadIdx.x; i <= bklen; i += blockDim.x)
         if (local[i]) atomicAdd((unsigned long long*)&hist[i], (unsigned long long)local[i]);
@@ -115,6 +134,7 @@ huf_book(const u64* hist, u32 bklen, u32* table, u8* out, u64* book_len) {
     for (u32 s = first; s < last; s++)
         if (hist[s] > 0) order[at++] = (u16)s;
     for (u32 s = threadIdx.x; s < entries; s += blockDim.x) len[s] = 0;
+    for (u32 d = threadIdx.x; d < HUF_DEPTHS; d += blockDim.x) per_len[d] = 0;
     __syncthreads();
     if (threadIdx.x == 0) {
         lo = m ? order[0] : 0;
@@ -122,31 +142,28 @@ huf_book(const u64* hist, u32 bklen, u32* table, u8* out, u64* book_len) {
     }
     for (u32 i = threadIdx.x; i < m; i += blockDim.x) w[i] = hist[order[i]];
     __syncthreads();
-    // Weight order (count ascending, entry descending) by counting ranks; keys are distinct.
-    const int most = (HUF_MAX_ENTRIES + HUF_BOOK_THREADS - 1) / HUF_BOOK_THREADS;
-    u32 rank[most], sym[most];
-    u64 weight[most];
-    for (int k = 0; k < most; k++) {
-        u32 i = threadIdx.x + k * blockDim.x;
-        if (i >= m) break;
-        u64 wi = w[i];
-        u32 si = order[i], r = 0;
-        for (u32 j = 0; j < m; j++) r += w[j] < wi || (w[j] == wi && order[j] > si);
-        rank[k] = r;
-        weight[k] = wi;
-        sym[k] = si;
-    }
-    __syncthreads();
-    for (int k = 0; k < most; k++) {
-        u32 i = threadIdx.x + k * blockDim.x;
-        if (i >= m) break;
-        w[rank[k]] = weight[k];
-        order[rank[k]] = (u16)sym[k];
-    }
-    __syncthreads();
+    // Weight order (count ascending, entry descending; keys are distinct): a bitonic sort
+    // whose merges compare mirrored pairs, so every exchange puts the smaller key first and
+    // the keys past m (virtual maxima) never move: m entries need no padding.
+    u32 span = 1;
+    while (span < m) span <<= 1;
+    for (u32 k = 2; k <= span; k <<= 1)
+        for (u32 j = k / 2; j > 0; j >>= 1) {
+            for (u32 p = threadIdx.x; p < span / 2; p += blockDim.x) {
+                // Pair p: a in the lower half of its j-group, b its partner (mirrored at j = k/2).
+                u32 a = (p / j) * 2 * j + p % j, b = j == k / 2 ? (a | (k - 1)) - (a & (k - 1)) : a + j;
+                if (b >= m) continue;
+                u64 wa = w[a], wb = w[b];
+                u16 oa = order[a], ob = order[b];
+                if (wb < wa || (wb == wa && ob > oa)) {
+                    w[a] = wb, w[b] = wa;
+                    order[a] = ob, order[b] = oa;
+                }
+            }
+            __syncthreads();
+        }
     if (threadIdx.x == 0 && m >= 2) {
         huf_minimum_redundancy(w, m);
-        for (int d = 0; d < HUF_DEPTHS; d++) per_len[d] = 0;
         for (u32 i = 0; i < m; i++) per_len[w[i]]++;
         huf_limit(per_len);
         u32 pos = m;
@@ -160,13 +177,19 @@ huf_book(const u64* hist, u32 bklen, u32* table, u8* out, u64* book_len) {
         }
     }
     __syncthreads();
-    // Each code: its length's first code plus the entries of that length before it.
-    for (u32 s = threadIdx.x; s < entries; s += blockDim.x) {
-        u32 l = len[s], before = 0;
-        if (l)
-            for (u32 t = 0; t < s; t++) before += len[t] == l;
-        table[s] = l ? (next_code[l] + before) << 8 | l : 0;
+    // Each code: its length's first code plus the entries of that length before it (a block
+    // scan per length over each thread's contiguous entries).
+    for (u32 l = 1; l <= HUF_MAX_LEN; l++) {
+        if (per_len[l] == 0) continue;  // the same for every thread
+        u32 here = 0;
+        for (u32 s = first; s < last; s++) here += len[s] == l;
+        u64 all;
+        u32 code = next_code[l] + (u32)block_exclusive_scan(here, &all);
+        for (u32 s = first; s < last; s++)
+            if (len[s] == l) table[s] = code++ << 8 | l;
     }
+    for (u32 s = threadIdx.x; s < entries; s += blockDim.x)
+        if (len[s] == 0) table[s] = 0;
     // The stored book: lo, count, lengths (count >= 2), zero padding to 4 bytes.
     u32 stored = 8 + (count >= 2 ? count : 0), padded = (stored + 3) & ~3u;
     for (u32 i = threadIdx.x; i < padded; i += blockDim.x) {

@@ -203,7 +203,16 @@ impl DeviceStage for LorenzoQuant {
                     .map_err(device_error)?;
             }
             counts.push(count_slot);
-            let args = ListArgs { x: p(x), params: p(&params), deltas: p(&deltas), list, mapping, radius, pad: 0 };
+            let args = ListArgs {
+                x: p(x),
+                params: p(&params),
+                deltas: p(&deltas),
+                entries: count_at,
+                list,
+                mapping,
+                radius,
+                pad: 0,
+            };
             lists.push(OutlierList { prefix: "lq", args, tile_count, tile_next, n, ntiles });
         }
         let guess = channel_guess(n, self.input.size());

@@ -276,40 +276,27 @@ __device__ u64 block_exclusive_suffix_min(u64 v, u64 carry) {
     return after;
 }
 
-// Tiles per thread of the one-block scans below: SCAN_ITEMS consecutive tiles per thread,
-// all loads in flight at once, then one block scan of the threads' aggregates.
-#define SCAN_ITEMS 8
-
 // One thread block of 1024: tile_next becomes an exclusive max-scan (the `next` each tile
-// starts from); *num_outliers gets the total count.
+// starts from); *num_outliers gets the total count. Each thread takes a contiguous run of
+// tiles: one pass for its count and maximum, the block's scans, one pass that writes. With no
+// outliers nothing reads tile_next, and the second pass is skipped.
 extern "C" __global__ void __launch_bounds__(1024) q_tile_starts(u64* tile_next, const u32* tile_count, u64 ntiles, u64* num_outliers) {
-    __shared__ u64 carry_next, carry_count;
-    if (threadIdx.x == 0) carry_next = carry_count = 0;
-    __syncthreads();
-    for (u64 base = 0; base < ntiles; base += (u64)blockDim.x * SCAN_ITEMS) {
-        const u64 first = base + (u64)threadIdx.x * SCAN_ITEMS;
-        u64 next[SCAN_ITEMS], count = 0, top = 0;
-#pragma unroll
-        for (int k = 0; k < SCAN_ITEMS; k++) {
-            next[k] = first + k < ntiles ? tile_next[first + k] : 0;
-            count += first + k < ntiles ? tile_count[first + k] : 0;
-        }
-#pragma unroll
-        for (int k = 0; k < SCAN_ITEMS; k++) top = max(top, next[k]);
-        u64 before = block_exclusive_max(top, carry_next), total;
-        block_exclusive_scan(count, &total);
-#pragma unroll
-        for (int k = 0; k < SCAN_ITEMS; k++) {
-            if (first + k < ntiles) tile_next[first + k] = before;
-            before = max(before, next[k]);
-        }
-        // Every thread read the carries inside the scans above: the last thread's running
-        // maximum is the next chunk's carry.
-        if (threadIdx.x == blockDim.x - 1) carry_next = before;
-        if (threadIdx.x == 0) carry_count += total;
-        __syncthreads();
+    const u64 per = (ntiles + blockDim.x - 1) / blockDim.x;
+    const u64 first = min(ntiles, threadIdx.x * per), last = min(ntiles, first + per);
+    u64 count = 0, top = 0, total;
+    for (u64 t = first; t < last; t++) {
+        count += tile_count[t];
+        top = max(top, tile_next[t]);
     }
-    if (threadIdx.x == 0) *num_outliers = carry_count;
+    block_exclusive_scan(count, &total);
+    if (threadIdx.x == 0) *num_outliers = total;
+    if (total == 0) return;  // the same for every thread
+    u64 before = block_exclusive_max(top, 0);
+    for (u64 t = first; t < last; t++) {
+        u64 next = tile_next[t];
+        tile_next[t] = before;
+        before = max(before, next);
+    }
 }
 
 __device__ __forceinline__ u32 varint_len(u64 v) {
@@ -357,7 +344,8 @@ __device__ __forceinline__ bool ch_continues(const S& s, u64 i) {
 // Step 1: the first element of the tile that does not continue a run (~0 when all do; the
 // tile's first element when the tile has no entries).
 template <typename S>
-__device__ void ch_tile_break(const S& s, u64 n, u64 ntiles, const u32* tile_count, u64* tile_break) {
+__device__ void ch_tile_break(const S& s, const u64* entries, u64 n, u64 ntiles, const u32* tile_count, u64* tile_break) {
+    if (*entries == 0) return;  // nothing reads tile_break then
     for (u64 tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
         u64 start = tile * Q_TILE;
         if (tile_count[tile] == 0) {  // the whole block
@@ -377,29 +365,19 @@ __device__ void ch_tile_break(const S& s, u64 n, u64 ntiles, const u32* tile_cou
 }
 
 // One thread block of 1024: tile_break[t] becomes the first run break after tile t (the
-// minimum over the tiles after it), n when there is none; chunks from the last.
-extern "C" __global__ void __launch_bounds__(1024) ch_break_scan(u64* tile_break, u64 ntiles, u64 n) {
-    __shared__ u64 carry;
-    if (threadIdx.x == 0) carry = n;
-    __syncthreads();
-    const u64 span = (u64)blockDim.x * SCAN_ITEMS;
-    for (u64 end = ntiles; end > 0; end = end > span ? end - span : 0) {
-        const u64 first = (end > span ? end - span : 0) + (u64)threadIdx.x * SCAN_ITEMS;
-        u64 brk[SCAN_ITEMS], low = ~0ull;
-#pragma unroll
-        for (int k = 0; k < SCAN_ITEMS; k++) {
-            brk[k] = first + k < end ? tile_break[first + k] : ~0ull;
-            low = min(low, brk[k]);
-        }
-        u64 after = block_exclusive_suffix_min(low, carry);
-#pragma unroll
-        for (int k = SCAN_ITEMS - 1; k >= 0; k--) {
-            if (first + k < end) tile_break[first + k] = after;
-            after = min(after, brk[k]);
-        }
-        // Every thread read the carry inside the scan: thread 0's running minimum is the next one.
-        if (threadIdx.x == 0) carry = after;
-        __syncthreads();
+// minimum over the tiles after it), n when there is none; contiguous runs of tiles per thread
+// as in q_tile_starts. Nothing to do for a list without entries (*entries, q_tile_starts').
+extern "C" __global__ void __launch_bounds__(1024) ch_break_scan(u64* tile_break, u64 ntiles, u64 n, const u64* entries) {
+    if (*entries == 0) return;
+    const u64 per = (ntiles + blockDim.x - 1) / blockDim.x;
+    const u64 first = min(ntiles, threadIdx.x * per), last = min(ntiles, first + per);
+    u64 low = ~0ull;
+    for (u64 t = first; t < last; t++) low = min(low, tile_break[t]);
+    u64 after = block_exclusive_suffix_min(low, n);
+    for (u64 t = last; t > first; t--) {
+        u64 brk = tile_break[t - 1];
+        tile_break[t - 1] = after;
+        after = min(after, brk);
     }
 }
 
@@ -407,11 +385,16 @@ extern "C" __global__ void __launch_bounds__(1024) ch_break_scan(u64* tile_break
 // chosen layout, when the whole channel fits the capacity). Blocks loop over tiles
 // (tile_loop_grid); tiles without entries are skipped.
 template <typename S>
-__device__ void ch_list_walk(const S& s, u64 n, const u32* tile_count, const u64* tile_next, const u64* tile_break, u64 ntiles,
+__device__ void ch_list_walk(const S& s, const u64* entries, u64 n, const u32* tile_count, const u64* tile_next, const u64* tile_break, u64 ntiles,
                              u32* bytes_indexed, u32* bytes_runs, const u64* layout_at, const u64* offsets_indexed,
                              const u64* offsets_runs, const u64* base_indexed, const u64* base_runs, const u64* channel_len,
                              u8* out, u64 capacity, u32 write) {
     if (write && *channel_len > capacity) return;
+    if (*entries == 0) {  // every tile is empty: no per-tile walk
+        for (u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x; !write && t < ntiles; t += (u64)gridDim.x * blockDim.x)
+            bytes_indexed[t] = bytes_runs[t] = 0;
+        return;
+    }
     for (u64 tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
         if (tile_count[tile] == 0) {  // the whole block
             if (!write && threadIdx.x == 0) bytes_indexed[tile] = bytes_runs[tile] = 0;
@@ -489,9 +472,10 @@ struct ListArgs {
     const real* x;
     const Params* params;
     const i32* deltas;
+    const u64* entries;  // the list's entry count (q_tile_starts)
     u32 list, mapping, radius, pad;
 };
-static_assert(sizeof(ListArgs) == 40, "ListArgs: quantizer/device.rs");
+static_assert(sizeof(ListArgs) == 48, "ListArgs: quantizer/device.rs");
 
 // The Quantizer's list: the outliers, raw values.
 struct QSource {
@@ -513,7 +497,7 @@ struct QSource {
 
 extern "C" __global__ void __launch_bounds__(Q_THREADS) q_tile_break(ListArgs a, u64 n, u64 ntiles, const u32* tile_count, u64* tile_break) {
     QSource s = {a.x, load_params(a.params)};
-    ch_tile_break(s, n, ntiles, tile_count, tile_break);
+    ch_tile_break(s, a.entries, n, ntiles, tile_count, tile_break);
 }
 
 extern "C" __global__ void __launch_bounds__(Q_THREADS)
@@ -521,7 +505,7 @@ q_list_walk(ListArgs a, u64 n, const u32* tile_count, const u64* tile_next, cons
             u32* bytes_indexed, u32* bytes_runs, const u64* layout_at, const u64* offsets_indexed, const u64* offsets_runs,
             const u64* base_indexed, const u64* base_runs, const u64* channel_len, u8* out, u64 capacity, u32 write) {
     QSource s = {a.x, load_params(a.params)};
-    ch_list_walk(s, n, tile_count, tile_next, tile_break, ntiles, bytes_indexed, bytes_runs, layout_at, offsets_indexed, offsets_runs,
+    ch_list_walk(s, a.entries, n, tile_count, tile_next, tile_break, ntiles, bytes_indexed, bytes_runs, layout_at, offsets_indexed, offsets_runs,
                  base_indexed, base_runs, channel_len, out, capacity, write);
 }
 

@@ -130,7 +130,7 @@ impl Quantizer {
                 .launch(grid(1024, 1024))
                 .map_err(device_error)?;
         }
-        let args = ListArgs { x, params: params.ptr(&s), ..ListArgs::default() };
+        let args = ListArgs { x, params: params.ptr(&s), entries: outliers_at, ..ListArgs::default() };
         let list = OutlierList { prefix: "q", args, tile_count, tile_next, n, ntiles };
         let guess = channel_guess(n, self.input.size());
         let (channel, layout_slot, lists) = write_lists(run, &program, vec![list], guess)?;
@@ -179,13 +179,15 @@ pub(crate) struct ListArgs {
     pub x: u64,
     pub params: u64,
     pub deltas: u64,
+    /// The list's entry count (written by `q_tile_starts`): kernels skip a list without entries.
+    pub entries: u64,
     pub list: u32,
     pub mapping: u32,
     pub radius: u32,
     pub pad: u32,
 }
 
-const _: () = assert!(std::mem::size_of::<ListArgs>() == 40);
+const _: () = assert!(std::mem::size_of::<ListArgs>() == 48);
 // SAFETY: plain #[repr(C)] integers, laid out as the CUDA struct.
 unsafe impl DeviceRepr for ListArgs {}
 
@@ -296,6 +298,7 @@ pub(crate) fn write_lists(
                 .arg(&p(&tile_break))
                 .arg(&list.ntiles)
                 .arg(&n64)
+                .arg(&list.args.entries)
                 .launch(grid(1024, 1024))
                 .map_err(device_error)?;
         }
