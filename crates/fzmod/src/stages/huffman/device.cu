@@ -62,31 +62,49 @@ huf_histogram(const sym_t* in, u64 n, u32 bklen, u64* hist) {
 }
 
 // book.rs minimum_redundancy (Moffat and Katajainen 1995), one thread, weights ascending.
-__device__ void huf_minimum_redundancy(u64* a, u32 n) {
+// One thread is latency-bound on shared memory: the weights the next decisions compare wait
+// in registers (the next two leaves, the next two internal nodes), loaded ahead.
+__device__ __forceinline__ void huf_minimum_redundancy(u64* a, u32 n) {
     a[0] += a[1];
     u32 root = 0, leaf = 2;
+    // l0, l1 = a[leaf], a[leaf + 1] while below n; r0, r1 = a[root], a[root + 1] once written.
+    u64 l0 = n > 2 ? a[2] : 0, l1 = n > 3 ? a[3] : 0, r0 = a[0], r1 = 0;
     for (u32 next = 1; next < n - 1; next++) {
-        if (leaf >= n || a[root] < a[leaf]) {
-            a[next] = a[root];
+        u64 cur;
+        auto take_leaf = [&]() {
+            u64 v = l0;
+            leaf++;
+            l0 = l1;
+            l1 = leaf + 1 < n ? a[leaf + 1] : 0;
+            return v;
+        };
+        auto take_root = [&]() {
+            u64 v = r0;
             a[root++] = next;
-        } else {
-            a[next] = a[leaf++];
-        }
-        if (leaf >= n || (root < next && a[root] < a[leaf])) {
-            a[next] += a[root];
-            a[root++] = next;
-        } else {
-            a[next] += a[leaf++];
+            r0 = r1;
+            r1 = root + 1 < next ? a[root + 1] : 0;
+            return v;
+        };
+        // On a tie the leaf goes first (book.rs).
+        cur = leaf >= n || r0 < l0 ? take_root() : take_leaf();
+        cur += leaf >= n || (root < next && r0 < l0) ? take_root() : take_leaf();
+        a[next] = cur;
+        if (root == next) {
+            r0 = cur;
+        } else if (root + 1 == next) {
+            r1 = cur;
         }
     }
     a[n - 2] = 0;
     for (int next = (int)n - 3; next >= 0; next--) a[next] = a[a[next]] + 1;
     u64 avail = 1, used = 0, depth = 0;
     int root2 = (int)n - 2, next = (int)n - 1;
+    u64 ahead = a[root2];  // a[root2] (root2 = n - 2 >= 0)
     while (avail > 0) {
-        while (root2 >= 0 && a[root2] == depth) {
+        while (root2 >= 0 && ahead == depth) {
             used++;
             root2--;
+            ahead = root2 >= 0 ? a[root2] : 0;
         }
         while (avail > used) {
             a[next--] = depth;
@@ -99,7 +117,7 @@ __device__ void huf_minimum_redundancy(u64* a, u32 n) {
 }
 
 // book.rs limit_lengths (JPEG T.81 Annex K.3).
-__device__ void huf_limit(u32* per_len) {
+__device__ __forceinline__ void huf_limit(u32* per_len) {
     for (int i = HUF_DEPTHS - 1; i > HUF_MAX_LEN; i--) {
         while (per_len[i] > 0) {
             int j = i - 2;
@@ -162,19 +180,26 @@ huf_book(const u64* hist, u32 bklen, u32* table, u8* out, u64* book_len) {
             }
             __syncthreads();
         }
+    if (threadIdx.x == 0 && m >= 2) huf_minimum_redundancy(w, m);
+    __syncthreads();
+    for (u32 i = threadIdx.x; m >= 2 && i < m; i += blockDim.x) atomicAdd(&per_len[w[i]], 1u);
+    __syncthreads();
     if (threadIdx.x == 0 && m >= 2) {
-        huf_minimum_redundancy(w, m);
-        for (u32 i = 0; i < m; i++) per_len[w[i]]++;
         huf_limit(per_len);
-        u32 pos = m;
-        for (u32 l = 1; l <= HUF_MAX_LEN; l++)
-            for (u32 k = 0; k < per_len[l]; k++) len[order[--pos]] = (u8)l;
         // Canonical first codes (RFC 1951 3.2.2).
         u32 code = 0;
         for (u32 l = 1; l <= HUF_MAX_LEN; l++) {
             next_code[l] = code;
             code = (code + per_len[l]) << 1;
         }
+    }
+    __syncthreads();
+    // The limited lengths by weight, the shortest to the heaviest: weight position i (from
+    // the top) gets the length whose codes cover it.
+    for (u32 i = threadIdx.x; m >= 2 && i < m; i += blockDim.x) {
+        u32 l = 1, below = per_len[1], from_top = m - 1 - i;
+        while (from_top >= below && l < HUF_MAX_LEN) below += per_len[++l];
+        len[order[i]] = (u8)l;
     }
     __syncthreads();
     // Each code: its length's first code plus the entries of that length before it (a block
@@ -229,35 +254,59 @@ __device__ __forceinline__ void huf_put(u32* buf, u32 pos, u32 v, u32 bits) {
 }
 
 // Each chunk's bits at payload word offsets[c] (the scanned word counts), its count in the
-// table after the book; *out_len gets the segment's length. Nothing past `capacity`.
+// table after the book; *out_len gets the segment's length. Nothing past `capacity`. A thread
+// reads its 16 symbols in 16-byte loads where aligned, gathers their bits in a 64-bit register
+// and ORs whole words into the chunk's shared buffer (OR is order-independent).
 extern "C" __global__ void __launch_bounds__(HUF_THREADS)
 huf_encode(const sym_t* in, u64 n, u32 bklen, const u32* table, u64 nchunks, const u64* offsets,
            const u64* book_len, u8* out, u64 capacity, u64* out_len) {
     __shared__ u32 bitbuf[HUF_MAX_WORDS];
-    __shared__ sym_t symbols[HUF_CHUNK];
     u64 head = *book_len, payload = head + 4 * nchunks;
     if (blockIdx.x == 0 && threadIdx.x == 0) *out_len = payload + 4 * offsets[nchunks];
+    const bool vectors = ((size_t)in & 15) == 0;
     for (u64 c = blockIdx.x; c < nchunks; c += gridDim.x) {
         u64 start = c * HUF_CHUNK;
         u32 len = (u32)min((u64)HUF_CHUNK, n - start);
         u32 words = (u32)(offsets[c + 1] - offsets[c]);
-        for (u32 i = threadIdx.x; i < len; i += blockDim.x) symbols[i] = in[start + i];
         for (u32 i = threadIdx.x; i < words; i += blockDim.x) bitbuf[i] = 0;
-        __syncthreads();
-        u32 first = min(len, threadIdx.x * HUF_PER_THREAD), last = min(len, first + HUF_PER_THREAD);
-        u32 bits = 0;
-        for (u32 i = first; i < last; i++) bits += huf_cost(symbols[i], bklen, table);
-        u64 total;
-        u32 pos = (u32)block_exclusive_scan(bits, &total);
-        for (u32 i = first; i < last; i++) {
-            u32 v = symbols[i], e = __ldg(&table[min(v, bklen)]);
-            huf_put(bitbuf, pos, e >> 8, e & 0xff);
-            pos += e & 0xff;
-            if (v >= bklen) {
-                huf_put(bitbuf, pos, v, HUF_BITS);
-                pos += HUF_BITS;
-            }
+        u32 first = min(len, threadIdx.x * HUF_PER_THREAD), mine = min(len, first + HUF_PER_THREAD) - first;
+        __align__(16) sym_t v[HUF_PER_THREAD];
+        if (vectors && mine == HUF_PER_THREAD) {
+            const uint4* src = (const uint4*)(in + start + first);
+#pragma unroll
+            for (u32 k = 0; k < HUF_PER_THREAD * sizeof(sym_t) / 16; k++) ((uint4*)v)[k] = src[k];
+        } else {
+#pragma unroll
+            for (u32 k = 0; k < HUF_PER_THREAD; k++) v[k] = k < mine ? in[start + first + k] : 0;
         }
+        u32 e[HUF_PER_THREAD], bits = 0;
+#pragma unroll
+        for (u32 k = 0; k < HUF_PER_THREAD; k++) {
+            e[k] = __ldg(&table[min((u32)v[k], bklen)]);
+            if (k < mine) bits += (e[k] & 0xff) + (v[k] >= bklen ? HUF_BITS : 0);
+        }
+        u64 total;
+        u32 pos = (u32)block_exclusive_scan(bits, &total);  // its barriers also order the zeroing
+        u64 acc = 0;
+        u32 have = 0;
+        // Append the `width` (1..32) low bits of `value`; a full word leaves for the buffer.
+        auto append = [&](u32 value, u32 width) {
+            acc |= (u64)value << (64 - have - width);
+            have += width;
+            if (have >= 32) {
+                huf_put(bitbuf, pos, (u32)(acc >> 32), 32);
+                acc <<= 32;
+                have -= 32;
+                pos += 32;
+            }
+        };
+#pragma unroll
+        for (u32 k = 0; k < HUF_PER_THREAD; k++) {
+            if (k >= mine) break;
+            if (e[k] & 0xff) append(e[k] >> 8, e[k] & 0xff);
+            if (v[k] >= bklen) append(v[k], HUF_BITS);
+        }
+        if (have) huf_put(bitbuf, pos, (u32)(acc >> (64 - have)), have);
         __syncthreads();
         u64 at = payload + 4 * offsets[c];
         if (at + 4ull * words <= capacity) {
