@@ -70,24 +70,22 @@ __device__ __forceinline__ void huf_minimum_redundancy(u64* a, u32 n) {
     // l0, l1 = a[leaf], a[leaf + 1] while below n; r0, r1 = a[root], a[root + 1] once written.
     u64 l0 = n > 2 ? a[2] : 0, l1 = n > 3 ? a[3] : 0, r0 = a[0], r1 = 0;
     for (u32 next = 1; next < n - 1; next++) {
-        u64 cur;
-        auto take_leaf = [&]() {
-            u64 v = l0;
-            leaf++;
-            l0 = l1;
-            l1 = leaf + 1 < n ? a[leaf + 1] : 0;
-            return v;
-        };
-        auto take_root = [&]() {
-            u64 v = r0;
-            a[root++] = next;
-            r0 = r1;
-            r1 = root + 1 < next ? a[root + 1] : 0;
-            return v;
-        };
-        // On a tie the leaf goes first (book.rs).
-        cur = leaf >= n || r0 < l0 ? take_root() : take_leaf();
-        cur += leaf >= n || (root < next && r0 < l0) ? take_root() : take_leaf();
+        u64 cur = 0;
+#pragma unroll
+        for (u32 child = 0; child < 2; child++) {
+            // On a tie the leaf goes first (book.rs); the second child takes no node of its own.
+            if (leaf >= n || ((child == 0 || root < next) && r0 < l0)) {
+                cur += r0;
+                a[root++] = next;
+                r0 = r1;
+                r1 = root + 1 < next ? a[root + 1] : 0;
+            } else {
+                cur += l0;
+                leaf++;
+                l0 = l1;
+                l1 = leaf + 1 < n ? a[leaf + 1] : 0;
+            }
+        }
         a[next] = cur;
         if (root == next) {
             r0 = cur;
@@ -257,7 +255,7 @@ __device__ __forceinline__ void huf_put(u32* buf, u32 pos, u32 v, u32 bits) {
 // table after the book; *out_len gets the segment's length. Nothing past `capacity`. A thread
 // reads its 16 symbols in 16-byte loads where aligned, gathers their bits in a 64-bit register
 // and ORs whole words into the chunk's shared buffer (OR is order-independent).
-extern "C" __global__ void __launch_bounds__(HUF_THREADS)
+extern "C" __global__ void __launch_bounds__(HUF_THREADS, 4)
 huf_encode(const sym_t* in, u64 n, u32 bklen, const u32* table, u64 nchunks, const u64* offsets,
            const u64* book_len, u8* out, u64 capacity, u64* out_len) {
     __shared__ u32 bitbuf[HUF_MAX_WORDS];
@@ -270,19 +268,31 @@ huf_encode(const sym_t* in, u64 n, u32 bklen, const u32* table, u64 nchunks, con
         u32 words = (u32)(offsets[c + 1] - offsets[c]);
         for (u32 i = threadIdx.x; i < words; i += blockDim.x) bitbuf[i] = 0;
         u32 first = min(len, threadIdx.x * HUF_PER_THREAD), mine = min(len, first + HUF_PER_THREAD) - first;
-        __align__(16) sym_t v[HUF_PER_THREAD];
+        // The 16 symbols as 32-bit words, in registers (constant indices once unrolled).
+        const u32 per_word = 4 / sizeof(sym_t), sym_bits = 8 * sizeof(sym_t);
+        u32 w[HUF_PER_THREAD / per_word];
         if (vectors && mine == HUF_PER_THREAD) {
             const uint4* src = (const uint4*)(in + start + first);
 #pragma unroll
-            for (u32 k = 0; k < HUF_PER_THREAD * sizeof(sym_t) / 16; k++) ((uint4*)v)[k] = src[k];
+            for (u32 k = 0; k < HUF_PER_THREAD / per_word / 4; k++) {
+                uint4 q = src[k];
+                w[4 * k] = q.x, w[4 * k + 1] = q.y, w[4 * k + 2] = q.z, w[4 * k + 3] = q.w;
+            }
         } else {
 #pragma unroll
-            for (u32 k = 0; k < HUF_PER_THREAD; k++) v[k] = k < mine ? in[start + first + k] : 0;
+            for (u32 k = 0; k < HUF_PER_THREAD / per_word; k++) w[k] = 0;
+#pragma unroll
+            for (u32 k = 0; k < HUF_PER_THREAD; k++)
+                if (k < mine) w[k / per_word] |= (u32)in[start + first + k] << (sym_bits * (k % per_word));
         }
+        u32 v[HUF_PER_THREAD];
+#pragma unroll
+        for (u32 k = 0; k < HUF_PER_THREAD; k++)
+            v[k] = per_word == 1 ? w[k] : (w[k / per_word] >> (sym_bits * (k % per_word))) & ((1u << (sym_bits % 32)) - 1);
         u32 e[HUF_PER_THREAD], bits = 0;
 #pragma unroll
         for (u32 k = 0; k < HUF_PER_THREAD; k++) {
-            e[k] = __ldg(&table[min((u32)v[k], bklen)]);
+            e[k] = __ldg(&table[min(v[k], bklen)]);
             if (k < mine) bits += (e[k] & 0xff) + (v[k] >= bklen ? HUF_BITS : 0);
         }
         u64 total;
