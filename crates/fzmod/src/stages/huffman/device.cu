@@ -73,7 +73,8 @@ __device__ __forceinline__ void huf_minimum_redundancy(u64* a, u32 n) {
         u64 cur = 0;
 #pragma unroll
         for (u32 child = 0; child < 2; child++) {
-            // On a tie the leaf goes first (book.rs); the second child takes no node of its own.
+            // On a tie the leaf goes first (book.rs); the second child never takes the node
+            // being built (root < next).
             if (leaf >= n || ((child == 0 || root < next) && r0 < l0)) {
                 cur += r0;
                 a[root++] = next;

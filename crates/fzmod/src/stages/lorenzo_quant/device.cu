@@ -280,8 +280,8 @@ extern "C" __global__ void __launch_bounds__(Q_THREADS)
 lq_list_walk(ListArgs a, u64 n, const u32* tile_count, const u64* tile_next, const u64* tile_break, u64 ntiles,
              u32* bytes_indexed, u32* bytes_runs, const u64* layout_at, const u64* offsets_indexed, const u64* offsets_runs,
              const u64* base_indexed, const u64* base_runs, const u64* channel_len, u8* out, u64 capacity, u32 write) {
-    ch_list_walk(list_source(a), a.entries, n, tile_count, tile_next, tile_break, ntiles, bytes_indexed, bytes_runs, layout_at, offsets_indexed,
-                 offsets_runs, base_indexed, base_runs, channel_len, out, capacity, write);
+    ch_list_walk(list_source(a), a.entries, n, tile_count, tile_next, tile_break, ntiles, bytes_indexed, bytes_runs, layout_at,
+                 offsets_indexed, offsets_runs, base_indexed, base_runs, channel_len, out, capacity, write);
 }
 
 // The record's values (the channel's length comes from ch_choose).

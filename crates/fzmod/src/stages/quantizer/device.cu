@@ -329,6 +329,8 @@ __device__ __forceinline__ u8* put_varint(u64 v, u8* o) {
 //      per QI_RUN consecutive elements; block scans carry the previous entry forwards and the
 //      next run break backwards); two exclusive scans give each tile's offsets;
 //   3. ch_choose picks the layout; ch_list_walk, write = 1, writes the entries.
+// A list without entries (q_tile_starts' total, ListArgs::entries, is 0) only zeroes its
+// tile byte counts: its walks, run breaks and break scan return at once.
 // A run's entry is written by its first element, which finds the run's end in its own
 // elements, else in later threads of the tile, else after the tile.
 
@@ -385,8 +387,8 @@ extern "C" __global__ void __launch_bounds__(1024) ch_break_scan(u64* tile_break
 // chosen layout, when the whole channel fits the capacity). Blocks loop over tiles
 // (tile_loop_grid); tiles without entries are skipped.
 template <typename S>
-__device__ void ch_list_walk(const S& s, const u64* entries, u64 n, const u32* tile_count, const u64* tile_next, const u64* tile_break, u64 ntiles,
-                             u32* bytes_indexed, u32* bytes_runs, const u64* layout_at, const u64* offsets_indexed,
+__device__ void ch_list_walk(const S& s, const u64* entries, u64 n, const u32* tile_count, const u64* tile_next,
+                             const u64* tile_break, u64 ntiles, u32* bytes_indexed, u32* bytes_runs, const u64* layout_at, const u64* offsets_indexed,
                              const u64* offsets_runs, const u64* base_indexed, const u64* base_runs, const u64* channel_len,
                              u8* out, u64 capacity, u32 write) {
     if (write && *channel_len > capacity) return;
@@ -505,8 +507,8 @@ q_list_walk(ListArgs a, u64 n, const u32* tile_count, const u64* tile_next, cons
             u32* bytes_indexed, u32* bytes_runs, const u64* layout_at, const u64* offsets_indexed, const u64* offsets_runs,
             const u64* base_indexed, const u64* base_runs, const u64* channel_len, u8* out, u64 capacity, u32 write) {
     QSource s = {a.x, load_params(a.params)};
-    ch_list_walk(s, a.entries, n, tile_count, tile_next, tile_break, ntiles, bytes_indexed, bytes_runs, layout_at, offsets_indexed, offsets_runs,
-                 base_indexed, base_runs, channel_len, out, capacity, write);
+    ch_list_walk(s, a.entries, n, tile_count, tile_next, tile_break, ntiles, bytes_indexed, bytes_runs, layout_at, offsets_indexed,
+                 offsets_runs, base_indexed, base_runs, channel_len, out, capacity, write);
 }
 
 // Copy the resolved bound and step into scalar slots for the record.
