@@ -6,6 +6,7 @@
 //! 16 KiB) and the zero runs RZE removes after Huffman exploit. The permutation depends on
 //! the grid alone; device.cu `ip_level_position` computes the same position per point.
 
+use super::rows::{strided_copy, strided_scatter};
 use super::walk::Geometry;
 
 /// Groups of a grid with `levels` levels: the anchors, then per level (coarsest first) the
@@ -47,18 +48,19 @@ pub fn group_offsets(g: &Geometry) -> Vec<u64> {
     offsets
 }
 
-/// Visit the element indices of the grid in level order.
-fn for_each_in_level_order(g: &Geometry, mut f: impl FnMut(usize)) {
+/// Visit the grid in level order a row at a time: `f(first, step, count)` for the elements
+/// first, first + step, … (count of them, along x).
+fn for_each_row_in_level_order(g: &Geometry, mut f: impl FnMut(usize, usize, usize)) {
     let [sz, sy, _] = g.strides();
     for k in 0..num_groups(g.levels()) {
         let [lz, ly, lx] = lattice(g, k);
         let (cz, cy, cx) = (axis_count(g.dims[0], lz), axis_count(g.dims[1], ly), axis_count(g.dims[2], lx));
+        if cx == 0 {
+            continue;
+        }
         for z in 0..cz {
             for y in 0..cy {
-                let row = (lz.0 + z * lz.1) * sz + (ly.0 + y * ly.1) * sy;
-                for x in 0..cx {
-                    f(row + lx.0 + x * lx.1);
-                }
+                f((lz.0 + z * lz.1) * sz + (ly.0 + y * ly.1) * sy + lx.0, lx.1, cx);
             }
         }
     }
@@ -66,16 +68,23 @@ fn for_each_in_level_order(g: &Geometry, mut f: impl FnMut(usize)) {
 
 /// Natural order → level order.
 pub fn to_level_order(codes: &[u16], g: &Geometry) -> Vec<u16> {
-    let mut out = Vec::with_capacity(codes.len());
-    for_each_in_level_order(g, |i| out.push(codes[i]));
+    let mut out = vec![0u16; codes.len()];
+    let mut at = 0;
+    for_each_row_in_level_order(g, |first, step, count| {
+        strided_copy(&mut out[at..at + count], &codes[first..], step);
+        at += count;
+    });
     out
 }
 
 /// Level order → natural order (`codes` holds the grid's n codes).
 pub fn from_level_order(codes: &[u16], g: &Geometry) -> Vec<u16> {
     let mut out = vec![0u16; codes.len()];
-    let mut next = codes.iter();
-    for_each_in_level_order(g, |i| out[i] = *next.next().expect("n codes"));
+    let mut at = 0;
+    for_each_row_in_level_order(g, |first, step, count| {
+        strided_scatter(&mut out[first..], &codes[at..at + count], step);
+        at += count;
+    });
     out
 }
 

@@ -308,6 +308,32 @@ pub fn strided_copy<T: Copy>(dst: &mut [T], src: &[T], step: usize) {
     }
 }
 
+/// `dst[k·step] = src[k]` for every k of `src` (the inverse of [`strided_copy`]).
+#[inline]
+pub fn strided_scatter<T: Copy>(dst: &mut [T], src: &[T], step: usize) {
+    match step {
+        1 => dst[..src.len()].copy_from_slice(src),
+        2 => grouped_scatter::<T, 2>(dst, src),
+        4 => grouped_scatter::<T, 4>(dst, src),
+        _ => {
+            for (d, s) in dst.iter_mut().step_by(step).zip(src) {
+                *d = *s;
+            }
+        }
+    }
+}
+
+/// [`strided_scatter`] with a constant step `S`, as [`grouped_copy`].
+#[inline(always)]
+fn grouped_scatter<T: Copy, const S: usize>(dst: &mut [T], src: &[T]) {
+    let Some(last) = src.len().checked_sub(1) else { return };
+    let (groups, _) = dst[..last * S].as_chunks_mut::<S>();
+    for (g, s) in groups.iter_mut().zip(&src[..last]) {
+        g[0] = *s;
+    }
+    dst[last * S] = src[last];
+}
+
 /// [`strided_copy`] with a constant step `S`: the first of every whole group of S, then the
 /// last point, whose group `src` may end inside.
 #[inline(always)]
@@ -375,6 +401,23 @@ mod tests {
                             }
                         }
                     }
+                }
+            }
+        }
+    }
+
+    /// Every step, every length, destinations that end inside the last point's group or past
+    /// it; the other elements stay as they were.
+    #[test]
+    fn strided_scatter_puts_every_value_step_apart() {
+        for step in 1..=6 {
+            for n in 0..=16 {
+                for extra in 0..step {
+                    let src: Vec<u32> = (0..n as u32).collect();
+                    let mut dst = vec![u32::MAX; (n.max(1) - 1) * step + 1 + extra];
+                    strided_scatter(&mut dst, &src, step);
+                    let expected = |i: usize| if i % step == 0 && i / step < n { (i / step) as u32 } else { u32::MAX };
+                    assert!(dst.iter().enumerate().all(|(i, &d)| d == expected(i)), "step {step} n {n}");
                 }
             }
         }
