@@ -416,7 +416,8 @@ mod tests {
                     let src: Vec<u32> = (0..n as u32).collect();
                     let mut dst = vec![u32::MAX; (n.max(1) - 1) * step + 1 + extra];
                     strided_scatter(&mut dst, &src, step);
-                    let expected = |i: usize| if i % step == 0 && i / step < n { (i / step) as u32 } else { u32::MAX };
+                    let expected =
+                        |i: usize| if i.is_multiple_of(step) && i / step < n { (i / step) as u32 } else { u32::MAX };
                     assert!(dst.iter().enumerate().all(|(i, &d)| d == expected(i)), "step {step} n {n}");
                 }
             }
