@@ -29,7 +29,16 @@ pub struct CudaDevice {
     modules: Mutex<HashMap<Program, Arc<CudaModule>>>,
     workspace: Mutex<Workspace>,
     /// Page-locked host buffer every transfer goes through (grow-only).
-    staging: Mutex<Option<PinnedHostSlice<u8>>>,
+    staging: Mutex<Staging>,
+}
+
+/// The pinned staging buffer, and the last upload's final copy out of it: uploads return
+/// before their copies complete, so the CPU waits for that copy before it writes (or frees)
+/// the buffer again.
+#[derive(Default)]
+struct Staging {
+    host: Option<PinnedHostSlice<u8>>,
+    read_by: Option<CudaEvent>,
 }
 
 impl std::fmt::Debug for CudaDevice {
@@ -81,7 +90,7 @@ fn probe() -> Result<Arc<CudaDevice>, String> {
             name,
             modules: Mutex::new(HashMap::new()),
             workspace: Mutex::new(Workspace::default()),
-            staging: Mutex::new(None),
+            staging: Mutex::new(Staging::default()),
         })
     });
     let device = match opened {
@@ -171,17 +180,25 @@ impl CudaDevice {
         Ok(f64::from(start.elapsed_ms(&end).map_err(device_error)?) / 1e3)
     }
 
-    /// Run `f` on the pinned staging buffer, grown to at least `len` bytes.
-    fn with_staging<T>(&self, len: usize, f: impl FnOnce(&mut [u8]) -> Result<T>) -> Result<T> {
+    /// Run `f` on the pinned staging buffer, grown to at least `len` bytes, once the copies of
+    /// the last upload out of it have completed. `f` returns the event after its own last copy
+    /// out of the buffer when it does not wait for it (an upload).
+    fn with_staging<T>(&self, len: usize, f: impl FnOnce(&mut [u8]) -> Result<(T, Option<CudaEvent>)>) -> Result<T> {
         let mut staging = self.staging.lock().map_err(|_| Error::Device("staging buffer poisoned".into()))?;
-        if staging.as_ref().is_none_or(|p| p.len() < len) {
-            *staging = None;
+        if let Some(read) = staging.read_by.take() {
+            read.synchronize().map_err(device_error)?;
+        }
+        if staging.host.as_ref().is_none_or(|p| p.len() < len) {
+            staging.host = None;
             // SAFETY: the contents are written before they are read. Flags 0: cacheable, so the
             // CPU reads downloads at full speed.
-            *staging = Some(unsafe { self.ctx.alloc_pinned_with_flags::<u8>(len.max(1), 0) }.map_err(device_error)?);
+            staging.host =
+                Some(unsafe { self.ctx.alloc_pinned_with_flags::<u8>(len.max(1), 0) }.map_err(device_error)?);
         }
-        let host = staging.as_mut().expect("allocated above").as_mut_slice().map_err(device_error)?;
-        f(&mut host[..len])
+        let host = staging.host.as_mut().expect("allocated above").as_mut_slice().map_err(device_error)?;
+        let (result, read_by) = f(&mut host[..len])?;
+        staging.read_by = read_by;
+        Ok(result)
     }
 
     /// Host → device through the pinned staging buffer (see [`CudaDevice::upload_to`]).
@@ -189,12 +206,13 @@ impl CudaDevice {
         self.upload_to(bytes, device::address(dst, &self.stream))
     }
 
-    /// Host → device address `dst`. Small copies (a stage's tables and lists) are enqueued from
-    /// the caller's memory: CUDA stages pageable memory before the call returns and does not
-    /// wait for the stream, so the kernels before keep running. Large ones go in pieces
-    /// through a ring of [`STAGING_PIECES`] pinned pieces: the CPU copies piece k + 1 while
-    /// the link carries the pieces before it, and the call returns once the data is on the
-    /// device (the ring is reused).
+    /// Host → device address `dst`, enqueued on the stream: the kernels enqueued before keep
+    /// running and those after see the data. Small copies (a stage's tables and lists) go
+    /// from the caller's memory: CUDA stages pageable memory before the call returns and does
+    /// not wait for the stream. Large ones go in pieces through a ring of [`STAGING_PIECES`]
+    /// pinned pieces: the CPU copies piece k + 1 while the link carries the pieces before it,
+    /// and the call returns once the last piece is enqueued (a decoder's block table then
+    /// does not stall the kernels before it; the next transfer waits for the ring instead).
     pub(crate) fn upload_to(&self, bytes: &[u8], dst: u64) -> Result<()> {
         self.bind()?;
         if bytes.len() <= SMALL_UPLOAD {
@@ -215,13 +233,16 @@ impl CudaDevice {
                 let staged = &mut ring[slot][..chunk.len()];
                 parallel_copy(staged, chunk);
                 let at = dst + (k * piece) as u64;
-                // SAFETY: `staged` is pinned and not touched again until this copy's event has
-                // completed; the destination range lies in the caller's buffer.
+                // SAFETY: `staged` is pinned and not written again until this copy's event (or
+                // a later one on the stream) has completed; the destination range lies in the
+                // caller's buffer.
                 unsafe { cudarc::driver::result::memcpy_htod_async(at, staged, self.stream.cu_stream()) }
                     .map_err(device_error)?;
                 in_flight[slot] = Some(self.stream.record_event(None).map_err(device_error)?);
             }
-            self.stream.synchronize().map_err(device_error)
+            // The stream runs the copies in order: the last one's event covers them all.
+            let last = (bytes.len().div_ceil(piece) - 1) % ring.len();
+            Ok(((), in_flight[last].take()))
         })
     }
 
@@ -273,7 +294,7 @@ impl CudaDevice {
                     landed.push_back(enqueue(k + slots, &mut *ring[k % slots])?);
                 }
             }
-            Ok(())
+            Ok(((), None))
         })
     }
 
@@ -291,7 +312,10 @@ impl CudaDevice {
     /// Copy host values into a new device buffer (for device-resident callers and tests).
     pub fn to_device<T: crate::element::Element>(&self, values: &[T]) -> Result<device::DeviceBuffer> {
         let run = device::DeviceRun::new(self, Vec::new(), Vec::new())?;
-        run.upload(T::DTYPE, bytemuck::cast_slice(values))
+        let buffer = run.upload(T::DTYPE, bytemuck::cast_slice(values))?;
+        // The caller may hand the buffer to work on another stream.
+        self.synchronize()?;
+        Ok(buffer)
     }
 
     /// Copy a device buffer's elements (its known length) back into host memory.

@@ -121,10 +121,25 @@ adm_payload(const ADM_T* in, u64 n, u64 nblocks, const u64* offsets, u8* side, u
 }
 
 // Inverse: block b's payload starts at starts[b] (checked on the host, cpu.rs payload_starts).
-// Any signal that does not match its code, leaves the word range or breaks the padding, or a
-// raw block with a centre or code bytes, sets *err.
+// Inverse, pass 1: each block's payload bytes (cpu.rs payload_len), for the scan that places
+// them. A length byte cpu.rs payload_starts refuses counts as raw here; adm_decode flags it.
+extern "C" __global__ void adm_payload_lens(const u8* side, u64 n, u64 nblocks, u32* lens) {
+    u64 b = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= nblocks) return;
+    u32 len = (u32)min((u64)ADM_BLOCK, n - b * ADM_BLOCK), per = side[nblocks * ADM_BYTES + b];
+    lens[b] = per == 0 || ADM_LANES * per >= len * ADM_BYTES ? len * ADM_BYTES : ADM_LANES * per;
+}
+
+// Pass 2: block b's payload at table + offsets[b] (the scanned lengths, nblocks + 1 of them).
+// cpu.rs payload_starts's checks, made here: a length byte whose signal area is not smaller
+// than the raw words, or payloads that do not end exactly at the side stream's end, set
+// *table_err, and a block whose payload would leave the stream is not read. Any signal that
+// does not match its code, leaves the word range or breaks the padding, or a raw block with a
+// centre or code bytes, sets *err.
 extern "C" __global__ void __launch_bounds__(ADM_WARPS * 32)
-adm_decode(const u8* codes, const u8* side, const u64* starts, u64 n, u64 nblocks, ADM_T* out, u32* err) {
+adm_decode(const u8* codes, const u8* side, const u64* offsets, u64 table, u64 side_len, u64 n, u64 nblocks, ADM_T* out, u32* err,
+           u32* table_err) {
+    if (blockIdx.x == 0 && threadIdx.x == 0 && table + offsets[nblocks] != side_len) atomicOr(table_err, 1u);
     __shared__ u8 signals[ADM_WARPS][ADM_BLOCK * ADM_BYTES];
     // A lane decodes ADM_PER_LANE consecutive words: codes in and words out go through shared
     // memory so that global loads and stores stay coalesced.
@@ -134,8 +149,12 @@ adm_decode(const u8* codes, const u8* side, const u64* starts, u64 n, u64 nblock
     u8* area = signals[warp];
     ADM_FOR_EACH_BLOCK(b, nblocks) {
         u32 len = (u32)min((u64)ADM_BLOCK, n - b * ADM_BLOCK);
-        const u8* src = side + starts[b];
+        const u8* src = side + table + offsets[b];
         u32 per = side[nblocks * ADM_BYTES + b];
+        if ((per != 0 && ADM_LANES * per >= len * ADM_BYTES) || table + offsets[b + 1] > side_len) {
+            if (lane == 0) atomicOr(table_err, 1u);
+            continue;
+        }
         u64 c = 0;
         for (int i = 0; i < ADM_BYTES; i++) c |= (u64)side[b * ADM_BYTES + i] << (8 * i);
         bool ok = true;

@@ -1,7 +1,8 @@
 //! ADM on the device (kernels in device.cu): a measuring pass writes the code bytes, the side
 //! table and each block's payload size; a deterministic scan places the payloads; a second pass
-//! writes them. No host synchronisation. The inverse checks the length bytes on the host with
-//! the CPU's own checks (one small download), then decodes one block per warp.
+//! writes them. No host synchronisation. The inverse places the payloads by a scan of their
+//! lengths on the device and decodes one block per warp; the decoder makes cpu.rs
+//! payload_starts's checks of the length bytes (error flags, read after the run).
 
 use super::{cpu, Adm};
 use crate::backend::cuda::device::{
@@ -104,29 +105,48 @@ impl DeviceStage for Adm {
         if nblocks == 0 {
             return Ok(vec![out]);
         }
-        // The table is small (1 + word bytes per 512 words): the CPU's checks validate it.
-        let table_bytes = run.download(side, table)?;
-        let starts = cpu::payload_starts(side_len, n, word, &table_bytes[nblocks * word..])?;
-        let starts: Vec<u8> = starts.iter().flat_map(|s| s.to_le_bytes()).collect();
-        let starts = run.upload(DType::U64, &starts)?;
+        // Host work here runs while the kernels before it do: placing 146 k payloads of a
+        // 75 M-word input on the host (1 ms) left the device idle, so the device scans them.
+        let program = program(self.input);
+        let (lens_kernel, decode) = (run.kernel(&program, "adm_payload_lens")?, run.kernel(&program, "adm_decode")?);
+        let lens = run.alloc(DType::U32, nblocks)?;
+        let partials = run.alloc(DType::U64, scan_partials_len(nblocks as u64))?;
+        let offsets = run.alloc(DType::U64, nblocks + 1)?;
         // Raised by the kernel, read once after the run (no synchronisation here).
         let err = run.error_flag("ADM: a block's signals do not match its code bytes".into())?;
-        let program = program(self.input);
-        let decode = run.kernel(&program, "adm_decode")?;
+        let table_err = run.error_flag(format!(
+            "ADM: the length bytes of {nblocks} blocks do not place their payloads in the {side_len} byte side stream"
+        ))?;
         let s = run.stream().clone();
         let p = |b: &DeviceBuffer| b.ptr(&s);
-        let (n64, nb) = (n as u64, nblocks as u64);
-        // SAFETY: argument list matches device.cu; every payload lies inside `side` (checked by
-        // payload_starts), `codes` holds n bytes and `out` n words.
+        let (n64, nb, table64, side64) = (n as u64, nblocks as u64, table as u64, side_len as u64);
+        // SAFETY: argument list matches device.cu; `side` holds the nblocks length bytes after
+        // the centres (table ≤ side_len, checked above) and `lens` nblocks entries.
+        unsafe {
+            s.launch_builder(&lens_kernel)
+                .arg(&p(side))
+                .arg(&n64)
+                .arg(&nb)
+                .arg(&p(&lens))
+                .launch(grid(nb, 256))
+                .map_err(device_error)?;
+        }
+        exclusive_scan(run, &program, p(&lens), nb, p(&partials), p(&offsets))?;
+        // SAFETY: argument list matches device.cu; the kernel reads no payload that leaves
+        // `side` (its side_len bytes), `offsets` holds nblocks + 1 sums, `codes` n bytes and
+        // `out` n words.
         unsafe {
             s.launch_builder(&decode)
                 .arg(&p(codes))
                 .arg(&p(side))
-                .arg(&p(&starts))
+                .arg(&p(&offsets))
+                .arg(&table64)
+                .arg(&side64)
                 .arg(&n64)
                 .arg(&nb)
                 .arg(&p(&out))
                 .arg(&err)
+                .arg(&table_err)
                 .launch(warp_grid(nb))
                 .map_err(device_error)?;
         }

@@ -176,11 +176,31 @@ extern "C" __global__ void __launch_bounds__(ANS_WARPS * 32) ans_encode(
     }
 }
 
-// Inverse: block b starts at starts[b] (the head was checked on the host, cpu.rs block_starts),
-// dtable is cpu.rs decode_table. A state out of range, non-zero padding, a block that reads
-// past its words or does not end on its initial states sets *err.
+// Whether block b's word count is one cpu.rs block_starts accepts, and its bytes in the
+// segment (a refused count counts as raw; ans_decode flags it).
+__device__ __forceinline__ bool ans_block_size(u32 count, u32 len, u32* size) {
+    int most = ans_max_words(len);
+    bool valid = count == ANS_RAW || (most >= 0 && count <= (u32)most);
+    *size = count != ANS_RAW && valid ? ans_coded_len(count) : len;
+    return valid;
+}
+
+// Inverse, pass 1: each block's bytes, for the scan that places the blocks.
+extern "C" __global__ void ans_block_sizes(const u8* seg, u64 n, u64 nblocks, u32* sizes) {
+    u64 b = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= nblocks) return;
+    ans_block_size(((const u32*)(seg + ANS_PROBS_BYTES))[b], (u32)min((u64)ANS_BLOCK, n - b * ANS_BLOCK), &sizes[b]);
+}
+
+// Pass 2: block b at head + offsets[b] (the scanned sizes, nblocks + 1 of them); dtable is
+// cpu.rs decode_table. The checks of cpu.rs block_starts, made here: a word count the block
+// cannot hold, or blocks that do not end exactly at the segment's end, set *table_err, and a
+// block that would leave the segment is not read. A state out of range, non-zero padding, a
+// block that reads past its words or does not end on its initial states sets *err.
 extern "C" __global__ void __launch_bounds__(ANS_WARPS * 32) ans_decode(
-    const u8* seg, const u64* starts, u64 n, u64 nblocks, u32 bits, const u32* dtable, u8* out, u32* err) {
+    const u8* seg, const u64* offsets, u64 seg_len, u64 n, u64 nblocks, u32 bits, const u32* dtable, u8* out, u32* err, u32* table_err) {
+    const u64 head = ANS_PROBS_BYTES + 4 * nblocks;
+    if (blockIdx.x == 0 && threadIdx.x == 0 && head + offsets[nblocks] != seg_len) atomicOr(table_err, 1u);
     // Words are read from global memory and symbols written straight to `out` (a device
     // buffer the run reads only after checking *err): shared memory holds just the table,
     // and the latency-bound rounds get the most warps.
@@ -192,15 +212,20 @@ extern "C" __global__ void __launch_bounds__(ANS_WARPS * 32) ans_decode(
     const u32* counts = (const u32*)(seg + ANS_PROBS_BYTES);
     for (u64 b = (u64)blockIdx.x * ANS_WARPS + warp; b < nblocks; b += (u64)gridDim.x * ANS_WARPS) {
         u32 len = (u32)min((u64)ANS_BLOCK, n - b * ANS_BLOCK);
-        const u8* src = seg + starts[b];
+        const u8* src = seg + head + offsets[b];
         u8* dst = out + b * ANS_BLOCK;
-        u32 count = counts[b];
+        u32 count = counts[b], size;
+        if (!ans_block_size(count, len, &size) || head + offsets[b + 1] > seg_len) {
+            if (lane == 0) atomicOr(table_err, 1u);
+            continue;
+        }
         if (count == ANS_RAW) {
             ans_warp_copy(dst, src, len);
             continue;
         }
         u32 x = ((const u32*)src)[lane];
-        // Coded blocks start 4-byte aligned (checked on the host), so the words are u16s.
+        // Coded blocks start 4-byte aligned (the head and every block before them are
+        // multiples of 4 bytes, raw blocks being whole), so the words are u16s.
         const u16* stream = (const u16*)(src + ANS_STATES_BYTES);
         // An odd count leaves the last word's high half as padding, which must be zero.
         bool ok = x >= ANS_STATE_LOW && x >> 31 == 0 && (count % 2 == 0 || stream[count] == 0);

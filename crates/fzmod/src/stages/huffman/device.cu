@@ -3,9 +3,8 @@
 //
 // Forward, with no host synchronisation: per-block shared histograms added into a global one
 // (integer adds: the order does not matter) → the book, built by one thread block from the
-// histogram with book.rs's sequential rules → each chunk's word count → an exclusive scan
-// (common.cu) → each chunk's bits assembled in shared memory (OR is order-independent) and
-// copied to its place. Inverse: one warp per chunk (its lanes resynchronise, see huf_decode),
+// histogram with book.rs's sequential rules → each chunk's bits assembled in shared memory
+// (OR is order-independent) and copied to its place, found by a decoupled look-back. Inverse: one warp per chunk (its lanes resynchronise, see huf_decode),
 // the decode tables in shared memory.
 
 #define HUF_CHUNK 4096
@@ -223,27 +222,6 @@ huf_book(const u64* hist, u32 bklen, u32* table, u8* out, u64* book_len) {
     if (threadIdx.x == 0) *book_len = padded;
 }
 
-// Bits of one symbol: its entry's code length, plus its width when escaped.
-__device__ __forceinline__ u32 huf_cost(u32 v, u32 bklen, const u32* table) {
-    return (__ldg(&table[min(v, bklen)]) & 0xff) + (v >= bklen ? HUF_BITS : 0);
-}
-
-// Payload words of each chunk (a thread sums 16 symbols, the block adds them).
-extern "C" __global__ void __launch_bounds__(HUF_THREADS)
-huf_sizes(const sym_t* in, u64 n, u32 bklen, const u32* table, u64 nchunks, u32* words) {
-    for (u64 c = blockIdx.x; c < nchunks; c += gridDim.x) {
-        u64 start = c * HUF_CHUNK;
-        u32 bits = 0;
-        for (u32 j = 0; j < HUF_PER_THREAD; j++) {
-            u64 i = start + j * HUF_THREADS + threadIdx.x;  // coalesced; the sum ignores order
-            if (i < n) bits += huf_cost(in[i], bklen, table);
-        }
-        u64 total;
-        block_exclusive_scan(bits, &total);
-        if (threadIdx.x == 0) words[c] = (u32)((total + 31) / 32);
-    }
-}
-
 // OR the `bits` (1..32) low bits of v into buf at bit `pos`, most significant first.
 __device__ __forceinline__ void huf_put(u32* buf, u32 pos, u32 v, u32 bits) {
     if (bits == 0) return;
@@ -252,22 +230,27 @@ __device__ __forceinline__ void huf_put(u32* buf, u32 pos, u32 v, u32 bits) {
     if (shift + bits > 32) atomicOr(&buf[word + 1], aligned << (32 - shift));
 }
 
-// Each chunk's bits at payload word offsets[c] (the scanned word counts), its count in the
-// table after the book; *out_len gets the segment's length. Nothing past `capacity`. A thread
-// reads its 16 symbols in 16-byte loads where aligned, gathers their bits in a 64-bit register
-// and ORs whole words into the chunk's shared buffer (OR is order-independent).
+// Each chunk's bits after the words of the chunks before it, its word count in the table
+// after the book; *out_len gets the segment's length. Nothing past `capacity`. Chunks are
+// taken in ticket order and placed by the decoupled look-back of common.cu (fz_look_back)
+// over their word counts, so no pass counts them first; `state` holds the ticket counter and
+// one look-back word per chunk, zeroed before the launch. A thread reads its 16 symbols in
+// 16-byte loads where aligned, gathers their bits in a 64-bit register and ORs whole words
+// into the chunk's shared buffer (OR is order-independent).
 extern "C" __global__ void __launch_bounds__(HUF_THREADS, 4)
-huf_encode(const sym_t* in, u64 n, u32 bklen, const u32* table, u64 nchunks, const u64* offsets,
+huf_encode(const sym_t* in, u64 n, u32 bklen, const u32* table, u64 nchunks, u64* state,
            const u64* book_len, u8* out, u64 capacity, u64* out_len) {
     __shared__ u32 bitbuf[HUF_MAX_WORDS];
+    __shared__ u64 ticket, offset;
+    volatile u64* placed = (volatile u64*)(state + 1);
     u64 head = *book_len, payload = head + 4 * nchunks;
-    if (blockIdx.x == 0 && threadIdx.x == 0) *out_len = payload + 4 * offsets[nchunks];
     const bool vectors = ((size_t)in & 15) == 0;
-    for (u64 c = blockIdx.x; c < nchunks; c += gridDim.x) {
-        u64 start = c * HUF_CHUNK;
+    for (;;) {
+        if (threadIdx.x == 0) ticket = atomicAdd((unsigned long long*)state, 1ull);
+        __syncthreads();
+        u64 c = ticket, start = c * HUF_CHUNK;
+        if (c >= nchunks) return;
         u32 len = (u32)min((u64)HUF_CHUNK, n - start);
-        u32 words = (u32)(offsets[c + 1] - offsets[c]);
-        for (u32 i = threadIdx.x; i < words; i += blockDim.x) bitbuf[i] = 0;
         u32 first = min(len, threadIdx.x * HUF_PER_THREAD), mine = min(len, first + HUF_PER_THREAD) - first;
         // The 16 symbols as 32-bit words, in registers (constant indices once unrolled).
         const u32 per_word = 4 / sizeof(sym_t), sym_bits = 8 * sizeof(sym_t);
@@ -297,7 +280,19 @@ huf_encode(const sym_t* in, u64 n, u32 bklen, const u32* table, u64 nchunks, con
             if (k < mine) bits += (e[k] & 0xff) + (v[k] >= bklen ? HUF_BITS : 0);
         }
         u64 total;
-        u32 pos = (u32)block_exclusive_scan(bits, &total);  // its barriers also order the zeroing
+        u32 pos = (u32)block_exclusive_scan(bits, &total);
+        const u32 words = (u32)((total + 31) / 32);
+        if (threadIdx.x == 0 && c > 0) placed[c] = FZ_AGGREGATE | words;
+        for (u32 i = threadIdx.x; i < words; i += blockDim.x) bitbuf[i] = 0;
+        __syncthreads();
+        if (threadIdx.x < 32) {
+            u64 before = fz_look_back(placed, c);
+            if (threadIdx.x == 0) {
+                placed[c] = FZ_INCLUSIVE | (before + words);
+                offset = before;
+                if (c == nchunks - 1) *out_len = payload + 4 * (before + words);
+            }
+        }
         u64 acc = 0;
         u32 have = 0;
         // Append the `width` (1..32) low bits of `value`; a full word leaves for the buffer.
@@ -319,7 +314,7 @@ huf_encode(const sym_t* in, u64 n, u32 bklen, const u32* table, u64 nchunks, con
         }
         if (have) huf_put(bitbuf, pos, (u32)(acc >> (64 - have)), have);
         __syncthreads();
-        u64 at = payload + 4 * offsets[c];
+        u64 at = payload + 4 * offset;
         if (at + 4ull * words <= capacity) {
             u32* dst = (u32*)(out + at);
             for (u32 i = threadIdx.x; i < words; i += blockDim.x) dst[i] = bitbuf[i];

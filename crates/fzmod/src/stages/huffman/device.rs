@@ -1,14 +1,12 @@
 //! Huffman on the device (kernels in device.cu). Forward builds the book on the device, so it
-//! needs no host synchronisation: histogram → book (one thread block) → chunk word counts →
-//! scan → encode. The inverse reads the book and the word counts back (a few KiB), validates
+//! needs no host synchronisation: histogram → book (one thread block) → encode (chunks placed
+//! by a decoupled look-back). The inverse reads the book and the word counts back (a few KiB), validates
 //! them with the CPU's own checks, uploads the decode tables and decodes a chunk per warp.
 
 use super::book::{Book, DecodeTables, TABLE_BITS};
 use super::cpu::{self, CHUNK};
 use super::{symbol_bits, Huffman};
-use crate::backend::cuda::device::{
-    exclusive_scan, grid, scan_partials_len, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage, PendingRecord,
-};
+use crate::backend::cuda::device::{grid, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage, PendingRecord};
 use crate::backend::cuda::{device_error, Program};
 use crate::element::DType;
 use crate::error::{Error, Result};
@@ -96,23 +94,10 @@ impl DeviceStage for Huffman {
             }
             return Ok(DeviceForwarded { outputs: vec![out], record });
         }
-        let words = run.alloc(DType::U32, nchunks)?;
-        let partials = run.alloc(DType::U64, scan_partials_len(nc))?;
-        let offsets = run.alloc(DType::U64, nchunks + 1)?;
-        // SAFETY: `words` holds one count per chunk.
-        unsafe {
-            s.launch_builder(&run.kernel(&program, "huf_sizes")?)
-                .arg(&p(x))
-                .arg(&n64)
-                .arg(&bklen)
-                .arg(&p(&table))
-                .arg(&nc)
-                .arg(&p(&words))
-                .launch(grid(blocks * THREADS, THREADS))
-                .map_err(device_error)?;
-        }
-        exclusive_scan(run, &program, p(&words), nc, p(&partials), p(&offsets))?;
-        // SAFETY: `offsets` holds nchunks + 1 scanned counts; writes are checked against `cap`.
+        // The ticket counter, then one look-back word per chunk (device.cu), zeroed.
+        let state = run.alloc(DType::U64, nchunks + 1)?;
+        run.zero(&state)?;
+        // SAFETY: `state` holds nchunks + 1 zeroed words; writes are checked against `cap`.
         unsafe {
             s.launch_builder(&run.kernel(&program, "huf_encode")?)
                 .arg(&p(x))
@@ -120,7 +105,7 @@ impl DeviceStage for Huffman {
                 .arg(&bklen)
                 .arg(&p(&table))
                 .arg(&nc)
-                .arg(&p(&offsets))
+                .arg(&p(&state))
                 .arg(&p(&book_len))
                 .arg(&p(&out))
                 .arg(&cap)

@@ -48,6 +48,15 @@ static_assert(sizeof(Geometry) == 48, "Geometry: lorenzo_quant/device.rs");
 #define LQ_VALUES 1
 __device__ __forceinline__ void lq_mark(u32* tile_any, u64 i, u32 list) { atomicOr(&tile_any[i / Q_TILE], 1u << list); }
 
+// A delta without a code: its value (read by the delta list, and only there) and its bit in
+// `unfit` (one per element, zeroed; ListSource::has), so the forward kernels write no delta
+// that the list would not read.
+__device__ __forceinline__ void lq_keep_delta(u32* tile_any, u32* unfit, i32* delta_at, u64 i, i32 d) {
+    *delta_at = d;
+    atomicOr(&unfit[i >> 5], 1u << (i & 31));
+    lq_mark(tile_any, i, LQ_DELTAS);
+}
+
 // Pass 1: pre-quantized values (0 for value outliers, cpu.rs prequantize); *any (a zeroed
 // slot) becomes nonzero when there is a value outlier, for lq_predict.
 extern "C" __global__ void lq_prequant(const real* x, u64 n, const Params* params, i32* p, u64* any, u32* tile_any) {
@@ -116,27 +125,31 @@ extern "C" __global__ void lq_predict(const real* x, const Params* params, Geome
 // of `ty` rows pre-quantizes its column (loaded at once), and each element's delta takes its
 // left neighbours from the lane before it in the tile row (a shuffle within groups of `tx`
 // lanes) and the row above from the thread's own previous row — no pre-quantized copy in
-// memory. Terms outside the tile are 0, as in lq_delta, whose codes and deltas it writes.
-extern "C" __global__ void __launch_bounds__(LQ_BAND_THREADS)
-lq_band_forward(const real* x, const Params* params, Geometry g, u32 mapping, u32 radius, unsigned short* codes, i32* deltas, u32* tile_any) {
-    const u64 columns = (g.nx + LQ_BAND_THREADS - 1) / LQ_BAND_THREADS, bands = (g.ny + g.ty - 1) / g.ty;
-    const u64 band = blockIdx.x / columns, col = blockIdx.x % columns * LQ_BAND_THREADS + threadIdx.x;
-    if (band >= g.nz * bands) return;
-    const u64 y0 = band % bands * g.ty, base = (band / bands * g.ny + y0) * g.nx + col;
-    const u32 rows = (u32)min(g.ty, g.ny - y0), tx = (u32)g.tx, lane = threadIdx.x & 31;
-    const bool inside = col < g.nx, first = (lane & (tx - 1)) == 0;
-    const QParams q = load_params(params);
+// memory. Terms outside the tile are 0, as in lq_delta, whose codes it writes; a delta is
+// written only where it has no code (lq_keep_delta).
+//
+// The kernel was bound by instruction issue, so the rows of a band run as one of a few
+// compiled forms (lq_band_rows): MAPPING fixed, and FULL bands (LQ_BAND_ROWS rows, every
+// column of the block inside the grid) without row or column checks.
+template <u32 MAPPING, bool FULL>
+__device__ __forceinline__ void lq_band_rows(const real* x, const QParams& q, u64 base, u64 nx, u32 rows, bool inside, u32 tx,
+                                             u32 radius, unsigned short* codes, i32* deltas, u32* tile_any, u32* unfit) {
+    const u32 lane = threadIdx.x & 31;
+    const bool first = (lane & (tx - 1)) == 0, here_inside = FULL || inside;
     real v[LQ_BAND_ROWS];
+    const real* src = x + base;
 #pragma unroll
-    for (u32 r = 0; r < LQ_BAND_ROWS; r++) v[r] = r < rows && inside ? x[base + r * g.nx] : (real)0;
+    for (u32 r = 0; r < LQ_BAND_ROWS; r++, src += nx) v[r] = FULL || (r < rows && inside) ? *src : (real)0;
     // This lane's segment of the warp: the lanes of its tile row up to itself.
     const unsigned seg = ~((1u << (lane & ~(tx - 1))) - 1u);
     u32 above = 0, above_left = 0;
+    unsigned short* code_at = codes + base;
+    i32* delta_at = deltas + base;
 #pragma unroll
-    for (u32 r = 0; r < LQ_BAND_ROWS; r++) {
-        if (r >= rows) break;
+    for (u32 r = 0; r < LQ_BAND_ROWS; r++, code_at += nx, delta_at += nx) {
+        if (!FULL && r >= rows) break;
         bool outlier = false;
-        u32 here = inside ? (u32)quant_code(v[r], q, &outlier) : 0u;
+        u32 here = here_inside ? (u32)quant_code(v[r], q, &outlier) : 0u;
         // A value outlier takes its prediction (lq_predict; the terms behind are `above`).
         const unsigned kept = __ballot_sync(FULL_MASK, !outlier);
         if (kept != FULL_MASK) {
@@ -147,20 +160,41 @@ lq_band_forward(const real* x, const Params* params, Geometry g, u32 mapping, u3
         if (first) left = 0;
         i32 d = (i32)(here - left - above + above_left);
         above_left = left, above = here;
-        if (inside) {
-            unsigned short code;
-            bool fits = lq_encode(d, mapping, radius, &code);
-            codes[base + r * g.nx] = fits ? code : 0;
-            deltas[base + r * g.nx] = d;
-            if (outlier) lq_mark(tile_any, base + r * g.nx, LQ_VALUES);
-            if (!fits) lq_mark(tile_any, base + r * g.nx, LQ_DELTAS);
+        unsigned short code;
+        const bool fits = lq_encode(d, MAPPING, radius, &code);
+        if (!fits) code = 0;
+        if (here_inside) *code_at = code;
+        if (__any_sync(FULL_MASK, outlier || !fits) && here_inside) {
+            const u64 at = base + r * nx;
+            if (outlier) lq_mark(tile_any, at, LQ_VALUES);
+            if (!fits) lq_keep_delta(tile_any, unfit, delta_at, at, d);
         }
     }
 }
 
+extern "C" __global__ void __launch_bounds__(LQ_BAND_THREADS)
+lq_band_forward(const real* x, const Params* params, Geometry g, u32 mapping, u32 radius, unsigned short* codes, i32* deltas, u32* tile_any,
+                u32* unfit) {
+    const u64 columns = (g.nx + LQ_BAND_THREADS - 1) / LQ_BAND_THREADS, bands = (g.ny + g.ty - 1) / g.ty;
+    const u64 band = blockIdx.x / columns, col0 = blockIdx.x % columns * LQ_BAND_THREADS, col = col0 + threadIdx.x;
+    if (band >= g.nz * bands) return;
+    const u64 y0 = band % bands * g.ty, base = (band / bands * g.ny + y0) * g.nx + col;
+    const u32 rows = (u32)min(g.ty, g.ny - y0), tx = (u32)g.tx;
+    const bool inside = col < g.nx, full = rows == LQ_BAND_ROWS && col0 + LQ_BAND_THREADS <= g.nx;
+    const QParams q = load_params(params);
+#define LQ_BAND_FORWARD(M)                                                                     \
+    (full ? lq_band_rows<M, true>(x, q, base, g.nx, rows, inside, tx, radius, codes, deltas, tile_any, unfit) \
+          : lq_band_rows<M, false>(x, q, base, g.nx, rows, inside, tx, radius, codes, deltas, tile_any, unfit))
+    if (mapping == LQ_SIGN_MAGNITUDE) LQ_BAND_FORWARD(LQ_SIGN_MAGNITUDE);
+    else if (mapping == LQ_ZIGZAG) LQ_BAND_FORWARD(LQ_ZIGZAG);
+    else LQ_BAND_FORWARD(LQ_RADIUS);
+#undef LQ_BAND_FORWARD
+}
+
 // Pass 2: Lorenzo deltas inside tiles (wrapping, cpu.rs lorenzo_delta) and their codes;
-// deltas without a code leave code 0 and are kept for the delta-outlier list.
-extern "C" __global__ void lq_delta(const i32* p, Geometry g, u32 mapping, u32 radius, unsigned short* codes, i32* deltas, u32* tile_any) {
+// deltas without a code leave code 0 and are kept for the delta-outlier list (lq_keep_delta).
+extern "C" __global__ void lq_delta(const i32* p, Geometry g, u32 mapping, u32 radius, unsigned short* codes, i32* deltas, u32* tile_any,
+                                    u32* unfit) {
     u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x, n = g.nz * g.ny * g.nx;
     if (i >= n) return;
     u64 x, y, z;
@@ -188,13 +222,13 @@ extern "C" __global__ void lq_delta(const i32* p, Geometry g, u32 mapping, u32 r
     unsigned short code;
     bool fits = lq_encode(d, mapping, radius, &code);
     codes[i] = fits ? code : 0;
-    deltas[i] = d;
-    if (!fits) lq_mark(tile_any, i, LQ_DELTAS);
+    if (!fits) lq_keep_delta(tile_any, unfit, deltas + i, i, d);
 }
 
 // One list's entries: whether element i has one, its value's bytes, and writing them.
 struct ListSource {
     u32 list, mapping, radius;
+    const u32* unfit;
     const i32* deltas;
     const real* x;
     QParams q;
@@ -204,8 +238,7 @@ struct ListSource {
             quant_code(x[i], q, &outlier);
             return outlier;
         }
-        unsigned short code;
-        return !lq_encode(deltas[i], mapping, radius, &code);
+        return unfit[i >> 5] >> (i & 31) & 1u;
     }
     // Two entries' values are bit-identical (both have entries).
     __device__ bool same(u64 i, u64 j) const {
@@ -223,11 +256,13 @@ struct ListSource {
     }
 };
 
-__device__ __forceinline__ ListSource list_source(u32 list, u32 mapping, u32 radius, const i32* deltas, const real* x, const Params* params) {
+__device__ __forceinline__ ListSource list_source(u32 list, u32 mapping, u32 radius, const u32* unfit, const i32* deltas,
+                                                  const real* x, const Params* params) {
     ListSource s;
     s.list = list;
     s.mapping = mapping;
     s.radius = radius;
+    s.unfit = unfit;
     s.deltas = deltas;
     s.x = x;
     s.q = load_params(params);
@@ -237,9 +272,9 @@ __device__ __forceinline__ ListSource list_source(u32 list, u32 mapping, u32 rad
 // Per tile: entries and (last entry index + 1), as q_tile_starts takes them; tiles that
 // tile_any does not mark have none. Blocks loop over tiles (most tiles are empty).
 extern "C" __global__ void __launch_bounds__(Q_THREADS)
-lq_list_count(u32 list, u32 mapping, u32 radius, const i32* deltas, const real* x, const Params* params, u64 n, u64 ntiles,
-              const u32* tile_any, u32* tile_count, u64* tile_next) {
-    ListSource src = list_source(list, mapping, radius, deltas, x, params);
+lq_list_count(u32 list, u32 mapping, u32 radius, const u32* unfit, const i32* deltas, const real* x, const Params* params,
+              u64 n, u64 ntiles, const u32* tile_any, u32* tile_count, u64* tile_next) {
+    ListSource src = list_source(list, mapping, radius, unfit, deltas, x, params);
     __shared__ u64 warp_next[Q_THREADS / 32];
     for (u64 tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
         if (!(tile_any[tile] >> list & 1u)) {  // the whole block
@@ -269,7 +304,7 @@ lq_list_count(u32 list, u32 mapping, u32 radius, const i32* deltas, const real* 
 }
 
 __device__ __forceinline__ ListSource list_source(const ListArgs& a) {
-    return list_source(a.list, a.mapping, a.radius, a.deltas, a.x, a.params);
+    return list_source(a.list, a.mapping, a.radius, a.unfit, a.deltas, a.x, a.params);
 }
 
 extern "C" __global__ void __launch_bounds__(Q_THREADS) lq_tile_break(ListArgs a, u64 n, u64 ntiles, const u32* tile_count, u64* tile_break) {
@@ -437,32 +472,56 @@ extern "C" __global__ void __launch_bounds__(LQ_TILE_THREADS) lq_tile_inverse(co
 // the lanes of each tile row (groups of `tx` lanes, aligned with the tiles) then scan across
 // it by shuffles, and every value is written as it is known: one read of the codes and one
 // write of the values, no shared memory. Sums wrap in u32 as in cpu.rs, so summing along y
-// before x gives its bits.
-extern "C" __global__ void __launch_bounds__(LQ_BAND_THREADS)
-lq_band_inverse(const unsigned short* codes, const i32* d, u32 mapping, u32 radius, Geometry g, double step, real* out) {
-    const u64 columns = (g.nx + LQ_BAND_THREADS - 1) / LQ_BAND_THREADS, bands = (g.ny + g.ty - 1) / g.ty;
-    const u64 band = blockIdx.x / columns, x = blockIdx.x % columns * LQ_BAND_THREADS + threadIdx.x;
-    if (band >= g.nz * bands) return;
-    const u64 y0 = band % bands * g.ty, base = (band / bands * g.ny + y0) * g.nx + x;
-    const u32 rows = (u32)min(g.ty, g.ny - y0), tx = (u32)g.tx, lane = threadIdx.x & 31;
-    const bool inside = x < g.nx;
+// before x gives its bits. Compiled forms as in lq_band_rows: MAPPING fixed (LQ_FROM_DELTAS
+// reads `d`), FULL bands without checks.
+#define LQ_FROM_DELTAS 3
+template <u32 MAPPING, bool FULL>
+__device__ __forceinline__ void lq_band_sums(const unsigned short* codes, const i32* d, u64 base, u64 nx, u32 rows, bool inside,
+                                             u32 tx, u32 radius, real step, real* out) {
+    const u32 lane = threadIdx.x & 31, in_row = lane & (tx - 1);
     u32 v[LQ_BAND_ROWS];
+    const unsigned short* code_at = codes + base;
+    const i32* delta_at = d + base;
 #pragma unroll
-    for (u32 r = 0; r < LQ_BAND_ROWS; r++) {
-        u64 at = base + r * g.nx;
-        v[r] = r >= rows || !inside ? 0u : codes ? (u32)lq_decode(codes[at], mapping, radius) : (u32)d[at];
+    for (u32 r = 0; r < LQ_BAND_ROWS; r++, code_at += nx, delta_at += nx) {
+        if (FULL || (r < rows && inside))
+            v[r] = MAPPING == LQ_FROM_DELTAS ? (u32)*delta_at : (u32)lq_decode(*code_at, MAPPING, radius);
+        else
+            v[r] = 0;
     }
     u32 column = 0;
+    real* value_at = out + base;
 #pragma unroll
-    for (u32 r = 0; r < LQ_BAND_ROWS; r++) {
-        if (r >= rows) break;
+    for (u32 r = 0; r < LQ_BAND_ROWS; r++, value_at += nx) {
+        if (!FULL && r >= rows) break;
         column += v[r];
         u32 sum = column;
-        for (u32 o = 1; o < tx; o <<= 1) {
-            u32 t = __shfl_up_sync(FULL_MASK, sum, o, tx);
-            if ((lane & (tx - 1)) >= o) sum += t;
+#pragma unroll
+        for (u32 o = 1; o < 32; o <<= 1) {
+            if (o < tx) {
+                u32 t = __shfl_up_sync(FULL_MASK, sum, o, tx);
+                if (in_row >= o) sum += t;
+            }
         }
-        if (inside) out[base + r * g.nx] = reconstruct((i32)sum, (real)step);
+        if (FULL || inside) *value_at = reconstruct((i32)sum, step);
     }
 }
 
+extern "C" __global__ void __launch_bounds__(LQ_BAND_THREADS)
+lq_band_inverse(const unsigned short* codes, const i32* d, u32 mapping, u32 radius, Geometry g, double step, real* out) {
+    const u64 columns = (g.nx + LQ_BAND_THREADS - 1) / LQ_BAND_THREADS, bands = (g.ny + g.ty - 1) / g.ty;
+    const u64 band = blockIdx.x / columns, col0 = blockIdx.x % columns * LQ_BAND_THREADS, x = col0 + threadIdx.x;
+    if (band >= g.nz * bands) return;
+    const u64 y0 = band % bands * g.ty, base = (band / bands * g.ny + y0) * g.nx + x;
+    const u32 rows = (u32)min(g.ty, g.ny - y0), tx = (u32)g.tx;
+    const bool inside = x < g.nx, full = rows == LQ_BAND_ROWS && col0 + LQ_BAND_THREADS <= g.nx;
+    const real s = (real)step;
+#define LQ_BAND_INVERSE(M)                                                                 \
+    (full ? lq_band_sums<M, true>(codes, d, base, g.nx, rows, inside, tx, radius, s, out) \
+          : lq_band_sums<M, false>(codes, d, base, g.nx, rows, inside, tx, radius, s, out))
+    if (!codes) LQ_BAND_INVERSE(LQ_FROM_DELTAS);
+    else if (mapping == LQ_SIGN_MAGNITUDE) LQ_BAND_INVERSE(LQ_SIGN_MAGNITUDE);
+    else if (mapping == LQ_ZIGZAG) LQ_BAND_INVERSE(LQ_ZIGZAG);
+    else LQ_BAND_INVERSE(LQ_RADIUS);
+#undef LQ_BAND_INVERSE
+}

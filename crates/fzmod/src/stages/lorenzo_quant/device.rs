@@ -122,6 +122,9 @@ impl DeviceStage for LorenzoQuant {
         // Which tiles hold entries of each list (lq_mark), for lq_list_count.
         let tile_any = run.alloc(DType::U32, ntiles as usize)?;
         run.zero(&tile_any)?;
+        // One bit per element whose delta has no code (lq_keep_delta): the only deltas kept.
+        let unfit = run.alloc(DType::U32, n.div_ceil(32).max(1))?;
+        run.zero(&unfit)?;
         if geometry.banded() {
             // SAFETY: argument list matches device.cu; every buffer holds n elements.
             unsafe {
@@ -134,6 +137,7 @@ impl DeviceStage for LorenzoQuant {
                     .arg(&p(&codes))
                     .arg(&p(&deltas))
                     .arg(&p(&tile_any))
+                    .arg(&p(&unfit))
                     .launch(grid(geometry.band_blocks() * BAND_THREADS, BAND_THREADS))
                     .map_err(device_error)?;
             }
@@ -168,6 +172,7 @@ impl DeviceStage for LorenzoQuant {
                     .arg(&p(&codes))
                     .arg(&p(&deltas))
                     .arg(&p(&tile_any))
+                    .arg(&p(&unfit))
                     .launch(elementwise)
                     .map_err(device_error)?;
             }
@@ -184,6 +189,7 @@ impl DeviceStage for LorenzoQuant {
                     .arg(&list)
                     .arg(&mapping)
                     .arg(&radius)
+                    .arg(&p(&unfit))
                     .arg(&p(&deltas))
                     .arg(&p(x))
                     .arg(&p(&params))
@@ -206,6 +212,7 @@ impl DeviceStage for LorenzoQuant {
             let args = ListArgs {
                 x: p(x),
                 params: p(&params),
+                unfit: p(&unfit),
                 deltas: p(&deltas),
                 entries: count_at,
                 list,

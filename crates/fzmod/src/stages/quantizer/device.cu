@@ -62,19 +62,19 @@ __device__ __forceinline__ QParams load_params(const Params* p) {
 //
 // A finite value whose rounded code misses sits within rounding error of a bin edge: the
 // neighbouring code on its side is tried under the exact f64 test (cpu.rs Float::bin).
-__device__ __forceinline__ i32 quant_code(real x, const QParams& p, bool* outlier) {
-    i32 q = quantize(x, p.recip);
-    real r = reconstruct(q, p.step);
+//
+// The common case (inside the bound, which also says x is finite) is inlined; everything
+// else is one out-of-line call, so kernels that quantize many elements per thread stay small
+// enough for the instruction cache. It returns the code in the low 32 bits and the outlier
+// flag in bit 32 (a pointer to the caller's flag would put that flag in local memory).
+__device__ __noinline__ u64 quant_code_rare(real x, i32 q, real r, QParams p) {
 #if REAL_F64
     bool ok = fabs(x - r) <= p.abs_bound;
 #else
     float e = fabsf(x - r);
     bool ok = e <= p.accept || (!(e >= p.reject) && fabs((double)x - (double)r) <= p.abs_bound);
 #endif
-    if (!is_finite_real(x)) {
-        *outlier = true;
-        return 0;
-    }
+    if (!is_finite_real(x)) return 1ull << 32;
     if (!ok) {
         bool below = (double)x < (double)r;
         if (q != (below ? (i32)0x80000000 : (i32)0x7fffffff)) {
@@ -83,8 +83,24 @@ __device__ __forceinline__ i32 quant_code(real x, const QParams& p, bool* outlie
             q = n;
         }
     }
-    *outlier = !ok;
-    return ok ? q : 0;
+    return ok ? (u64)(u32)q : 1ull << 32;
+}
+
+__device__ __forceinline__ i32 quant_code(real x, const QParams& p, bool* outlier) {
+    i32 q = quantize(x, p.recip);
+    real r = reconstruct(q, p.step);
+#if REAL_F64
+    const bool inside = fabs(x - r) <= p.abs_bound;
+#else
+    const bool inside = fabsf(x - r) <= p.accept;
+#endif
+    if (inside) {
+        *outlier = false;
+        return q;
+    }
+    u64 rare = quant_code_rare(x, q, r, p);
+    *outlier = rare >> 32;
+    return (i32)(u32)rare;
 }
 
 #define MINMAX_THREADS 256
@@ -469,15 +485,17 @@ extern "C" __global__ void ch_choose(const u64* indexed_a, const u64* runs_a, co
 }
 
 // What a list source reads, passed by value (ListArgs in quantizer/device.rs): the
-// Quantizer's uses x and params, LorenzoQuant's also the deltas, the list and the mapping.
+// Quantizer's uses x and params, LorenzoQuant's also the deltas and their `unfit` bits, the
+// list and the mapping.
 struct ListArgs {
     const real* x;
     const Params* params;
+    const u32* unfit;
     const i32* deltas;
     const u64* entries;  // the list's entry count (q_tile_starts)
     u32 list, mapping, radius, pad;
 };
-static_assert(sizeof(ListArgs) == 48, "ListArgs: quantizer/device.rs");
+static_assert(sizeof(ListArgs) == 56, "ListArgs: quantizer/device.rs");
 
 // The Quantizer's list: the outliers, raw values.
 struct QSource {

@@ -171,13 +171,14 @@ pub(crate) fn layout_of(code: u64) -> Layout {
 }
 
 /// `struct ListArgs` of device.cu, passed by value: what a list's source reads (the
-/// Quantizer's uses `x` and `params`; LorenzoQuant's also the deltas, the list and the code
-/// mapping).
+/// Quantizer's uses `x` and `params`; LorenzoQuant's also the deltas and their `unfit` bits,
+/// the list and the code mapping).
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
 pub(crate) struct ListArgs {
     pub x: u64,
     pub params: u64,
+    pub unfit: u64,
     pub deltas: u64,
     /// The list's entry count (written by `q_tile_starts`): kernels skip a list without entries.
     pub entries: u64,
@@ -187,7 +188,7 @@ pub(crate) struct ListArgs {
     pub pad: u32,
 }
 
-const _: () = assert!(std::mem::size_of::<ListArgs>() == 48);
+const _: () = assert!(std::mem::size_of::<ListArgs>() == 56);
 // SAFETY: plain #[repr(C)] integers, laid out as the CUDA struct.
 unsafe impl DeviceRepr for ListArgs {}
 
