@@ -98,18 +98,16 @@ __device__ __forceinline__ void ans_warp_copy(u8* dst, const u8* src, u32 len) {
 // `state` holds a ticket counter and a look-back word per block, zeroed before the launch.
 extern "C" __global__ void __launch_bounds__(ANS_WARPS * 32) ans_encode(
     const u8* in, u64 n, u64 nblocks, u32 bits, const u32* table, u64* state, u8* out, u64* out_len) {
-    __shared__ u32 prob_cdf[256];
     // x / p by a multiply (Granlund and Montgomery's round-up method): with l = ceil(log2 p)
     // and m = floor(2^32 (2^l - p) / p) + 1, x / p = (umulhi(x, m) + x) >> l for every
     // x < 2^31, which the state is below whenever it is divided (it was renormalised under
     // p << (31 - bits)). Exact, so the bytes are cpu.rs's; a division costs ~20 instructions.
-    __shared__ u32 div_magic[256];
-    __shared__ u32 div_shift[256];
+    // One 8-byte entry per symbol, read once per round: {m, p | l << 12 | cdf << 16}
+    // (p ≤ 2^11, l ≤ 11, cdf < 2^11).
+    __shared__ uint2 coder[256];
     for (u32 i = threadIdx.x; i < 256; i += blockDim.x) {
         u32 e = table[i], p = e & 0xffff, l = p <= 1 ? 0 : 32 - __clz(p - 1);
-        prob_cdf[i] = e;
-        div_magic[i] = p == 0 ? 0 : (u32)(((((u64)1 << l) - p) << 32) / p + 1);
-        div_shift[i] = l;
+        coder[i] = make_uint2(p == 0 ? 0 : (u32)(((((u64)1 << l) - p) << 32) / p + 1), p | l << 12 | (e >> 16) << 16);
     }
     __shared__ __align__(16) u8 staged[ANS_WARPS][ANS_BLOCK];
     __shared__ __align__(4) u16 words[ANS_WARPS][ANS_MAX_WORDS];
@@ -134,11 +132,10 @@ extern "C" __global__ void __launch_bounds__(ANS_WARPS * 32) ans_encode(
         bool raw = cap < 0;
         u32 x = ANS_STATE_LOW;
         int w = 0;
-        for (u32 r = 0; !raw && r * 32 < len; r++) {
-            u32 i = r * 32 + lane;
-            bool active = i < len;
-            u32 symbol = active ? mine[i] : 0, e = prob_cdf[symbol];
-            u32 p = e & 0xffff;
+        // One round: lane `lane` codes byte r · 32 + lane (`active`: inside the block).
+        auto round = [&](u32 r, bool active) {
+            uint2 e = coder[active ? mine[r * 32 + lane] : 0];
+            u32 p = e.y & 0xfff;
             bool emit = active && x >= p << (31 - bits);
             u32 mask = __ballot_sync(FULL_MASK, emit);
             if (emit) {
@@ -147,10 +144,15 @@ extern "C" __global__ void __launch_bounds__(ANS_WARPS * 32) ans_encode(
             }
             w += __popc(mask);
             if (active) {
-                u32 q = (__umulhi(x, div_magic[symbol]) + x) >> div_shift[symbol];
-                x = (q << bits) + (x - q * p) + (e >> 16);
+                u32 q = (__umulhi(x, e.x) + x) >> (e.y >> 12 & 15);
+                x = (q << bits) + (x - q * p) + (e.y >> 16);
             }
             raw = w > cap;
+        };
+        if (len == ANS_BLOCK) {  // every lane active in every round: no checks
+            for (u32 r = 0; !raw && r < ANS_BLOCK / 32; r++) round(r, true);
+        } else {
+            for (u32 r = 0; !raw && r * 32 < len; r++) round(r, r * 32 + lane < len);
         }
         u32 size = raw ? len : ans_coded_len(w);
         if (lane == 0 && c > 0) flags[c] = FZ_AGGREGATE | size;
