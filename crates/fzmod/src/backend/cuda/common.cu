@@ -150,11 +150,9 @@ __device__ __forceinline__ u64 fz_look_back(volatile u64* state, u64 c) {
     for (long long end = (long long)c - 1;; end -= 32) {
         long long k = end - lane;
         u64 v = FZ_INCLUSIVE;  // before chunk 0: an empty prefix
-        // A chunk still being built is polled after a short sleep: a tight loop of loads
-        // took issue slots from the warps that build chunks (half of ans_encode's
-        // instructions were this loop).
         if (k >= 0)
-            while ((v = state[k]) >> 62 == 0) __nanosleep(100);
+            do v = state[k];
+            while (v >> 62 == 0);
         u32 inclusive = __ballot_sync(FULL_MASK, v >> 62 == 2);
         int stop = inclusive ? __ffs(inclusive) - 1 : 31;
         u64 part = lane <= stop ? v & FZ_LOOKBACK_VALUE : 0;
