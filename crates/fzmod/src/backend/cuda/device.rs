@@ -333,6 +333,39 @@ pub fn grid(items: u64, per_block: u64) -> cudarc::driver::LaunchConfig {
     }
 }
 
+/// The places of `nblocks` variable-size blocks of a segment, as `nblocks + 1` u64 offsets
+/// (the last is the total): `sizes_kernel` of `program`, taking (`segment`, `n`, `nblocks`,
+/// `u32* sizes`) with a thread per block, writes each block's size, and a scan sums them.
+/// For decoders whose block table would otherwise be walked on the host, per call.
+pub fn block_offsets(
+    run: &DeviceRun,
+    program: &super::Program,
+    sizes_kernel: &str,
+    segment: &DeviceBuffer,
+    n: u64,
+    nblocks: u64,
+) -> Result<DeviceBuffer> {
+    use cudarc::driver::PushKernelArg;
+    let count = nblocks as usize;
+    let sizes = run.alloc(DType::U32, count)?;
+    let partials = run.alloc(DType::U64, scan_partials_len(nblocks))?;
+    let offsets = run.alloc(DType::U64, count + 1)?;
+    let s = run.stream();
+    // SAFETY: the kernel's argument list is the one documented above; `sizes` holds a u32
+    // per block and the kernel reads the segment's block table only.
+    unsafe {
+        s.launch_builder(&run.kernel(program, sizes_kernel)?)
+            .arg(&segment.ptr(s))
+            .arg(&n)
+            .arg(&nblocks)
+            .arg(&sizes.ptr(s))
+            .launch(grid(nblocks, 256))
+            .map_err(device_error)?;
+    }
+    exclusive_scan(run, program, sizes.ptr(s), nblocks, partials.ptr(s), offsets.ptr(s))?;
+    Ok(offsets)
+}
+
 /// Items per thread block of the three-phase scan (`SCAN_TILE` in common.cu).
 const SCAN_TILE: u64 = 4096;
 

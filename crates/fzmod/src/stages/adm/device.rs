@@ -6,7 +6,7 @@
 
 use super::{cpu, Adm};
 use crate::backend::cuda::device::{
-    exclusive_scan, grid, scan_partials_len, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage,
+    block_offsets, exclusive_scan, grid, scan_partials_len, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage,
 };
 use crate::backend::cuda::{device_error, Program};
 use crate::element::DType;
@@ -108,30 +108,16 @@ impl DeviceStage for Adm {
         // Host work here runs while the kernels before it do: placing 146 k payloads of a
         // 75 M-word input on the host (1 ms) left the device idle, so the device scans them.
         let program = program(self.input);
-        let (lens_kernel, decode) = (run.kernel(&program, "adm_payload_lens")?, run.kernel(&program, "adm_decode")?);
-        let lens = run.alloc(DType::U32, nblocks)?;
-        let partials = run.alloc(DType::U64, scan_partials_len(nblocks as u64))?;
-        let offsets = run.alloc(DType::U64, nblocks + 1)?;
+        let offsets = block_offsets(run, &program, "adm_payload_lens", side, n as u64, nblocks as u64)?;
         // Raised by the kernel, read once after the run (no synchronisation here).
         let err = run.error_flag("ADM: a block's signals do not match its code bytes".into())?;
         let table_err = run.error_flag(format!(
             "ADM: the length bytes of {nblocks} blocks do not place their payloads in the {side_len} byte side stream"
         ))?;
+        let decode = run.kernel(&program, "adm_decode")?;
         let s = run.stream().clone();
         let p = |b: &DeviceBuffer| b.ptr(&s);
         let (n64, nb, table64, side64) = (n as u64, nblocks as u64, table as u64, side_len as u64);
-        // SAFETY: argument list matches device.cu; `side` holds the nblocks length bytes after
-        // the centres (table ≤ side_len, checked above) and `lens` nblocks entries.
-        unsafe {
-            s.launch_builder(&lens_kernel)
-                .arg(&p(side))
-                .arg(&n64)
-                .arg(&nb)
-                .arg(&p(&lens))
-                .launch(grid(nb, 256))
-                .map_err(device_error)?;
-        }
-        exclusive_scan(run, &program, p(&lens), nb, p(&partials), p(&offsets))?;
         // SAFETY: argument list matches device.cu; the kernel reads no payload that leaves
         // `side` (its side_len bytes), `offsets` holds nblocks + 1 sums, `codes` n bytes and
         // `out` n words.

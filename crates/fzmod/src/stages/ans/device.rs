@@ -6,9 +6,7 @@
 //! counts: error flags, read after the run).
 
 use super::{cpu, Ans};
-use crate::backend::cuda::device::{
-    exclusive_scan, grid, scan_partials_len, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage,
-};
+use crate::backend::cuda::device::{block_offsets, grid, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage};
 use crate::backend::cuda::{device_error, Program};
 use crate::element::DType;
 use crate::error::{corrupt, Error, Result};
@@ -113,30 +111,16 @@ impl DeviceStage for Ans {
         let table: Vec<u8> = cpu::decode_table(&probs).iter().flat_map(|t| t.to_le_bytes()).collect();
         let table = run.upload(DType::U32, &table)?;
         let program = program();
-        let (sizes_kernel, decode) = (run.kernel(&program, "ans_block_sizes")?, run.kernel(&program, "ans_decode")?);
-        let sizes = run.alloc(DType::U32, nblocks)?;
-        let partials = run.alloc(DType::U64, scan_partials_len(nblocks as u64))?;
-        let offsets = run.alloc(DType::U64, nblocks + 1)?;
+        let offsets = block_offsets(run, &program, "ans_block_sizes", seg, n as u64, nblocks as u64)?;
         // Raised by the kernel, read once after the run (no synchronisation here).
         let err = run.error_flag("ANS: a block does not decode to its states and words".into())?;
         let table_err = run.error_flag(format!(
             "ANS: the word counts of {nblocks} blocks do not place them in the {seg_len} byte segment"
         ))?;
+        let decode = run.kernel(&program, "ans_decode")?;
         let s = run.stream().clone();
         let p = |b: &DeviceBuffer| b.ptr(&s);
         let (n64, nb, bits, seg64) = (n as u64, nblocks as u64, self.prob_bits, seg_len as u64);
-        // SAFETY: argument list matches device.cu; `seg` holds the head (checked above) and
-        // `sizes` nblocks entries.
-        unsafe {
-            s.launch_builder(&sizes_kernel)
-                .arg(&p(seg))
-                .arg(&n64)
-                .arg(&nb)
-                .arg(&p(&sizes))
-                .launch(grid(nb, 256))
-                .map_err(device_error)?;
-        }
-        exclusive_scan(run, &program, p(&sizes), nb, p(&partials), p(&offsets))?;
         // SAFETY: argument list matches device.cu; `offsets` holds nblocks + 1 sums, the
         // decoder reads no block that leaves `seg`, `table` holds 2^bits entries and `out` n bytes.
         unsafe {

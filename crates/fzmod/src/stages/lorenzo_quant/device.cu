@@ -172,19 +172,38 @@ __device__ __forceinline__ void lq_band_rows(const real* x, const QParams& q, u6
     }
 }
 
+// This thread's place in the band kernels' grid (a row of blocks across x per band of `ty`
+// rows): its column's first element, the band's rows, whether the column is inside the grid
+// and whether the block's band is full (LQ_BAND_ROWS rows, every column inside); false past
+// the last band.
+struct LqBand {
+    u64 base;
+    u32 rows;
+    bool inside, full;
+};
+
+__device__ __forceinline__ bool lq_band(const Geometry& g, LqBand* b) {
+    const u64 columns = (g.nx + LQ_BAND_THREADS - 1) / LQ_BAND_THREADS, bands = (g.ny + g.ty - 1) / g.ty;
+    const u64 band = blockIdx.x / columns, col0 = blockIdx.x % columns * LQ_BAND_THREADS, col = col0 + threadIdx.x;
+    if (band >= g.nz * bands) return false;
+    const u64 y0 = band % bands * g.ty;
+    b->base = (band / bands * g.ny + y0) * g.nx + col;
+    b->rows = (u32)min(g.ty, g.ny - y0);
+    b->inside = col < g.nx;
+    b->full = b->rows == LQ_BAND_ROWS && col0 + LQ_BAND_THREADS <= g.nx;
+    return true;
+}
+
 extern "C" __global__ void __launch_bounds__(LQ_BAND_THREADS)
 lq_band_forward(const real* x, const Params* params, Geometry g, u32 mapping, u32 radius, unsigned short* codes, i32* deltas, u32* tile_any,
                 u32* unfit) {
-    const u64 columns = (g.nx + LQ_BAND_THREADS - 1) / LQ_BAND_THREADS, bands = (g.ny + g.ty - 1) / g.ty;
-    const u64 band = blockIdx.x / columns, col0 = blockIdx.x % columns * LQ_BAND_THREADS, col = col0 + threadIdx.x;
-    if (band >= g.nz * bands) return;
-    const u64 y0 = band % bands * g.ty, base = (band / bands * g.ny + y0) * g.nx + col;
-    const u32 rows = (u32)min(g.ty, g.ny - y0), tx = (u32)g.tx;
-    const bool inside = col < g.nx, full = rows == LQ_BAND_ROWS && col0 + LQ_BAND_THREADS <= g.nx;
+    LqBand b;
+    if (!lq_band(g, &b)) return;
+    const u32 tx = (u32)g.tx;
     const QParams q = load_params(params);
-#define LQ_BAND_FORWARD(M)                                                                     \
-    (full ? lq_band_rows<M, true>(x, q, base, g.nx, rows, inside, tx, radius, codes, deltas, tile_any, unfit) \
-          : lq_band_rows<M, false>(x, q, base, g.nx, rows, inside, tx, radius, codes, deltas, tile_any, unfit))
+#define LQ_BAND_FORWARD(M)                                                                                  \
+    (b.full ? lq_band_rows<M, true>(x, q, b.base, g.nx, b.rows, b.inside, tx, radius, codes, deltas, tile_any, unfit) \
+            : lq_band_rows<M, false>(x, q, b.base, g.nx, b.rows, b.inside, tx, radius, codes, deltas, tile_any, unfit))
     if (mapping == LQ_SIGN_MAGNITUDE) LQ_BAND_FORWARD(LQ_SIGN_MAGNITUDE);
     else if (mapping == LQ_ZIGZAG) LQ_BAND_FORWARD(LQ_ZIGZAG);
     else LQ_BAND_FORWARD(LQ_RADIUS);
@@ -509,16 +528,13 @@ __device__ __forceinline__ void lq_band_sums(const unsigned short* codes, const 
 
 extern "C" __global__ void __launch_bounds__(LQ_BAND_THREADS)
 lq_band_inverse(const unsigned short* codes, const i32* d, u32 mapping, u32 radius, Geometry g, double step, real* out) {
-    const u64 columns = (g.nx + LQ_BAND_THREADS - 1) / LQ_BAND_THREADS, bands = (g.ny + g.ty - 1) / g.ty;
-    const u64 band = blockIdx.x / columns, col0 = blockIdx.x % columns * LQ_BAND_THREADS, x = col0 + threadIdx.x;
-    if (band >= g.nz * bands) return;
-    const u64 y0 = band % bands * g.ty, base = (band / bands * g.ny + y0) * g.nx + x;
-    const u32 rows = (u32)min(g.ty, g.ny - y0), tx = (u32)g.tx;
-    const bool inside = x < g.nx, full = rows == LQ_BAND_ROWS && col0 + LQ_BAND_THREADS <= g.nx;
+    LqBand b;
+    if (!lq_band(g, &b)) return;
+    const u32 tx = (u32)g.tx;
     const real s = (real)step;
-#define LQ_BAND_INVERSE(M)                                                                 \
-    (full ? lq_band_sums<M, true>(codes, d, base, g.nx, rows, inside, tx, radius, s, out) \
-          : lq_band_sums<M, false>(codes, d, base, g.nx, rows, inside, tx, radius, s, out))
+#define LQ_BAND_INVERSE(M)                                                                             \
+    (b.full ? lq_band_sums<M, true>(codes, d, b.base, g.nx, b.rows, b.inside, tx, radius, s, out) \
+            : lq_band_sums<M, false>(codes, d, b.base, g.nx, b.rows, b.inside, tx, radius, s, out))
     if (!codes) LQ_BAND_INVERSE(LQ_FROM_DELTAS);
     else if (mapping == LQ_SIGN_MAGNITUDE) LQ_BAND_INVERSE(LQ_SIGN_MAGNITUDE);
     else if (mapping == LQ_ZIGZAG) LQ_BAND_INVERSE(LQ_ZIGZAG);
