@@ -120,7 +120,6 @@ adm_payload(const ADM_T* in, u64 n, u64 nblocks, const u64* offsets, u8* side, u
     }
 }
 
-// Inverse: block b's payload starts at starts[b] (checked on the host, cpu.rs payload_starts).
 // Inverse, pass 1: each block's payload bytes (cpu.rs payload_len), for the scan that places
 // them. A length byte cpu.rs payload_starts refuses counts as raw here; adm_decode flags it.
 extern "C" __global__ void adm_payload_lens(const u8* side, u64 n, u64 nblocks, u32* lens) {
