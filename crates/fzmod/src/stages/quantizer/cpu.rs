@@ -25,6 +25,15 @@ pub(crate) trait Float: Copy + Send + Sync + PartialOrd + bytemuck::Pod + 'stati
     fn quantize(self, recip: Self) -> i32;
     /// `(q · step) · 2`, evaluated in this type without contraction.
     fn reconstruct(q: i32, step: Self) -> Self;
+    /// `|self − r| ≤ accept`, in this type: false for NaN and ±Inf.
+    fn close_to(self, r: Self, accept: Self) -> bool;
+    /// The fast test's threshold for a bound (device.cu's `accept`): `abs_bound` less 2^-20 of
+    /// it, rounded down to this type. A difference of two values of this type, rounded to it,
+    /// is within 2^-24 of the exact one, so [`Float::close_to`] with it proves the f64 test
+    /// `|x − x'| ≤ abs_bound`; only values it fails need that test.
+    fn accept(abs_bound: f64) -> Self {
+        Self::at_most(abs_bound * (1.0 - 1.0 / 1048576.0))
+    }
     /// The raw bits, zero-extended.
     fn bits(self) -> u64;
     fn write_le(self, w: &mut Writer);
@@ -95,6 +104,10 @@ macro_rules! impl_float {
             #[inline]
             fn reconstruct(q: i32, step: Self) -> Self {
                 (q as $t * step) * 2.0
+            }
+            #[inline]
+            fn close_to(self, r: Self, accept: Self) -> bool {
+                (self - r).abs() <= accept
             }
             fn bits(self) -> u64 {
                 self.to_bits() as u64
@@ -191,29 +204,33 @@ fn codes_of<T: Float, C: bytemuck::Pod + Send + Sync, R: Send>(
 pub(crate) fn quantize<T: Float>(x: Cow<'_, [T]>, abs_bound: f64) -> Quantized<T> {
     let step = T::at_most(abs_bound);
     let recip = T::half_recip(step);
-    // Whether `v` keeps its rounded code: finite and reconstructed within the bound.
+    // Whether `v` keeps its rounded code: finite and reconstructed within the bound (f64).
     let keeps = move |v: T, q: i32| v.is_finite() && (v.to_f64() - T::reconstruct(q, step).to_f64()).abs() <= abs_bound;
+    let accept = T::accept(abs_bound);
     let (codes, per_chunk) = codes_of(x, |chunk, x: &[T], codes: &mut [i32]| {
-        // Branch-free first pass (it vectorizes); misses are rare, so only a chunk that has
-        // some is scanned again, to retry the neighbouring bin (Float::bin) and to list the
-        // outliers in index order.
-        let mut failed = 0usize;
+        // Branch-free first pass in the element type (it vectorizes, at twice the lanes of
+        // f64 for f32): the fast test keeps nearly every code; only a chunk with values it
+        // does not keep is scanned again, with the f64 test, to retry the neighbouring bin
+        // (Float::bin) and to list the outliers in index order.
+        let mut unsure = 0usize;
         for (c, &v) in codes.iter_mut().zip(x) {
             let q = v.quantize(recip);
-            let ok = keeps(v, q);
-            *c = if ok { q } else { 0 };
-            failed += usize::from(!ok);
+            *c = q;
+            unsure += usize::from(!v.close_to(T::reconstruct(q, step), accept));
         }
-        if failed == 0 {
+        if unsure == 0 {
             return Vec::new();
         }
         let base = chunk * CHUNK;
         let mut outliers = Vec::new();
         for (i, (c, &v)) in codes.iter_mut().zip(x).enumerate() {
-            if !keeps(v, v.quantize(recip)) {
+            if !keeps(v, *c) {
                 match v.bin(recip, step, abs_bound) {
                     Some(q) => *c = q,
-                    None => outliers.push((base + i, v)),
+                    None => {
+                        *c = 0;
+                        outliers.push((base + i, v));
+                    }
                 }
             }
         }
@@ -401,6 +418,40 @@ pub(crate) fn reconstruct_inline<T: Float>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The fast test never keeps a value the f64 test would not: differences sampled across
+    /// the accept threshold and the bound (and the few values of the type at each), for
+    /// bounds and values of every scale.
+    #[test]
+    fn the_fast_test_implies_the_f64_test() {
+        fn check<T: Float>(abs_bound: f64, x: T, from: fn(f64) -> T, up: fn(T) -> T) {
+            let accept = T::accept(abs_bound);
+            assert!(accept.to_f64() <= abs_bound * (1.0 - 1.0 / 1048576.0));
+            let (lo, hi) = (abs_bound * (1.0 - 4.0 / 1048576.0), abs_bound * (1.0 + 4.0 / 1048576.0));
+            let mut diffs: Vec<T> = (0..=256).map(|k| from(lo + (hi - lo) * f64::from(k) / 256.0)).collect();
+            for start in [accept, from(abs_bound)] {
+                diffs.extend(std::iter::successors(Some(start), |&e| Some(up(e))).take(8));
+            }
+            for e in diffs {
+                for r in [from(x.to_f64() + e.to_f64()), from(x.to_f64() - e.to_f64())] {
+                    if x.close_to(r, accept) {
+                        let (xf, rf) = (x.to_f64(), r.to_f64());
+                        assert!((xf - rf).abs() <= abs_bound, "x {xf} r {rf} bound {abs_bound}");
+                    }
+                }
+            }
+        }
+        for abs_bound in [1e-30, 3.7e-7, 0.01, 1.0, 18.209, 5e5, 3e30] {
+            for x in [0.0, 1.0, -2.5, 1234.5678, -9.87e6, 4.2e20] {
+                check::<f32>(abs_bound, x as f32, |v| v as f32, f32::next_up);
+                check::<f64>(abs_bound, x, |v| v, f64::next_up);
+            }
+        }
+        // NaN and ±Inf are never close.
+        assert!(!f32::NAN.close_to(0.0, f32::accept(1.0)));
+        assert!(!f32::INFINITY.close_to(0.0, f32::accept(f64::MAX)));
+        assert!(!f64::NEG_INFINITY.close_to(1.0, f64::accept(1.0)));
+    }
 
     #[test]
     fn rounding_matches_cuszp_definition() {
