@@ -1,5 +1,5 @@
-//! CPU reference of LorenzoQuant. The per-element steps are small pure functions
-//! ([`prequantize`], [`lorenzo_delta`], [`CodeMapping::encode`] / [`CodeMapping::decode`]) so a
+//! CPU reference of LorenzoQuant. The per-element steps are small pure functions (the
+//! Quantizer's [`Float::bin`], [`lorenzo_delta`], [`CodeMapping::encode`] / [`CodeMapping::decode`]) so a
 //! CUDA kernel can mirror them one to one; the drivers around them only decide which rows a
 //! rayon task owns, never an order, so the bytes do not depend on the thread count.
 
@@ -8,7 +8,7 @@ use crate::archive::{Reader, Writer};
 use crate::element::zeroed_vec;
 use crate::error::{corrupt, Result};
 use crate::stages::quantizer::channel::{self, Layout, Run};
-use crate::stages::quantizer::cpu::Float;
+use crate::stages::quantizer::cpu::{codes_or_outliers, Float};
 use rayon::prelude::*;
 
 /// Elements per parallel work item (rounded to whole rows).
@@ -17,14 +17,6 @@ const TASK_ELEMS: usize = 1 << 16;
 /// Rows of `nx` elements per task.
 fn rows_per_task(nx: usize) -> usize {
     (TASK_ELEMS / nx.max(1)).max(1)
-}
-
-/// Pre-quantize one value: `Some(p)` with the Quantizer's bin choice ([`Float::bin`]: the
-/// reconstruction `(p · h) · 2`, the decoder's own formula, lies within `abs_bound`, checked in
-/// f64); `None` sends the value to the lossless value-outlier list.
-#[inline]
-pub fn prequantize<T: Float>(x: T, recip: T, step: T, abs_bound: f64) -> Option<i32> {
-    x.bin(recip, step, abs_bound)
 }
 
 /// Lorenzo prediction error at one element from its 2×2×2 neighbourhood: `n[dz][dy][dx]` is
@@ -51,49 +43,17 @@ pub struct Forward {
 /// Dual quantization of `x` over the grid `dims = [z, y, x]` in tiles of `tile`.
 pub fn forward<T: Float>(x: &[T], dims: [usize; 3], tile: Tile, mapping: CodeMapping, abs_bound: f64) -> Forward {
     let step = T::at_most(abs_bound);
-    let recip = T::half_recip(step);
     let nx = dims[2].max(1);
     let rows = rows_per_task(nx);
 
-    // Pass 1: pre-quantize; values that cannot be quantized within the bound become p = 0
-    // until `predict_value_outliers` gives them their prediction.
-    // `&`, not `&&`: a short-circuit kept the loop scalar.
-    // The rounded code is right for all but a few values: a branch-free loop in the element
-    // type (it vectorizes, at twice the lanes of f64 for f32) keeps it where the fast test
-    // proves the bound (Float::accept), and only a task with values it does not keep walks
-    // again, with the f64 test, to retry the neighbouring bin (`prequantize`) and list the
-    // outliers in index order.
-    let keeps = |v: T, q: i32| v.is_finite() & ((v.to_f64() - T::reconstruct(q, step).to_f64()).abs() <= abs_bound);
-    let accept = T::accept(abs_bound);
+    // Pass 1: pre-quantize (the Quantizer's codes); values that cannot be quantized within
+    // the bound become p = 0 until `predict_value_outliers` gives them their prediction.
     let mut p: Vec<i32> = zeroed_vec(x.len());
     let value_outliers: Vec<Vec<(usize, T)>> = p
         .par_chunks_mut(rows * nx)
         .zip(x.par_chunks(rows * nx))
         .enumerate()
-        .map(|(task, (p, x))| {
-            let mut unsure = 0usize;
-            for (p, &v) in p.iter_mut().zip(x) {
-                let q = v.quantize(recip);
-                *p = q;
-                unsure += usize::from(!v.close_to(T::reconstruct(q, step), accept));
-            }
-            let mut list = Vec::new();
-            if unsure > 0 {
-                let base = task * rows * nx;
-                for (i, (p, &v)) in p.iter_mut().zip(x).enumerate() {
-                    if !keeps(v, *p) {
-                        match prequantize(v, recip, step, abs_bound) {
-                            Some(q) => *p = q,
-                            None => {
-                                *p = 0;
-                                list.push((base + i, v));
-                            }
-                        }
-                    }
-                }
-            }
-            list
-        })
+        .map(|(task, (p, x))| codes_or_outliers(x, p, task * rows * nx, step, abs_bound))
         .collect();
 
     let values: Vec<(u64, u64)> = value_outliers.into_iter().flatten().map(|(i, v)| (i as u64, v.bits())).collect();
@@ -359,6 +319,19 @@ fn tile_prefix_sums(d: &mut [i32], [_, ny, nx]: [usize; 3], Tile([tz, ty, tx]): 
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// One value through the pre-quantization pass (`recip` is the step's, as `forward`
+    /// derives it): `Some(p)`, or `None` for a value-outlier.
+    fn prequantize(x: f32, recip: f32, step: f32, abs_bound: f64) -> Option<i32> {
+        assert_eq!(recip, f32::half_recip(step));
+        let mut p = [0];
+        let outliers = codes_or_outliers(&[x], &mut p, 0, step, abs_bound);
+        if outliers.is_empty() {
+            Some(p[0])
+        } else {
+            None
+        }
+    }
 
     fn round_trip(x: &[f32], dims: [usize; 3], tile: Tile, mapping: CodeMapping, b: f64) -> Vec<f32> {
         let f = forward(x, dims, tile, mapping, b);

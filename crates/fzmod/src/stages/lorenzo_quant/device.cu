@@ -57,7 +57,7 @@ __device__ __forceinline__ void lq_keep_delta(u32* tile_any, u32* unfit, i32* de
     lq_mark(tile_any, i, LQ_DELTAS);
 }
 
-// Pass 1: pre-quantized values (0 for value outliers, cpu.rs prequantize); *any (a zeroed
+// Pass 1: pre-quantized values (0 for value outliers, quantizer/cpu.rs codes_or_outliers); *any (a zeroed
 // slot) becomes nonzero when there is a value outlier, for lq_predict.
 extern "C" __global__ void lq_prequant(const real* x, u64 n, const Params* params, i32* p, u64* any, u32* tile_any) {
     u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;

@@ -200,42 +200,54 @@ fn codes_of<T: Float, C: bytemuck::Pod + Send + Sync, R: Send>(
     }
 }
 
-/// Quantize with the strict-bound check; failures become code 0 plus an outlier entry.
-pub(crate) fn quantize<T: Float>(x: Cow<'_, [T]>, abs_bound: f64) -> Quantized<T> {
-    let step = T::at_most(abs_bound);
+/// The codes of `x` into `codes` ([`Float::bin`]'s choice), 0 for the values that cannot be
+/// quantized within the bound, which are returned with their index (`base` + position) in
+/// index order. A branch-free first pass in the element type (it vectorizes, at twice the
+/// lanes of f64 for f32) keeps the rounded code where the fast test proves the bound
+/// ([`Float::accept`]); only a slice with values it does not keep is walked again, with the
+/// f64 test, to retry the neighbouring bin and list the outliers. LorenzoQuant pre-quantizes
+/// with it too.
+pub(crate) fn codes_or_outliers<T: Float>(
+    x: &[T],
+    codes: &mut [i32],
+    base: usize,
+    step: T,
+    abs_bound: f64,
+) -> Vec<(usize, T)> {
     let recip = T::half_recip(step);
-    // Whether `v` keeps its rounded code: finite and reconstructed within the bound (f64).
-    let keeps = move |v: T, q: i32| v.is_finite() && (v.to_f64() - T::reconstruct(q, step).to_f64()).abs() <= abs_bound;
     let accept = T::accept(abs_bound);
-    let (codes, per_chunk) = codes_of(x, |chunk, x: &[T], codes: &mut [i32]| {
-        // Branch-free first pass in the element type (it vectorizes, at twice the lanes of
-        // f64 for f32): the fast test keeps nearly every code; only a chunk with values it
-        // does not keep is scanned again, with the f64 test, to retry the neighbouring bin
-        // (Float::bin) and to list the outliers in index order.
-        let mut unsure = 0usize;
-        for (c, &v) in codes.iter_mut().zip(x) {
-            let q = v.quantize(recip);
-            *c = q;
-            unsure += usize::from(!v.close_to(T::reconstruct(q, step), accept));
-        }
-        if unsure == 0 {
-            return Vec::new();
-        }
-        let base = chunk * CHUNK;
-        let mut outliers = Vec::new();
-        for (i, (c, &v)) in codes.iter_mut().zip(x).enumerate() {
-            if !keeps(v, *c) {
-                match v.bin(recip, step, abs_bound) {
-                    Some(q) => *c = q,
-                    None => {
-                        *c = 0;
-                        outliers.push((base + i, v));
-                    }
+    let mut unsure = 0usize;
+    for (c, &v) in codes.iter_mut().zip(x) {
+        let q = v.quantize(recip);
+        *c = q;
+        unsure += usize::from(!v.close_to(T::reconstruct(q, step), accept));
+    }
+    let mut outliers = Vec::new();
+    if unsure == 0 {
+        return outliers;
+    }
+    // Whether `v` keeps its rounded code: finite and reconstructed within the bound (f64).
+    // `&`, not `&&`: a short-circuit kept the loop scalar.
+    let keeps = |v: T, q: i32| v.is_finite() & ((v.to_f64() - T::reconstruct(q, step).to_f64()).abs() <= abs_bound);
+    for (i, (c, &v)) in codes.iter_mut().zip(x).enumerate() {
+        if !keeps(v, *c) {
+            match v.bin(recip, step, abs_bound) {
+                Some(q) => *c = q,
+                None => {
+                    *c = 0;
+                    outliers.push((base + i, v));
                 }
             }
         }
-        outliers
-    });
+    }
+    outliers
+}
+
+/// Quantize with the strict-bound check; failures become code 0 plus an outlier entry.
+pub(crate) fn quantize<T: Float>(x: Cow<'_, [T]>, abs_bound: f64) -> Quantized<T> {
+    let step = T::at_most(abs_bound);
+    let (codes, per_chunk) =
+        codes_of(x, |chunk, x: &[T], codes: &mut [i32]| codes_or_outliers(x, codes, chunk * CHUNK, step, abs_bound));
     let list: Vec<(u64, u64)> = per_chunk.into_iter().flatten().map(|(i, v)| (i as u64, v.bits())).collect();
     let (outliers, layout) = encode_outliers(&list, std::mem::size_of::<T>());
     Quantized { codes, outliers, layout, num_outliers: list.len() as u64, step }
