@@ -1,7 +1,8 @@
 //! Huffman on the device (kernels in device.cu). Forward builds the book on the device, so it
 //! needs no host synchronisation: histogram → book (one thread block) → encode (chunks placed
-//! by a decoupled look-back). The inverse reads the book and the word counts back (a few KiB), validates
-//! them with the CPU's own checks, uploads the decode tables and decodes a chunk per warp.
+//! by a decoupled look-back). The inverse reads the book and the word counts back (a few
+//! KiB), validates them with the CPU's own checks, uploads the decode tables and decodes a
+//! chunk per warp.
 
 use super::book::{Book, DecodeTables, TABLE_BITS};
 use super::cpu::{self, CHUNK};
