@@ -302,6 +302,43 @@ fn presets_on_shared_fields_fused_unfused_and_cpu_agree() {
     assert_eq!(checked, shared_fields(&dir).len() * fzmod::PRESETS.len() * BOUNDS.len());
 }
 
+/// Calls repeated on inputs of one shape replay the fused cuSZp kernels as CUDA graphs (from
+/// a list's second run on): every archive still equals the CPU's, and every decode the CPU's,
+/// with shapes, bounds and element types interleaved so that graphs are built, looked up and
+/// replayed in turn, and a replay sees its call's data, not the data it was built from.
+#[test]
+#[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
+fn repeated_calls_replay_graphs_with_cpu_bytes() {
+    let gpu = gpu();
+    let mut rng = Rng(0x6a9b_5eed);
+    let (mut calls, replays_before) = (0, CudaDevice::get().unwrap().graph_launches());
+    for round in 0..8 {
+        for preset in ["cuszp", "cuszp2", "cuszp3-fixed", "cuszp3-outlier"] {
+            for shape in [vec![96, 130], vec![300_000], vec![9, 20, 31]] {
+                for (mode, value) in [(ErrorMode::Abs, 0.05), (ErrorMode::Rel, 1e-3)] {
+                    let (data, shape) = field_of_shape(&mut rng, round >= 4, shape.clone());
+                    let what = format!("round {round} {preset} {shape:?} {} {value:e}", mode.name());
+                    let mut p = fzmod::preset(preset, &shape).unwrap();
+                    p.set_error_bound(ErrorBound::new(mode, value).unwrap()).unwrap();
+                    p.set_input_dtype(data.dtype()).unwrap();
+                    let cpu = p.compress(&data, &shape).unwrap();
+                    let on_gpu = p.compress_with(&gpu, &data, &shape, FUSED).unwrap();
+                    assert!(on_gpu == cpu, "{what}: GPU archive differs from the CPU archive");
+                    let back = fzmod::decompress_with(&gpu, &cpu, FUSED).unwrap();
+                    let reference = fzmod::decompress(&cpu).unwrap();
+                    assert!(back.data.to_le_bytes() == reference.data.to_le_bytes(), "{what}: decoders disagree");
+                    calls += 1;
+                }
+            }
+        }
+    }
+    let replays = CudaDevice::get().unwrap().graph_launches() - replays_before;
+    eprintln!("GPU == CPU on {calls} repeated calls, {replays} of their compresses and decodes as graphs");
+    // Rounds 0 and 4 (and some calls after them) grow the workspace, which moves the lists'
+    // addresses; after that each list repeats.
+    assert!(replays > calls / 2, "only {replays} graph launches in {calls} calls");
+}
+
 /// Truncated and corrupted archives: both backends refuse them alike, or decode them to the
 /// same values (the validation front end is shared). Mutations of stage records and segments
 /// are re-sealed with fresh CRCs so they reach the stage decoders on both backends.

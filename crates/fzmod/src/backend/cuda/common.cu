@@ -81,9 +81,10 @@ extern "C" __global__ void __launch_bounds__(SCAN_THREADS) fz_scan_partials(u64*
     }
 }
 
-// Phase 3: out[i] = sum of in[0..i); out[n] = the grand total.
-extern "C" __global__ void __launch_bounds__(SCAN_THREADS) fz_scan_apply(const u32* in, u64 n, const u64* partials, u64* out) {
-    u64 base = (u64)blockIdx.x * SCAN_TILE + (u64)threadIdx.x * SCAN_PER_THREAD;
+// The offsets of scan tile `tile` (out[i] = carry + the items of the tile before i; out[n] =
+// the grand total, written by the tile holding item n - 1); returns the tile's sum.
+__device__ __forceinline__ u64 scan_tile(const u32* in, u64 n, u64 tile, u64 carry, u64* out) {
+    u64 base = tile * SCAN_TILE + (u64)threadIdx.x * SCAN_PER_THREAD;
     u32 items[SCAN_PER_THREAD];
     u64 s = 0;
     for (int j = 0; j < SCAN_PER_THREAD; j++) {
@@ -91,12 +92,26 @@ extern "C" __global__ void __launch_bounds__(SCAN_THREADS) fz_scan_apply(const u
         s += items[j];
     }
     u64 total;
-    u64 run = partials[blockIdx.x] + block_exclusive_scan(s, &total);
+    u64 run = carry + block_exclusive_scan(s, &total);
     for (int j = 0; j < SCAN_PER_THREAD; j++) {
         if (base + j < n) out[base + j] = run;
         run += items[j];
         if (base + j + 1 == n) out[n] = run;
     }
+    return total;
+}
+
+// Phase 3: out[i] = sum of in[0..i); out[n] = the grand total.
+extern "C" __global__ void __launch_bounds__(SCAN_THREADS) fz_scan_apply(const u32* in, u64 n, const u64* partials, u64* out) {
+    scan_tile(in, n, blockIdx.x, partials[blockIdx.x], out);
+}
+
+// The whole scan in one thread block, its tiles in turn (short scans: one launch instead of
+// three, the same offsets).
+extern "C" __global__ void __launch_bounds__(SCAN_THREADS) fz_scan_small(const u32* in, u64 n, u64* out) {
+    if (n == 0 && threadIdx.x == 0) out[0] = 0;
+    u64 carry = 0;
+    for (u64 tile = 0; tile * SCAN_TILE < n; tile++) carry += scan_tile(in, n, tile, carry, out);
 }
 
 // *out = *a + b (a stage's archived length: a scanned total plus a fixed header).

@@ -369,6 +369,10 @@ pub fn block_offsets(
 /// Items per thread block of the three-phase scan (`SCAN_TILE` in common.cu).
 const SCAN_TILE: u64 = 4096;
 
+/// Scans of at most this many tiles run in one thread block (`fz_scan_small`): one launch
+/// instead of three, which is most of a small call's scan time.
+pub const SMALL_SCAN_TILES: u64 = 4;
+
 /// u64 partial sums [`exclusive_scan`] needs for `n` items.
 pub fn scan_partials_len(n: u64) -> usize {
     n.div_ceil(SCAN_TILE).max(1) as usize
@@ -388,6 +392,18 @@ pub fn exclusive_scan(
     use cudarc::driver::PushKernelArg;
     let parts = scan_partials_len(n) as u64;
     let s = run.stream();
+    if parts <= SMALL_SCAN_TILES {
+        // SAFETY: as below; fz_scan_small writes the n + 1 offsets only.
+        return unsafe {
+            s.launch_builder(&run.kernel(program, "fz_scan_small")?)
+                .arg(&input)
+                .arg(&n)
+                .arg(&out)
+                .launch(grid(1024, 1024))
+                .map(drop)
+                .map_err(device_error)
+        };
+    }
     let (reduce, spread, apply) = (
         run.kernel(program, "fz_scan_reduce")?,
         run.kernel(program, "fz_scan_partials")?,

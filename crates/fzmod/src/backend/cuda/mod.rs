@@ -1,17 +1,20 @@
 //! The CUDA backend: a device context, run-time compiled kernels (NVRTC → CUBIN for the
 //! device's own `sm_XY`, `--fmad=false`, cached per process and on disk, keyed by source,
-//! options, arch and NVRTC version), a grow-only device workspace reused across calls, the
-//! device half of the stage contract (`device.rs`), and the fragment contract with the
-//! generator of fused region kernels (`region.rs`). Nothing here names a concrete stage.
+//! options, arch and NVRTC version), a grow-only device workspace reused across calls, launch
+//! lists that run as CUDA graphs when they repeat (`launches.rs`), the device half of the stage
+//! contract (`device.rs`), and the fragment contract with the generator of fused region
+//! kernels (`region.rs`). Nothing here names a concrete stage.
 //!
 //! Built with cudarc's dynamic loading: nothing CUDA is needed to compile, and the driver and
 //! NVRTC libraries are probed before any call (cudarc panics on a missing library).
 
 mod compile;
 pub mod device;
+mod launches;
 pub mod region;
 
 pub use compile::Program;
+pub(crate) use launches::LaunchList;
 
 use crate::error::{Error, Result};
 use cudarc::driver::{
@@ -30,6 +33,8 @@ pub struct CudaDevice {
     workspace: Mutex<Workspace>,
     /// Page-locked host buffer every transfer goes through (grow-only).
     staging: Mutex<Staging>,
+    /// Launch lists that repeat, as CUDA graphs (`launches.rs`).
+    graphs: Mutex<launches::Graphs>,
 }
 
 /// The pinned staging buffer, and the last upload's final copy out of it: uploads return
@@ -91,6 +96,7 @@ fn probe() -> Result<Arc<CudaDevice>, String> {
             modules: Mutex::new(HashMap::new()),
             workspace: Mutex::new(Workspace::default()),
             staging: Mutex::new(Staging::default()),
+            graphs: Mutex::new(launches::Graphs::default()),
         })
     });
     let device = match opened {

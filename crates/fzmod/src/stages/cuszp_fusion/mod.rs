@@ -7,7 +7,8 @@
 //! writers, the Quantizer's own outlier-channel encoder, and the shared archive assembly.
 
 use crate::archive::InputRef;
-use crate::backend::cuda::{device_error, CudaDevice, Program, Workspace};
+use crate::backend::cuda::device::{address, SMALL_SCAN_TILES};
+use crate::backend::cuda::{device_error, CudaDevice, LaunchList, Program, Workspace};
 use crate::element::DType;
 use crate::error::{corrupt, Error, Result};
 use crate::graph::fusion::{CompressJob, DecompressJob, FusionRule, Source};
@@ -19,7 +20,7 @@ use crate::stages::adaptive_bitpack::{AdaptiveBitpack, Layout};
 use crate::stages::lorenzo::Lorenzo;
 use crate::stages::quantizer::{self, Quantizer, Resolved};
 use crate::stages::tiled_lorenzo::{Tile, TiledLorenzo};
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig};
 use std::sync::Arc;
 
 /// `struct Geometry` of launch.cuh, passed by value (its size is asserted on both sides).
@@ -51,8 +52,17 @@ const SOURCE: &str = concat!(
 );
 
 const SCAN_TILE: u64 = 4096;
-const MINMAX_BLOCKS: u32 = 1056;
-use crate::stages::quantizer::device::PARAMS_BYTES;
+use crate::stages::quantizer::device::{minmax_blocks, PARAMS_BYTES};
+
+/// fz_compress's tiles (a compile-time shape): the bytes are the same with either.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TileSize {
+    Full,
+    Small,
+}
+
+/// Full tiles down to this many thread blocks (two per SM of an H100); fewer take small tiles.
+const MIN_FULL_TILES: u64 = 264;
 
 /// The predictor between quantizer and coder.
 #[derive(Clone, Copy, Debug)]
@@ -147,11 +157,16 @@ impl Chain {
         Ok(())
     }
 
+    /// The program with full-size compress tiles (every decode kernel is the same in both).
     fn program(&self, real: DType) -> Program {
-        Program::new(SOURCE, self.defines(real))
+        self.program_with(real, TileSize::Full)
     }
 
-    fn defines(&self, real: DType) -> String {
+    fn program_with(&self, real: DType, tiles: TileSize) -> Program {
+        Program::new(SOURCE, self.defines(real, tiles))
+    }
+
+    fn defines(&self, real: DType, tiles: TileSize) -> String {
         let (pred, lblock, tile, delta) = match self.predictor {
             Predictor::None => (0, 1, [1, 1, 1], 0),
             Predictor::Block(l) => (1, l, [1, 1, 1], 0),
@@ -168,8 +183,8 @@ impl Chain {
             tile[2],
             self.coder.block_size,
             self.coder.layout.code(),
-            self.tile_shape().0,
-            self.tile_shape().1,
+            self.tile_shape(tiles).0,
+            self.tile_shape(tiles).1,
         )
     }
 
@@ -201,16 +216,28 @@ impl Chain {
         }
     }
 
-    /// fz_compress's tile: (warps per thread block, coder blocks per warp), at most 8192
-    /// elements so the tile's values fit its 32 KiB of shared memory. Large tiles keep the
-    /// look-back chain short (measured: 2,048-element tiles ran at half the speed).
-    fn tile_shape(&self) -> (u64, u64) {
-        (8, (1024 / u64::from(self.coder.block_size)).max(1))
+    /// fz_compress's tile: (warps per thread block, coder blocks per warp). A full tile holds
+    /// at most 8192 elements, so its values fit 32 KiB of shared memory, and keeps the
+    /// look-back chain short (measured on 299 MB: 2,048-element tiles ran at half the speed).
+    /// A small tile is an eighth of that.
+    fn tile_shape(&self, tiles: TileSize) -> (u64, u64) {
+        let full = (1024 / u64::from(self.coder.block_size)).max(1);
+        (8, if tiles == TileSize::Full { full } else { (full / 8).max(1) })
+    }
+
+    /// The tile size for an input: small tiles when full ones would leave SMs idle (a 1 MiB
+    /// call made 32 full tiles for the H100's 132 SMs: fz_compress took 31 µs).
+    fn tile_size(&self, g: &Geometry) -> TileSize {
+        if self.tiles(g, TileSize::Full) < MIN_FULL_TILES {
+            TileSize::Small
+        } else {
+            TileSize::Full
+        }
     }
 
     /// Thread blocks of fz_compress.
-    fn tiles(&self, g: &Geometry) -> u64 {
-        let (warps, blocks) = self.tile_shape();
+    fn tiles(&self, g: &Geometry, tiles: TileSize) -> u64 {
+        let (warps, blocks) = self.tile_shape(tiles);
         g.nblocks.div_ceil(warps * blocks)
     }
 
@@ -344,8 +371,8 @@ impl CompressBuffers {
         let tiles = tiles as usize;
         Ok(CompressBuffers {
             input: ws.take(s, "input", input_bytes)?,
-            pmin: ws.take(s, "pmin", 8 * MINMAX_BLOCKS as usize)?,
-            pmax: ws.take(s, "pmax", 8 * MINMAX_BLOCKS as usize)?,
+            pmin: ws.take(s, "pmin", 8 * minmax_blocks(g.n) as usize)?,
+            pmax: ws.take(s, "pmax", 8 * minmax_blocks(g.n) as usize)?,
             params: ws.take(s, "params", PARAMS_BYTES)?,
             out: ws.take(s, "out", max_out as usize)?,
             oindex: ws.take(s, "oindex", 8 * initial_outlier_capacity(g.n) as usize)?,
@@ -380,11 +407,20 @@ fn read_u64(s: &Arc<CudaStream>, buf: &CudaSlice<u8>, index: usize) -> Result<u6
     Ok(u64::from_le_bytes(b))
 }
 
+/// The first two u64 of a buffer (one transfer, one wait).
+fn read_pair(s: &Arc<CudaStream>, buf: &CudaSlice<u8>) -> Result<[u64; 2]> {
+    let mut b = [0u8; 16];
+    s.memcpy_dtoh(&buf.slice(0..16), &mut b).map_err(device_error)?;
+    let word = |k: usize| u64::from_le_bytes(b[8 * k..8 * k + 8].try_into().expect("8 bytes"));
+    Ok([word(0), word(1)])
+}
+
 /// Every kernel of one chain configuration, looked up once per run.
 struct Kernels {
     minmax: CudaFunction,
     resolve: CudaFunction,
     compress: CudaFunction,
+    scan_small: CudaFunction,
     scan_reduce: CudaFunction,
     scan_partials: CudaFunction,
     scan_apply: CudaFunction,
@@ -404,6 +440,7 @@ impl Kernels {
             minmax: f("fz_minmax")?,
             resolve: f("fz_resolve")?,
             compress: f("fz_compress")?,
+            scan_small: f("fz_scan_small")?,
             scan_reduce: f("fz_scan_reduce")?,
             scan_partials: f("fz_scan_partials")?,
             scan_apply: f("fz_scan_apply")?,
@@ -417,38 +454,16 @@ impl Kernels {
         })
     }
 
-    /// Exclusive scan of `n` u32 counts into `n + 1` u64 offsets.
-    fn scan(
-        &self,
-        s: &Arc<CudaStream>,
-        input: &CudaSlice<u8>,
-        n: u64,
-        partials: &mut CudaSlice<u8>,
-        out: &mut CudaSlice<u8>,
-    ) -> Result<()> {
+    /// Exclusive scan of `n` u32 counts at `input` into `n + 1` u64 offsets at `out`.
+    fn scan(&self, list: &mut LaunchList, input: u64, n: u64, partials: u64, out: u64) {
         let parts = n.div_ceil(SCAN_TILE).max(1);
-        // SAFETY: argument lists match the kernels in common.cu; buffers are large enough.
-        unsafe {
-            s.launch_builder(&self.scan_reduce)
-                .arg(input)
-                .arg(&n)
-                .arg(&mut *partials)
-                .launch(cfg(parts as u32, 1024))
-                .map_err(device_error)?;
-            s.launch_builder(&self.scan_partials)
-                .arg(&mut *partials)
-                .arg(&parts)
-                .launch(cfg(1, 1024))
-                .map_err(device_error)?;
-            s.launch_builder(&self.scan_apply)
-                .arg(input)
-                .arg(&n)
-                .arg(&*partials)
-                .arg(&mut *out)
-                .launch(cfg(parts as u32, 1024))
-                .map_err(device_error)?;
+        if parts <= SMALL_SCAN_TILES {
+            list.kernel(&self.scan_small, cfg(1, 1024)).arg(&input).arg(&n).arg(&out);
+            return;
         }
-        Ok(())
+        list.kernel(&self.scan_reduce, cfg(parts as u32, 1024)).arg(&input).arg(&n).arg(&partials);
+        list.kernel(&self.scan_partials, cfg(1, 1024)).arg(&partials).arg(&parts);
+        list.kernel(&self.scan_apply, cfg(parts as u32, 1024)).arg(&input).arg(&n).arg(&partials).arg(&out);
     }
 }
 
@@ -460,6 +475,7 @@ pub(crate) struct DeviceCompress<'a> {
     shape: Vec<usize>,
     dtype: DType,
     geometry: Geometry,
+    tile_size: TileSize,
     kernels: Kernels,
     buffers: Option<CompressBuffers>,
 }
@@ -489,11 +505,12 @@ impl<'a> DeviceCompress<'a> {
         chain.resolve_tile(tiled, grid).map_err(Error::BackendUnavailable)?;
         let geometry = chain.geometry(input.len(), grid);
         chain.check_tile_count(&geometry)?;
-        let program = chain.program(input.dtype());
+        let tile_size = chain.tile_size(&geometry);
+        let program = chain.program_with(input.dtype(), tile_size);
         let max_out = geometry.meta_len + geometry.nblocks * chain.max_block_bytes();
+        let tiles = chain.tiles(&geometry, tile_size);
         let mut ws = dev.workspace()?;
-        let buffers =
-            CompressBuffers::take(&mut ws, dev.stream(), input.byte_len(), &geometry, max_out, chain.tiles(&geometry))?;
+        let buffers = CompressBuffers::take(&mut ws, dev.stream(), input.byte_len(), &geometry, max_out, tiles)?;
         drop(ws);
         input.copy_to(dev, crate::backend::cuda::device::address(&buffers.input, dev.stream()))?;
         let kernels = Kernels::load(dev, &program)?;
@@ -504,64 +521,53 @@ impl<'a> DeviceCompress<'a> {
             shape: shape.to_vec(),
             dtype: input.dtype(),
             geometry,
+            tile_size,
             kernels,
             buffers: Some(buffers),
         })
     }
 
-    /// Enqueue every kernel of one compress (no host synchronisation).
+    /// Enqueue every kernel of one compress (no host synchronisation); a repeated call with
+    /// the same shape, bound and workspace replays them as one CUDA graph.
     pub(crate) fn kernels(&mut self) -> Result<()> {
         let (dev, g, k) = (self.dev, self.geometry, &self.kernels);
-        let b = self.buffers.as_mut().expect("buffers held until drop");
-        let s = dev.stream();
+        let b = self.buffers.as_ref().expect("buffers held until drop");
+        let at = |slice: &CudaSlice<u8>| address(slice, dev.stream());
         let bound = self.chain.quant.bound.ok_or_else(|| Error::InvalidArgument("no error bound set".into()))?;
         let relative = u32::from(bound.mode == crate::archive::ErrorMode::Rel);
         // An absolute bound needs no value range: skip that pass.
-        let parts = if relative == 1 { MINMAX_BLOCKS } else { 0 };
-        let tiles = self.chain.tiles(&g);
-        let outlier_capacity = b.outlier_capacity();
-        s.memset_zeros(&mut b.state.slice_mut(0..4 * (tiles as usize + 1))).map_err(device_error)?;
-        // SAFETY: argument lists match the kernels; every buffer was sized for this geometry.
-        unsafe {
-            if relative == 1 {
-                s.launch_builder(&k.minmax)
-                    .arg(&b.input)
-                    .arg(&g.n)
-                    .arg(&mut b.pmin)
-                    .arg(&mut b.pmax)
-                    .launch(cfg(parts, 256))
-                    .map_err(device_error)?;
-            }
-            s.launch_builder(&k.resolve)
-                .arg(&b.pmin)
-                .arg(&b.pmax)
-                .arg(&parts)
-                .arg(&relative)
-                .arg(&bound.value)
-                .arg(&mut b.params)
-                .launch(cfg(1, 32))
-                .map_err(device_error)?;
-            s.launch_builder(&k.compress)
-                .arg(&b.input)
-                .arg(&b.params)
-                .arg(&g)
-                .arg(&mut b.out)
-                .arg(&mut b.oindex)
-                .arg(&mut b.obits)
-                .arg(&outlier_capacity)
-                .arg(&mut b.state)
-                .arg(&mut b.sums)
-                .arg(&mut b.totals)
-                .launch(cfg(tiles as u32, 32 * self.chain.tile_shape().0 as u32))
-                .map_err(device_error)?;
+        let parts = if relative == 1 { minmax_blocks(g.n) } else { 0 };
+        let tiles = self.chain.tiles(&g, self.tile_size);
+        let mut list = LaunchList::default();
+        list.zero(at(&b.state), 4 * (tiles as usize + 1));
+        if relative == 1 {
+            list.kernel(&k.minmax, cfg(parts, 256)).arg(&at(&b.input)).arg(&g.n).arg(&at(&b.pmin)).arg(&at(&b.pmax));
         }
-        Ok(())
+        list.kernel(&k.resolve, cfg(1, 32))
+            .arg(&at(&b.pmin))
+            .arg(&at(&b.pmax))
+            .arg(&parts)
+            .arg(&relative)
+            .arg(&bound.value)
+            .arg(&at(&b.params));
+        list.kernel(&k.compress, cfg(tiles as u32, 32 * self.chain.tile_shape(self.tile_size).0 as u32))
+            .arg(&at(&b.input))
+            .arg(&at(&b.params))
+            .arg(&g)
+            .arg(&at(&b.out))
+            .arg(&at(&b.oindex))
+            .arg(&at(&b.obits))
+            .arg(&b.outlier_capacity())
+            .arg(&at(&b.state))
+            .arg(&at(&b.sums))
+            .arg(&at(&b.totals));
+        dev.run_list(list)
     }
 
     /// Read the sizes back (the only synchronisation), download and write the archive.
     pub(crate) fn finish(&mut self) -> Result<Vec<u8>> {
         let (s, g) = (self.dev.stream(), self.geometry);
-        let mut num_outliers = read_u64(s, &self.buffers.as_ref().expect("held").totals, 1)?;
+        let [mut payload, mut num_outliers] = read_pair(s, &self.buffers.as_ref().expect("held").totals)?;
         if num_outliers > self.buffers.as_ref().expect("held").outlier_capacity() {
             // More outliers than the first guess: grow the lists to the exact count, run again.
             let b = self.buffers.as_mut().expect("held");
@@ -573,13 +579,11 @@ impl<'a> DeviceCompress<'a> {
             }
             drop(ws);
             self.kernels()?;
-            num_outliers = read_u64(s, &self.buffers.as_ref().expect("held").totals, 1)?;
+            [payload, num_outliers] = read_pair(s, &self.buffers.as_ref().expect("held").totals)?;
         }
         let num_outliers = num_outliers as usize;
         let b = self.buffers.as_ref().expect("buffers held until drop");
-        let payload = read_u64(s, &b.totals, 0)?;
-        let (abs_bound, step) =
-            (f64::from_bits(read_u64(s, &b.params, 0)?), f64::from_bits(read_u64(s, &b.params, 1)?));
+        let [abs_bound, step] = read_pair(s, &b.params)?.map(f64::from_bits);
         let coder_len = (g.meta_len + payload) as usize;
         let index = self.dev.download(&b.oindex, 8 * num_outliers)?;
         let bits = self.dev.download(&b.obits, 8 * num_outliers)?;
@@ -730,95 +734,45 @@ impl<'a> DeviceDecompress<'a> {
         self.buffers.swap_remove(at).1
     }
 
-    /// Enqueue the decode kernels (no host synchronisation).
+    /// Enqueue the decode kernels (no host synchronisation); a repeated decode of an archive
+    /// of the same geometry replays them as one CUDA graph.
     pub(crate) fn kernels(&mut self) -> Result<()> {
-        let g = self.geometry;
-        let s = self.dev.stream().clone();
-        let (seg, params, oruns) = (self.buffer("d_segment"), self.buffer("d_params"), self.buffer("d_oruns"));
-        let (mut cost, mut offsets, mut partials, mut err, mut out, mut deltas) = (
-            self.buffer("d_cost"),
-            self.buffer("d_offsets"),
-            self.buffer("d_partials"),
-            self.buffer("d_err"),
-            self.buffer("d_out"),
-            self.buffer("d_deltas"),
-        );
-        let result = (|| -> Result<()> {
-            s.memset_zeros(&mut err).map_err(device_error)?;
-            let k = &self.kernels;
-            // SAFETY: argument lists match the kernels; buffers were sized for this archive,
-            // and fz_decode checks every block against the payload length.
-            unsafe {
-                s.launch_builder(&k.block_cost)
-                    .arg(&seg)
-                    .arg(&g.nblocks)
-                    .arg(&mut cost)
-                    .arg(&mut err)
-                    .launch(cfg(blocks(g.nblocks, 256), 256))
-                    .map_err(device_error)?;
-            }
-            k.scan(&s, &cost, g.nblocks, &mut partials, &mut offsets)?;
-            // SAFETY: as above.
-            unsafe {
-                s.launch_builder(&k.decode)
-                    .arg(&seg)
-                    .arg(&self.payload_len)
-                    .arg(&offsets)
-                    .arg(&params)
-                    .arg(&g)
-                    .arg(&mut out)
-                    .arg(&mut deltas)
-                    .arg(&mut err)
-                    .launch(cfg(blocks(g.nblocks, 4), 128))
-                    .map_err(device_error)?;
-                if self.nd {
-                    s.launch_builder(&k.prefix_x)
-                        .arg(&mut deltas)
-                        .arg(&g)
-                        .launch(cfg(blocks(g.nz * g.ny, 4), 128))
-                        .map_err(device_error)?;
-                    s.launch_builder(&k.prefix_y)
-                        .arg(&mut deltas)
-                        .arg(&g)
-                        .launch(cfg(blocks(g.nz * g.nx, 128), 128))
-                        .map_err(device_error)?;
-                    s.launch_builder(&k.prefix_z)
-                        .arg(&mut deltas)
-                        .arg(&g)
-                        .launch(cfg(blocks(g.ny * g.nx, 128), 128))
-                        .map_err(device_error)?;
-                    s.launch_builder(&k.reconstruct)
-                        .arg(&deltas)
-                        .arg(&params)
-                        .arg(&g.n)
-                        .arg(&mut out)
-                        .launch(cfg(blocks(g.n, 256), 256))
-                        .map_err(device_error)?;
-                }
-                if self.num_runs > 0 {
-                    // A warp per run (fz_scatter_runs).
-                    s.launch_builder(&k.scatter)
-                        .arg(&oruns)
-                        .arg(&self.num_runs)
-                        .arg(&mut out)
-                        .launch(cfg(blocks(self.num_runs.min(1 << 20), 8), 256))
-                        .map_err(device_error)?;
-                }
-            }
-            Ok(())
-        })();
-        self.buffers.extend([
-            ("d_segment", seg),
-            ("d_params", params),
-            ("d_oruns", oruns),
-            ("d_cost", cost),
-            ("d_offsets", offsets),
-            ("d_partials", partials),
-            ("d_err", err),
-            ("d_out", out),
-            ("d_deltas", deltas),
-        ]);
-        result
+        let (g, k) = (self.geometry, &self.kernels);
+        let buffer = |name: &str| {
+            let (_, b) = self.buffers.iter().find(|(n, _)| *n == name).expect("named buffer");
+            address(b, self.dev.stream())
+        };
+        let (seg, params, oruns, cost) = (buffer("d_segment"), buffer("d_params"), buffer("d_oruns"), buffer("d_cost"));
+        let (offsets, partials, err) = (buffer("d_offsets"), buffer("d_partials"), buffer("d_err"));
+        let (out, deltas) = (buffer("d_out"), buffer("d_deltas"));
+        let mut list = LaunchList::default();
+        list.zero(err, 8);
+        list.kernel(&k.block_cost, cfg(blocks(g.nblocks, 256), 256)).arg(&seg).arg(&g.nblocks).arg(&cost).arg(&err);
+        k.scan(&mut list, cost, g.nblocks, partials, offsets);
+        // fz_decode checks every block against the payload length.
+        list.kernel(&k.decode, cfg(blocks(g.nblocks, 4), 128))
+            .arg(&seg)
+            .arg(&self.payload_len)
+            .arg(&offsets)
+            .arg(&params)
+            .arg(&g)
+            .arg(&out)
+            .arg(&deltas)
+            .arg(&err);
+        if self.nd {
+            list.kernel(&k.prefix_x, cfg(blocks(g.nz * g.ny, 4), 128)).arg(&deltas).arg(&g);
+            list.kernel(&k.prefix_y, cfg(blocks(g.nz * g.nx, 128), 128)).arg(&deltas).arg(&g);
+            list.kernel(&k.prefix_z, cfg(blocks(g.ny * g.nx, 128), 128)).arg(&deltas).arg(&g);
+            list.kernel(&k.reconstruct, cfg(blocks(g.n, 256), 256)).arg(&deltas).arg(&params).arg(&g.n).arg(&out);
+        }
+        if self.num_runs > 0 {
+            // A warp per run (fz_scatter_runs).
+            list.kernel(&k.scatter, cfg(blocks(self.num_runs.min(1 << 20), 8), 256))
+                .arg(&oruns)
+                .arg(&self.num_runs)
+                .arg(&out);
+        }
+        self.dev.run_list(list)
     }
 
     /// Check the device's verdict and download the values into `dst` (the caller's memory).
@@ -873,7 +827,8 @@ pub(crate) fn programs() -> Vec<Program> {
             for layout in [Layout::Plain, Layout::Wide, Layout::Packed] {
                 let quant = Quantizer::new(real, None).expect("a float type");
                 let coder = AdaptiveBitpack::new(DType::I32, block, layout).expect("a legal block");
-                programs.push(Chain { quant, predictor, coder, pred_stage: None }.program(real));
+                let chain = Chain { quant, predictor, coder, pred_stage: None };
+                programs.extend([TileSize::Full, TileSize::Small].map(|t| chain.program_with(real, t)));
             }
         }
     }

@@ -22,8 +22,16 @@ pub(crate) const PARAMS_BYTES: usize = 40;
 /// Elements per outlier tile (`Q_TILE`) and threads per block of the list walks (`Q_THREADS`).
 pub(crate) const TILE: u64 = 2048;
 const WALK_THREADS: u64 = 256;
-/// Thread blocks of the value-range pass.
-const MINMAX_BLOCKS: u32 = 1056;
+/// Thread blocks of the value-range pass at most (eight per SM of an H100), and elements per
+/// block below that: a small input gets few partial ranges, so that `fz_resolve`'s one warp
+/// reads a few words instead of 1056 (10 µs of a 1 MiB call).
+const MINMAX_BLOCKS: u64 = 1056;
+const MINMAX_SPAN: u64 = 4096;
+
+/// Thread blocks (and partial ranges) of the value-range pass over `n` elements.
+pub(crate) fn minmax_blocks(n: u64) -> u32 {
+    n.div_ceil(MINMAX_SPAN).clamp(1, MINMAX_BLOCKS) as u32
+}
 
 /// device.cu, one static so that a fused region includes it once.
 static SOURCE: &str = include_str!("device.cu");
@@ -50,14 +58,15 @@ pub(crate) fn resolve(run: &DeviceRun, program: &Program, x: &DeviceBuffer, boun
     let n64 = x.known_len()? as u64;
     let (minmax, resolve) = (run.kernel(program, "fz_minmax")?, run.kernel(program, "fz_resolve")?);
     let params = run.alloc(DType::U8, PARAMS_BYTES)?;
-    let pmin = run.alloc(DType::F64, MINMAX_BLOCKS as usize)?;
-    let pmax = run.alloc(DType::F64, MINMAX_BLOCKS as usize)?;
+    let blocks = minmax_blocks(n64);
+    let pmin = run.alloc(DType::F64, blocks as usize)?;
+    let pmax = run.alloc(DType::F64, blocks as usize)?;
     let s = run.stream();
     let p = |b: &DeviceBuffer| b.ptr(s);
     let relative = u32::from(bound.mode == ErrorMode::Rel);
-    let parts = if relative == 1 { MINMAX_BLOCKS } else { 0 };
+    let parts = if relative == 1 { blocks } else { 0 };
     // SAFETY: argument lists match device.cu; `x` holds n64 elements, the partial ranges
-    // MINMAX_BLOCKS each, `params` one Params.
+    // `blocks` each, `params` one Params.
     unsafe {
         if relative == 1 {
             s.launch_builder(&minmax)
