@@ -628,15 +628,17 @@ fn mutated_fzgpu_and_pfpl_archives_decode_alike() {
 
 /// Land-like runs of the fill value -1e10, NaN runs (one payload, and sometimes a random
 /// payload per element, enough to overflow the segment's first capacity guess) over a random
-/// field; sometimes nothing or everything masked.
+/// field; sometimes nothing or everything masked, or every other element (more runs than the
+/// device's first guess at the run starts).
 fn masked_field(rng: &mut Rng, f64_values: bool) -> (Buffer, Vec<usize>) {
     let (data, shape) = random_field(rng, f64_values);
     let mut v = common::values(&data);
     let n = v.len();
     let payloads = rng.below(4) == 0;
-    match rng.below(8) {
+    match rng.below(9) {
         0 => {}
         1 => v.iter_mut().for_each(|x| *x = -1e10),
+        2 => v.iter_mut().step_by(2).for_each(|x| *x = f64::NAN),
         _ => {
             for _ in 0..1 + rng.below(40) {
                 let (at, len) = (rng.below(n as u64) as usize, 1 + rng.below(n as u64 / 8 + 1) as usize);

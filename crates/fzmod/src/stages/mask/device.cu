@@ -1,13 +1,14 @@
 // Mask on the device (common.cu is compiled in front); MASK_F64 selects double input. Values
 // are handled as raw bits, so NaN payloads pass untouched.
 //
-// Forward, element-wise kernels around two exclusive scans (no atomics, so nothing depends on
-// the schedule): b[i] = 1 where a run starts (i > 0 and masked(i) != masked(i-1), or i = 0 and
-// x[0] masked: run 0 is always the unmasked one, possibly empty); S = scan(b), so element i lies
-// in run S[i+1], which is masked when odd, and there are R = S[n] + 1 runs; starts[r] is where
-// run r begins (starts[R] = n). The segment's byte sizes — one varint per run, then one entry
-// per exception — are scanned once more into the offsets each thread writes at.
-
+// Forward, by tiles of MASK_TILE elements (no atomics, so nothing depends on the schedule):
+// element i is masked when the predicate holds; a *boundary* is an i where masked(i) differs
+// from masked(i - 1) (masked(-1) = false), so run 0 is the unmasked one (possibly empty), run
+// r > 0 starts at the r-th boundary, and there are R = boundaries + 1 runs; starts[r] is where
+// run r begins (starts[0] = 0, starts[R] = n). A bitmap of the masked elements (one u32 word
+// per 32 elements) is written once; every later pass reads it instead of the values, and only
+// masked values are read again (exceptions, fills). Per-tile counts are scanned on the host's
+// launch geometry (tiles), never over n.
 #if MASK_F64
 typedef u64 Bits;
 #define MASK_MAG 0x7fffffffffffffffull
@@ -45,68 +46,189 @@ __device__ __forceinline__ void varint_put(u8* out, u64 at, u64 cap, u64 v) {
     out[at] = (u8)v;
 }
 
-// Bits every masked element is restored to: the first masked element's (run 1 starts there).
-__device__ __forceinline__ u64 restore_bits(const Bits* x, const u64* S, const u64* starts, u64 n) {
-    return S[n] > 0 ? (u64)x[starts[1]] : 0;
+#define MASK_TILE 4096               // elements per tile: 4 warps of 32 words of 32 elements
+#define MASK_WORDS (MASK_TILE / 32)  // bitmap words per tile, one per thread of a block
+
+// The bits of bitmap word g that stand for elements below n.
+__device__ __forceinline__ u32 valid_bits(u64 g, u64 n) {
+    u64 first = 32 * g;
+    return first + 32 <= n ? FULL_MASK : first >= n ? 0u : (1u << (n - first)) - 1;
 }
 
-extern "C" __global__ void mask_bounds(const Bits* x, u64 n, u32 flags, u64 fill, u32* b) {
-    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    bool prev = i > 0 && masked(x[i - 1], flags, fill);
-    b[i] = masked(x[i], flags, fill) != prev;
+// The boundaries among the 32 elements of word g.
+__device__ __forceinline__ u32 boundary_bits(const u32* bitmap, u64 g, u64 n) {
+    u32 w = bitmap[g], prev = g > 0 ? bitmap[g - 1] >> 31 : 0u;
+    return (w ^ ((w << 1) | prev)) & valid_bits(g, n);
 }
 
-extern "C" __global__ void mask_starts(const u64* S, u64 n, u64* starts) {
-    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n && S[i + 1] != S[i]) starts[S[i + 1]] = i;
-    if (i == 0) {
-        starts[0] = 0;
-        starts[S[n] + 1] = n;
+// The sum of v over the thread block (every thread gets it).
+__device__ __forceinline__ u64 block_sum(u64 v) {
+    u64 total;
+    block_exclusive_scan(v, &total);
+    return total;
+}
+
+// Pass 1: the bitmap (coalesced: lane l of warp w reads element 32 j + l of the warp's 1024,
+// and the ballot is word j), each tile's boundary count, and the values copied (pass 4 fills
+// the masked ones: the only pass over all elements).
+extern "C" __global__ void __launch_bounds__(MASK_WORDS) mask_bitmap(const Bits* x, u64 n, u32 flags, u64 fill, u32* bitmap,
+                                                                     u32* tile_bounds, Bits* values) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    u64 base = (u64)blockIdx.x * MASK_TILE + (u64)warp * 1024;
+    u32 mine = 0;
+    for (int j = 0; j < 32; j++) {
+        u64 i = base + 32 * j + lane;
+        Bits v = i < n ? x[i] : 0;
+        if (i < n) values[i] = v;
+        u32 w = __ballot_sync(FULL_MASK, i < n && masked(v, flags, fill));
+        if (lane == j) mine = w;
+    }
+    u64 g = (u64)blockIdx.x * MASK_WORDS + threadIdx.x;
+    bitmap[g] = mine;
+    u32 prev = __shfl_up_sync(FULL_MASK, mine, 1) >> 31;
+    if (lane == 0) prev = base > 0 && base - 1 < n && masked(x[base - 1], flags, fill);
+    u64 total = block_sum(__popc((mine ^ ((mine << 1) | prev)) & valid_bits(g, n)));
+    if (threadIdx.x == 0) tile_bounds[blockIdx.x] = (u32)total;
+}
+
+// The run count, the ends of `starts`, and the bits every masked element is restored to: the
+// first masked element's (the first boundary's), 0 when none is masked. One warp.
+extern "C" __global__ void mask_first(const Bits* x, u64 n, const u32* bitmap, const u64* tile_off, u64 ntiles,
+                                      u64* starts, u64 starts_cap, u64* starts_len, u64* runs, u64* restore) {
+    int lane = threadIdx.x;
+    u64 bounds = tile_off[ntiles];
+    u64 first = n;
+    if (bounds > 0) {
+        u64 lo = 0, hi = ntiles - 1;  // the first tile with a boundary
+        while (lo < hi) {
+            u64 mid = (lo + hi) / 2;
+            if (tile_off[mid + 1] > 0) hi = mid;
+            else lo = mid + 1;
+        }
+        for (u64 g0 = lo * MASK_WORDS; first == n; g0 += 32) {
+            u32 w = bitmap[g0 + lane];
+            u32 any = __ballot_sync(FULL_MASK, w != 0);
+            if (any) {
+                int at = __ffs(any) - 1;
+                u32 word = __shfl_sync(FULL_MASK, w, at);
+                first = 32 * (g0 + at) + __ffs(word) - 1;
+            }
+        }
+    }
+    if (lane == 0) {
+        *runs = bounds + 1;
+        *starts_len = bounds + 2;
+        *restore = first < n ? (u64)x[first] : 0;
+        if (bounds + 2 <= starts_cap) {
+            starts[0] = 0;
+            starts[bounds + 1] = n;
+        }
     }
 }
 
-// sizes[r] for r <= n: the varint bytes of run r (0 beyond the last run); sizes[n + 1 + i]:
-// the bytes of element i's exception entry (varint index, raw bits), 0 if it has none.
-extern "C" __global__ void mask_sizes(const Bits* x, u64 n, u32 flags, u64 fill, const u64* S, const u64* starts, u32* sizes) {
-    u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t <= n) {
-        sizes[t] = t <= S[n] ? varint_len(starts[t + 1] - starts[t]) : 0;
-    } else if (t < 2 * n + 1) {
-        u64 i = t - n - 1;
-        bool exception = masked(x[i], flags, fill) && (u64)x[i] != restore_bits(x, S, starts, n);
-        sizes[t] = exception ? varint_len(i) + VALUE_BYTES : 0;
-    }
+// The byte size of exception entry i (varint index, raw bits), 0 when i is not one.
+__device__ __forceinline__ u32 exception_bytes(const Bits* x, u64 i, u64 restore) {
+    return (u64)x[i] != restore ? varint_len(i) + VALUE_BYTES : 0;
 }
 
-// The segment (nothing past `cap`) and the filled values: a masked run takes the value before
-// it, or the one after it when it leads, or +0 when it is everything.
-extern "C" __global__ void mask_write(const Bits* x, u64 n, u32 flags, u64 fill, const u64* S, const u64* starts,
-                                      const u64* offsets, Bits* values, u8* seg, u64 cap) {
-    u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t <= S[n]) varint_put(seg, offsets[t], cap, starts[t + 1] - starts[t]);
-    if (t >= n) return;
-    Bits v = x[t];
-    if (!masked(v, flags, fill)) {
-        values[t] = v;
+// Pass 2, a thread per bitmap word: the boundaries into starts[1..R), and each tile's
+// exception bytes.
+extern "C" __global__ void __launch_bounds__(MASK_WORDS) mask_starts(const Bits* x, u64 n, const u32* bitmap, const u64* tile_off,
+                                                                     const u64* restore, u64* starts, u64 starts_cap,
+                                                                     u32* tile_exceptions) {
+    u64 g = (u64)blockIdx.x * MASK_WORDS + threadIdx.x;
+    u32 b = boundary_bits(bitmap, g, n);
+    u64 total;
+    u64 at = 1 + tile_off[blockIdx.x] + block_exclusive_scan(__popc(b), &total);
+    bool room = tile_off[gridDim.x] + 2 <= starts_cap;
+    for (; b && room; b &= b - 1) starts[at++] = 32 * g + __ffs(b) - 1;
+    u64 bytes = 0, rest = *restore;
+    for (u32 m = bitmap[g]; m; m &= m - 1) bytes += exception_bytes(x, 32 * g + __ffs(m) - 1, rest);
+    bytes = block_sum(bytes);
+    if (threadIdx.x == 0) tile_exceptions[blockIdx.x] = (u32)bytes;
+}
+
+// The varint bytes of the runs that start in word g: run 0 (tile 0's first word), then one
+// per boundary, `first_run` being the index of the word's first boundary's run.
+__device__ __forceinline__ u32 run_bytes(const u64* starts, u64 g, u32 b, u64 first_run) {
+    u32 bytes = g == 0 ? varint_len(starts[1]) : 0;
+    for (u64 r = first_run; b; b &= b - 1, r++) bytes += varint_len(starts[r + 1] - starts[r]);
+    return bytes;
+}
+
+// Pass 3: each tile's run bytes (starts is complete now).
+extern "C" __global__ void __launch_bounds__(MASK_WORDS) mask_run_bytes(u64 n, const u32* bitmap, const u64* tile_off,
+                                                                        const u64* starts, u64 starts_cap, u32* tile_runs) {
+    if (tile_off[gridDim.x] + 2 > starts_cap) return;  // overflowed: the run is repeated
+    u64 g = (u64)blockIdx.x * MASK_WORDS + threadIdx.x;
+    u32 b = boundary_bits(bitmap, g, n);
+    u64 total;
+    u64 first_run = 1 + tile_off[blockIdx.x] + block_exclusive_scan(__popc(b), &total);
+    u64 bytes = block_sum(run_bytes(starts, g, b, first_run));
+    if (threadIdx.x == 0) tile_runs[blockIdx.x] = (u32)bytes;
+}
+
+// Pass 4: the segment (run varints, then exceptions; nothing past `cap`) and the fills of the
+// masked values (a masked run takes the value before it, or the one after it when it leads, or
+// +0 when it is everything). First a thread per word (segment), then the warps over the masked
+// elements.
+extern "C" __global__ void __launch_bounds__(MASK_WORDS) mask_write(const Bits* x, u64 n, const u32* bitmap, const u64* tile_off,
+                                                                    const u64* starts, u64 starts_cap, const u64* run_off,
+                                                                    const u64* exc_off, const u64* restore, Bits* values,
+                                                                    u8* seg, u64 cap, u64* seg_len) {
+    __shared__ u32 s_word[MASK_WORDS], s_bounds[MASK_WORDS];
+    __shared__ u64 s_before[MASK_WORDS];
+    u64 ntiles = gridDim.x;
+    if (tile_off[ntiles] + 2 > starts_cap) {
+        // The starts overflowed, so the run is repeated: ask for room for any segment of these
+        // runs and exceptions, so that the repeat does not overflow in turn.
+        if (blockIdx.x == 0 && threadIdx.x == 0) *seg_len = (tile_off[ntiles] + 1) * varint_len(n) + exc_off[ntiles];
         return;
     }
-    u64 r = S[t + 1], s = starts[r], e = starts[r + 1];
-    values[t] = s > 0 ? x[s - 1] : e < n ? x[e] : (Bits)0;
-    u64 at = offsets[n + 1 + t];
-    if (offsets[n + 2 + t] != at && at + varint_len(t) + VALUE_BYTES <= cap) {
-        varint_put(seg, at, cap, t);
-        at += varint_len(t);
-        for (int k = 0; k < VALUE_BYTES; k++) seg[at + k] = (u8)((u64)v >> (8 * k));
+    u64 g = (u64)blockIdx.x * MASK_WORDS + threadIdx.x;
+    u32 b = boundary_bits(bitmap, g, n), w = bitmap[g];
+    u64 total;
+    u64 before = block_exclusive_scan(__popc(b), &total);
+    s_word[threadIdx.x] = w;
+    s_bounds[threadIdx.x] = b;
+    s_before[threadIdx.x] = tile_off[blockIdx.x] + before;
+    u64 first_run = 1 + tile_off[blockIdx.x] + before;
+    u64 at = run_off[blockIdx.x] + block_exclusive_scan(run_bytes(starts, g, b, first_run), &total);
+    if (g == 0) {
+        varint_put(seg, at, cap, starts[1]);
+        at += varint_len(starts[1]);
     }
-}
-
-// The record's values: segment length, run count, restore bits.
-extern "C" __global__ void mask_finish(const Bits* x, u64 n, const u64* S, const u64* starts, const u64* offsets,
-                                       u64* seg_len, u64* runs, u64* restore) {
-    *seg_len = offsets[2 * n + 1];
-    *runs = S[n] + 1;
-    *restore = restore_bits(x, S, starts, n);
+    for (u64 r = first_run; b; b &= b - 1, r++) {
+        u64 len = starts[r + 1] - starts[r];
+        varint_put(seg, at, cap, len);
+        at += varint_len(len);
+    }
+    u64 rest = *restore, bytes = 0;
+    for (u32 m = w; m; m &= m - 1) bytes += exception_bytes(x, 32 * g + __ffs(m) - 1, rest);
+    at = run_off[ntiles] + exc_off[blockIdx.x] + block_exclusive_scan(bytes, &total);
+    for (u32 m = w; m; m &= m - 1) {
+        u64 i = 32 * g + __ffs(m) - 1;
+        u64 v = (u64)x[i];
+        if (v == rest) continue;
+        if (at + varint_len(i) + VALUE_BYTES <= cap) {
+            varint_put(seg, at, cap, i);
+            for (int k = 0; k < VALUE_BYTES; k++) seg[at + varint_len(i) + k] = (u8)(v >> (8 * k));
+        }
+        at += varint_len(i) + VALUE_BYTES;
+    }
+    if (g == 0) *seg_len = run_off[ntiles] + exc_off[ntiles];
+    __syncthreads();
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int j = 0; j < 32; j++) {
+        int k = warp * 32 + j;  // the block's word of these 32 elements
+        u64 i = (u64)blockIdx.x * MASK_TILE + 32 * (u64)k + lane;
+        if (i >= n) break;
+        if (!(s_word[k] >> lane & 1)) continue;
+        // Element i lies in run r = the boundaries up to and including it.
+        u64 r = s_before[k] + __popc(s_bounds[k] & ((2u << lane) - 1));
+        u64 s = starts[r], e = starts[r + 1];
+        values[i] = s > 0 ? x[s - 1] : e < n ? x[e] : (Bits)0;
+    }
 }
 
 // Inverse: element i is masked when it lies in one of the `count` masked runs [mstart, mend)

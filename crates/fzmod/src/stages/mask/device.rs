@@ -1,5 +1,6 @@
-//! Mask on the device (kernels in device.cu): the forward is element-wise kernels around two
-//! deterministic scans (run starts, then the segment's byte offsets); the inverse validates the
+//! Mask on the device (kernels in device.cu): the forward is four passes over tiles of 4096
+//! elements (the bitmap of the mask and the values copied, the run starts, the run bytes, the
+//! segment and the fills) around three scans of per-tile counts; the inverse validates the
 //! segment on the host with the CPU's own parser (a mask is small), then restores the masked
 //! runs by binary search and scatters the exceptions.
 
@@ -17,11 +18,20 @@ pub(crate) fn program(real: DType) -> Program {
     Program::new(include_str!("device.cu"), format!("#define MASK_F64 {}\n", u8::from(real == DType::F64)))
 }
 
+/// Elements per tile of the forward kernels (`MASK_TILE` in device.cu).
+const TILE: u64 = 4096;
+
 /// First guess at the segment's size: every run's varint fits in n + 1 bytes; exceptions
 /// (masked values other than the restore value) are rare, and a run that needs more room is
 /// repeated with the exact size.
 fn segment_guess(n: usize) -> usize {
     n + 1 + 4096
+}
+
+/// First guess at the run starts (R + 1 entries): masks are runs of land or missing points,
+/// not every other element; a run that finds more is repeated with the exact count.
+fn starts_guess(n: usize) -> usize {
+    n / 64 + 4096
 }
 
 /// u64 words as the little-endian bytes an upload takes.
@@ -43,81 +53,97 @@ impl DeviceStage for Mask {
         let n = x.known_len()?;
         let program = program(self.input);
         let k = |name| run.kernel(&program, name);
-        let (bounds, starts_k, sizes_k, write, finish) =
-            (k("mask_bounds")?, k("mask_starts")?, k("mask_sizes")?, k("mask_write")?, k("mask_finish")?);
+        let (bitmap_k, first, starts_k, run_bytes, write) =
+            (k("mask_bitmap")?, k("mask_first")?, k("mask_starts")?, k("mask_run_bytes")?, k("mask_write")?);
+        let (n64, tiles) = (n as u64, (n as u64).div_ceil(TILE).max(1));
         let values = run.alloc(self.input, n)?;
-        // `counts` holds the run-start flags (n), then the segment's byte sizes (2n + 1).
-        let counts = run.alloc(DType::U32, 2 * n + 1)?;
-        let sums = run.alloc(DType::U64, n + 1)?;
-        let starts = run.alloc(DType::U64, n + 2)?;
-        let offsets = run.alloc(DType::U64, 2 * n + 2)?;
-        let partials = run.alloc(DType::U64, scan_partials_len(2 * n as u64 + 1))?;
+        let bitmap = run.alloc(DType::U32, (tiles * TILE / 32) as usize)?;
+        // Per tile: boundaries, exception bytes, run bytes; and their exclusive scans.
+        let per_tile = |dtype, extra| run.alloc(dtype, tiles as usize + extra);
+        let (bounds, exceptions, runs) = (per_tile(DType::U32, 0)?, per_tile(DType::U32, 0)?, per_tile(DType::U32, 0)?);
+        let (bound_off, exc_off, run_off) =
+            (per_tile(DType::U64, 1)?, per_tile(DType::U64, 1)?, per_tile(DType::U64, 1)?);
+        let partials = run.alloc(DType::U64, scan_partials_len(tiles))?;
+        let (starts, starts_len) = run.alloc_dynamic(DType::U64, starts_guess(n))?;
         let (segment, segment_len) = run.alloc_dynamic(DType::U8, segment_guess(n))?;
         let (runs_slot, runs_at) = run.slot()?;
         let (restore_slot, restore_at) = run.slot()?;
         let s = run.stream().clone();
         let p = |b: &DeviceBuffer| b.ptr(&s);
-        let (n64, cap, (flags, fill)) = (n as u64, segment.len.capacity() as u64, self.device_predicate());
-        let threads = u64::from(THREADS);
-        // SAFETY: argument lists match device.cu; `counts` holds 2n + 1 words, `sums` n + 1,
-        // `starts` n + 2 (at most n + 1 runs), `offsets` 2n + 2; nothing is written past `cap`
-        // bytes of `segment`, and the slots are live u64s.
+        let (cap, (flags, fill)) = (segment.len.capacity() as u64, self.device_predicate());
+        let starts_cap = starts.len.capacity() as u64;
+        let tile_grid = grid(tiles * TILE / 32, TILE / 32);
+        // SAFETY: argument lists match device.cu; the bitmap holds a word per 32 elements of
+        // every tile, the per-tile buffers `tiles` (+ 1) entries; nothing is written past
+        // `starts_cap` entries of `starts` or `cap` bytes of `segment`, and the slots are live.
         unsafe {
-            s.launch_builder(&bounds)
+            s.launch_builder(&bitmap_k)
                 .arg(&p(x))
                 .arg(&n64)
                 .arg(&flags)
                 .arg(&fill)
-                .arg(&p(&counts))
-                .launch(grid(n64, threads))
+                .arg(&p(&bitmap))
+                .arg(&p(&bounds))
+                .arg(&p(&values))
+                .launch(tile_grid)
                 .map_err(device_error)?;
         }
-        exclusive_scan(run, &program, p(&counts), n64, p(&partials), p(&sums))?;
+        exclusive_scan(run, &program, p(&bounds), tiles, p(&partials), p(&bound_off))?;
         // SAFETY: as above.
         unsafe {
-            s.launch_builder(&starts_k)
-                .arg(&p(&sums))
-                .arg(&n64)
-                .arg(&p(&starts))
-                .launch(grid(n64.max(1), threads))
-                .map_err(device_error)?;
-            s.launch_builder(&sizes_k)
+            s.launch_builder(&first)
                 .arg(&p(x))
                 .arg(&n64)
-                .arg(&flags)
-                .arg(&fill)
-                .arg(&p(&sums))
+                .arg(&p(&bitmap))
+                .arg(&p(&bound_off))
+                .arg(&tiles)
                 .arg(&p(&starts))
-                .arg(&p(&counts))
-                .launch(grid(2 * n64 + 1, threads))
+                .arg(&starts_cap)
+                .arg(&starts_len)
+                .arg(&runs_at)
+                .arg(&restore_at)
+                .launch(grid(32, 32))
+                .map_err(device_error)?;
+            s.launch_builder(&starts_k)
+                .arg(&p(x))
+                .arg(&n64)
+                .arg(&p(&bitmap))
+                .arg(&p(&bound_off))
+                .arg(&restore_at)
+                .arg(&p(&starts))
+                .arg(&starts_cap)
+                .arg(&p(&exceptions))
+                .launch(tile_grid)
+                .map_err(device_error)?;
+            s.launch_builder(&run_bytes)
+                .arg(&n64)
+                .arg(&p(&bitmap))
+                .arg(&p(&bound_off))
+                .arg(&p(&starts))
+                .arg(&starts_cap)
+                .arg(&p(&runs))
+                .launch(tile_grid)
                 .map_err(device_error)?;
         }
-        exclusive_scan(run, &program, p(&counts), 2 * n64 + 1, p(&partials), p(&offsets))?;
+        exclusive_scan(run, &program, p(&exceptions), tiles, p(&partials), p(&exc_off))?;
+        exclusive_scan(run, &program, p(&runs), tiles, p(&partials), p(&run_off))?;
         // SAFETY: as above.
         unsafe {
             s.launch_builder(&write)
                 .arg(&p(x))
                 .arg(&n64)
-                .arg(&flags)
-                .arg(&fill)
-                .arg(&p(&sums))
+                .arg(&p(&bitmap))
+                .arg(&p(&bound_off))
                 .arg(&p(&starts))
-                .arg(&p(&offsets))
+                .arg(&starts_cap)
+                .arg(&p(&run_off))
+                .arg(&p(&exc_off))
+                .arg(&restore_at)
                 .arg(&p(&values))
                 .arg(&p(&segment))
                 .arg(&cap)
-                .launch(grid(n64 + 1, threads))
-                .map_err(device_error)?;
-            s.launch_builder(&finish)
-                .arg(&p(x))
-                .arg(&n64)
-                .arg(&p(&sums))
-                .arg(&p(&starts))
-                .arg(&p(&offsets))
                 .arg(&segment_len)
-                .arg(&runs_at)
-                .arg(&restore_at)
-                .launch(grid(1, 1))
+                .launch(tile_grid)
                 .map_err(device_error)?;
         }
         let stage = self.clone();
