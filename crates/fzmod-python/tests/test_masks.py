@@ -70,8 +70,13 @@ def test_mask_settings_are_checked():
         fzmod.compress(numpy.zeros(4, "f4"), mask_nan="yes")
     with pytest.raises(fzmod.InvalidArgument, match="fill_value"):
         fzmod.compress(numpy.zeros(4, "f4"), fill_value="land")
-    with pytest.raises(fzmod.InvalidArgument, match="already starts with a Mask"):
-        fzmod.compress(numpy.zeros(4, "f4"), pipeline=MASKED_TOML, mask_nan=True)
+    # A pipeline that starts with a Mask stage keeps it and masks what is asked for too; a
+    # second, different fill value is refused.
+    fzmod.compress(numpy.zeros(4, "f4"), pipeline=MASKED_TOML, mask_nan=True)
+    fzmod.compress(numpy.zeros(4, "f4"), pipeline=MASKED_TOML, fill_value=FILL)
+    with pytest.raises(fzmod.InvalidArgument, match="already masks the fill value"):
+        fzmod.compress(numpy.zeros(4, "f4"), pipeline=MASKED_TOML.replace('"Mask"', '"Mask"\nfill_value = 7'),
+                       fill_value=FILL)
     # Everything masked, and nothing masked, both round-trip.
     for a in (numpy.full(100, FILL, "f4"), numpy.linspace(0, 1, 100, dtype="f4")):
         b = fzmod.decompress(fzmod.compress(a, fill_value=FILL, mode="abs", bound=1e-3))

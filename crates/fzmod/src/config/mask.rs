@@ -55,8 +55,10 @@ fn free_name(stages: &[toml::Value]) -> String {
 
 /// `pipeline` with a Mask stage in front: the Mask reads the pipeline input and every input
 /// that read it reads the Mask's `values` instead. An empty `mask` (nothing masked) returns
-/// the pipeline unchanged; a pipeline whose input is already read by a Mask stage is refused.
-/// The pipeline name becomes `masked-NAME` (left empty for an unnamed pipeline).
+/// the pipeline unchanged. A pipeline that already starts with a Mask stage (the
+/// interpolation presets mask NaN) keeps it and masks what either asks for; a second, different
+/// fill value is refused. The pipeline name becomes `masked-NAME` (left empty for an unnamed
+/// pipeline).
 pub fn with_mask(pipeline: &Pipeline, mask: MaskSpec) -> Result<Pipeline> {
     let mask = mask.normalized();
     let text = to_toml(pipeline);
@@ -64,28 +66,45 @@ pub fn with_mask(pipeline: &Pipeline, mask: MaskSpec) -> Result<Pipeline> {
         return from_toml(&text);
     }
     let mut doc: toml::Table = text.parse().map_err(|e: toml::de::Error| Error::Config(e.to_string()))?;
-    let Some(toml::Value::Array(stages)) = doc.remove("stage") else {
+    let Some(toml::Value::Array(mut stages)) = doc.remove("stage") else {
         return Err(Error::Config("pipeline without stages".into()));
     };
-    let name = free_name(&stages);
-    let mut rewired = Vec::with_capacity(stages.len() + 1);
-    let mut mask_table = toml::Table::new();
-    mask_table.insert("name".into(), name.clone().into());
-    mask_table.insert("type".into(), "Mask".into());
-    mask_table.insert("nan".into(), mask.nan.into());
-    mask_table.insert("inf".into(), mask.inf.into());
-    if let Some(fill) = mask.fill {
-        mask_table.insert("fill_value".into(), fill.into());
+    let leading = stages.iter_mut().find(|s| reads_input(s) && s.get("type").and_then(|v| v.as_str()) == Some("Mask"));
+    match leading.and_then(|s| s.as_table_mut()) {
+        Some(existing) => merge(existing, mask)?,
+        None => stages = in_front(stages, mask),
     }
-    rewired.push(toml::Value::Table(mask_table));
+    doc.insert("stage".into(), toml::Value::Array(stages));
+    if !pipeline.preset.is_empty() {
+        let mut p = toml::Table::new();
+        p.insert("name".into(), format!("masked-{}", pipeline.preset).into());
+        doc.insert("pipeline".into(), p.into());
+    }
+    let text = toml::to_string(&doc).map_err(|e| Error::Config(e.to_string()))?;
+    from_toml(&text)
+}
+
+/// Whether a stage reads the pipeline input.
+fn reads_input(stage: &toml::Value) -> bool {
+    stage
+        .get("inputs")
+        .and_then(|v| v.as_array())
+        .is_some_and(|ins| ins.iter().any(|i| i.get("from").and_then(|v| v.as_str()) == Some(EXTERNAL)))
+}
+
+/// A new Mask stage in front of `stages`, which read its `values` instead of the input.
+fn in_front(stages: Vec<toml::Value>, mask: MaskSpec) -> Vec<toml::Value> {
+    let name = free_name(&stages);
+    let mut table = toml::Table::new();
+    table.insert("name".into(), name.clone().into());
+    table.insert("type".into(), "Mask".into());
+    table.insert("nan".into(), mask.nan.into());
+    table.insert("inf".into(), mask.inf.into());
+    if let Some(fill) = mask.fill {
+        table.insert("fill_value".into(), fill.into());
+    }
+    let mut rewired = vec![toml::Value::Table(table)];
     for mut stage in stages {
-        let reads_input = stage
-            .get("inputs")
-            .and_then(|v| v.as_array())
-            .is_some_and(|ins| ins.iter().any(|i| i.get("from").and_then(|v| v.as_str()) == Some(EXTERNAL)));
-        if reads_input && stage.get("type").and_then(|v| v.as_str()) == Some("Mask") {
-            return Err(Error::InvalidArgument("the pipeline already starts with a Mask stage".into()));
-        }
         if let Some(toml::Value::Array(inputs)) = stage.get_mut("inputs") {
             for input in inputs.iter_mut().filter_map(|i| i.as_table_mut()) {
                 if input.get("from").and_then(|v| v.as_str()) == Some(EXTERNAL) {
@@ -96,14 +115,27 @@ pub fn with_mask(pipeline: &Pipeline, mask: MaskSpec) -> Result<Pipeline> {
         }
         rewired.push(stage);
     }
-    doc.insert("stage".into(), toml::Value::Array(rewired));
-    if !pipeline.preset.is_empty() {
-        let mut p = toml::Table::new();
-        p.insert("name".into(), format!("masked-{}", pipeline.preset).into());
-        doc.insert("pipeline".into(), p.into());
+    rewired
+}
+
+/// Widen an existing Mask stage (its TOML table) to mask what `mask` asks for too.
+fn merge(existing: &mut toml::Table, mask: MaskSpec) -> Result<()> {
+    let flag = |key: &str, default: bool| existing.get(key).and_then(|v| v.as_bool()).unwrap_or(default);
+    let (nan, inf) = (flag("nan", true) || mask.nan, flag("inf", false) || mask.inf);
+    existing.insert("nan".into(), nan.into());
+    existing.insert("inf".into(), inf.into());
+    if let Some(fill) = mask.fill {
+        let stated = existing.get("fill_value").and_then(|v| v.as_float().or_else(|| v.as_integer().map(|i| i as f64)));
+        match stated {
+            Some(v) if v != fill => {
+                return Err(Error::InvalidArgument(format!(
+                    "the pipeline's Mask stage already masks the fill value {v}, not {fill}"
+                )))
+            }
+            _ => drop(existing.insert("fill_value".into(), fill.into())),
+        }
     }
-    let text = toml::to_string(&doc).map_err(|e| Error::Config(e.to_string()))?;
-    from_toml(&text)
+    Ok(())
 }
 
 /// Preset `name` for `shape` with a Mask stage in front (see [`with_mask`]); e.g.
@@ -205,9 +237,17 @@ mod tests {
     }
 
     #[test]
-    fn refuses_a_second_mask_and_renames_around_a_taken_name() {
-        let masked = masked_preset("cuszp", &[10, 10], MaskSpec::nan_and(None)).unwrap();
-        assert!(matches!(with_mask(&masked, MaskSpec::nan_and(None)), Err(Error::InvalidArgument(_))));
+    fn widens_a_leading_mask_and_renames_around_a_taken_name() {
+        let masks = |p: &Pipeline| to_toml(p).matches("type = \"Mask\"").count();
+        let masked = masked_preset("cuszp", &[10, 10], MaskSpec::nan_and(Some(-1e10))).unwrap();
+        let again = with_mask(&masked, MaskSpec { nan: false, inf: true, fill: Some(-1e10) }).unwrap();
+        assert_eq!(masks(&again), 1, "{}", to_toml(&again));
+        assert!(to_toml(&again).contains("inf = true"), "{}", to_toml(&again));
+        assert!(matches!(with_mask(&masked, MaskSpec::nan_and(Some(5.0))), Err(Error::InvalidArgument(_))));
+        // The interpolation presets start with a NaN mask: a fill value joins it.
+        let interp = masked_preset("interp", &[10, 10], MaskSpec::nan_and(Some(-1e10))).unwrap();
+        assert_eq!((masks(&interp), interp.preset.as_str()), (1, "masked-interp"));
+        assert!(to_toml(&interp).contains("fill_value = -1"), "{}", to_toml(&interp));
         let text = "[[stage]]\nname = \"mask\"\ntype = \"Quantizer\"\n";
         let p = with_mask(&from_toml(text).unwrap(), MaskSpec::nan_and(Some(0.0))).unwrap();
         assert!(to_toml(&p).contains("mask_2"), "{}", to_toml(&p));

@@ -105,13 +105,13 @@ pub static PRESETS: &[Preset] = &[
     },
     Preset {
         name: "interp",
-        summary: "SZ3/cuSZ-i-style multilevel cubic interpolation (radius-2048 u16 codes, 3-D: level order) -> Huffman (bklen 4096) -> RZE; strict bound",
+        summary: "NaN masked, then SZ3/cuSZ-i-style multilevel cubic interpolation (radius-2048 u16 codes, 3-D: level order) -> Huffman (bklen 4096) -> RZE; strict bound",
         one_d: INTERP,
         multi_d: INTERP,
     },
     Preset {
         name: "interp-fast",
-        summary: "Multilevel interpolation (zigzag u16 codes, 3-D: level order) -> Bitshuffle(2) -> RZE -> ANS, no Huffman; strict bound",
+        summary: "NaN masked, then multilevel interpolation (zigzag u16 codes, 3-D: level order) -> Bitshuffle(2) -> RZE -> ANS, no Huffman; strict bound",
         one_d: INTERP_FAST,
         multi_d: INTERP_FAST,
     },
