@@ -370,7 +370,8 @@ pub fn block_offsets(
 const SCAN_TILE: u64 = 4096;
 
 /// Scans of at most this many tiles run in one thread block (`fz_scan_small`): one launch
-/// instead of three, which is most of a small call's scan time.
+/// instead of three (a 1 MiB call's block-offset scan, 8192 items: 11.8 µs under ncu instead
+/// of 3.7 + 3.3 + 7.0).
 pub const SMALL_SCAN_TILES: u64 = 4;
 
 /// u64 partial sums [`exclusive_scan`] needs for `n` items.

@@ -18,6 +18,7 @@ use crate::shape::Grid;
 use crate::stage::Stage;
 use crate::stages::adaptive_bitpack::{AdaptiveBitpack, Layout};
 use crate::stages::lorenzo::Lorenzo;
+use crate::stages::quantizer::device::{minmax_blocks, PARAMS_BYTES};
 use crate::stages::quantizer::{self, Quantizer, Resolved};
 use crate::stages::tiled_lorenzo::{Tile, TiledLorenzo};
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig};
@@ -52,7 +53,6 @@ const SOURCE: &str = concat!(
 );
 
 const SCAN_TILE: u64 = 4096;
-use crate::stages::quantizer::device::{minmax_blocks, PARAMS_BYTES};
 
 /// fz_compress's tiles (a compile-time shape): the bytes are the same with either.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -24,7 +24,7 @@ pub(crate) const TILE: u64 = 2048;
 const WALK_THREADS: u64 = 256;
 /// Thread blocks of the value-range pass at most (eight per SM of an H100), and elements per
 /// block below that: a small input gets few partial ranges, so that `fz_resolve`'s one warp
-/// reads a few words instead of 1056 (10 µs of a 1 MiB call).
+/// reads a few words instead of 1056 (on a 1 MiB call, 10.5 → 3.5 µs under ncu).
 const MINMAX_BLOCKS: u64 = 1056;
 const MINMAX_SPAN: u64 = 4096;
 
