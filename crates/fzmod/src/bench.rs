@@ -119,7 +119,7 @@ fn bench_cuda(
         let device = ms(t) - upload;
         let archive = job.finish()?;
         let phases = format!(
-            "end-to-end compress: upload {upload:.1} ms, device work {device:.1} ms, sizes + downloads + assembly {:.1} ms",
+            "end-to-end compress: upload {upload:.3} ms, device work {device:.3} ms, sizes + downloads + assembly {:.3} ms",
             ms(t) - upload - device
         );
         Ok((archive, phases))
@@ -154,7 +154,7 @@ fn bench_cuda(
         let device = ms(t) - validate - upload;
         job.finish_into(&mut out)?;
         Ok(format!(
-            "end-to-end decompress: validate {validate:.1} ms, upload {upload:.1} ms, device work {device:.1} ms, download {:.1} ms",
+            "end-to-end decompress: validate {validate:.3} ms, upload {upload:.3} ms, device work {device:.3} ms, download {:.3} ms",
             ms(t) - validate - upload - device
         ))
     };
