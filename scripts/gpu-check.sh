@@ -54,6 +54,13 @@ if part sanitize; then
           || { echo "sanitizer $tool: $preset fusion $fusion FAILED"; tail -5 "/tmp/san-$tool-$preset-$fusion.log"; sanitize_rc=1; }
       done
     done
+    # Repeated calls replay the cuSZp rule's launch lists as CUDA graphs (the bench's timed
+    # runs); levitus' −1e10 land and NaN through the Mask stage's tile kernels.
+    timeout 120 $san ./.gpu/fzmod bench $N --dtype f32 --shape 132x73x144 --preset cuszp2 --backend cuda --runs 3 \
+      > "/tmp/san-$tool-graphs.log" 2>&1 || { echo "sanitizer $tool: graph replay FAILED"; sanitize_rc=1; }
+    timeout 120 $san ./.gpu/fzmod roundtrip /tmp/fzdata/levitus_temp_20x180x360.f32 --dtype f32 --shape 20x180x360 \
+      --preset interp --fill-value -1e10 -m rel -e 1e-3 --backend cuda --quiet > "/tmp/san-$tool-mask.log" 2>&1 \
+      || { echo "sanitizer $tool: masked interp FAILED"; sanitize_rc=1; }
     echo "sanitizer $tool: $(grep -hE "(ERROR|RACECHECK) SUMMARY" /tmp/san-$tool-*.log | sort | uniq -c | tr -s ' ' | paste -sd';')"
   done
 fi

@@ -159,7 +159,10 @@ __device__ __forceinline__ u32 run_bytes(const u64* starts, u64 g, u32 b, u64 fi
 // Pass 3: each tile's run bytes (starts is complete now).
 extern "C" __global__ void __launch_bounds__(MASK_WORDS) mask_run_bytes(u64 n, const u32* bitmap, const u64* tile_off,
                                                                         const u64* starts, u64 starts_cap, u32* tile_runs) {
-    if (tile_off[gridDim.x] + 2 > starts_cap) return;  // overflowed: the run is repeated
+    if (tile_off[gridDim.x] + 2 > starts_cap) {  // overflowed: the run is repeated
+        if (threadIdx.x == 0) tile_runs[blockIdx.x] = 0;
+        return;
+    }
     u64 g = (u64)blockIdx.x * MASK_WORDS + threadIdx.x;
     u32 b = boundary_bits(bitmap, g, n);
     u64 total;

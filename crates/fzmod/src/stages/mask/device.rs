@@ -28,10 +28,11 @@ fn segment_guess(n: usize) -> usize {
     n + 1 + 4096
 }
 
-/// First guess at the run starts (R + 1 entries): masks are runs of land or missing points,
-/// not every other element; a run that finds more is repeated with the exact count.
+/// First guess at the run starts (R + 1 entries): masks are runs of land or missing points
+/// (levitus_temp's land: a run per 44 elements), not every other element; a run that finds
+/// more is repeated with the exact count.
 fn starts_guess(n: usize) -> usize {
-    n / 64 + 4096
+    n / 32 + 4096
 }
 
 /// u64 words as the little-endian bytes an upload takes.
