@@ -126,14 +126,12 @@ fn merge(existing: &mut toml::Table, mask: MaskSpec) -> Result<()> {
     existing.insert("inf".into(), inf.into());
     if let Some(fill) = mask.fill {
         let stated = existing.get("fill_value").and_then(|v| v.as_float().or_else(|| v.as_integer().map(|i| i as f64)));
-        match stated {
-            Some(v) if v != fill => {
-                return Err(Error::InvalidArgument(format!(
-                    "the pipeline's Mask stage already masks the fill value {v}, not {fill}"
-                )))
-            }
-            _ => drop(existing.insert("fill_value".into(), fill.into())),
+        if let Some(v) = stated.filter(|&v| v != fill) {
+            return Err(Error::InvalidArgument(format!(
+                "the pipeline's Mask stage already masks the fill value {v}, not {fill}"
+            )));
         }
+        existing.insert("fill_value".into(), fill.into());
     }
     Ok(())
 }

@@ -7,7 +7,7 @@
 //! writers, the Quantizer's own outlier-channel encoder, and the shared archive assembly.
 
 use crate::archive::InputRef;
-use crate::backend::cuda::device::{address, SMALL_SCAN_TILES};
+use crate::backend::cuda::device::{address, scan_in_one_block, scan_partials_len};
 use crate::backend::cuda::{device_error, CudaDevice, LaunchList, Program, Workspace};
 use crate::element::DType;
 use crate::error::{corrupt, Error, Result};
@@ -51,8 +51,6 @@ const SOURCE: &str = concat!(
     include_str!("tiled_lorenzo.cu"),
     include_str!("adaptive_bitpack.cu"),
 );
-
-const SCAN_TILE: u64 = 4096;
 
 /// fz_compress's tiles (a compile-time shape): the bytes are the same with either.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -456,8 +454,8 @@ impl Kernels {
 
     /// Exclusive scan of `n` u32 counts at `input` into `n + 1` u64 offsets at `out`.
     fn scan(&self, list: &mut LaunchList, input: u64, n: u64, partials: u64, out: u64) {
-        let parts = n.div_ceil(SCAN_TILE).max(1);
-        if parts <= SMALL_SCAN_TILES {
+        let parts = scan_partials_len(n) as u64;
+        if scan_in_one_block(n) {
             list.kernel(&self.scan_small, cfg(1, 1024)).arg(&input).arg(&n).arg(&out);
             return;
         }
@@ -700,7 +698,7 @@ impl<'a> DeviceDecompress<'a> {
         let buffers = vec![
             ("d_cost", take("d_cost", 4 * nb)?),
             ("d_offsets", take("d_offsets", 8 * (nb + 1))?),
-            ("d_partials", take("d_partials", 8 * nb.div_ceil(SCAN_TILE as usize))?),
+            ("d_partials", take("d_partials", 8 * scan_partials_len(nb as u64))?),
             ("d_err", take("d_err", 8)?),
             ("d_out", take("d_out", n * header.dtype.size())?),
             ("d_deltas", take("d_deltas", if matches!(chain.predictor, Predictor::Nd) { 4 * n } else { 8 })?),
