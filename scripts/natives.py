@@ -512,7 +512,7 @@ def _sample(tool, args):
              "runs": int(a.get("--runs", 5)), "ratio": ratio, "max_abs_error": 0.999 * bound,
              "compress_gbps": {"median": c, "min": c * 0.97, "max": c * 1.02},
              "decompress_gbps": {"median": d, "min": d * 0.97, "max": d * 1.02},
-             "end_to_end_seconds": {"compress": 0.1, "decompress": 0.1}, "peak_device_bytes": 1, "device_path": []}
+             "end_to_end_seconds": {"compress": 0.1, "decompress": 0.1}, "peak_device_bytes": {"compress": 1, "decompress": 1}, "device_path": []}
         Path(a["--json"]).write_text(json.dumps(j, indent=1))
         return (f"dataset      {args[1]} (f32 {a['--shape']})\npipeline     {preset}\n"
                 f"ratio        {ratio}   max abs error {0.999 * bound}\n")

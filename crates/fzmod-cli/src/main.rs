@@ -665,8 +665,9 @@ fn bench(input: &Path, job: &Job, runs: usize, json: Option<&io::Destination>, m
             num(bytes / d / 1e9)
         ));
     }
-    if let Some(peak) = timing.peak_device_bytes {
-        line(format!("peak device  {} MiB", num(peak as f64 / (1 << 20) as f64)));
+    if let Some(peak) = timing.peak_device {
+        let mib = |b: u64| num(b as f64 / (1 << 20) as f64);
+        line(format!("peak device  compress {} MiB, decompress {} MiB", mib(peak.compress), mib(peak.decompress)));
     }
     let json_text = json
         .map(|_| {
@@ -677,7 +678,8 @@ fn bench(input: &Path, job: &Job, runs: usize, json: Option<&io::Destination>, m
                 "compress_gbps": {"median": c_med, "min": c_min, "max": c_max},
                 "decompress_gbps": {"median": d_med, "min": d_min, "max": d_max},
                 "end_to_end_seconds": timing.end_to_end_seconds.map(|(c, d)| serde_json::json!({"compress": c, "decompress": d})),
-                "peak_device_bytes": timing.peak_device_bytes, "device_path": timing.notes,
+                "peak_device_bytes": timing.peak_device.map(|p| serde_json::json!({"compress": p.compress, "decompress": p.decompress})),
+                "device_path": timing.notes,
             });
             serde_json::to_string_pretty(&v)
         })

@@ -47,9 +47,18 @@ pub struct BenchTiming {
     /// Median compress and decompress including host↔device transfers (device backends):
     /// host array in, archive bytes out, and back into a reused host array.
     pub end_to_end_seconds: Option<(f64, f64)>,
-    pub peak_device_bytes: Option<u64>,
+    /// Device memory high-water marks (device backends).
+    pub peak_device: Option<PeakDevice>,
     /// How the device ran the pipeline (fusion rule, stages on the CPU).
     pub notes: Vec<String>,
+}
+
+/// Peak device memory of the compress calls and of the decompress calls, each measured alone
+/// (the workspace a compress keeps is released before the decompress calls).
+#[derive(Clone, Copy, Debug)]
+pub struct PeakDevice {
+    pub compress: u64,
+    pub decompress: u64,
 }
 
 impl Pipeline {
@@ -92,7 +101,7 @@ fn bench_cpu(p: &Pipeline, input: &Buffer, shape: &[usize], runs: usize) -> Resu
         decoded,
         method: "wall clock, whole call, data in host memory",
         end_to_end_seconds: None,
-        peak_device_bytes: None,
+        peak_device: None,
         notes: Vec::new(),
     })
 }
@@ -140,6 +149,9 @@ fn bench_cuda(
         return Err(Error::Device("a timed GPU compression differs".into()));
     }
     drop(job);
+    let peak_compress = dev.peak_device_bytes();
+    dev.release_workspace()?;
+    dev.reset_peak();
     // Decode into the caller's memory, as an application reusing its output array does (a
     // fresh array's page faults would cost more than the link).
     let mut out = crate::element::zeroed_vec::<u8>(input.native_bytes().len());
@@ -171,7 +183,7 @@ fn bench_cuda(
         decoded,
         method: "CUDA events around all kernels of one call, input already on the device",
         end_to_end_seconds: Some((compress_e2e, decompress_e2e)),
-        peak_device_bytes: Some(dev.peak_device_bytes()),
+        peak_device: Some(PeakDevice { compress: peak_compress, decompress: dev.peak_device_bytes() }),
         notes,
     })
 }

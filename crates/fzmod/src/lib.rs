@@ -54,7 +54,7 @@ pub mod stream;
 
 pub use api::{compress, decompress_into, Compressor};
 pub use archive::{ErrorMode, Header};
-pub use bench::BenchTiming;
+pub use bench::{BenchTiming, PeakDevice};
 pub use chunking::{
     decompress_region, default_chunk_bytes, default_chunk_shape, merge_ranges, parse_chunk_shape, parse_region,
     ChunkOptions, CHUNK_ALIGN, DEFAULT_CHUNK_BYTES, LARGE_ARRAY_BYTES,

@@ -339,6 +339,30 @@ fn repeated_calls_replay_graphs_with_cpu_bytes() {
     assert!(replays > calls / 2, "only {replays} graph launches in {calls} calls");
 }
 
+/// Noise whose codes take ~18 bits: the cuSZp rule's payload outgrows its first guess (half
+/// the input), so the call grows it to the exact size and runs again — from host memory and
+/// from the caller's device buffer, read in place — and still gives the CPU's bytes.
+#[test]
+#[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
+fn payload_past_the_first_guess_gives_cpu_bytes() {
+    let dev = CudaDevice::get().unwrap();
+    let mut rng = Rng(0x5eed_f00d);
+    let noise: Vec<f32> = (0..200_000).map(|_| f32::from_bits(0x3f80_0000 | (rng.next() as u32 >> 9))).collect();
+    let bound = ErrorBound::new(ErrorMode::Abs, 4e-6).unwrap();
+    for preset in ["cuszp", "cuszp2", "cuszp3-fixed", "cuszp3-outlier"] {
+        let shape = [400usize, 500];
+        let cpu = fzmod::compress(&noise, &shape, preset, bound).unwrap();
+        assert!(!fzmod::is_stored_raw(&fzmod::inspect(&cpu).unwrap()), "{preset}: stored raw");
+        assert!(cpu.len() > noise.len() * 4 / 2, "{preset}: {} bytes fit the first guess", cpu.len());
+        let gpu = fzmod::Compressor::preset::<f32>(preset, &shape, bound, fzmod::backend::BackendChoice::Cuda).unwrap();
+        for call in 0..2 {
+            assert!(gpu.compress(&noise, &shape).unwrap() == cpu, "{preset} call {call}: from host memory");
+            let on_device = dev.to_device(&noise).unwrap();
+            assert!(gpu.compress_device(&on_device, &shape).unwrap() == cpu, "{preset} call {call}: device input");
+        }
+    }
+}
+
 /// Truncated and corrupted archives: both backends refuse them alike, or decode them to the
 /// same values (the validation front end is shared). Mutations of stage records and segments
 /// are re-sealed with fresh CRCs so they reach the stage decoders on both backends.

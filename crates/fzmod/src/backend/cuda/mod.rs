@@ -351,6 +351,13 @@ impl CudaDevice {
         &self.stream
     }
 
+    /// Free the buffers the workspace keeps between calls (stream-ordered): the next call
+    /// allocates what it needs again.
+    pub fn release_workspace(&self) -> Result<()> {
+        self.workspace()?.slots.clear();
+        Ok(())
+    }
+
     /// The grow-only workspace (fusion rules keep their buffers there between calls).
     pub(crate) fn workspace(&self) -> Result<std::sync::MutexGuard<'_, Workspace>> {
         self.workspace.lock().map_err(|_| Error::Device("workspace poisoned".into()))

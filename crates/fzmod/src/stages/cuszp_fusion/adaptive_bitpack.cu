@@ -147,11 +147,11 @@ __device__ __forceinline__ u64 warp_sum(u64 v) {
 // Offsets are pure prefix sums by block index: the bytes never depend on scheduling.
 // state: [ticket, flags...] as u32; sums: per tile {aggregate bytes, aggregate outliers,
 // inclusive bytes, inclusive outliers}; totals: [payload bytes, outliers] of the whole input.
-// Outliers beyond outlier_capacity are counted but not stored; the host then grows the list
-// and runs the call again.
+// Outliers beyond outlier_capacity, and payload bytes beyond payload_capacity, are counted but
+// not stored; the host then grows the list or the payload to the exact size and runs again.
 extern "C" __global__ void __launch_bounds__(FUSED_WARPS * 32)
-fz_compress(const real* data, const Params* params, Geometry g, u8* out, u64* outlier_index, u64* outlier_bits,
-            u64 outlier_capacity, u32* state, u64* sums, u64* totals) {
+fz_compress(const real* data, const Params* params, Geometry g, u8* out, u64 payload_capacity, u64* outlier_index,
+            u64* outlier_bits, u64 outlier_capacity, u32* state, u64* sums, u64* totals) {
     __shared__ u32 s_tile;
     __shared__ u64 s_bytes[FUSED_WARPS], s_outliers[FUSED_WARPS];
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -302,7 +302,8 @@ fz_compress(const real* data, const Params* params, Geometry g, u8* out, u64* ou
             at_outliers += __popc(mask);
         }
         BlockCode code = {s_rate[local], s_ob[local]};
-        if (code.rate || code.ob) {
+        // Past the payload room nothing is written: the host sees the total and runs again.
+        if ((code.rate || code.ob) && at_bytes + block_cost(code) <= payload_capacity) {
             i32 v[M];
             u32 mag[M];
             for (int i = 0; i < M; i++) {

@@ -7,7 +7,7 @@
 //! writers, the Quantizer's own outlier-channel encoder, and the shared archive assembly.
 
 use crate::archive::InputRef;
-use crate::backend::cuda::device::{address, scan_in_one_block, scan_partials_len};
+use crate::backend::cuda::device::{address, scan_in_one_block, scan_partials_len, DeviceBuffer};
 use crate::backend::cuda::{device_error, CudaDevice, LaunchList, Program, Workspace};
 use crate::element::DType;
 use crate::error::{corrupt, Error, Result};
@@ -333,9 +333,18 @@ fn initial_outlier_capacity(n: u64) -> u64 {
     (n / 16).max(1024)
 }
 
+/// Room for the payload before the first run: half the input's bytes, or the worst case when
+/// that is smaller. A payload larger than half the input (ratio below 2) grows to its exact
+/// size and runs again, so a compress holds at most input + max(input / 2, archive) + the
+/// outlier lists on the device instead of input + worst case (issue 12: ≤ 2 × (input + archive)).
+fn initial_payload_capacity(input_bytes: u64, max_payload: u64) -> u64 {
+    (input_bytes / 2).min(max_payload)
+}
+
 /// Device buffers of one compress run, taken from the workspace.
 struct CompressBuffers {
-    input: CudaSlice<u8>,
+    /// The input, uploaded; `None` when the kernels read the caller's device buffer.
+    input: Option<CudaSlice<u8>>,
     pmin: CudaSlice<u8>,
     pmax: CudaSlice<u8>,
     params: CudaSlice<u8>,
@@ -355,24 +364,43 @@ impl CompressBuffers {
     fn outlier_capacity(&self) -> u64 {
         (self.oindex.len().min(self.obits.len()) / 8) as u64
     }
+
+    /// Payload bytes `out` holds after `meta_len` bytes of block metadata.
+    fn payload_capacity(&self, meta_len: u64) -> u64 {
+        (self.out.len() as u64).saturating_sub(meta_len)
+    }
+
+    /// Replace workspace buffer `name` (held in `slot`) by one of at least `bytes` bytes.
+    fn grow(
+        ws: &mut Workspace,
+        s: &Arc<CudaStream>,
+        name: &'static str,
+        slot: &mut CudaSlice<u8>,
+        bytes: u64,
+    ) -> Result<()> {
+        let placeholder = s.alloc_zeros::<u8>(8).map_err(device_error)?;
+        ws.put(name, std::mem::replace(slot, placeholder));
+        *slot = ws.take(s, name, bytes as usize)?;
+        Ok(())
+    }
 }
 
 impl CompressBuffers {
     fn take(
         ws: &mut Workspace,
         s: &Arc<CudaStream>,
-        input_bytes: usize,
+        upload_bytes: Option<usize>,
         g: &Geometry,
-        max_out: u64,
+        out_bytes: u64,
         tiles: u64,
     ) -> Result<Self> {
         let tiles = tiles as usize;
         Ok(CompressBuffers {
-            input: ws.take(s, "input", input_bytes)?,
+            input: upload_bytes.map(|bytes| ws.take(s, "input", bytes)).transpose()?,
             pmin: ws.take(s, "pmin", 8 * minmax_blocks(g.n) as usize)?,
             pmax: ws.take(s, "pmax", 8 * minmax_blocks(g.n) as usize)?,
             params: ws.take(s, "params", PARAMS_BYTES)?,
-            out: ws.take(s, "out", max_out as usize)?,
+            out: ws.take(s, "out", out_bytes as usize)?,
             oindex: ws.take(s, "oindex", 8 * initial_outlier_capacity(g.n) as usize)?,
             obits: ws.take(s, "obits", 8 * initial_outlier_capacity(g.n) as usize)?,
             state: ws.take(s, "state", 4 * (tiles + 1))?,
@@ -382,8 +410,10 @@ impl CompressBuffers {
     }
 
     fn give_back(self, ws: &mut Workspace) {
+        if let Some(input) = self.input {
+            ws.put("input", input);
+        }
         for (name, b) in [
-            ("input", self.input),
             ("pmin", self.pmin),
             ("pmax", self.pmax),
             ("params", self.params),
@@ -468,6 +498,8 @@ impl Kernels {
 /// A compress whose input is already on the device; `kernels` can be re-run for timing.
 pub(crate) struct DeviceCompress<'a> {
     dev: &'a CudaDevice,
+    /// The caller's device buffer when the input came from device memory (read in place).
+    caller_input: Option<&'a DeviceBuffer>,
     pipeline: &'a Pipeline,
     chain: Chain,
     shape: Vec<usize>,
@@ -479,8 +511,8 @@ pub(crate) struct DeviceCompress<'a> {
 }
 
 impl<'a> DeviceCompress<'a> {
-    /// Recognise the chain, take buffers and upload the input.
-    pub(crate) fn new(dev: &'a CudaDevice, pipeline: &'a Pipeline, input: Source, shape: &[usize]) -> Result<Self> {
+    /// Recognise the chain, take buffers and upload the input (a device input is read in place).
+    pub(crate) fn new(dev: &'a CudaDevice, pipeline: &'a Pipeline, input: Source<'a>, shape: &[usize]) -> Result<Self> {
         let nodes = pipeline.nodes();
         let stages: Vec<&dyn Stage> = nodes.iter().map(|n| n.stage.as_ref()).collect();
         let inputs: Vec<Vec<InputRef>> = nodes.iter().map(|n| n.inputs.iter().flatten().copied().collect()).collect();
@@ -505,15 +537,24 @@ impl<'a> DeviceCompress<'a> {
         chain.check_tile_count(&geometry)?;
         let tile_size = chain.tile_size(&geometry);
         let program = chain.program_with(input.dtype(), tile_size);
-        let max_out = geometry.meta_len + geometry.nblocks * chain.max_block_bytes();
+        let max_payload = geometry.nblocks * chain.max_block_bytes();
+        let out_bytes = geometry.meta_len + initial_payload_capacity(input.byte_len() as u64, max_payload);
         let tiles = chain.tiles(&geometry, tile_size);
+        let caller_input = match input {
+            Source::Device { buffer, .. } => Some(buffer),
+            Source::Host(_) => None,
+        };
+        let upload = caller_input.is_none().then_some(input.byte_len());
         let mut ws = dev.workspace()?;
-        let buffers = CompressBuffers::take(&mut ws, dev.stream(), input.byte_len(), &geometry, max_out, tiles)?;
+        let buffers = CompressBuffers::take(&mut ws, dev.stream(), upload, &geometry, out_bytes, tiles)?;
         drop(ws);
-        input.copy_to(dev, crate::backend::cuda::device::address(&buffers.input, dev.stream()))?;
+        if let Some(slot) = &buffers.input {
+            input.copy_to(dev, address(slot, dev.stream()))?;
+        }
         let kernels = Kernels::load(dev, &program)?;
         Ok(DeviceCompress {
             dev,
+            caller_input,
             pipeline,
             chain,
             shape: shape.to_vec(),
@@ -536,10 +577,15 @@ impl<'a> DeviceCompress<'a> {
         // An absolute bound needs no value range: skip that pass.
         let parts = if relative == 1 { minmax_blocks(g.n) } else { 0 };
         let tiles = self.chain.tiles(&g, self.tile_size);
+        let input = match (self.caller_input, &b.input) {
+            (Some(caller), _) => caller.ptr(dev.stream()),
+            (None, Some(uploaded)) => at(uploaded),
+            (None, None) => return Err(Error::Device("compress without an input buffer".into())),
+        };
         let mut list = LaunchList::default();
         list.zero(at(&b.state), 4 * (tiles as usize + 1));
         if relative == 1 {
-            list.kernel(&k.minmax, cfg(parts, 256)).arg(&at(&b.input)).arg(&g.n).arg(&at(&b.pmin)).arg(&at(&b.pmax));
+            list.kernel(&k.minmax, cfg(parts, 256)).arg(&input).arg(&g.n).arg(&at(&b.pmin)).arg(&at(&b.pmax));
         }
         list.kernel(&k.resolve, cfg(1, 32))
             .arg(&at(&b.pmin))
@@ -549,10 +595,11 @@ impl<'a> DeviceCompress<'a> {
             .arg(&bound.value)
             .arg(&at(&b.params));
         list.kernel(&k.compress, cfg(tiles as u32, 32 * self.chain.tile_shape(self.tile_size).0 as u32))
-            .arg(&at(&b.input))
+            .arg(&input)
             .arg(&at(&b.params))
             .arg(&g)
             .arg(&at(&b.out))
+            .arg(&b.payload_capacity(g.meta_len))
             .arg(&at(&b.oindex))
             .arg(&at(&b.obits))
             .arg(&b.outlier_capacity())
@@ -566,14 +613,18 @@ impl<'a> DeviceCompress<'a> {
     pub(crate) fn finish(&mut self) -> Result<Vec<u8>> {
         let (s, g) = (self.dev.stream(), self.geometry);
         let [mut payload, mut num_outliers] = read_pair(s, &self.buffers.as_ref().expect("held").totals)?;
-        if num_outliers > self.buffers.as_ref().expect("held").outlier_capacity() {
-            // More outliers than the first guess: grow the lists to the exact count, run again.
-            let b = self.buffers.as_mut().expect("held");
+        let b = self.buffers.as_mut().expect("held");
+        let more_outliers = num_outliers > b.outlier_capacity();
+        let more_payload = payload > b.payload_capacity(g.meta_len);
+        if more_outliers || more_payload {
+            // Past a first guess: grow to the exact size and run again (the sizes cannot change).
             let mut ws = self.dev.workspace()?;
-            for (name, slot) in [("oindex", &mut b.oindex), ("obits", &mut b.obits)] {
-                let placeholder = s.alloc_zeros::<u8>(8).map_err(device_error)?;
-                ws.put(name, std::mem::replace(slot, placeholder));
-                *slot = ws.take(s, name, 8 * num_outliers as usize)?;
+            if more_outliers {
+                CompressBuffers::grow(&mut ws, s, "oindex", &mut b.oindex, 8 * num_outliers)?;
+                CompressBuffers::grow(&mut ws, s, "obits", &mut b.obits, 8 * num_outliers)?;
+            }
+            if more_payload {
+                CompressBuffers::grow(&mut ws, s, "out", &mut b.out, g.meta_len + payload)?;
             }
             drop(ws);
             self.kernels()?;
