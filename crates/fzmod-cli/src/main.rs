@@ -472,9 +472,8 @@ fn run(cli: Cli) -> Result<()> {
             let dest = io::destination(&output, out.force, &inputs)?;
             let json = out.json_destination(&inputs, Some(&dest))?;
             if let Some(region) = region {
-                let (backend, note) = Backend::select(backend)?;
-                let decoder = decoder(backend, fusion.into(), max_memory);
-                return decompress_region(&input, &region, &decoder, note, &dest, json.as_ref(), &out, max_memory);
+                let how = (backend, fusion.into(), max_memory);
+                return decompress_region(&input, &region, how, &dest, json.as_ref(), &out);
             }
             let bytes = match io::open_archive(&input, max_memory)? {
                 io::ArchiveInput::Stream(source) if compare.is_none() => {
@@ -573,19 +572,23 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
+/// Values a region decode produces below which `--backend auto` decodes on the CPU: starting
+/// a CUDA context costs about 0.3 s (measured on the H100 machine), more than the CPU's cores
+/// need for this much (docs/PERFORMANCE.md, "Region decode").
+const REGION_ON_CPU_BELOW: u64 = 256 << 20;
+
 /// `decompress --region`: read the header, then only the chunks the box meets (a regular
-/// file is read at offsets; a stream is read whole first).
-#[allow(clippy::too_many_arguments)]
+/// file is read at offsets; a stream is read whole first). `how`: the backend asked for, run
+/// options and the memory limit.
 fn decompress_region(
     input: &Path,
     region: &str,
-    decoder: &Decoder,
-    note: String,
+    how: (BackendChoice, RunOptions, u64),
     dest: &io::Destination,
     json: Option<&io::Destination>,
     out: &Output,
-    max_memory: u64,
 ) -> Result<()> {
+    let (choice, opts, max_memory) = how;
     use fzmod::archive::source::{ArchiveSource, CountingSource, FileSource};
     let what = format!("archive {}", shown(input));
     let file = (!io::is_stdio(input))
@@ -605,6 +608,20 @@ fn decompress_region(
     let head = fzmod::graph::chunks::open(&counting).with_context(|| what.clone())?;
     let ranges = fzmod::parse_region(region, &head.header.shape)
         .with_context(|| format!("--region {region} (the archive's shape is {:?})", head.header.shape))?;
+    // What the decode produces: the chunks the box meets, or the whole array of an unchunked
+    // archive (decoded whole, then sliced).
+    let values = if head.header.chunking.is_some() {
+        ranges.iter().map(|r| r.end - r.start).product::<u64>()
+    } else {
+        head.header.shape.iter().product()
+    };
+    let decoded_bytes = values.saturating_mul(head.header.dtype.size() as u64);
+    let (backend, note) = if choice == BackendChoice::Auto && decoded_bytes < REGION_ON_CPU_BELOW {
+        (Backend::Cpu, format!("auto: a region of {decoded_bytes} bytes decodes on the CPU (a CUDA start costs more)"))
+    } else {
+        Backend::select(choice)?
+    };
+    let decoder = decoder(backend, opts, max_memory);
     let message = format!("decompressing a region of {} on {}", shown(input), decoder.backend().name());
     let (decoded, secs) = timed(message, out.quiet, || decoder.region_from(&counting, &ranges));
     let decoded = decoded.with_context(|| format!("decompressing {what}"))?;

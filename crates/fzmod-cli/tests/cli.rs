@@ -793,6 +793,16 @@ fn chunked_compress_and_region_decode() {
         .flat_map(|at| full[at..at + 4].to_vec())
         .collect();
     assert_eq!(got, want);
+    // Under `auto` a small region decodes on the CPU (a CUDA start would cost more), the same
+    // values; the report says why.
+    let out = fzmod(&["decompress", a, "-o", "-", "--region", "10:20,5,-4:", "--backend", "auto", "--report"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("decodes on the CPU"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.stdout, want);
     for (bad, needle) in
         [("10:20,5", "3 dimensions"), ("0:133,:,:", "133"), ("0:4:2,:,:", "step 2"), ("3:3,:,:", "empty")]
     {

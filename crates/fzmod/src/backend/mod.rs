@@ -26,11 +26,15 @@ impl Backend {
     /// Resolve a choice. Returns the backend and a note on why it was chosen
     /// (e.g. "no CUDA driver found" when `auto` falls back to the CPU).
     pub fn select(choice: BackendChoice) -> Result<(Backend, String)> {
+        // The CPU is chosen without probing CUDA: a probe on a machine with a GPU starts a
+        // CUDA context, a third of a second of a small CLI call.
+        if choice == BackendChoice::Cpu {
+            return Ok((Backend::Cpu, String::new()));
+        }
         match (choice, Backend::cuda()) {
-            (BackendChoice::Cpu, _) => Ok((Backend::Cpu, String::new())),
             (_, Ok(gpu)) => Ok((gpu, String::new())),
-            (BackendChoice::Auto, Err(e)) => Ok((Backend::Cpu, format!("CUDA not used: {e}"))),
             (BackendChoice::Cuda, Err(e)) => Err(e),
+            (_, Err(e)) => Ok((Backend::Cpu, format!("CUDA not used: {e}"))),
         }
     }
 
