@@ -363,6 +363,29 @@ fn payload_past_the_first_guess_gives_cpu_bytes() {
     }
 }
 
+/// Noise whose Lorenzo deltas mostly have no code: LorenzoQuant keeps far more deltas than its
+/// first guess (one per 64 elements), so the call repeats with room for all of them and still
+/// gives the CPU's bytes; a smooth field with a few unfit deltas keeps the first guess.
+#[test]
+#[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
+fn kept_deltas_past_the_first_guess_give_cpu_bytes() {
+    let mut rng = Rng(0x00de_17a5);
+    let noise: Vec<f32> = (0..200_000).map(|_| f32::from_bits(0x3f80_0000 | (rng.next() as u32 >> 9))).collect();
+    let smooth: Vec<f32> =
+        (0..200_000).map(|i| ((i as f32) * 0.01).sin() * 10.0 + if i % 997 == 0 { 50.0 } else { 0.0 }).collect();
+    for (what, data, bound) in [("noise", &noise, 1e-4), ("smooth with spikes", &smooth, 1e-3)] {
+        for preset in ["fzgpu", "cusz", "mans"] {
+            for shape in [vec![400, 500], vec![20, 100, 100]] {
+                let mut p = fzmod::preset(preset, &shape).unwrap();
+                p.set_error_bound(ErrorBound::new(ErrorMode::Abs, bound).unwrap()).unwrap();
+                p.set_input_dtype(fzmod::DType::F32).unwrap();
+                let data = Buffer::F32(data.clone());
+                assert_backends_agree(&p, &data, &shape, &format!("{what} {preset} {shape:?}"));
+            }
+        }
+    }
+}
+
 /// Truncated and corrupted archives: both backends refuse them alike, or decode them to the
 /// same values (the validation front end is shared). Mutations of stage records and segments
 /// are re-sealed with fresh CRCs so they reach the stage decoders on both backends.

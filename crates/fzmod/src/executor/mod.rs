@@ -92,8 +92,10 @@ struct UnfusedCompress<'a> {
     shape: Vec<usize>,
     input: Input<'a>,
     fuse: bool,
-    /// Capacities learnt from a run whose dynamic outputs overflowed.
+    /// Capacities learnt from a run whose dynamic outputs overflowed (this call's, or an
+    /// earlier call's under the same `learnt_key`).
     learnt: Vec<usize>,
+    learnt_key: String,
     done: Option<Forward<'a>>,
 }
 
@@ -118,7 +120,10 @@ impl<'a> UnfusedCompress<'a> {
             ),
             Source::Device { buffer, .. } => Input::Borrowed(buffer),
         };
-        Ok(UnfusedCompress { dev, pipeline, shape: shape.to_vec(), input, fuse, learnt: Vec::new(), done: None })
+        let learnt_key =
+            format!("{:?} {shape:?} fuse {fuse}\n{}", input.buffer().dtype, crate::config::to_toml(pipeline));
+        let learnt = dev.learnt_capacities(&learnt_key);
+        Ok(UnfusedCompress { dev, pipeline, shape: shape.to_vec(), input, fuse, learnt, learnt_key, done: None })
     }
 
     fn walk(&self) -> Result<Forward<'a>> {
@@ -139,10 +144,15 @@ impl<'a> UnfusedCompress<'a> {
                 });
             }
             // A length only the device knows (a coder's output feeding another stage) is read
-            // back here: stages size their work from their inputs' lengths.
+            // back here: stages size their work from their inputs' lengths. An output that
+            // outgrew its room ends the walk here: `finish` repeats it with room for it.
             for b in owned.iter_mut().flatten() {
-                if matches!(b.len, Len::Device { .. }) {
-                    b.len = Len::Known(host_len(&run, b)?);
+                if let Len::Device { slot, capacity } = b.len {
+                    let n = run.read_slot(slot)? as usize;
+                    if n > capacity {
+                        return Ok(Forward { run, records, leaves: Vec::new() });
+                    }
+                    b.len = Len::Known(n);
                 }
             }
             let inputs: Vec<&DeviceBuffer> = owned.iter().map(|b| b.as_ref().unwrap_or(self.input.buffer())).collect();
@@ -232,13 +242,21 @@ impl CompressJob for UnfusedCompress<'_> {
 
     fn finish(&mut self) -> Result<Vec<u8>> {
         let mut forward = self.done.take().ok_or_else(|| Error::Device("finish before kernels".into()))?;
-        let scalars = match forward.run.read_scalars()? {
-            Ok(s) => s,
-            Err(capacities) => {
-                // An output outgrew its first guess: run again with the exact sizes.
-                self.learnt = capacities;
-                forward = self.walk()?;
-                forward.run.read_scalars()?.map_err(|_| Error::Device("device outputs overflowed twice".into()))?
+        let mut repeats = 0;
+        let scalars = loop {
+            match forward.run.read_scalars()? {
+                Ok(s) => break s,
+                // A buffer outgrew its guess: run again with the sizes measured. A buffer
+                // filled from an overflowed one (a list of deltas not all kept) may measure too
+                // little, but the first overflowing buffer in data order had exact inputs, so
+                // each repeat makes one more buffer exact: at most one repeat per buffer.
+                Err(capacities) if repeats < capacities.len() => {
+                    repeats += 1;
+                    self.dev.learn_capacities(&self.learnt_key, &capacities);
+                    self.learnt = capacities;
+                    forward = self.walk()?;
+                }
+                Err(_) => return Err(Error::Device("device outputs still overflow after a repeat per buffer".into())),
             }
         };
         let records = forward.records.into_iter().map(|r| r(&scalars)).collect::<Result<Vec<_>>>()?;

@@ -379,6 +379,15 @@ pub fn scan_in_one_block(n: u64) -> bool {
     scan_partials_len(n) as u64 <= SMALL_SCAN_TILES
 }
 
+/// The room a coder's output gets before its first run: half its input's bytes plus `fixed`
+/// bytes of tables and headers, at most its `worst` case. An output larger than that (a
+/// ratio below 2) grows to its exact size in a repeated run, so a compress holds its input
+/// and about half of it rather than its input and the worst case (issue 12: peak device
+/// memory ≤ 2 × (input + archive)).
+pub fn first_guess(input_bytes: usize, fixed: usize, worst: usize) -> usize {
+    fixed.saturating_add(input_bytes / 2).min(worst)
+}
+
 /// u64 partial sums [`exclusive_scan`] needs for `n` items.
 pub fn scan_partials_len(n: u64) -> usize {
     n.div_ceil(SCAN_TILE).max(1) as usize

@@ -35,7 +35,13 @@ pub struct CudaDevice {
     staging: Mutex<Staging>,
     /// Launch lists that repeat, as CUDA graphs (`launches.rs`).
     graphs: Mutex<launches::Graphs>,
+    /// Dynamic output capacities stage-by-stage compresses measured, by pipeline, element
+    /// type and shape (`learnt_capacities`).
+    learnt: Mutex<HashMap<String, Vec<usize>>>,
 }
+
+/// Pipelines whose learnt capacities the device keeps (all are forgotten past this many).
+const LEARNT_PIPELINES: usize = 256;
 
 /// The pinned staging buffer, and the last upload's final copy out of it: uploads return
 /// before their copies complete, so the CPU waits for that copy before it writes (or frees)
@@ -97,6 +103,7 @@ fn probe() -> Result<Arc<CudaDevice>, String> {
             workspace: Mutex::new(Workspace::default()),
             staging: Mutex::new(Staging::default()),
             graphs: Mutex::new(launches::Graphs::default()),
+            learnt: Mutex::new(HashMap::new()),
         })
     });
     let device = match opened {
@@ -356,6 +363,23 @@ impl CudaDevice {
     pub fn release_workspace(&self) -> Result<()> {
         self.workspace()?.slots.clear();
         Ok(())
+    }
+
+    /// The capacities an earlier compress under `key` (pipeline, element type, shape) had to
+    /// grow its dynamic outputs to, so that a repeated call (a codec chunk after chunk) starts
+    /// with them instead of repeating its run; empty when none grew.
+    pub(crate) fn learnt_capacities(&self, key: &str) -> Vec<usize> {
+        self.learnt.lock().map(|m| m.get(key).cloned().unwrap_or_default()).unwrap_or_default()
+    }
+
+    /// Remember the capacities a compress under `key` grew to.
+    pub(crate) fn learn_capacities(&self, key: &str, capacities: &[usize]) {
+        if let Ok(mut m) = self.learnt.lock() {
+            if m.len() >= LEARNT_PIPELINES && !m.contains_key(key) {
+                m.clear();
+            }
+            m.insert(key.to_string(), capacities.to_vec());
+        }
     }
 
     /// The grow-only workspace (fusion rules keep their buffers there between calls).

@@ -87,9 +87,10 @@ adm_measure(const ADM_T* in, u64 n, u64 nblocks, u8* codes, u8* side, u32* sizes
 
 // Pass 2: each block's payload at payload + offsets[b]: its raw words (LE), or the lanes' signal
 // streams (a one bit then k − 1 zero bits per word, MSB first, ones after the last), assembled
-// in shared memory and copied out by the whole warp.
+// in shared memory and copied out by the whole warp. A block that would end past `capacity`
+// bytes of the side stream is not written (the host repeats the run with room for all).
 extern "C" __global__ void __launch_bounds__(ADM_WARPS * 32)
-adm_payload(const ADM_T* in, u64 n, u64 nblocks, const u64* offsets, u8* side, u64 table) {
+adm_payload(const ADM_T* in, u64 n, u64 nblocks, const u64* offsets, u8* side, u64 table, u64 capacity) {
     __shared__ ADM_T staged[ADM_WARPS][ADM_BLOCK];
     __shared__ u8 signals[ADM_WARPS][ADM_BLOCK * ADM_BYTES];
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -97,6 +98,7 @@ adm_payload(const ADM_T* in, u64 n, u64 nblocks, const u64* offsets, u8* side, u
     u8* area = signals[warp];
     ADM_FOR_EACH_BLOCK(b, nblocks) {
         u32 len = (u32)min((u64)ADM_BLOCK, n - b * ADM_BLOCK);
+        if (table + offsets[b + 1] > capacity) continue;
         u8* dst = side + table + offsets[b];
         u32 per = side[nblocks * ADM_BYTES + b];
         if (per == 0) {

@@ -6,7 +6,8 @@
 
 use super::{cpu, Adm};
 use crate::backend::cuda::device::{
-    block_offsets, exclusive_scan, grid, scan_partials_len, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage,
+    block_offsets, exclusive_scan, first_guess, grid, scan_partials_len, DeviceBuffer, DeviceForwarded, DeviceRun,
+    DeviceStage,
 };
 use crate::backend::cuda::{device_error, Program};
 use crate::element::DType;
@@ -36,7 +37,7 @@ impl DeviceStage for Adm {
         let table = cpu::table_len(nblocks, word);
         let codes = run.alloc(DType::U8, n)?;
         // Worst case: every block raw (a short last block may still be raw).
-        let (side, side_len) = run.alloc_dynamic(DType::U8, table + n * word)?;
+        let (side, side_len) = run.alloc_dynamic(DType::U8, first_guess(n * word, table, table + n * word))?;
         let record = self.record(n);
         let record: crate::backend::cuda::device::PendingRecord = Box::new(move |_| Ok(record));
         if nblocks == 0 {
@@ -52,8 +53,9 @@ impl DeviceStage for Adm {
         let s = run.stream().clone();
         let p = |b: &DeviceBuffer| b.ptr(&s);
         let (n64, nb, table64) = (n as u64, nblocks as u64, table as u64);
-        // SAFETY: argument lists match device.cu; `codes` holds n bytes, `side` the worst case,
-        // `sizes` nblocks and `offsets` nblocks + 1 entries.
+        // SAFETY: argument lists match device.cu; `codes` holds n bytes, `side` at least the
+        // table (payloads past its capacity are not written), `sizes` nblocks and `offsets`
+        // nblocks + 1 entries.
         unsafe {
             s.launch_builder(&measure)
                 .arg(&p(x))
@@ -76,6 +78,7 @@ impl DeviceStage for Adm {
                 .arg(&p(&offsets))
                 .arg(&p(&side))
                 .arg(&table64)
+                .arg(&(side.len.capacity() as u64))
                 .launch(warp_grid(nb))
                 .map_err(device_error)?;
             s.launch_builder(&add)

@@ -95,9 +95,11 @@ __device__ __forceinline__ void ans_warp_copy(u8* dst, const u8* src, u32 len) {
 
 // The segment after its probabilities: a word count per block (ANS_RAW when raw), then each
 // block at head + the sizes of the blocks before it; *out_len gets the segment's length.
-// `state` holds a ticket counter and a look-back word per block, zeroed before the launch.
+// `state` holds a ticket counter and a look-back word per block, zeroed before the launch. A
+// block that would end past `capacity` bytes is not written (the host repeats the run with
+// room for all; the head always fits).
 extern "C" __global__ void __launch_bounds__(ANS_WARPS * 32) ans_encode(
-    const u8* in, u64 n, u64 nblocks, u32 bits, const u32* table, u64* state, u8* out, u64* out_len) {
+    const u8* in, u64 n, u64 nblocks, u32 bits, const u32* table, u64* state, u8* out, u64* out_len, u64 capacity) {
     // x / p by a multiply (Granlund and Montgomery's round-up method): with l = ceil(log2 p)
     // and m = floor(2^32 (2^l - p) / p) + 1, x / p = (umulhi(x, m) + x) >> l for every
     // x < 2^31, which the state is below whenever it is divided (it was renormalised under
@@ -163,6 +165,7 @@ extern "C" __global__ void __launch_bounds__(ANS_WARPS * 32) ans_encode(
             if (c == nblocks - 1) *out_len = head + before + size;
         }
         __syncwarp();
+        if (head + before + size > capacity) continue;
         u8* dst = out + head + before;
         if (raw) {
             ans_warp_copy(dst, mine, len);

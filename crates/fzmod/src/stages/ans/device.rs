@@ -6,7 +6,9 @@
 //! counts: error flags, read after the run).
 
 use super::{cpu, Ans};
-use crate::backend::cuda::device::{block_offsets, grid, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage};
+use crate::backend::cuda::device::{
+    block_offsets, first_guess, grid, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage,
+};
 use crate::backend::cuda::{device_error, Program};
 use crate::element::DType;
 use crate::error::{corrupt, Error, Result};
@@ -33,7 +35,8 @@ impl DeviceStage for Ans {
         let n = x.known_len()?;
         let nblocks = n.div_ceil(cpu::BLOCK);
         // Worst case: every block raw.
-        let (out, out_len) = run.alloc_dynamic(DType::U8, if n == 0 { 0 } else { cpu::head_len(nblocks) + n })?;
+        let head = if n == 0 { 0 } else { cpu::head_len(nblocks) };
+        let (out, out_len) = run.alloc_dynamic(DType::U8, first_guess(n, head, head + n))?;
         let record = self.record(n);
         let record: crate::backend::cuda::device::PendingRecord = Box::new(move |_| Ok(record));
         if n == 0 {
@@ -57,8 +60,8 @@ impl DeviceStage for Ans {
         let (n64, nb, bits) = (n as u64, nblocks as u64, self.prob_bits);
         let histogram_blocks = (n64.div_ceil(4 * 256)).clamp(1, HISTOGRAM_BLOCKS);
         // SAFETY: argument lists match device.cu; `counts` holds 256 u64, `table` 256 u32,
-        // `state` nblocks + 1 u64 (zeroed), `out` the worst case (head and every block raw),
-        // and `out_len` is a live u64 slot.
+        // `state` nblocks + 1 u64 (zeroed), `out` at least the head (blocks past its capacity
+        // are not written), and `out_len` is a live u64 slot.
         unsafe {
             s.launch_builder(&histogram)
                 .arg(&p(x))
@@ -82,6 +85,7 @@ impl DeviceStage for Ans {
                 .arg(&p(&state))
                 .arg(&p(&out))
                 .arg(&out_len)
+                .arg(&(out.len.capacity() as u64))
                 .launch(warp_grid(nb))
                 .map_err(device_error)?;
         }

@@ -5,7 +5,7 @@
 
 use super::{cpu, BitplaneRze, MAX_CODES};
 use crate::backend::cuda::device::{
-    exclusive_scan, grid, scan_partials_len, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage,
+    exclusive_scan, first_guess, grid, scan_partials_len, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage,
 };
 use crate::backend::cuda::{device_error, Program};
 use crate::element::DType;
@@ -32,7 +32,7 @@ impl DeviceStage for BitplaneRze {
             return Err(Error::InvalidArgument(format!("BitplaneRZE holds at most {MAX_CODES} codes")));
         }
         let nchunks = cpu::num_chunks(n);
-        let (out, out_len) = run.alloc_dynamic(DType::U8, worst_case(n))?;
+        let (out, out_len) = run.alloc_dynamic(DType::U8, first_guess(2 * n, cpu::metadata_len(n), worst_case(n)))?;
         let counts = run.alloc(DType::U32, nchunks)?;
         let offsets = run.alloc(DType::U64, nchunks + 1)?;
         let partials = run.alloc(DType::U64, scan_partials_len(nchunks as u64))?;

@@ -7,7 +7,7 @@
 //! writers, the Quantizer's own outlier-channel encoder, and the shared archive assembly.
 
 use crate::archive::InputRef;
-use crate::backend::cuda::device::{address, scan_in_one_block, scan_partials_len, DeviceBuffer};
+use crate::backend::cuda::device::{address, first_guess, scan_in_one_block, scan_partials_len, DeviceBuffer};
 use crate::backend::cuda::{device_error, CudaDevice, LaunchList, Program, Workspace};
 use crate::element::DType;
 use crate::error::{corrupt, Error, Result};
@@ -333,14 +333,6 @@ fn initial_outlier_capacity(n: u64) -> u64 {
     (n / 16).max(1024)
 }
 
-/// Room for the payload before the first run: half the input's bytes, or the worst case when
-/// that is smaller. A payload larger than half the input (ratio below 2) grows to its exact
-/// size and runs again, so a compress holds at most input + max(input / 2, archive) + the
-/// outlier lists on the device instead of input + worst case (issue 12: ≤ 2 × (input + archive)).
-fn initial_payload_capacity(input_bytes: u64, max_payload: u64) -> u64 {
-    (input_bytes / 2).min(max_payload)
-}
-
 /// Device buffers of one compress run, taken from the workspace.
 struct CompressBuffers {
     /// The input, uploaded; `None` when the kernels read the caller's device buffer.
@@ -538,7 +530,9 @@ impl<'a> DeviceCompress<'a> {
         let tile_size = chain.tile_size(&geometry);
         let program = chain.program_with(input.dtype(), tile_size);
         let max_payload = geometry.nblocks * chain.max_block_bytes();
-        let out_bytes = geometry.meta_len + initial_payload_capacity(input.byte_len() as u64, max_payload);
+        // Room for half the input's bytes first (a larger payload grows and runs again).
+        let payload_room = first_guess(input.byte_len(), 0, max_payload as usize) as u64;
+        let out_bytes = geometry.meta_len + payload_room;
         let tiles = chain.tiles(&geometry, tile_size);
         let caller_input = match input {
             Source::Device { buffer, .. } => Some(buffer),

@@ -7,7 +7,9 @@
 use super::book::{Book, DecodeTables, TABLE_BITS};
 use super::cpu::{self, CHUNK};
 use super::{symbol_bits, Huffman};
-use crate::backend::cuda::device::{grid, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage, PendingRecord};
+use crate::backend::cuda::device::{
+    first_guess, grid, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage, PendingRecord,
+};
 use crate::backend::cuda::{device_error, Program};
 use crate::element::DType;
 use crate::error::{Error, Result};
@@ -49,7 +51,10 @@ impl DeviceStage for Huffman {
         let [x] = inputs else { return Err(Error::Pipeline("Huffman takes one input".into())) };
         let n = x.known_len()?;
         let nchunks = n.div_ceil(CHUNK);
-        let (out, out_len) = run.alloc_dynamic(DType::U8, worst_case(n, self.bklen, symbol_bits(self.input)))?;
+        let worst = worst_case(n, self.bklen, symbol_bits(self.input));
+        // The book and the chunk table, then half the symbols' bytes.
+        let fixed = (8 + self.bklen as usize + 1).next_multiple_of(4) + 4 * nchunks;
+        let (out, out_len) = run.alloc_dynamic(DType::U8, first_guess(n * self.input.size(), fixed, worst))?;
         let record = self.record(n);
         let record: PendingRecord = Box::new(move |_| Ok(record));
         let program = program(self.input);

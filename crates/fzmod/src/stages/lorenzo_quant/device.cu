@@ -48,14 +48,38 @@ static_assert(sizeof(Geometry) == 48, "Geometry: lorenzo_quant/device.rs");
 #define LQ_VALUES 1
 __device__ __forceinline__ void lq_mark(u32* tile_any, u64 i, u32 list) { atomicOr(&tile_any[i / Q_TILE], 1u << list); }
 
-// A delta without a code: its value (read by the delta list, and only there) and its bit in
-// `unfit` (one per element, zeroed; ListSource::has), so the forward kernels write no delta
-// that the list would not read.
-__device__ __forceinline__ void lq_keep_delta(u32* tile_any, u32* unfit, i32* delta_at, u64 i, i32 d) {
-    *delta_at = d;
+// A delta without a code: its bit in `unfit` (one per element, zeroed; ListSource::has).
+__device__ __forceinline__ void lq_mark_unfit(u32* tile_any, u32* unfit, u64 i) {
     atomicOr(&unfit[i >> 5], 1u << (i & 31));
     lq_mark(tile_any, i, LQ_DELTAS);
 }
+
+// The deltas without a code are kept compactly, in element order (a second pass writes them,
+// once the first has set every `unfit` bit): delta i sits at the rank of its bit, from
+// `unfit_base` (the exclusive scan of the unfit words' popcounts). n values of n/32 + a few
+// words instead of an i32 per element (issue 12: a compress's peak device memory).
+__device__ __forceinline__ u64 lq_delta_rank(const u32* unfit, const u64* unfit_base, u64 i) {
+    return unfit_base[i >> 5] + __popc(unfit[i >> 5] & ((1u << (i & 31)) - 1u));
+}
+
+// Popcounts of the unfit words, the items of unfit_base's scan.
+extern "C" __global__ void lq_unfit_counts(const u32* unfit, u64 nwords, u32* counts) {
+    u64 w = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (w < nwords) counts[w] = __popc(unfit[w]);
+}
+
+// Where the second pass writes kept deltas: rank order, nothing at or past `capacity` (the
+// run is repeated with room for all of them when the total exceeds it).
+struct KeptDeltas {
+    const u32* unfit;
+    const u64* unfit_base;
+    i32* deltas;
+    u64 capacity;
+    __device__ void put(u64 i, i32 d) const {
+        u64 k = lq_delta_rank(unfit, unfit_base, i);
+        if (k < capacity) deltas[k] = d;
+    }
+};
 
 // Pass 1: pre-quantized values (0 for value outliers, quantizer/cpu.rs codes_or_outliers); *any (a zeroed
 // slot) becomes nonzero when there is a value outlier, for lq_predict.
@@ -125,15 +149,16 @@ extern "C" __global__ void lq_predict(const real* x, const Params* params, Geome
 // of `ty` rows pre-quantizes its column (loaded at once), and each element's delta takes its
 // left neighbours from the lane before it in the tile row (a shuffle within groups of `tx`
 // lanes) and the row above from the thread's own previous row — no pre-quantized copy in
-// memory. Terms outside the tile are 0, as in lq_delta, whose codes it writes; a delta is
-// written only where it has no code (lq_keep_delta).
+// memory. Terms outside the tile are 0, as in lq_delta, whose codes it writes; a delta
+// without a code gets its unfit bit (lq_mark_unfit).
 //
 // The kernel was bound by instruction issue, so the rows of a band run as one of a few
 // compiled forms (lq_band_rows): MAPPING fixed, and FULL bands (LQ_BAND_ROWS rows, every
-// column of the block inside the grid) without row or column checks.
-template <u32 MAPPING, bool FULL>
+// column of the block inside the grid) without row or column checks. KEEP: the second pass
+// (lq_band_keep), which writes only the kept deltas, no codes or marks.
+template <u32 MAPPING, bool FULL, bool KEEP>
 __device__ __forceinline__ void lq_band_rows(const real* x, const QParams& q, u64 base, u64 nx, u32 rows, bool inside, u32 tx,
-                                             u32 radius, unsigned short* codes, i32* deltas, u32* tile_any, u32* unfit) {
+                                             u32 radius, unsigned short* codes, u32* tile_any, u32* unfit, const KeptDeltas& kept_deltas) {
     const u32 lane = threadIdx.x & 31;
     const bool first = (lane & (tx - 1)) == 0, here_inside = FULL || inside;
     real v[LQ_BAND_ROWS];
@@ -144,9 +169,8 @@ __device__ __forceinline__ void lq_band_rows(const real* x, const QParams& q, u6
     const unsigned seg = ~((1u << (lane & ~(tx - 1))) - 1u);
     u32 above = 0, above_left = 0;
     unsigned short* code_at = codes + base;
-    i32* delta_at = deltas + base;
 #pragma unroll
-    for (u32 r = 0; r < LQ_BAND_ROWS; r++, code_at += nx, delta_at += nx) {
+    for (u32 r = 0; r < LQ_BAND_ROWS; r++, code_at += nx) {
         if (!FULL && r >= rows) break;
         bool outlier = false;
         u32 here = here_inside ? (u32)quant_code(v[r], q, &outlier) : 0u;
@@ -162,12 +186,16 @@ __device__ __forceinline__ void lq_band_rows(const real* x, const QParams& q, u6
         above_left = left, above = here;
         unsigned short code;
         const bool fits = lq_encode(d, MAPPING, radius, &code);
+        if (KEEP) {
+            if (!fits && here_inside) kept_deltas.put(base + r * nx, d);
+            continue;
+        }
         if (!fits) code = 0;
         if (here_inside) *code_at = code;
         if (__any_sync(FULL_MASK, outlier || !fits) && here_inside) {
             const u64 at = base + r * nx;
             if (outlier) lq_mark(tile_any, at, LQ_VALUES);
-            if (!fits) lq_keep_delta(tile_any, unfit, delta_at, at, d);
+            if (!fits) lq_mark_unfit(tile_any, unfit, at);
         }
     }
 }
@@ -194,28 +222,44 @@ __device__ __forceinline__ bool lq_band(const Geometry& g, LqBand* b) {
     return true;
 }
 
+template <bool KEEP>
+__device__ __forceinline__ void lq_band_pass(const real* x, const QParams& q, const Geometry& g, const LqBand& b, u32 mapping, u32 radius,
+                                             unsigned short* codes, u32* tile_any, u32* unfit, const KeptDeltas& kept) {
+    const u32 tx = (u32)g.tx;
+#define LQ_BAND_PASS(M)                                                                                        \
+    (b.full ? lq_band_rows<M, true, KEEP>(x, q, b.base, g.nx, b.rows, b.inside, tx, radius, codes, tile_any, unfit, kept) \
+            : lq_band_rows<M, false, KEEP>(x, q, b.base, g.nx, b.rows, b.inside, tx, radius, codes, tile_any, unfit, kept))
+    if (mapping == LQ_SIGN_MAGNITUDE) LQ_BAND_PASS(LQ_SIGN_MAGNITUDE);
+    else if (mapping == LQ_ZIGZAG) LQ_BAND_PASS(LQ_ZIGZAG);
+    else LQ_BAND_PASS(LQ_RADIUS);
+#undef LQ_BAND_PASS
+}
+
 extern "C" __global__ void __launch_bounds__(LQ_BAND_THREADS)
-lq_band_forward(const real* x, const Params* params, Geometry g, u32 mapping, u32 radius, unsigned short* codes, i32* deltas, u32* tile_any,
+lq_band_forward(const real* x, const Params* params, Geometry g, u32 mapping, u32 radius, unsigned short* codes, u32* tile_any,
                 u32* unfit) {
     LqBand b;
     if (!lq_band(g, &b)) return;
-    const u32 tx = (u32)g.tx;
-    const QParams q = load_params(params);
-#define LQ_BAND_FORWARD(M)                                                                                  \
-    (b.full ? lq_band_rows<M, true>(x, q, b.base, g.nx, b.rows, b.inside, tx, radius, codes, deltas, tile_any, unfit) \
-            : lq_band_rows<M, false>(x, q, b.base, g.nx, b.rows, b.inside, tx, radius, codes, deltas, tile_any, unfit))
-    if (mapping == LQ_SIGN_MAGNITUDE) LQ_BAND_FORWARD(LQ_SIGN_MAGNITUDE);
-    else if (mapping == LQ_ZIGZAG) LQ_BAND_FORWARD(LQ_ZIGZAG);
-    else LQ_BAND_FORWARD(LQ_RADIUS);
-#undef LQ_BAND_FORWARD
+    lq_band_pass<false>(x, load_params(params), g, b, mapping, radius, codes, tile_any, unfit, KeptDeltas{});
 }
 
-// Pass 2: Lorenzo deltas inside tiles (wrapping, cpu.rs lorenzo_delta) and their codes;
-// deltas without a code leave code 0 and are kept for the delta-outlier list (lq_keep_delta).
-extern "C" __global__ void lq_delta(const i32* p, Geometry g, u32 mapping, u32 radius, unsigned short* codes, i32* deltas, u32* tile_any,
-                                    u32* unfit) {
-    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x, n = g.nz * g.ny * g.nx;
-    if (i >= n) return;
+// The second pass over the bands: a band none of whose elements is unfit returns at once;
+// the others compute their deltas again and keep the unfit ones.
+extern "C" __global__ void __launch_bounds__(LQ_BAND_THREADS)
+lq_band_keep(const real* x, const Params* params, Geometry g, u32 mapping, u32 radius, u32* unfit, KeptDeltas kept) {
+    LqBand b;
+    if (!lq_band(g, &b)) return;
+    bool any = false;
+    for (u32 r = 0; r < b.rows && b.inside; r++) {
+        u64 at = b.base + r * g.nx;
+        any |= unfit[at >> 5] >> (at & 31) & 1u;
+    }
+    if (!__syncthreads_or(any)) return;
+    lq_band_pass<true>(x, load_params(params), g, b, mapping, radius, nullptr, nullptr, unfit, kept);
+}
+
+// The Lorenzo delta of element i inside its tile (wrapping, cpu.rs lorenzo_delta).
+__device__ __forceinline__ i32 lq_delta_at(const i32* p, const Geometry& g, u64 i, u64 n) {
     u64 x, y, z;
     bool has[3];
     if (n >> 32 == 0) {
@@ -237,20 +281,40 @@ extern "C" __global__ void lq_delta(const i32* p, Geometry g, u32 mapping, u32 r
             }
         plane[dz] = m[0][0] - m[0][1] - m[1][0] + m[1][1];
     }
-    i32 d = (i32)(plane[0] - plane[1]);
+    return (i32)(plane[0] - plane[1]);
+}
+
+// Pass 2: Lorenzo deltas inside tiles and their codes; deltas without a code leave code 0 and
+// their unfit bit (lq_delta_keep keeps their values).
+extern "C" __global__ void lq_delta(const i32* p, Geometry g, u32 mapping, u32 radius, unsigned short* codes, u32* tile_any, u32* unfit) {
+    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x, n = g.nz * g.ny * g.nx;
+    if (i >= n) return;
     unsigned short code;
-    bool fits = lq_encode(d, mapping, radius, &code);
+    bool fits = lq_encode(lq_delta_at(p, g, i, n), mapping, radius, &code);
     codes[i] = fits ? code : 0;
-    if (!fits) lq_keep_delta(tile_any, unfit, deltas + i, i, d);
+    if (!fits) lq_mark_unfit(tile_any, unfit, i);
+}
+
+// Pass 3: the deltas of the unfit elements, kept in rank order.
+extern "C" __global__ void lq_delta_keep(const i32* p, Geometry g, KeptDeltas kept) {
+    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x, n = g.nz * g.ny * g.nx;
+    if (i < n && (kept.unfit[i >> 5] >> (i & 31) & 1u)) kept.put(i, lq_delta_at(p, g, i, n));
 }
 
 // One list's entries: whether element i has one, its value's bytes, and writing them.
 struct ListSource {
     u32 list, mapping, radius;
     const u32* unfit;
+    const u64* unfit_base;
     const i32* deltas;
+    u64 deltas_capacity;
     const real* x;
     QParams q;
+    // A kept delta (0 past the capacity of a run that is then repeated with more room).
+    __device__ i32 delta(u64 i) const {
+        u64 k = lq_delta_rank(unfit, unfit_base, i);
+        return k < deltas_capacity ? deltas[k] : 0;
+    }
     __device__ bool has(u64 i) const {
         if (list == LQ_VALUES) {
             bool outlier;
@@ -261,9 +325,12 @@ struct ListSource {
     }
     // Two entries' values are bit-identical (both have entries).
     __device__ bool same(u64 i, u64 j) const {
-        return list == LQ_VALUES ? real_bits(x[i]) == real_bits(x[j]) : deltas[i] == deltas[j];
+        return list == LQ_VALUES ? real_bits(x[i]) == real_bits(x[j]) : delta(i) == delta(j);
     }
-    __device__ u32 zz(u64 i) const { return ((u32)deltas[i] << 1) ^ (u32)(deltas[i] >> 31); }
+    __device__ u32 zz(u64 i) const {
+        i32 d = delta(i);
+        return ((u32)d << 1) ^ (u32)(d >> 31);
+    }
     __device__ u32 value_len(u64 i) const { return list == LQ_VALUES ? (u32)sizeof(real) : varint_len(zz(i)); }
     __device__ u8* put_value(u64 i, u8* o) const {
         if (list == LQ_VALUES) {
@@ -275,14 +342,16 @@ struct ListSource {
     }
 };
 
-__device__ __forceinline__ ListSource list_source(u32 list, u32 mapping, u32 radius, const u32* unfit, const i32* deltas,
-                                                  const real* x, const Params* params) {
+__device__ __forceinline__ ListSource list_source(u32 list, u32 mapping, u32 radius, const u32* unfit, const u64* unfit_base,
+                                                  const i32* deltas, u64 deltas_capacity, const real* x, const Params* params) {
     ListSource s;
     s.list = list;
     s.mapping = mapping;
     s.radius = radius;
     s.unfit = unfit;
+    s.unfit_base = unfit_base;
     s.deltas = deltas;
+    s.deltas_capacity = deltas_capacity;
     s.x = x;
     s.q = load_params(params);
     return s;
@@ -291,9 +360,10 @@ __device__ __forceinline__ ListSource list_source(u32 list, u32 mapping, u32 rad
 // Per tile: entries and (last entry index + 1), as q_tile_starts takes them; tiles that
 // tile_any does not mark have none. Blocks loop over tiles (most tiles are empty).
 extern "C" __global__ void __launch_bounds__(Q_THREADS)
-lq_list_count(u32 list, u32 mapping, u32 radius, const u32* unfit, const i32* deltas, const real* x, const Params* params,
-              u64 n, u64 ntiles, const u32* tile_any, u32* tile_count, u64* tile_next) {
-    ListSource src = list_source(list, mapping, radius, unfit, deltas, x, params);
+lq_list_count(u32 list, u32 mapping, u32 radius, const u32* unfit, const real* x, const Params* params, u64 n, u64 ntiles,
+              const u32* tile_any, u32* tile_count, u64* tile_next) {
+    // Counting reads no delta values.
+    ListSource src = list_source(list, mapping, radius, unfit, nullptr, nullptr, 0, x, params);
     __shared__ u64 warp_next[Q_THREADS / 32];
     for (u64 tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
         if (!(tile_any[tile] >> list & 1u)) {  // the whole block
@@ -323,7 +393,7 @@ lq_list_count(u32 list, u32 mapping, u32 radius, const u32* unfit, const i32* de
 }
 
 __device__ __forceinline__ ListSource list_source(const ListArgs& a) {
-    return list_source(a.list, a.mapping, a.radius, a.unfit, a.deltas, a.x, a.params);
+    return list_source(a.list, a.mapping, a.radius, a.unfit, a.unfit_base, a.deltas, a.deltas_capacity, a.x, a.params);
 }
 
 extern "C" __global__ void __launch_bounds__(Q_THREADS) lq_tile_break(ListArgs a, u64 n, u64 ntiles, const u32* tile_count, u64* tile_break) {

@@ -5,7 +5,8 @@
 
 use super::{cpu, CodeMapping, LorenzoQuant, Resolved, Tile};
 use crate::backend::cuda::device::{
-    grid, tile_loop_grid, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage, Slot, THREADS,
+    exclusive_scan, grid, scan_partials_len, tile_loop_grid, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage,
+    Slot, THREADS,
 };
 use crate::backend::cuda::{device_error, Program};
 use crate::element::DType;
@@ -19,6 +20,27 @@ use cudarc::driver::{DeviceRepr, PushKernelArg};
 
 /// Threads per list tile (`Q_THREADS`).
 const TILE_THREADS: u64 = 256;
+
+/// `struct KeptDeltas` of device.cu, passed by value: where the second pass keeps the deltas
+/// without a code, in rank order of their `unfit` bits.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct KeptDeltas {
+    unfit: u64,
+    unfit_base: u64,
+    deltas: u64,
+    capacity: u64,
+}
+
+const _: () = assert!(std::mem::size_of::<KeptDeltas>() == 32);
+// SAFETY: plain #[repr(C)] integers, laid out as the CUDA struct.
+unsafe impl DeviceRepr for KeptDeltas {}
+
+/// Room for kept deltas before the first run: one per 64 elements (real fields have far
+/// fewer); a run that finds more repeats with room for all of them.
+fn kept_deltas_guess(n: usize) -> usize {
+    (n / 64).max(1024)
+}
 /// Outlier lists (`LQ_DELTAS`, `LQ_VALUES`), in channel order.
 const LISTS: [u32; 2] = [0, 1];
 
@@ -113,7 +135,6 @@ impl DeviceStage for LorenzoQuant {
         let (count, starts, export) = (k("lq_list_count")?, k("q_tile_starts")?, k("lq_export")?);
         let params = resolve(run, &program, x, bound)?;
         let codes = run.alloc(DType::U16, n)?;
-        let deltas = run.alloc(DType::I32, n)?;
         let s = run.stream().clone();
         let p = |b: &DeviceBuffer| b.ptr(&s);
         let (n64, (mapping, radius)) = (n as u64, self.mapping.device_args());
@@ -122,9 +143,12 @@ impl DeviceStage for LorenzoQuant {
         // Which tiles hold entries of each list (lq_mark), for lq_list_count.
         let tile_any = run.alloc(DType::U32, ntiles as usize)?;
         run.zero(&tile_any)?;
-        // One bit per element whose delta has no code (lq_keep_delta): the only deltas kept.
-        let unfit = run.alloc(DType::U32, n.div_ceil(32).max(1))?;
+        // One bit per element whose delta has no code (lq_mark_unfit): the only deltas kept.
+        let nwords = n.div_ceil(32).max(1);
+        let unfit = run.alloc(DType::U32, nwords)?;
         run.zero(&unfit)?;
+        // Pre-quantized values, where the tiles are not flat bands (pass 3 reads them again).
+        let mut p_values = None;
         if geometry.banded() {
             // SAFETY: argument list matches device.cu; every buffer holds n elements.
             unsafe {
@@ -135,14 +159,13 @@ impl DeviceStage for LorenzoQuant {
                     .arg(&mapping)
                     .arg(&radius)
                     .arg(&p(&codes))
-                    .arg(&p(&deltas))
                     .arg(&p(&tile_any))
                     .arg(&p(&unfit))
                     .launch(grid(geometry.band_blocks() * BAND_THREADS, BAND_THREADS))
                     .map_err(device_error)?;
             }
         } else {
-            let p_values = run.alloc(DType::I32, n)?;
+            let p_values = p_values.insert(run.alloc(DType::I32, n)?);
             // SAFETY: argument lists match device.cu; every buffer holds n elements, the
             // slot is a live u64.
             unsafe {
@@ -150,7 +173,7 @@ impl DeviceStage for LorenzoQuant {
                     .arg(&p(x))
                     .arg(&n64)
                     .arg(&p(&params))
-                    .arg(&p(&p_values))
+                    .arg(&p(p_values))
                     .arg(&any_outlier)
                     .arg(&p(&tile_any))
                     .launch(elementwise)
@@ -161,22 +184,73 @@ impl DeviceStage for LorenzoQuant {
                     .arg(&p(&params))
                     .arg(&geometry)
                     .arg(&any_outlier)
-                    .arg(&p(&p_values))
+                    .arg(&p(p_values))
                     .launch(grid(geometry.tiles() * 32, PREDICT_THREADS))
                     .map_err(device_error)?;
                 s.launch_builder(&k("lq_delta")?)
-                    .arg(&p(&p_values))
+                    .arg(&p(p_values))
                     .arg(&geometry)
                     .arg(&mapping)
                     .arg(&radius)
                     .arg(&p(&codes))
-                    .arg(&p(&deltas))
                     .arg(&p(&tile_any))
                     .arg(&p(&unfit))
                     .launch(elementwise)
                     .map_err(device_error)?;
             }
         }
+        // The kept deltas: ranks from the unfit words, then a pass that writes them.
+        let unfit_counts = run.alloc(DType::U32, nwords)?;
+        let unfit_base = run.alloc(DType::U64, nwords + 1)?;
+        let partials = run.alloc(DType::U64, scan_partials_len(nwords as u64))?;
+        let nw = nwords as u64;
+        // SAFETY: argument list matches device.cu; `unfit` and `unfit_counts` hold nwords words.
+        unsafe {
+            s.launch_builder(&k("lq_unfit_counts")?)
+                .arg(&p(&unfit))
+                .arg(&nw)
+                .arg(&p(&unfit_counts))
+                .launch(grid(nw, u64::from(THREADS)))
+                .map_err(device_error)?;
+        }
+        exclusive_scan(run, &program, p(&unfit_counts), nw, p(&partials), p(&unfit_base))?;
+        drop((unfit_counts, partials));
+        let add = k("fz_add_u64")?;
+        let keep = k(if p_values.is_none() { "lq_band_keep" } else { "lq_delta_keep" })?;
+        let (deltas, deltas_len) = run.alloc_dynamic(DType::I32, kept_deltas_guess(n))?;
+        let kept = KeptDeltas {
+            unfit: p(&unfit),
+            unfit_base: p(&unfit_base),
+            deltas: p(&deltas),
+            capacity: deltas.len.capacity() as u64,
+        };
+        // SAFETY: argument lists match device.cu; `unfit_base` holds nwords + 1 offsets, the
+        // kept deltas are written below `capacity` only, `x` and `p_values` hold n elements.
+        unsafe {
+            s.launch_builder(&add)
+                .arg(&(p(&unfit_base) + 8 * nw))
+                .arg(&0u64)
+                .arg(&deltas_len)
+                .launch(grid(1, 1))
+                .map_err(device_error)?;
+            match &p_values {
+                None => s
+                    .launch_builder(&keep)
+                    .arg(&p(x))
+                    .arg(&p(&params))
+                    .arg(&geometry)
+                    .arg(&mapping)
+                    .arg(&radius)
+                    .arg(&p(&unfit))
+                    .arg(&kept)
+                    .launch(grid(geometry.band_blocks() * BAND_THREADS, BAND_THREADS)),
+                Some(p_values) => {
+                    s.launch_builder(&keep).arg(&p(p_values)).arg(&geometry).arg(&kept).launch(elementwise)
+                }
+            }
+            .map_err(device_error)?;
+        }
+        drop(p_values);
         let mut counts: Vec<Slot> = Vec::new();
         let mut lists = Vec::new();
         for list in LISTS {
@@ -190,7 +264,6 @@ impl DeviceStage for LorenzoQuant {
                     .arg(&mapping)
                     .arg(&radius)
                     .arg(&p(&unfit))
-                    .arg(&p(&deltas))
                     .arg(&p(x))
                     .arg(&p(&params))
                     .arg(&n64)
@@ -213,7 +286,9 @@ impl DeviceStage for LorenzoQuant {
                 x: p(x),
                 params: p(&params),
                 unfit: p(&unfit),
+                unfit_base: p(&unfit_base),
                 deltas: p(&deltas),
+                deltas_capacity: kept.capacity,
                 entries: count_at,
                 list,
                 mapping,

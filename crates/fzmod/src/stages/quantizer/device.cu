@@ -491,11 +491,13 @@ struct ListArgs {
     const real* x;
     const Params* params;
     const u32* unfit;
+    const u64* unfit_base;
     const i32* deltas;
+    u64 deltas_capacity;
     const u64* entries;  // the list's entry count (q_tile_starts)
     u32 list, mapping, radius, pad;
 };
-static_assert(sizeof(ListArgs) == 56, "ListArgs: quantizer/device.rs");
+static_assert(sizeof(ListArgs) == 72, "ListArgs: quantizer/device.rs");
 
 // The Quantizer's list: the outliers, raw values.
 struct QSource {

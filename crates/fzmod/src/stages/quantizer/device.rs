@@ -180,15 +180,18 @@ pub(crate) fn layout_of(code: u64) -> Layout {
 }
 
 /// `struct ListArgs` of device.cu, passed by value: what a list's source reads (the
-/// Quantizer's uses `x` and `params`; LorenzoQuant's also the deltas and their `unfit` bits,
-/// the list and the code mapping).
+/// Quantizer's uses `x` and `params`; LorenzoQuant's also the `unfit` bits, the kept deltas
+/// in rank order (`unfit_base`: the scan of the unfit words' popcounts; room for
+/// `deltas_capacity`), the list and the code mapping).
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
 pub(crate) struct ListArgs {
     pub x: u64,
     pub params: u64,
     pub unfit: u64,
+    pub unfit_base: u64,
     pub deltas: u64,
+    pub deltas_capacity: u64,
     /// The list's entry count (written by `q_tile_starts`): kernels skip a list without entries.
     pub entries: u64,
     pub list: u32,
@@ -197,7 +200,7 @@ pub(crate) struct ListArgs {
     pub pad: u32,
 }
 
-const _: () = assert!(std::mem::size_of::<ListArgs>() == 56);
+const _: () = assert!(std::mem::size_of::<ListArgs>() == 72);
 // SAFETY: plain #[repr(C)] integers, laid out as the CUDA struct.
 unsafe impl DeviceRepr for ListArgs {}
 
