@@ -56,16 +56,25 @@ __device__ __forceinline__ void lq_mark_unfit(u32* tile_any, u32* unfit, u64 i) 
 
 // The deltas without a code are kept compactly, in element order (a second pass writes them,
 // once the first has set every `unfit` bit): delta i sits at the rank of its bit, from
-// `unfit_base` (the exclusive scan of the unfit words' popcounts). n values of n/32 + a few
-// words instead of an i32 per element (issue 12: a compress's peak device memory).
+// `unfit_base` (the exclusive scan of the unfit bits per group of LQ_RANK_WORDS words) and
+// the words before it in its group. An i32 per element had been as large as the input (issue
+// 12: a compress's peak device memory); groups keep the scan short (a scan per word cost
+// 40 µs on etopo5 ×8).
+#define LQ_RANK_WORDS 8
 __device__ __forceinline__ u64 lq_delta_rank(const u32* unfit, const u64* unfit_base, u64 i) {
-    return unfit_base[i >> 5] + __popc(unfit[i >> 5] & ((1u << (i & 31)) - 1u));
+    const u64 w = i >> 5;
+    u64 k = unfit_base[w / LQ_RANK_WORDS];
+    for (u64 v = w / LQ_RANK_WORDS * LQ_RANK_WORDS; v < w; v++) k += __popc(unfit[v]);
+    return k + __popc(unfit[w] & ((1u << (i & 31)) - 1u));
 }
 
-// Popcounts of the unfit words, the items of unfit_base's scan.
+// Unfit bits per group of LQ_RANK_WORDS words, the items of unfit_base's scan.
 extern "C" __global__ void lq_unfit_counts(const u32* unfit, u64 nwords, u32* counts) {
-    u64 w = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (w < nwords) counts[w] = __popc(unfit[w]);
+    u64 g = (u64)blockIdx.x * blockDim.x + threadIdx.x, first = g * LQ_RANK_WORDS;
+    if (first >= nwords) return;
+    u32 c = 0;
+    for (u64 w = first; w < min(first + LQ_RANK_WORDS, nwords); w++) c += __popc(unfit[w]);
+    counts[g] = c;
 }
 
 // Where the second pass writes kept deltas: rank order, nothing at or past `capacity` (the
@@ -243,8 +252,9 @@ lq_band_forward(const real* x, const Params* params, Geometry g, u32 mapping, u3
     lq_band_pass<false>(x, load_params(params), g, b, mapping, radius, codes, tile_any, unfit, KeptDeltas{});
 }
 
-// The second pass over the bands: a band none of whose elements is unfit returns at once;
-// the others compute their deltas again and keep the unfit ones.
+// The second pass over the bands: a warp none of whose columns holds an unfit element returns
+// at once (its rows' work is warp-local); the others compute their deltas again and keep the
+// unfit ones.
 extern "C" __global__ void __launch_bounds__(LQ_BAND_THREADS)
 lq_band_keep(const real* x, const Params* params, Geometry g, u32 mapping, u32 radius, u32* unfit, KeptDeltas kept) {
     LqBand b;
@@ -254,7 +264,7 @@ lq_band_keep(const real* x, const Params* params, Geometry g, u32 mapping, u32 r
         u64 at = b.base + r * g.nx;
         any |= unfit[at >> 5] >> (at & 31) & 1u;
     }
-    if (!__syncthreads_or(any)) return;
+    if (!__any_sync(FULL_MASK, any)) return;
     lq_band_pass<true>(x, load_params(params), g, b, mapping, radius, nullptr, nullptr, unfit, kept);
 }
 

@@ -36,6 +36,9 @@ const _: () = assert!(std::mem::size_of::<KeptDeltas>() == 32);
 // SAFETY: plain #[repr(C)] integers, laid out as the CUDA struct.
 unsafe impl DeviceRepr for KeptDeltas {}
 
+/// Unfit words per rank group (`LQ_RANK_WORDS`).
+const RANK_WORDS: usize = 8;
+
 /// Room for kept deltas before the first run: one per 64 elements (real fields have far
 /// fewer); a run that finds more repeats with room for all of them.
 fn kept_deltas_guess(n: usize) -> usize {
@@ -199,21 +202,24 @@ impl DeviceStage for LorenzoQuant {
                     .map_err(device_error)?;
             }
         }
-        // The kept deltas: ranks from the unfit words, then a pass that writes them.
-        let unfit_counts = run.alloc(DType::U32, nwords)?;
-        let unfit_base = run.alloc(DType::U64, nwords + 1)?;
-        let partials = run.alloc(DType::U64, scan_partials_len(nwords as u64))?;
-        let nw = nwords as u64;
-        // SAFETY: argument list matches device.cu; `unfit` and `unfit_counts` hold nwords words.
+        // The kept deltas: ranks from the unfit bits per group of words, then a pass that
+        // writes them.
+        let groups = nwords.div_ceil(RANK_WORDS);
+        let unfit_counts = run.alloc(DType::U32, groups)?;
+        let unfit_base = run.alloc(DType::U64, groups + 1)?;
+        let partials = run.alloc(DType::U64, scan_partials_len(groups as u64))?;
+        let (nw, ng) = (nwords as u64, groups as u64);
+        // SAFETY: argument list matches device.cu; `unfit` holds nwords words, `unfit_counts`
+        // a count per group of RANK_WORDS of them.
         unsafe {
             s.launch_builder(&k("lq_unfit_counts")?)
                 .arg(&p(&unfit))
                 .arg(&nw)
                 .arg(&p(&unfit_counts))
-                .launch(grid(nw, u64::from(THREADS)))
+                .launch(grid(ng, u64::from(THREADS)))
                 .map_err(device_error)?;
         }
-        exclusive_scan(run, &program, p(&unfit_counts), nw, p(&partials), p(&unfit_base))?;
+        exclusive_scan(run, &program, p(&unfit_counts), ng, p(&partials), p(&unfit_base))?;
         drop((unfit_counts, partials));
         let add = k("fz_add_u64")?;
         let keep = k(if p_values.is_none() { "lq_band_keep" } else { "lq_delta_keep" })?;
@@ -224,11 +230,11 @@ impl DeviceStage for LorenzoQuant {
             deltas: p(&deltas),
             capacity: deltas.len.capacity() as u64,
         };
-        // SAFETY: argument lists match device.cu; `unfit_base` holds nwords + 1 offsets, the
+        // SAFETY: argument lists match device.cu; `unfit_base` holds groups + 1 offsets, the
         // kept deltas are written below `capacity` only, `x` and `p_values` hold n elements.
         unsafe {
             s.launch_builder(&add)
-                .arg(&(p(&unfit_base) + 8 * nw))
+                .arg(&(p(&unfit_base) + 8 * ng))
                 .arg(&0u64)
                 .arg(&deltas_len)
                 .launch(grid(1, 1))

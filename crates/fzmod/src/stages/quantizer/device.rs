@@ -181,7 +181,7 @@ pub(crate) fn layout_of(code: u64) -> Layout {
 
 /// `struct ListArgs` of device.cu, passed by value: what a list's source reads (the
 /// Quantizer's uses `x` and `params`; LorenzoQuant's also the `unfit` bits, the kept deltas
-/// in rank order (`unfit_base`: the scan of the unfit words' popcounts; room for
+/// in rank order (`unfit_base`: the scan of the unfit bits per group of words; room for
 /// `deltas_capacity`), the list and the code mapping).
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
