@@ -36,7 +36,8 @@ impl DeviceStage for Adm {
         let nblocks = n.div_ceil(cpu::BLOCK);
         let table = cpu::table_len(nblocks, word);
         let codes = run.alloc(DType::U8, n)?;
-        // Worst case: every block raw (a short last block may still be raw).
+        // The table, then room for half the words' bytes first (the worst case, every block
+        // raw, grows in a repeated run).
         let (side, side_len) = run.alloc_dynamic(DType::U8, first_guess(n * word, table, table + n * word))?;
         let record = self.record(n);
         let record: crate::backend::cuda::device::PendingRecord = Box::new(move |_| Ok(record));

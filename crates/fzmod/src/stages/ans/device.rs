@@ -34,7 +34,8 @@ impl DeviceStage for Ans {
         let [x] = inputs else { return Err(Error::Pipeline("ANS takes one input".into())) };
         let n = x.known_len()?;
         let nblocks = n.div_ceil(cpu::BLOCK);
-        // Worst case: every block raw.
+        // The head, then room for half the symbols first (the worst case, every block raw,
+        // grows in a repeated run).
         let head = if n == 0 { 0 } else { cpu::head_len(nblocks) };
         let (out, out_len) = run.alloc_dynamic(DType::U8, first_guess(n, head, head + n))?;
         let record = self.record(n);

@@ -89,6 +89,7 @@ struct KeptDeltas {
         if (k < capacity) deltas[k] = d;
     }
 };
+static_assert(sizeof(KeptDeltas) == 32, "KeptDeltas: lorenzo_quant/device.rs");
 
 // Pass 1: pre-quantized values (0 for value outliers, quantizer/cpu.rs codes_or_outliers); *any (a zeroed
 // slot) becomes nonzero when there is a value outlier, for lq_predict.
