@@ -135,7 +135,7 @@ fn random_pipelines_give_cpu_bytes_fused_and_unfused() {
 }
 
 /// A random chain the region compiler may fuse: Quantizer (indexed outliers or inline words)
-/// → up to three of word map, chunked Difference, Bitshuffle → RZE or nothing, with chunk and
+/// → up to three of word map, chunked Difference, block Lorenzo, Bitshuffle → RZE or nothing, with chunk and
 /// block sizes that sometimes fit a tile and sometimes do not (the walk then fuses a shorter
 /// region or none).
 fn random_fusable_chain(rng: &mut Rng) -> String {
@@ -168,7 +168,12 @@ fn random_fusable_chain(rng: &mut Rng) -> String {
                 [8192, 16384][rng.below(2) as usize]
             )
         } else {
-            match rng.below(3) {
+            // A block Lorenzo (int32 codes only) joins a region as a chunked Difference.
+            match rng.below(if ty == "int32" { 4 } else { 3 }) {
+                3 => {
+                    let block = [1, 2, 8, 32, 64, 100, 512, 4096][rng.below(8) as usize];
+                    format!("type = \"Lorenzo\"\nblock_size = {block}\n")
+                }
                 0 => {
                     let map = ["Zigzag", "Negabinary"][rng.below(2) as usize];
                     let s = format!("type = \"{map}\"\ninput_type = \"{ty}\"\n");
@@ -201,6 +206,36 @@ fn random_fusable_chain(rng: &mut Rng) -> String {
         feed = format!("{{from = \"s{k}\"}}");
     }
     t
+}
+
+/// Block Lorenzo and chunked Difference inside regions, at every kind of block: a few words
+/// (one segmented warp scan for several blocks), a warp's worth, blocks a warp takes alone,
+/// and blocks the whole thread block shares; with and without a coder after them.
+#[test]
+#[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
+fn block_deltas_in_regions_give_cpu_bytes() {
+    let mut rng = Rng(0xb10c_de17);
+    for block in [1u32, 2, 3, 8, 32, 64, 100, 500, 512, 1024, 4096] {
+        let (data, shape) = random_field(&mut rng, false);
+        let quant = "[[stage]]\nname = \"q\"\ntype = \"Quantizer\"\nerror_bound_mode = \"rel\"\nerror_bound = 1e-4\n";
+        let lorenzo = format!(
+            "[[stage]]\nname = \"l\"\ntype = \"Lorenzo\"\nblock_size = {block}\ninputs = [{{from = \"q\", port = \"codes\"}}]\n"
+        );
+        let coded = "[[stage]]\nname = \"z\"\ntype = \"Zigzag\"\ninput_type = \"int32\"\ninputs = [{from = \"l\"}]\n\
+                     [[stage]]\nname = \"d\"\ntype = \"Difference\"\ninput_type = \"uint32\"\nfusion_mode = \"zigzag\"\n";
+        let coded = format!(
+            "{coded}chunk_size = {}\ninputs = [{{from = \"z\"}}]\n\
+             [[stage]]\nname = \"b\"\ntype = \"Bitshuffle\"\ndata_type = \"uint32\"\nelement_width = 4\nblock_size = 16384\n\
+             inputs = [{{from = \"d\"}}]\n\
+             [[stage]]\nname = \"r\"\ntype = \"RZE\"\nchunk_size = 16384\nword_size = 1\ninputs = [{{from = \"b\"}}]\n",
+            4 * block
+        );
+        for toml in [format!("{quant}{lorenzo}"), format!("{quant}{lorenzo}{coded}")] {
+            let mut p = fzmod::from_toml(&toml).unwrap_or_else(|e| panic!("{e}\n{toml}"));
+            p.set_input_dtype(data.dtype()).unwrap();
+            assert_backends_agree(&p, &data, &shape, &format!("block {block} shape {shape:?}\n{toml}"));
+        }
+    }
 }
 
 /// The seeds of the fusable-chain tests (the GPU test and its CPU twin take the same cases).
@@ -341,7 +376,8 @@ fn repeated_calls_replay_graphs_with_cpu_bytes() {
 
 /// Noise whose codes take ~18 bits: the cuSZp rule's payload outgrows its first guess (half
 /// the input), so the call grows it to the exact size and runs again — from host memory and
-/// from the caller's device buffer, read in place — and still gives the CPU's bytes.
+/// from the caller's device buffer, read in place, and stage by stage — and still gives the
+/// CPU's bytes.
 #[test]
 #[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
 fn payload_past_the_first_guess_gives_cpu_bytes() {
@@ -360,6 +396,37 @@ fn payload_past_the_first_guess_gives_cpu_bytes() {
             let on_device = dev.to_device(&noise).unwrap();
             assert!(gpu.compress_device(&on_device, &shape).unwrap() == cpu, "{preset} call {call}: device input");
         }
+        // Stage by stage, AdaptiveBitpack's payload outgrows its first room in turn.
+        let mut p = fzmod::preset(preset, &shape).unwrap();
+        p.set_error_bound(bound).unwrap();
+        p.set_input_dtype(fzmod::DType::F32).unwrap();
+        assert_backends_agree(&p, &Buffer::F32(noise.clone()), &shape, preset);
+    }
+}
+
+/// Noise that RZE cannot halve: its segment outgrows the first room (the table and half its
+/// input), in a fused region and alone, so the walk repeats with the exact size and still
+/// gives the CPU's bytes (`pfpl`, `interp-fast`, and a composed Quantizer → Negabinary →
+/// Bitshuffle → RZE chain).
+#[test]
+#[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
+fn rze_segments_past_the_first_guess_give_cpu_bytes() {
+    let mut rng = Rng(0x0072_e5e9);
+    let noise: Vec<f32> = (0..200_000).map(|_| f32::from_bits(0x3f80_0000 | (rng.next() as u32 >> 9))).collect();
+    let chain = std::fs::read_to_string(repo_root().join("scripts/chains/quant-negabinary-rze.toml")).unwrap();
+    let shape = [400usize, 500];
+    let pipelines = [
+        ("pfpl", fzmod::preset("pfpl", &shape).unwrap()),
+        ("interp-fast", fzmod::preset("interp-fast", &shape).unwrap()),
+        ("quant-negabinary-rze", fzmod::from_toml(&chain).unwrap()),
+    ];
+    for (what, mut p) in pipelines {
+        p.set_error_bound(ErrorBound::new(ErrorMode::Abs, 4e-6).unwrap()).unwrap();
+        p.set_input_dtype(fzmod::DType::F32).unwrap();
+        let data = Buffer::F32(noise.clone());
+        let cpu = p.compress(&data, &shape).unwrap();
+        assert!(cpu.len() > noise.len() * 4 / 2, "{what}: {} bytes fit the first room", cpu.len());
+        assert_backends_agree(&p, &data, &shape, what);
     }
 }
 
@@ -761,6 +828,62 @@ fn masked_pipelines_give_cpu_bytes() {
             }
         }
     }
+}
+
+/// A masked compress from host memory fills the job's own uploaded input in place and puts it
+/// back when the walk ends: the walk repeated after a later stage overflowed (noise outgrows
+/// Huffman's first room) and the bench's timed walks over one job (it checks that every one
+/// gives the first archive) both give the CPU's bytes, exceptions (NaN payloads, ±Inf next to
+/// NaN and the fill) included.
+#[test]
+#[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
+fn masked_walks_put_the_input_back() {
+    let toml = r#"
+[[stage]]
+name = "mask"
+type = "Mask"
+inf = true
+fill_value = -1e10
+[[stage]]
+name = "quant"
+type = "LorenzoQuant"
+inputs = [{ from = "mask", port = "values" }]
+code_type = "uint16"
+code_mapping = "radius"
+quant_radius = 512
+error_bound_mode = "rel"
+error_bound = 1e-3
+[[stage]]
+name = "coder"
+type = "Huffman"
+input_type = "uint16"
+bklen = 1024
+inputs = [{ from = "quant", port = "codes" }]
+"#;
+    let mut rng = Rng(0xfeed);
+    let n = 1 << 20;
+    let mut v: Vec<f32> = (0..n).map(|_| (rng.next() >> 40) as f32 / (1u64 << 24) as f32).collect();
+    for _ in 0..200 {
+        let at = rng.below(n as u64) as usize;
+        let end = (at + 1 + rng.below(300) as usize).min(n);
+        for x in &mut v[at..end] {
+            *x = match rng.below(4) {
+                0 => -1e10,
+                1 => f32::from_bits(0x7fc0_0000 | (rng.next() >> 42) as u32),
+                2 => f32::NEG_INFINITY,
+                _ => f32::NAN,
+            };
+        }
+    }
+    let (data, shape) = (Buffer::F32(v), [n]);
+    let p = fzmod::from_toml(toml).unwrap();
+    let archive = p.compress(&data, &shape).unwrap();
+    // Deltas of noise span ±500 bins: ~9.7 bits a code, past the first room of 8.
+    assert!(archive.len() > n + n / 10, "the codes must outgrow Huffman's first room (n bytes): {}", archive.len());
+    assert_backends_agree(&p, &data, &shape, "masked noise through Huffman");
+    let timing = p.bench_on(&gpu(), &data, &shape, 3, FUSED).unwrap();
+    let reference = fzmod::decompress(&archive).unwrap();
+    assert!(timing.decoded.to_le_bytes() == reference.data.to_le_bytes(), "the bench's decode differs");
 }
 
 /// One random Huffman case: its TOML and its input (skewed around a centre, uniform over a

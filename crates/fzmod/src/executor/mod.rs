@@ -99,6 +99,9 @@ struct UnfusedCompress<'a> {
     done: Option<Forward<'a>>,
 }
 
+/// A walk's records and unconsumed buffers (stage, port, buffer).
+type Walked = (Vec<PendingRecord>, Vec<(usize, usize, DeviceBuffer)>);
+
 /// The state of one forward walk, until `finish`.
 struct Forward<'a> {
     run: DeviceRun<'a>,
@@ -128,8 +131,22 @@ impl<'a> UnfusedCompress<'a> {
 
     fn walk(&self) -> Result<Forward<'a>> {
         let mut run = DeviceRun::new(self.dev, self.shape.clone(), self.learnt.clone())?;
-        let nodes = self.pipeline.nodes();
         let chain = Chain::of_pipeline(self.pipeline);
+        let readers = chain.inputs.iter().flatten().filter(|r| matches!(r, InputRef::External)).count();
+        if let (Input::Owned(input), 1) = (&self.input, readers) {
+            run.allow_overwrite(input);
+        }
+        let walked = self.walk_stages(&mut run, &chain);
+        // Whatever happened, the input is put back before anything can run on it again.
+        run.end_walk()?;
+        let (records, leaves) = walked?;
+        Ok(Forward { run, records, leaves })
+    }
+
+    /// The stages of `walk`: their records and the buffers nothing consumed (none when the
+    /// walk stopped early at an overflowed length).
+    fn walk_stages(&self, run: &mut DeviceRun<'a>, chain: &Chain) -> Result<Walked> {
+        let nodes = self.pipeline.nodes();
         let mut produced: Vec<Vec<Option<DeviceBuffer>>> = Vec::with_capacity(nodes.len());
         let mut records = Vec::with_capacity(nodes.len());
         while produced.len() < nodes.len() {
@@ -150,7 +167,7 @@ impl<'a> UnfusedCompress<'a> {
                 if let Len::Device { slot, capacity } = b.len {
                     let n = run.read_slot(slot)? as usize;
                     if n > capacity {
-                        return Ok(Forward { run, records, leaves: Vec::new() });
+                        return Ok((records, Vec::new()));
                     }
                     b.len = Len::Known(n);
                 }
@@ -164,9 +181,9 @@ impl<'a> UnfusedCompress<'a> {
                 let names = chain.describe(&r, |k| nodes[k].name.clone());
                 let out_dtype = nodes[r.end - 1].stage.outputs()[0].dtype;
                 let n = inputs[0].known_len()?;
-                let out = r.region.forward(&mut run, inputs[0], n, out_dtype).map_err(|e| e.in_stage(&names))?;
+                let out = r.region.forward(run, inputs[0], n, out_dtype).map_err(|e| e.in_stage(&names))?;
                 for finish in out.finishers {
-                    let (side, record) = finish(&mut run).map_err(|e| e.in_stage(&names))?;
+                    let (side, record) = finish(run).map_err(|e| e.in_stage(&names))?;
                     produced.push(std::iter::once(None).chain(side.into_iter().map(Some)).collect());
                     records.push(record);
                 }
@@ -181,10 +198,10 @@ impl<'a> UnfusedCompress<'a> {
             }
             let (outputs, record) = match node.stage.device() {
                 Some(d) => {
-                    let f = d.forward(&mut run, &inputs).map_err(|e| e.in_stage(&node.name))?;
+                    let f = d.forward(run, &inputs).map_err(|e| e.in_stage(&node.name))?;
                     (f.outputs, f.record)
                 }
-                None => on_cpu_forward(&run, node.stage.as_ref(), &inputs).map_err(|e| e.in_stage(&node.name))?,
+                None => on_cpu_forward(run, node.stage.as_ref(), &inputs).map_err(|e| e.in_stage(&node.name))?,
             };
             let declared = node.stage.outputs();
             if outputs.len() != declared.len() || outputs.iter().zip(&declared).any(|(b, p)| b.dtype != p.dtype) {
@@ -198,7 +215,7 @@ impl<'a> UnfusedCompress<'a> {
             .enumerate()
             .flat_map(|(s, ports)| ports.into_iter().enumerate().filter_map(move |(p, b)| b.map(|b| (s, p, b))))
             .collect();
-        Ok(Forward { run, records, leaves })
+        Ok((records, leaves))
     }
 }
 

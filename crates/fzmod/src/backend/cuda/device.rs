@@ -39,8 +39,8 @@ impl Len {
 
 /// Where a device buffer's bytes live.
 enum Memory {
-    /// Allocated by fzmod (stream-ordered, freed on drop).
-    Owned(CudaSlice<u8>),
+    /// Allocated by fzmod (stream-ordered, freed when its last holder drops it).
+    Owned(Arc<CudaSlice<u8>>),
     /// The caller's memory (a CuPy or PyTorch array), valid for as long as the buffer is used.
     Borrowed(u64),
 }
@@ -61,6 +61,16 @@ impl DeviceBuffer {
     /// be suitably aligned for `dtype`.
     pub unsafe fn borrowed(dtype: DType, ptr: u64, len: usize) -> DeviceBuffer {
         DeviceBuffer { dtype, mem: Memory::Borrowed(ptr), len: Len::Known(len) }
+    }
+
+    /// A second holder of the same memory (what a kernel enqueued later still reads, after
+    /// the first holder has moved on).
+    pub fn share(&self) -> DeviceBuffer {
+        let mem = match &self.mem {
+            Memory::Owned(m) => Memory::Owned(Arc::clone(m)),
+            Memory::Borrowed(ptr) => Memory::Borrowed(*ptr),
+        };
+        DeviceBuffer { dtype: self.dtype, mem, len: self.len }
     }
 
     /// The raw device address, for kernel arguments and copies.
@@ -140,7 +150,15 @@ pub struct DeviceRun<'a> {
     /// decode plan holds. A stage reading one (a head, a table, a side channel) gets the
     /// bytes without a transfer, so the stream never waits for the host in between.
     mirrors: Vec<(u64, &'a [u8])>,
+    /// The device address of the pipeline input when the job owns it and one stage alone
+    /// reads it: that stage may write into it (`DeviceRun::may_overwrite`).
+    overwritable: Option<u64>,
+    /// What undoes those writes, enqueued when the walk ends.
+    undo: Vec<Undo>,
 }
+
+/// Enqueues the kernels that undo a stage's writes into the pipeline input.
+pub type Undo = Box<dyn FnOnce(&DeviceRun) -> Result<()> + Send>;
 
 impl<'a> DeviceRun<'a> {
     pub(crate) fn new(dev: &'a CudaDevice, shape: Vec<usize>, learnt: Vec<usize>) -> Result<Self> {
@@ -155,7 +173,37 @@ impl<'a> DeviceRun<'a> {
             learnt,
             flags: Vec::new(),
             mirrors: Vec::new(),
+            overwritable: None,
+            undo: Vec::new(),
         })
+    }
+
+    /// Let the stage that alone reads `input` (the pipeline input the job uploaded) write into
+    /// it in place.
+    pub(crate) fn allow_overwrite(&mut self, input: &DeviceBuffer) {
+        self.overwritable = Some(input.ptr(self.stream()));
+    }
+
+    /// Whether a stage may write into its input `input` instead of a copy: a filled copy of a
+    /// 299 MB input is what kept a masked compress above 2 × (input + archive) of device
+    /// memory. A stage that does gives `undo_at_walk_end` the kernels that put the input back
+    /// (a job's walk runs again after an overflow, and a job may be run many times).
+    pub fn may_overwrite(&self, input: &DeviceBuffer) -> bool {
+        self.overwritable == Some(input.ptr(self.stream()))
+    }
+
+    /// Register what undoes a stage's writes into the pipeline input; it runs when the walk
+    /// ends, after every stage, whether the walk finished, stopped early or failed.
+    pub fn undo_at_walk_end(&mut self, undo: Undo) {
+        self.undo.push(undo);
+    }
+
+    /// Enqueue the registered undos, last first.
+    pub(crate) fn end_walk(&mut self) -> Result<()> {
+        while let Some(undo) = self.undo.pop() {
+            undo(self)?;
+        }
+        Ok(())
     }
 
     pub fn stream(&self) -> &Arc<CudaStream> {
@@ -206,7 +254,7 @@ impl<'a> DeviceRun<'a> {
         // SAFETY: every kernel writes the elements it later reads; buffers are never read
         // before a kernel or a copy fills them.
         let mem = unsafe { self.dev.stream.alloc::<u8>(bytes.max(1)) }.map_err(device_error)?;
-        Ok(DeviceBuffer { dtype, mem: Memory::Owned(mem), len: Len::Known(len) })
+        Ok(DeviceBuffer { dtype, mem: Memory::Owned(Arc::new(mem)), len: Len::Known(len) })
     }
 
     /// A buffer whose length a kernel writes into a slot. `guess` elements are allocated, or

@@ -73,11 +73,12 @@ __device__ __forceinline__ void read_code(const u8* meta, u64 blk, u32* rate, u3
 }
 
 extern "C" __global__ void __launch_bounds__(AB_WARPS * 32)
-ab_write(const code_t* v, u64 n, u64 b, const u64* offsets, u8* out, u64 meta_len) {
+ab_write(const code_t* v, u64 n, u64 b, const u64* offsets, u8* out, u64 meta_len, u64 capacity) {
     u64 blk = (u64)blockIdx.x * AB_WARPS + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
     u64 start = blk * b;
-    if (start >= n) return;
+    // A block past the room is left out: the archived length tells the host to rerun.
+    if (start >= n || meta_len + offsets[blk + 1] > capacity) return;
     u64 count = min(b, n - start), s = (b + 7) / 8;
     u32 rate, ob;
     read_code(out, blk, &rate, &ob);

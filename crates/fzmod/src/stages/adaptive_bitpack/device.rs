@@ -3,7 +3,8 @@
 
 use super::{AdaptiveBitpack, Layout};
 use crate::backend::cuda::device::{
-    exclusive_scan, grid, scan_partials_len, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage, THREADS,
+    exclusive_scan, first_guess, grid, scan_partials_len, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage,
+    THREADS,
 };
 use crate::backend::cuda::{device_error, Program};
 use crate::element::DType;
@@ -33,8 +34,8 @@ impl DeviceStage for AdaptiveBitpack {
         let b = self.block_size as usize;
         let nblocks = n.div_ceil(b);
         let meta_len = nblocks * self.layout.meta_bytes();
-        let capacity = meta_len + nblocks * self.max_block_bytes();
-        let (out, out_len) = run.alloc_dynamic(DType::U8, capacity)?;
+        let worst = meta_len + nblocks * self.max_block_bytes();
+        let (out, out_len) = run.alloc_dynamic(DType::U8, first_guess(n * self.input.size(), meta_len, worst))?;
         let cost = run.alloc(DType::U32, nblocks)?;
         let offsets = run.alloc(DType::U64, nblocks + 1)?;
         let partials = run.alloc(DType::U64, scan_partials_len(nblocks as u64))?;
@@ -42,8 +43,10 @@ impl DeviceStage for AdaptiveBitpack {
         let (choose, write) = (run.kernel(&program, "ab_choose")?, run.kernel(&program, "ab_write")?);
         let s = run.stream().clone();
         let p = |x: &DeviceBuffer| x.ptr(&s);
-        let (n64, b64, nb, ml) = (n as u64, b as u64, nblocks as u64, meta_len as u64);
-        // SAFETY: argument lists match device.cu; `out` holds the worst case of every block.
+        let (n64, b64, nb, ml, capacity) =
+            (n as u64, b as u64, nblocks as u64, meta_len as u64, out.len.capacity() as u64);
+        // SAFETY: argument lists match device.cu; `out` holds the metadata, and `ab_write`
+        // writes no block whose payload ends past `capacity`.
         unsafe {
             s.launch_builder(&choose)
                 .arg(&p(v))
@@ -64,6 +67,7 @@ impl DeviceStage for AdaptiveBitpack {
                 .arg(&p(&offsets))
                 .arg(&p(&out))
                 .arg(&ml)
+                .arg(&capacity)
                 .launch(grid(nb * 32, WARPS * 32))
                 .map_err(device_error)?;
         }

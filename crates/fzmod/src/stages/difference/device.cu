@@ -115,6 +115,37 @@ __device__ void diff_tile_inverse_x4(void* in, void* out, u32 n, u32 chunk, u32 
     }
 }
 
+// The inverse of chunks small enough that every warp gets one (a block Lorenzo's 32 words):
+// each warp takes whole chunks in turn, with no block barrier between them; chunks that divide
+// 32 words are one segmented warp scan for 32 / chunk of them at once.
+__device__ void diff_tile_inverse_per_warp(const void* in, void* out, u32 n, u32 bits, u32 chunk, u32 op) {
+    const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    if (chunk <= 32 && (chunk & (chunk - 1)) == 0) {
+        for (u32 base = warp * 32; base < n; base += warps * 32) {
+            u32 k = base + lane, v = k < n ? word_undo(word_load(in, k, bits), bits, op) : 0u;
+            for (u32 o = 1; o < chunk; o <<= 1) {
+                u32 t = __shfl_up_sync(FULL_MASK, v, o, chunk);
+                if ((lane & (chunk - 1)) >= o) v += t;
+            }
+            if (k < n) word_store(out, k, bits, v & word_mask(bits));
+        }
+        return;
+    }
+    for (u32 start = warp * chunk; start < n; start += warps * chunk) {
+        u32 len = min(chunk, n - start), carry = 0;
+        for (u32 k0 = 0; k0 < len; k0 += 32) {
+            u32 k = k0 + lane, v = k < len ? word_undo(word_load(in, start + k, bits), bits, op) : 0u;
+            for (int o = 1; o < 32; o <<= 1) {
+                u32 t = __shfl_up_sync(FULL_MASK, v, o);
+                if ((int)lane >= o) v += t;
+            }
+            v += carry;
+            if (k < len) word_store(out, start + k, bits, v & word_mask(bits));
+            carry = __shfl_sync(FULL_MASK, v, 31);
+        }
+    }
+}
+
 // Inverse, chunk by chunk as diff_inverse_chunks: the map undone and each warp's share scanned
 // in place in `in` (shared memory the region lets it overwrite), then the totals of the warps
 // before it added on the way to `out`. `scratch` holds the warp totals.
@@ -124,6 +155,10 @@ __device__ void diff_tile_inverse(void* in, void* out, u32 bytes, u32 bits, u32 
     u32 n = bytes / (bits / 8);
     if (bits == 32 && chunk % (128 * warps) == 0 && n % chunk == 0 && ((u64)out & 15) == 0) {
         diff_tile_inverse_x4(in, out, n, chunk, op, scratch);
+        return;
+    }
+    if (chunk * warps <= n) {
+        diff_tile_inverse_per_warp(in, out, n, bits, chunk, op);
         return;
     }
     for (u32 start = 0; start < n; start += chunk) {

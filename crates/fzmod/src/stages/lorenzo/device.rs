@@ -2,6 +2,7 @@
 
 use super::Lorenzo;
 use crate::backend::cuda::device::{grid, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage, THREADS};
+use crate::backend::cuda::region::{Code, ForwardPart, Fragment, Geometry, InversePart};
 use crate::backend::cuda::{device_error, Program};
 use crate::element::DType;
 use crate::error::{corrupt, Error, Result};
@@ -82,6 +83,42 @@ impl DeviceStage for Lorenzo {
             }
         }
         Ok(vec![out])
+    }
+}
+
+/// Block mode is the chunked Difference of i32 words with no map (cpu.rs: the same wrapping
+/// delta, restarting every block), so it joins a region through the Difference's tile
+/// functions; N-D mode needs the whole grid and ends one.
+impl Fragment for Lorenzo {
+    fn sources(&self) -> Vec<&'static str> {
+        vec![crate::stages::words::device::SOURCE, crate::stages::difference::device::SOURCE]
+    }
+
+    fn geometry(&self) -> Option<Geometry> {
+        (self.block_size > 0).then(|| Geometry {
+            in_width: 4,
+            out_width: 4,
+            same_count: true,
+            granule: 4 * self.block_size as usize,
+            coder: false,
+        })
+    }
+
+    fn forward_code(&self) -> Code {
+        format!("diff_tile_forward($in, $out, $bytes, 32u, {}u, 0u)", self.block_size)
+    }
+
+    fn inverse_code(&self) -> Code {
+        format!("diff_tile_inverse($in, $out, $bytes, 32u, {}u, 0u, $scratch)", self.block_size)
+    }
+
+    fn forward(&self, run: &mut DeviceRun, _input: Option<&DeviceBuffer>, n: usize) -> Result<ForwardPart> {
+        Ok(ForwardPart::fixed(self.record(self.grid_for(&run.shape, n)?)))
+    }
+
+    fn inverse(&self, _run: &mut DeviceRun, _outputs: &[Option<&DeviceBuffer>]) -> Result<InversePart> {
+        let g = self.grid.ok_or_else(|| Error::Pipeline("Lorenzo inverse needs a decoded record".into()))?;
+        Ok(InversePart::Transform { args: Vec::new(), input_bytes: Some(4 * g.len()), finish: Box::new(|_, _| Ok(())) })
     }
 }
 

@@ -69,8 +69,9 @@ __device__ __forceinline__ u64 block_sum(u64 v) {
 }
 
 // Pass 1: the bitmap (coalesced: lane l of warp w reads element 32 j + l of the warp's 1024,
-// and the ballot is word j), each tile's boundary count, and the values copied (pass 4 fills
-// the masked ones: the only pass over all elements).
+// and the ballot is word j), each tile's boundary count, and the values copied unless
+// `values` is null (pass 4 fills the masked ones, in the copy or in x itself: the only pass
+// over all elements).
 extern "C" __global__ void __launch_bounds__(MASK_WORDS) mask_bitmap(const Bits* x, u64 n, u32 flags, u64 fill, u32* bitmap,
                                                                      u32* tile_bounds, Bits* values) {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -79,7 +80,7 @@ extern "C" __global__ void __launch_bounds__(MASK_WORDS) mask_bitmap(const Bits*
     for (int j = 0; j < 32; j++) {
         u64 i = base + 32 * j + lane;
         Bits v = i < n ? x[i] : 0;
-        if (i < n) values[i] = v;
+        if (values && i < n) values[i] = v;
         u32 w = __ballot_sync(FULL_MASK, i < n && masked(v, flags, fill));
         if (lane == j) mine = w;
     }
@@ -171,10 +172,18 @@ extern "C" __global__ void __launch_bounds__(MASK_WORDS) mask_run_bytes(u64 n, c
     if (threadIdx.x == 0) tile_runs[blockIdx.x] = (u32)bytes;
 }
 
+// Whether the starts and the segment had room: only then are the masked values filled (a run
+// that overflowed is repeated, and the fills written into x itself must be undone exactly).
+__device__ __forceinline__ bool mask_fits(const u64* tile_off, u64 ntiles, u64 starts_cap, const u64* run_off,
+                                          const u64* exc_off, u64 cap) {
+    return tile_off[ntiles] + 2 <= starts_cap && run_off[ntiles] + exc_off[ntiles] <= cap;
+}
+
 // Pass 4: the segment (run varints, then exceptions; nothing past `cap`) and the fills of the
 // masked values (a masked run takes the value before it, or the one after it when it leads, or
 // +0 when it is everything). First a thread per word (segment), then the warps over the masked
-// elements.
+// elements. `values` may be x itself: a fill reads only unmasked elements, and a masked
+// element is read (as an exception) only by its own tile, before the barrier.
 extern "C" __global__ void __launch_bounds__(MASK_WORDS) mask_write(const Bits* x, u64 n, const u32* bitmap, const u64* tile_off,
                                                                     const u64* starts, u64 starts_cap, const u64* run_off,
                                                                     const u64* exc_off, const u64* restore, Bits* values,
@@ -221,6 +230,7 @@ extern "C" __global__ void __launch_bounds__(MASK_WORDS) mask_write(const Bits* 
     }
     if (g == 0) *seg_len = run_off[ntiles] + exc_off[ntiles];
     __syncthreads();
+    if (!mask_fits(tile_off, ntiles, starts_cap, run_off, exc_off, cap)) return;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     for (int j = 0; j < 32; j++) {
         int k = warp * 32 + j;  // the block's word of these 32 elements
@@ -231,6 +241,35 @@ extern "C" __global__ void __launch_bounds__(MASK_WORDS) mask_write(const Bits* 
         u64 r = s_before[k] + __popc(s_bounds[k] & ((2u << lane) - 1));
         u64 s = starts[r], e = starts[r + 1];
         values[i] = s > 0 ? x[s - 1] : e < n ? x[e] : (Bits)0;
+    }
+}
+
+// Undo pass 4's fills written into x itself (the pipeline input a job owns, at the end of its
+// walk), a block per tile: every masked element gets the restore bits back, then the tile's
+// exceptions (index varint, raw bits; in index order) their own, read back from the segment.
+extern "C" __global__ void __launch_bounds__(MASK_WORDS) mask_unfill(Bits* x, u64 n, const u32* bitmap, const u64* tile_off,
+                                                                     u64 starts_cap, const u64* run_off, const u64* exc_off,
+                                                                     const u64* restore, const u8* seg, u64 cap) {
+    u64 ntiles = gridDim.x;
+    if (!mask_fits(tile_off, ntiles, starts_cap, run_off, exc_off, cap)) return;
+    u64 g = (u64)blockIdx.x * MASK_WORDS + threadIdx.x;
+    Bits rest = (Bits)*restore;
+    for (u32 m = bitmap[g]; m; m &= m - 1) x[32 * g + __ffs(m) - 1] = rest;
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    for (u64 at = run_off[ntiles] + exc_off[blockIdx.x], end = run_off[ntiles] + exc_off[blockIdx.x + 1]; at < end;) {
+        u64 i = 0;
+        u8 b;
+        int shift = 0;
+        do {  // the varint pass 4 wrote (LEB128)
+            b = seg[at++];
+            i |= (u64)(b & 0x7f) << shift;
+            shift += 7;
+        } while (b & 0x80);
+        Bits v = 0;
+        for (int k = 0; k < VALUE_BYTES; k++) v |= (Bits)seg[at + k] << (8 * k);
+        at += VALUE_BYTES;
+        x[i] = v;
     }
 }
 

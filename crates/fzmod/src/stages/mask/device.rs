@@ -21,11 +21,11 @@ pub(crate) fn program(real: DType) -> Program {
 /// Elements per tile of the forward kernels (`MASK_TILE` in device.cu).
 const TILE: u64 = 4096;
 
-/// First guess at the segment's size: every run's varint fits in n + 1 bytes; exceptions
-/// (masked values other than the restore value) are rare, and a run that needs more room is
-/// repeated with the exact size.
+/// First guess at the segment's size: a run's varint per 8 elements (levitus_temp's land
+/// needs one per 44, a padded edge chunk one); exceptions (masked values other than the
+/// restore value) are rare, and a run that needs more room is repeated with the exact size.
 fn segment_guess(n: usize) -> usize {
-    n + 1 + 4096
+    n / 8 + 4096
 }
 
 /// First guess at the run starts (R + 1 entries): masks are runs of land or missing points
@@ -54,10 +54,24 @@ impl DeviceStage for Mask {
         let n = x.known_len()?;
         let program = program(self.input);
         let k = |name| run.kernel(&program, name);
-        let (bitmap_k, first, starts_k, run_bytes, write) =
-            (k("mask_bitmap")?, k("mask_first")?, k("mask_starts")?, k("mask_run_bytes")?, k("mask_write")?);
+        let (bitmap_k, first, starts_k, run_bytes, write, unfill) = (
+            k("mask_bitmap")?,
+            k("mask_first")?,
+            k("mask_starts")?,
+            k("mask_run_bytes")?,
+            k("mask_write")?,
+            k("mask_unfill")?,
+        );
         let (n64, tiles) = (n as u64, (n as u64).div_ceil(TILE).max(1));
-        let values = run.alloc(self.input, n)?;
+        // The fills go into the input itself where the job owns it (and are undone when the
+        // walk ends), else into a copy.
+        let in_place = run.may_overwrite(x);
+        let values = if in_place {
+            // SAFETY: the pipeline input the job uploaded, alive for the whole walk.
+            unsafe { DeviceBuffer::borrowed(self.input, x.ptr(run.stream()), n) }
+        } else {
+            run.alloc(self.input, n)?
+        };
         let bitmap = run.alloc(DType::U32, (tiles * TILE / 32) as usize)?;
         // Per tile: boundaries, exception bytes, run bytes; and their exclusive scans.
         let per_tile = |dtype, extra| run.alloc(dtype, tiles as usize + extra);
@@ -85,7 +99,7 @@ impl DeviceStage for Mask {
                 .arg(&fill)
                 .arg(&p(&bitmap))
                 .arg(&p(&bounds))
-                .arg(&p(&values))
+                .arg(&if in_place { 0 } else { p(&values) })
                 .launch(tile_grid)
                 .map_err(device_error)?;
         }
@@ -146,6 +160,32 @@ impl DeviceStage for Mask {
                 .arg(&segment_len)
                 .launch(tile_grid)
                 .map_err(device_error)?;
+        }
+        if in_place {
+            let x_at = p(x);
+            let kept = [bitmap, bound_off, run_off, exc_off, segment.share()];
+            run.undo_at_walk_end(Box::new(move |run| {
+                let s = run.stream();
+                let [bitmap, bound_off, run_off, exc_off, segment] = kept.each_ref().map(|b| b.ptr(s));
+                // SAFETY: as above; `kept` holds the buffers until the kernel is enqueued
+                // (their frees are ordered after it on the stream).
+                unsafe {
+                    s.launch_builder(&unfill)
+                        .arg(&x_at)
+                        .arg(&n64)
+                        .arg(&bitmap)
+                        .arg(&bound_off)
+                        .arg(&starts_cap)
+                        .arg(&run_off)
+                        .arg(&exc_off)
+                        .arg(&restore_at)
+                        .arg(&segment)
+                        .arg(&cap)
+                        .launch(tile_grid)
+                        .map_err(device_error)?;
+                }
+                Ok(())
+            }));
         }
         let stage = self.clone();
         Ok(DeviceForwarded {

@@ -4,7 +4,7 @@
 //! thread block.
 
 use super::{cpu, Rze};
-use crate::backend::cuda::device::{grid, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage};
+use crate::backend::cuda::device::{first_guess, grid, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage};
 use crate::backend::cuda::region::{Code, ForwardPart, Fragment, Geometry, InversePart, TILE_BUFFER_BYTES};
 use crate::backend::cuda::{device_error, Program};
 use crate::element::DType;
@@ -31,12 +31,19 @@ fn worst_case(n: usize, nchunks: usize) -> usize {
     2 * nchunks + n
 }
 
+/// First room for the segment: the table and half the input (`first_guess`); the kernels
+/// write nothing past it and report the true size, so data that RZE cannot halve pays one
+/// repeated run.
+fn segment_guess(n: usize, nchunks: usize) -> usize {
+    first_guess(n, 2 * nchunks, worst_case(n, nchunks))
+}
+
 impl DeviceStage for Rze {
     fn forward(&self, run: &mut DeviceRun, inputs: &[&DeviceBuffer]) -> Result<DeviceForwarded> {
         let [x] = inputs else { return Err(Error::Pipeline("RZE takes one input".into())) };
         let n = x.known_len()?;
         let nchunks = n.div_ceil(self.chunk_bytes as usize);
-        let (out, out_len) = run.alloc_dynamic(DType::U8, worst_case(n, nchunks))?;
+        let (out, out_len) = run.alloc_dynamic(DType::U8, segment_guess(n, nchunks))?;
         let record = self.record(n);
         let record: crate::backend::cuda::device::PendingRecord = Box::new(move |_| Ok(record));
         if nchunks == 0 {
@@ -167,7 +174,7 @@ impl Fragment for Rze {
 
     fn forward(&self, run: &mut DeviceRun, _input: Option<&DeviceBuffer>, n: usize) -> Result<ForwardPart> {
         let nchunks = n.div_ceil(self.chunk_bytes as usize);
-        let (segment, length_at) = run.alloc_dynamic(DType::U8, worst_case(n, nchunks))?;
+        let (segment, length_at) = run.alloc_dynamic(DType::U8, segment_guess(n, nchunks))?;
         let record = self.record(n);
         Ok(ForwardPart::Coder {
             args: Vec::new(),
