@@ -136,7 +136,13 @@ impl<'a> UnfusedCompress<'a> {
         if let (Input::Owned(input), 1) = (&self.input, readers) {
             run.allow_overwrite(input);
         }
-        let walked = self.walk_stages(&mut run, &chain);
+        let walked = self.walk_stages(&mut run, &chain).and_then(|(records, leaves)| {
+            // An output that is the input written in place (a Mask's filled values left
+            // unconsumed) is archived as it is now, not as the undo leaves it.
+            let copy = |b: DeviceBuffer| if run.may_overwrite(&b) { run.copy(&b, b.len.capacity()) } else { Ok(b) };
+            let leaves = leaves.into_iter().map(|(s, p, b)| Ok((s, p, copy(b)?))).collect::<Result<_>>()?;
+            Ok((records, leaves))
+        });
         // Whatever happened, the input is put back before anything can run on it again.
         run.end_walk()?;
         let (records, leaves) = walked?;
