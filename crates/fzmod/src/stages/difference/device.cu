@@ -115,6 +115,24 @@ __device__ void diff_tile_inverse_x4(void* in, void* out, u32 n, u32 chunk, u32 
     }
 }
 
+// One warp's inclusive prefix sums of words [lo, hi) of the chunk at `start` (the map undone),
+// continuing from `carry`, into `dst` (which may be `in`); returns the carry past `hi`.
+__device__ __forceinline__ u32 diff_warp_scan(const void* in, void* dst, u32 start, u32 lo, u32 hi, u32 bits, u32 op,
+                                              u32 carry) {
+    const u32 lane = threadIdx.x & 31;
+    for (u32 k0 = lo; k0 < hi; k0 += 32) {
+        u32 k = k0 + lane, v = k < hi ? word_undo(word_load(in, start + k, bits), bits, op) : 0u;
+        for (int o = 1; o < 32; o <<= 1) {
+            u32 t = __shfl_up_sync(FULL_MASK, v, o);
+            if ((int)lane >= o) v += t;
+        }
+        v += carry;
+        if (k < hi) word_store(dst, start + k, bits, v & word_mask(bits));
+        carry = __shfl_sync(FULL_MASK, v, 31);
+    }
+    return carry;
+}
+
 // The inverse of chunks small enough that every warp gets one (a block Lorenzo's 32 words):
 // each warp takes whole chunks in turn, with no block barrier between them; chunks that divide
 // 32 words are one segmented warp scan for 32 / chunk of them at once.
@@ -132,17 +150,7 @@ __device__ void diff_tile_inverse_per_warp(const void* in, void* out, u32 n, u32
         return;
     }
     for (u32 start = warp * chunk; start < n; start += warps * chunk) {
-        u32 len = min(chunk, n - start), carry = 0;
-        for (u32 k0 = 0; k0 < len; k0 += 32) {
-            u32 k = k0 + lane, v = k < len ? word_undo(word_load(in, start + k, bits), bits, op) : 0u;
-            for (int o = 1; o < 32; o <<= 1) {
-                u32 t = __shfl_up_sync(FULL_MASK, v, o);
-                if ((int)lane >= o) v += t;
-            }
-            v += carry;
-            if (k < len) word_store(out, start + k, bits, v & word_mask(bits));
-            carry = __shfl_sync(FULL_MASK, v, 31);
-        }
+        diff_warp_scan(in, out, start, 0, min(chunk, n - start), bits, op, 0);
     }
 }
 
@@ -163,17 +171,8 @@ __device__ void diff_tile_inverse(void* in, void* out, u32 bytes, u32 bits, u32 
     }
     for (u32 start = 0; start < n; start += chunk) {
         u32 len = min(chunk, n - start), per = (len + 32 * warps - 1) / (32 * warps) * 32;
-        u32 lo = min(len, warp * per), hi = min(len, lo + per), carry = 0;
-        for (u32 k0 = lo; k0 < hi; k0 += 32) {
-            u32 k = k0 + lane, val = k < hi ? word_undo(word_load(in, start + k, bits), bits, op) : 0u;
-            for (int o = 1; o < 32; o <<= 1) {
-                u32 t = __shfl_up_sync(FULL_MASK, val, o);
-                if ((int)lane >= o) val += t;
-            }
-            val += carry;
-            if (k < hi) word_store(in, start + k, bits, val & word_mask(bits));
-            carry = __shfl_sync(FULL_MASK, val, 31);
-        }
+        u32 lo = min(len, warp * per), hi = min(len, lo + per);
+        u32 carry = diff_warp_scan(in, in, start, lo, hi, bits, op, 0);
         if (lane == 0) warp_total[warp] = carry;
         __syncthreads();
         u32 offset = 0;
