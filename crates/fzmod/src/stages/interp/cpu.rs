@@ -104,7 +104,7 @@ pub fn sampled_blocks(g: &Geometry) -> impl Iterator<Item = ([usize; 3], [usize;
 /// Per level (coarsest first), the candidate of least summed cost on the sampled blocks,
 /// predicting from the original values; ties go to the earlier candidate.
 pub fn select<T: Real>(x: &[T], g: &Geometry, steps: &[LevelStep<T>]) -> Vec<Choice> {
-    let mut scratch = (Lines::new(), Vec::new(), Vec::new());
+    let mut scratch = (Lines::new(), Vec::new());
     (1..=g.levels())
         .rev()
         .map(|l| {
@@ -139,7 +139,7 @@ pub fn level_costs<T: Real>(
     g: &Geometry,
     s: usize,
     recip: T,
-    (lines, v, p): &mut (Lines<T>, Vec<T>, Vec<T>),
+    (lines, v): &mut (Lines<T>, Vec<T>),
 ) -> [u64; 6] {
     let odd = |c: usize| usize::from(c / s % 2 == 1);
     // [z-first, x-first] per kind, and the z-first points that are also x-first's.
@@ -148,7 +148,7 @@ pub fn level_costs<T: Real>(
         lines.gather(g, x, pass.axis, s, row);
         v.resize(row.count, T::ZERO);
         strided_copy(v, &x[row.first..], row.step);
-        lines.costs(v, recip, p)
+        lines.costs(v, recip)
     };
     for (lo, hi) in sampled_blocks(g) {
         for pass in passes(s, Choice { kind: Kind::Linear, reverse: false }) {

@@ -235,49 +235,90 @@ impl<T: Real> Lines<T> {
     }
 
     /// Summed [`point_cost`] of the gathered row's points `v` under each of [`KINDS`] (the
-    /// choice estimate). Predictions first, then one plain loop per kind: both vectorise, on
-    /// AVX2 twice as wide as on the baseline target. Both forms compute the same IEEE
-    /// operations on the same operands (no contraction to FMA in Rust), so the same sums.
-    pub fn costs(&self, v: &[T], recip: T, p: &mut Vec<T>) -> [u64; 3] {
+    /// choice estimate): one loop over the row for all kinds, without storing predictions;
+    /// it vectorises, on AVX2 twice as wide as on the baseline target. Both forms compute the
+    /// same IEEE operations on the same operands (no contraction to FMA in Rust), so the same
+    /// sums.
+    pub fn costs(&self, v: &[T], recip: T) -> [u64; 3] {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU has AVX2.
-            return unsafe { self.costs_avx2(v, recip, p) };
+            return unsafe { self.costs_avx2(v, recip) };
         }
-        self.costs_portable(v, recip, p)
+        self.costs_portable(v, recip)
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    fn costs_avx2(&self, v: &[T], recip: T, p: &mut Vec<T>) -> [u64; 3] {
-        self.costs_portable(v, recip, p)
+    fn costs_avx2(&self, v: &[T], recip: T) -> [u64; 3] {
+        self.costs_portable(v, recip)
     }
 
     /// [`Lines::costs`] for the target's baseline features (or the caller's, inlined).
     #[inline(always)]
-    fn costs_portable(&self, v: &[T], recip: T, p: &mut Vec<T>) -> [u64; 3] {
-        // Plain loops, not iterator adapters: their closures are not inlined into the AVX2 form.
-        let mut sums = [0u64; 3];
-        for (sum, kind) in sums.iter_mut().zip(KINDS) {
-            self.predict_inline(kind, p);
-            // u32 sums of at most 2^20 points (21 bits each) vectorise twice as wide as u64.
-            for (v, p) in v[..self.len].chunks(1 << 20).zip(p.chunks(1 << 20)) {
-                *sum += u64::from(cost_sum(v, p, recip));
+    fn costs_portable(&self, v: &[T], recip: T) -> [u64; 3] {
+        let lines = self.abcd();
+        let v = &v[..self.len];
+        let Some(f) = self.uniform else {
+            // Along x: the four-point form for all, then each segment end's cost replaced by
+            // its own form's (integer sums: exact in any order).
+            let mut sums = form_costs(lines, v, recip, FOUR);
+            let [a, b, c, d] = lines;
+            for &(k, f) in &self.edges {
+                for (sum, kind) in sums.iter_mut().zip(KINDS) {
+                    *sum += u64::from(point_cost(v[k], stencil(kind, f, a[k], b[k], c[k], d[k]), recip));
+                    *sum -= u64::from(point_cost(v[k], stencil(kind, FOUR, a[k], b[k], c[k], d[k]), recip));
+                }
             }
-        }
-        sums
+            return sums;
+        };
+        form_costs(lines, v, recip, f)
     }
 }
 
-/// The summed [`point_cost`] of the points `v` against the predictions `p`.
+/// The summed [`point_cost`] per kind of [`KINDS`] when every point takes form `f`. Only the
+/// four-point form differs between the cubic kinds, and only it and the one-sided ones from
+/// linear: the other forms predict once for several kinds.
 #[inline(always)]
-fn cost_sum<T: Real>(v: &[T], p: &[T], recip: T) -> u32 {
-    let v = &v[..p.len()];
-    let mut sum = 0u32;
-    for k in 0..p.len() {
-        sum += point_cost(v[k], p[k], recip);
+fn form_costs<T: Real>(lines: [&[T]; 4], v: &[T], recip: T, f: u32) -> [u64; 3] {
+    let one = |kind| move |a, b, c, d| [stencil(kind, f, a, b, c, d)];
+    match f {
+        ONLY_B | LINEAR => [cost_sums(lines, v, recip, one(Kind::Linear))[0]; 3],
+        NO_A | NO_D => {
+            let [linear] = cost_sums(lines, v, recip, one(Kind::Linear));
+            let [cubic] = cost_sums(lines, v, recip, one(Kind::Cubic));
+            [linear, cubic, cubic]
+        }
+        _ => cost_sums(lines, v, recip, |a, b, c, d| KINDS.map(|kind| stencil(kind, FOUR, a, b, c, d))),
     }
-    sum
+}
+
+/// The summed [`point_cost`] of the points `v` against each of the `K` predictions `p` makes
+/// from a point's line neighbours.
+#[inline(always)]
+fn cost_sums<T: Real, const K: usize>(
+    [a, b, c, d]: [&[T]; 4],
+    v: &[T],
+    recip: T,
+    p: impl Fn(T, T, T, T) -> [T; K],
+) -> [u64; K] {
+    let mut total = [0u64; K];
+    // u32 sums of at most 2^20 points (21 bits each) vectorise twice as wide as u64.
+    for lo in (0..v.len()).step_by(1 << 20) {
+        let hi = (lo + (1 << 20)).min(v.len());
+        let (a, b, c, d, v) = (&a[lo..hi], &b[lo..hi], &c[lo..hi], &d[lo..hi], &v[lo..hi]);
+        let mut sums = [0u32; K];
+        for k in 0..v.len() {
+            let p = p(a[k], b[k], c[k], d[k]);
+            for j in 0..K {
+                sums[j] += point_cost(v[k], p[j], recip);
+            }
+        }
+        for j in 0..K {
+            total[j] += u64::from(sums[j]);
+        }
+    }
+    total
 }
 
 /// The kinds in the order of [`Lines::costs`].
@@ -382,8 +423,8 @@ mod tests {
                                     got.extend(row.indices().zip(p.iter().map(|p| p.to_bits())));
                                     v.resize(row.count, 0.0);
                                     strided_copy(&mut v, &w[row.first..], row.step);
-                                    let c = lines.costs(&v, 0.25, &mut Vec::new());
-                                    assert_eq!(c, lines.costs_portable(&v, 0.25, &mut Vec::new()));
+                                    let c = lines.costs(&v, 0.25);
+                                    assert_eq!(c, lines.costs_portable(&v, 0.25));
                                     costs.iter_mut().zip(c).for_each(|(a, b)| *a += b);
                                 });
                                 assert_eq!(got, reference, "{dims:?} A={anchor} s={s} {choice:?} {lo:?}");

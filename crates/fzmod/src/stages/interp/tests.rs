@@ -194,7 +194,7 @@ fn level_costs_are_every_candidates_point_sums() {
         for anchor in [2, 4, 8, 16] {
             let g = Geometry { dims, anchor };
             let x: Vec<f32> = (0..g.len()).map(|i| ((i * 7919 % 1013) as f32 * 0.37).sin() * 50.0).collect();
-            let mut scratch = (super::rows::Lines::new(), Vec::new(), Vec::new());
+            let mut scratch = (super::rows::Lines::new(), Vec::new());
             for l in 1..=g.levels() {
                 let s = 1 << (l - 1);
                 let want = Choice::CANDIDATES.map(|c| {
