@@ -3,7 +3,7 @@
 //! per-point step is a pure function a CUDA kernel mirrors; the drivers only fix the visiting
 //! order, which does not change any value (points of one pass are independent).
 
-use super::rows::{rows, strided_copy, Lines, Row};
+use super::rows::{rows, strided_copy, strided_scatter, Lines, Row};
 use super::walk::{passes, Choice, Geometry, Kind, Pass, Real};
 use crate::archive::{Reader, Writer};
 use crate::element::zeroed_vec;
@@ -231,6 +231,89 @@ impl Params {
     }
 }
 
+/// One row's values, codes and reconstructions, contiguous: the per-point quantization and
+/// reconstruction run as plain loops over them (vectorised, AVX2 where the CPU has it) and
+/// reach the grid through one strided copy each. Reused across rows.
+struct RowCodes<T> {
+    x: Vec<T>,
+    codes: Vec<u16>,
+    w: Vec<T>,
+}
+
+impl<T: Real> RowCodes<T> {
+    fn new() -> Self {
+        RowCodes { x: Vec::new(), codes: Vec::new(), w: Vec::new() }
+    }
+
+    /// Codes and reconstructions of the values `x` against the predictions `p` by the fast
+    /// test alone: the rounded code when its reconstruction is within `accept` in T (which
+    /// proves [`quantize_point`]'s f64 check, so both give the same code and value), else the
+    /// outlier code as a placeholder for [`quantize_point`]. Returns the placeholders' count.
+    fn quantize(&mut self, p: &[T], lv: LevelStep<T>, accept: T, q: Params) -> usize {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2.
+            return unsafe { self.quantize_avx2(p, lv, accept, q) };
+        }
+        self.quantize_inline(p, lv, accept, q)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn quantize_avx2(&mut self, p: &[T], lv: LevelStep<T>, accept: T, q: Params) -> usize {
+        self.quantize_inline(p, lv, accept, q)
+    }
+
+    #[inline(always)]
+    fn quantize_inline(&mut self, p: &[T], lv: LevelStep<T>, accept: T, q: Params) -> usize {
+        let n = self.x.len();
+        self.codes.resize(n, 0);
+        self.w.resize(n, T::ZERO);
+        let (x, p, codes, w) = (&self.x[..], &p[..n], &mut self.codes[..], &mut self.w[..n]);
+        let mut fails = 0;
+        for k in 0..n {
+            let c = (x[k] - p[k]).quantize(lv.recip);
+            let r = p[k] + T::reconstruct(c, lv.step);
+            let ok = c.unsigned_abs() < q.radius && x[k].close_to(r, accept);
+            codes[k] = if ok { q.code(c) } else { q.outlier_code() };
+            w[k] = r;
+            fails += usize::from(!ok);
+        }
+        fails
+    }
+
+    /// The reconstructions of the row's codes against the predictions `p` (an outlier's is
+    /// some value or other); returns the count of outlier codes.
+    fn reconstruct(&mut self, p: &[T], step: T, q: Params) -> usize {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2.
+            return unsafe { self.reconstruct_avx2(p, step, q) };
+        }
+        self.reconstruct_inline(p, step, q)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn reconstruct_avx2(&mut self, p: &[T], step: T, q: Params) -> usize {
+        self.reconstruct_inline(p, step, q)
+    }
+
+    #[inline(always)]
+    fn reconstruct_inline(&mut self, p: &[T], step: T, q: Params) -> usize {
+        let n = self.codes.len();
+        self.w.resize(n, T::ZERO);
+        let (codes, p, w) = (&self.codes[..], &p[..n], &mut self.w[..]);
+        let marker = q.outlier_code();
+        let mut markers = 0;
+        for k in 0..n {
+            w[k] = p[k] + T::reconstruct(q.level_code(codes[k]), step);
+            markers += usize::from(codes[k] == marker);
+        }
+        markers
+    }
+}
+
 /// Encode `x` on grid `g`; `choices` (coarsest first) or, when `None`, the estimate's.
 pub fn forward<T: Real>(x: &[T], g: &Geometry, q: Params, choices: Option<Vec<Choice>>) -> Encoded {
     let steps = level_steps::<T>(q.abs_bound, q.alpha, q.beta, g.levels());
@@ -243,21 +326,30 @@ pub fn forward<T: Real>(x: &[T], g: &Geometry, q: Params, choices: Option<Vec<Ch
         w[i] = feed(x[i]);
     });
     let mut outliers = Vec::new();
-    let (mut lines, mut p) = (Lines::new(), Vec::new());
+    let (mut lines, mut p, mut row) = (Lines::new(), Vec::new(), RowCodes::new());
+    let accept = T::accept(q.abs_bound);
     for (k, l) in (1..=g.levels()).rev().enumerate() {
         let (s, lv, choice) = (1 << (l - 1), steps[l - 1], choices[k]);
         for pass in passes(s, choice) {
-            rows(g, &pass, [0; 3], g.dims, |row| {
-                lines.gather(g, &w, pass.axis, s, row);
+            rows(g, &pass, [0; 3], g.dims, |r| {
+                lines.gather(g, &w, pass.axis, s, r);
                 lines.predict(choice.kind, &mut p);
-                for (idx, &p) in row.indices().zip(&p) {
-                    match quantize_point(x[idx], p, lv, q.radius, q.abs_bound) {
-                        Some((code, r)) => {
+                row.x.resize(r.count, T::ZERO);
+                strided_copy(&mut row.x, &x[r.first..], r.step);
+                let fails = row.quantize(&p, lv, accept, q);
+                strided_scatter(&mut codes[r.first..], &row.codes, r.step);
+                strided_scatter(&mut w[r.first..], &row.w, r.step);
+                if fails == 0 {
+                    return;
+                }
+                // The points the fast test did not accept: the full quantizer, or outliers.
+                for (k, idx) in r.indices().enumerate().filter(|&(k, _)| row.codes[k] == q.outlier_code()) {
+                    match quantize_point(x[idx], p[k], lv, q.radius, q.abs_bound) {
+                        Some((code, v)) => {
                             codes[idx] = q.code(code);
-                            w[idx] = r;
+                            w[idx] = v;
                         }
                         None => {
-                            codes[idx] = q.outlier_code();
                             outliers.push(idx);
                             w[idx] = feed(x[idx]);
                         }
@@ -328,18 +420,22 @@ pub fn inverse<T: Real>(
         k += 1;
     });
     let marker = q.outlier_code();
-    let (mut lines, mut p) = (Lines::new(), Vec::new());
+    let (mut lines, mut p, mut row) = (Lines::new(), Vec::new(), RowCodes::new());
     for (k, l) in (1..=g.levels()).rev().enumerate() {
         let (s, lv, choice) = (1 << (l - 1), steps[l - 1], choices[k]);
         for pass in passes(s, choice) {
-            rows(g, &pass, [0; 3], g.dims, |row| {
-                lines.gather(g, &w, pass.axis, s, row);
+            rows(g, &pass, [0; 3], g.dims, |r| {
+                lines.gather(g, &w, pass.axis, s, r);
                 lines.predict(choice.kind, &mut p);
-                for (idx, &p) in row.indices().zip(&p) {
-                    let c = codes[idx];
-                    let v = p + T::reconstruct(q.level_code(c), lv.step);
-                    w[idx] = if c == marker { feed(w[idx]) } else { v };
+                row.codes.resize(r.count, 0);
+                strided_copy(&mut row.codes, &codes[r.first..], r.step);
+                if row.reconstruct(&p, lv.step, q) > 0 {
+                    // An outlier's value waits in place (see above): it feeds as itself.
+                    for (k, idx) in r.indices().enumerate().filter(|&(k, _)| row.codes[k] == marker) {
+                        row.w[k] = feed(w[idx]);
+                    }
                 }
+                strided_scatter(&mut w[r.first..], &row.w, r.step);
             });
         }
     }
