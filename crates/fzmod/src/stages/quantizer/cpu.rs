@@ -138,17 +138,33 @@ impl_float!(f64, 8, ESCAPE, |_| None, |_| 0.0);
 pub(crate) fn finite_min_max<T: Float>(x: &[T]) -> Option<(f64, f64)> {
     let (lo, hi) = x
         .par_chunks(CHUNK)
-        .map(|c| {
-            // A non-finite value becomes the fold's identity instead of being filtered out:
-            // the same result (min(lo, +∞) = lo exactly), without a branch per element.
-            c.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
-                let finite = v.is_finite();
-                let (l, h) = if finite { (v.to_f64(), v.to_f64()) } else { (f64::INFINITY, f64::NEG_INFINITY) };
-                (lo.min(l), hi.max(h))
-            })
-        })
+        .map(chunk_min_max)
         .reduce(|| (f64::INFINITY, f64::NEG_INFINITY), |a, b| (a.0.min(b.0), a.1.max(b.1)));
     (lo <= hi).then_some((lo, hi))
+}
+
+/// [`finite_min_max`] of one chunk, the identities when it has no finite value. Eight lanes of
+/// independent compare-and-select minima and maxima (a fold is one serial chain of `min`, which
+/// stays scalar); extremes are exact in any order, so the result is the fold's.
+fn chunk_min_max<T: Float>(c: &[T]) -> (f64, f64) {
+    const LANES: usize = 8;
+    let (mut lo, mut hi) = ([f64::INFINITY; LANES], [f64::NEG_INFINITY; LANES]);
+    let mut take = |j: usize, v: T| {
+        // A non-finite value fails both comparisons in place of a branch.
+        let v = if v.is_finite() { v.to_f64() } else { f64::NAN };
+        lo[j] = if v < lo[j] { v } else { lo[j] };
+        hi[j] = if v > hi[j] { v } else { hi[j] };
+    };
+    let (groups, rest) = c.as_chunks::<LANES>();
+    for g in groups {
+        for (j, &v) in g.iter().enumerate() {
+            take(j, v);
+        }
+    }
+    for (j, &v) in rest.iter().enumerate() {
+        take(j, v);
+    }
+    (lo.into_iter().fold(f64::INFINITY, f64::min), hi.into_iter().fold(f64::NEG_INFINITY, f64::max))
 }
 
 /// Output of [`quantize`].
