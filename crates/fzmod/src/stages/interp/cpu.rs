@@ -248,8 +248,8 @@ impl<T: Real> RowCodes<T> {
     /// Codes and reconstructions of the values `x` against the predictions `p` by the fast
     /// test alone: the rounded code when its reconstruction is within `accept` in T (which
     /// proves [`quantize_point`]'s f64 check, so both give the same code and value), else the
-    /// outlier code as a placeholder for [`quantize_point`]. Returns the placeholders' count.
-    fn quantize(&mut self, p: &[T], lv: LevelStep<T>, accept: T, q: Params) -> usize {
+    /// outlier code as a placeholder for [`quantize_point`]. Returns whether it placed any.
+    fn quantize(&mut self, p: &[T], lv: LevelStep<T>, accept: T, q: Params) -> bool {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU has AVX2.
@@ -260,31 +260,32 @@ impl<T: Real> RowCodes<T> {
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    fn quantize_avx2(&mut self, p: &[T], lv: LevelStep<T>, accept: T, q: Params) -> usize {
+    fn quantize_avx2(&mut self, p: &[T], lv: LevelStep<T>, accept: T, q: Params) -> bool {
         self.quantize_inline(p, lv, accept, q)
     }
 
     #[inline(always)]
-    fn quantize_inline(&mut self, p: &[T], lv: LevelStep<T>, accept: T, q: Params) -> usize {
+    fn quantize_inline(&mut self, p: &[T], lv: LevelStep<T>, accept: T, q: Params) -> bool {
         let n = self.x.len();
         self.codes.resize(n, 0);
         self.w.resize(n, T::ZERO);
         let (x, p, codes, w) = (&self.x[..], &p[..n], &mut self.codes[..], &mut self.w[..n]);
-        let mut fails = 0;
+        // A flag, not a count: a 64-bit counter halves the vector width.
+        let mut fails = false;
         for k in 0..n {
             let c = (x[k] - p[k]).quantize(lv.recip);
             let r = p[k] + T::reconstruct(c, lv.step);
             let ok = c.unsigned_abs() < q.radius && x[k].close_to(r, accept);
             codes[k] = if ok { q.code(c) } else { q.outlier_code() };
             w[k] = r;
-            fails += usize::from(!ok);
+            fails |= !ok;
         }
         fails
     }
 
     /// The reconstructions of the row's codes against the predictions `p` (an outlier's is
-    /// some value or other); returns the count of outlier codes.
-    fn reconstruct(&mut self, p: &[T], step: T, q: Params) -> usize {
+    /// some value or other); returns whether any code is the outlier marker.
+    fn reconstruct(&mut self, p: &[T], step: T, q: Params) -> bool {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU has AVX2.
@@ -295,20 +296,20 @@ impl<T: Real> RowCodes<T> {
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    fn reconstruct_avx2(&mut self, p: &[T], step: T, q: Params) -> usize {
+    fn reconstruct_avx2(&mut self, p: &[T], step: T, q: Params) -> bool {
         self.reconstruct_inline(p, step, q)
     }
 
     #[inline(always)]
-    fn reconstruct_inline(&mut self, p: &[T], step: T, q: Params) -> usize {
+    fn reconstruct_inline(&mut self, p: &[T], step: T, q: Params) -> bool {
         let n = self.codes.len();
         self.w.resize(n, T::ZERO);
         let (codes, p, w) = (&self.codes[..], &p[..n], &mut self.w[..]);
         let marker = q.outlier_code();
-        let mut markers = 0;
+        let mut markers = false;
         for k in 0..n {
             w[k] = p[k] + T::reconstruct(q.level_code(codes[k]), step);
-            markers += usize::from(codes[k] == marker);
+            markers |= codes[k] == marker;
         }
         markers
     }
@@ -339,7 +340,7 @@ pub fn forward<T: Real>(x: &[T], g: &Geometry, q: Params, choices: Option<Vec<Ch
                 let fails = row.quantize(&p, lv, accept, q);
                 strided_scatter(&mut codes[r.first..], &row.codes, r.step);
                 strided_scatter(&mut w[r.first..], &row.w, r.step);
-                if fails == 0 {
+                if !fails {
                     return;
                 }
                 // The points the fast test did not accept: the full quantizer, or outliers.
@@ -429,7 +430,7 @@ pub fn inverse<T: Real>(
                 lines.predict(choice.kind, &mut p);
                 row.codes.resize(r.count, 0);
                 strided_copy(&mut row.codes, &codes[r.first..], r.step);
-                if row.reconstruct(&p, lv.step, q) > 0 {
+                if row.reconstruct(&p, lv.step, q) {
                     // An outlier's value waits in place (see above): it feeds as itself.
                     for (k, idx) in r.indices().enumerate().filter(|&(k, _)| row.codes[k] == marker) {
                         row.w[k] = feed(w[idx]);
