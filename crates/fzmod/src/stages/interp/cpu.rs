@@ -350,6 +350,7 @@ pub fn forward<T: Real>(x: &[T], g: &Geometry, q: Params, choices: Option<Vec<Ch
                             codes[idx] = q.code(code);
                             w[idx] = v;
                         }
+                        // The placeholder code stays: it is the outlier code.
                         None => {
                             outliers.push(idx);
                             w[idx] = feed(x[idx]);
