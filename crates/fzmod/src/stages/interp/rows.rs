@@ -165,10 +165,13 @@ impl<T: Real> Lines<T> {
         // (x0 = lo + s, so j = 1 is x = lo − 2s + 2s ≥ 0.)
         let j0 = usize::from(row.x0 < 3 * s);
         let j1 = (nx + 3 * s - row.x0).div_ceil(2 * s).min(n + 3);
-        self.even.clear();
+        // Only the lattice points outside the array are zeroed (clearing the whole line
+        // first was a memset per row).
         self.even.resize(n + 3, T::ZERO);
         let from = row_base + row.x0 + 2 * s * j0 - 3 * s;
         strided_copy(&mut self.even[j0..j1], &w[from..], 2 * s);
+        self.even[..j0].fill(T::ZERO);
+        self.even[j1..].fill(T::ZERO);
     }
 
     /// The lines a, b, c, d, each of the row's length.
@@ -202,7 +205,7 @@ impl<T: Real> Lines<T> {
     /// [`Lines::predict`] for the target's baseline features (or the caller's, inlined).
     #[inline(always)]
     fn predict_inline(&self, kind: Kind, out: &mut Vec<T>) {
-        out.clear();
+        // Every element is written below: no clearing.
         out.resize(self.len, T::ZERO);
         let lines = self.abcd();
         // One loop per kind (and per form, when the row has one), each with its constants.
