@@ -420,12 +420,13 @@ impl DecompressJob for UnfusedDecompress<'_> {
                         let b = made.as_ref().or(archived.as_ref());
                         outputs.push(b.ok_or_else(|| corrupt!("stage '{name}' output {p} was not reconstructed"))?);
                     }
+                    run.set_consumable(&pending[i].iter().flatten().collect::<Vec<_>>());
                     let inputs = match stage.device() {
                         Some(d) => d.inverse(&mut run, &outputs),
                         None => on_cpu_inverse(&run, stage.as_ref(), &outputs),
-                    }
-                    .map_err(|e| e.in_stage(name))?;
-                    (i, inputs)
+                    };
+                    run.set_consumable(&[]);
+                    (i, inputs.map_err(|e| e.in_stage(name))?)
                 }
             };
             let stage = &plan.stages[first];

@@ -73,6 +73,11 @@ impl DeviceBuffer {
         DeviceBuffer { dtype: self.dtype, mem, len: self.len }
     }
 
+    /// Whether fzmod allocated this memory and no other `DeviceBuffer` shares it.
+    fn is_sole_holder(&self) -> bool {
+        matches!(&self.mem, Memory::Owned(m) if Arc::strong_count(m) == 1)
+    }
+
     /// The raw device address, for kernel arguments and copies.
     pub fn ptr(&self, stream: &Arc<CudaStream>) -> u64 {
         match &self.mem {
@@ -155,6 +160,8 @@ pub struct DeviceRun<'a> {
     overwritable: Option<u64>,
     /// What undoes those writes, enqueued when the walk ends.
     undo: Vec<Undo>,
+    /// Device addresses of the buffers the inverse being run may use up (`may_consume`).
+    consumable: Vec<u64>,
 }
 
 /// Enqueues the kernels that undo a stage's writes into the pipeline input.
@@ -175,6 +182,7 @@ impl<'a> DeviceRun<'a> {
             mirrors: Vec::new(),
             overwritable: None,
             undo: Vec::new(),
+            consumable: Vec::new(),
         })
     }
 
@@ -190,6 +198,19 @@ impl<'a> DeviceRun<'a> {
     /// (a job's walk runs again after an overflow, and a job may be run many times).
     pub fn may_overwrite(&self, input: &DeviceBuffer) -> bool {
         self.overwritable == Some(input.ptr(self.stream()))
+    }
+
+    /// Before a stage inverse: of `outputs`, those reconstructed by an earlier inverse of this
+    /// walk are the stage's alone once nothing else shares them (no archived segment, which
+    /// stays cached for the next call, and no buffer another holder reads).
+    pub(crate) fn set_consumable(&mut self, made: &[&DeviceBuffer]) {
+        let stream = self.stream().clone();
+        self.consumable = made.iter().filter(|b| b.is_sole_holder()).map(|b| b.ptr(&stream)).collect();
+    }
+
+    /// Whether an inverse may write into `output` in place: nothing reads it after this stage.
+    pub fn may_consume(&self, output: &DeviceBuffer) -> bool {
+        self.consumable.contains(&output.ptr(self.stream()))
     }
 
     /// Register what undoes a stage's writes into the pipeline input; it runs when the walk

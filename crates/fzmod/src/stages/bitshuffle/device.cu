@@ -39,13 +39,59 @@ extern "C" __global__ void bs_run(const u8* in, u8* out, u64 len, u32 width, u64
 #define BS_STAGE 16384
 #define BS_THREADS 256
 
-// byte `i` of the words `w` (little endian).
-__device__ __forceinline__ u32 byte_of(const u32* w, int i) { return (w[i >> 2] >> (8 * (i & 3))) & 0xffu; }
+// Byte b of each of a group's 8 elements of W bytes (held in w[0..2W), little endian),
+// element e in byte e of the result: byte e·W + b of the group, gathered by byte permutes.
+template <int W>
+__device__ __forceinline__ u64 plane_gather(const u32* w, int b) {
+    u32 lo, hi;
+    if (W == 1) {
+        lo = w[0], hi = w[1];
+    } else if (W == 2) {
+        u32 s = b | (b + 2) << 4 | (b + 4) << 8 | (b + 6) << 12;
+        lo = __byte_perm(w[0], w[1], s), hi = __byte_perm(w[2], w[3], s);
+    } else {
+        const int q = W / 4, o = b >> 2;  // words per element; the word of byte b in one
+        u32 s = (b & 3) | ((b & 3) + 4) << 4;
+        u32 p0 = __byte_perm(w[o], w[q + o], s), p1 = __byte_perm(w[2 * q + o], w[3 * q + o], s);
+        u32 p2 = __byte_perm(w[4 * q + o], w[5 * q + o], s), p3 = __byte_perm(w[6 * q + o], w[7 * q + o], s);
+        lo = __byte_perm(p0, p1, 0x5410), hi = __byte_perm(p2, p3, 0x5410);
+    }
+    return (u64)hi << 32 | lo;
+}
+
+// The 4×4 byte transpose: out[e·stride] gets byte e of a0, a1, a2, a3 (in that order).
+__device__ __forceinline__ void transpose4(u32 a0, u32 a1, u32 a2, u32 a3, u32* out, int stride) {
+    u32 u = __byte_perm(a0, a1, 0x5140), v = __byte_perm(a0, a1, 0x7362);
+    u32 u2 = __byte_perm(a2, a3, 0x5140), v2 = __byte_perm(a2, a3, 0x7362);
+    out[0] = __byte_perm(u, u2, 0x5410), out[stride] = __byte_perm(u, u2, 0x7632);
+    out[2 * stride] = __byte_perm(v, v2, 0x5410), out[3 * stride] = __byte_perm(v, v2, 0x7632);
+}
+
+// plane_gather's inverse: xs[b] holds byte b of the 8 elements; the group's words to w.
+template <int W>
+__device__ __forceinline__ void plane_scatter(const u64* xs, u32* w) {
+    if (W == 1) {
+        w[0] = (u32)xs[0], w[1] = (u32)(xs[0] >> 32);
+    } else if (W == 2) {
+        for (int h = 0; h < 2; h++) {
+            u32 a = (u32)(xs[0] >> (32 * h)), c = (u32)(xs[1] >> (32 * h));
+            w[2 * h] = __byte_perm(a, c, 0x5140), w[2 * h + 1] = __byte_perm(a, c, 0x7362);
+        }
+    } else {
+        // Element e's bytes 4r..4r+4 are word e·W/4 + r.
+#pragma unroll
+        for (int r = 0; r < W / 4; r++)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+                transpose4((u32)(xs[4 * r] >> (32 * h)), (u32)(xs[4 * r + 1] >> (32 * h)), (u32)(xs[4 * r + 2] >> (32 * h)),
+                           (u32)(xs[4 * r + 3] >> (32 * h)), w + 4 * h * (W / 4) + r, W / 4);
+    }
+}
 
 // The group side of bs_block where both ends are 16-byte aligned (every PFPL block): thread k
 // moves group k's 8·W contiguous bytes as whole 8- or 16-byte words and its plane bytes one by
 // one, so that consecutive threads touch consecutive plane bytes (no bank conflicts) and the
-// group's words stay in registers (the loops are unrolled).
+// group's words stay in registers (the loops are unrolled; bytes move by byte permutes).
 template <int W, bool INVERSE>
 __device__ __forceinline__ void bs_groups(const u8* src, u8* dst, u32 plane_len) {
     for (u32 k = threadIdx.x; k < plane_len; k += blockDim.x) {
@@ -62,25 +108,25 @@ __device__ __forceinline__ void bs_groups(const u8* src, u8* dst, u32 plane_len)
                     w[4 * h] = v.x, w[4 * h + 1] = v.y, w[4 * h + 2] = v.z, w[4 * h + 3] = v.w;
                 }
             }
-        } else {
 #pragma unroll
-            for (int j = 0; j < 2 * W; j++) w[j] = 0;
-        }
+            for (int b = 0; b < W; b++) {
+                u64 x = transpose8(plane_gather<W>(w, b));
 #pragma unroll
-        for (int b = 0; b < W; b++) {
-            u64 x = 0;
-#pragma unroll
-            for (int j = 0; j < 8; j++)
-                x |= (u64)(INVERSE ? src[(8 * b + j) * plane_len + k] : byte_of(w, j * W + b)) << (8 * j);
-            x = transpose8(x);
-#pragma unroll
-            for (int i = 0; i < 8; i++) {
-                u32 v = (u32)(x >> (8 * i)) & 0xffu;
-                if (INVERSE) w[(i * W + b) >> 2] |= v << (8 * ((i * W + b) & 3));
-                else dst[(8 * b + i) * plane_len + k] = (u8)v;
+                for (int i = 0; i < 8; i++) dst[(8 * b + i) * plane_len + k] = (u8)(x >> (8 * i));
             }
-        }
-        if (INVERSE) {
+        } else {
+            u64 xs[W];
+#pragma unroll
+            for (int b = 0; b < W; b++) {
+                u32 lo = 0, hi = 0;
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    lo |= (u32)src[(8 * b + j) * plane_len + k] << (8 * j);
+                    hi |= (u32)src[(8 * b + 4 + j) * plane_len + k] << (8 * j);
+                }
+                xs[b] = transpose8((u64)hi << 32 | lo);
+            }
+            plane_scatter<W>(xs, w);
             if (W == 1) {
                 *(u64*)(dst + 8 * k) = (u64)w[0] | (u64)w[1] << 32;
             } else {

@@ -264,11 +264,23 @@ ip_list_count(const unsigned short* codes, unsigned short marker, u64 n, u32* ti
     u64 first = (u64)blockIdx.x * Q_TILE + (u64)threadIdx.x * QI_RUN;
     u32 count = 0;
     u64 next = 0;
-    for (int j = 0; j < QI_RUN && first + j < n; j++)
-        if (codes[first + j] == marker) {
-            count++;
-            next = first + j + 1;
-        }
+    if (first + QI_RUN <= n) {
+        // A thread's QI_RUN = 8 codes as one 16-byte load (a warp reads 512 bytes at once).
+        uint4 v = *(const uint4*)(codes + first);
+        u32 words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            if ((unsigned short)(words[j / 2] >> (16 * (j & 1))) == marker) {
+                count++;
+                next = first + j + 1;
+            }
+    } else {
+        for (int j = 0; j < QI_RUN && first + j < n; j++)
+            if (codes[first + j] == marker) {
+                count++;
+                next = first + j + 1;
+            }
+    }
     u64 total;
     block_exclusive_scan(count, &total);
     for (int o = 16; o > 0; o >>= 1) next = max(next, __shfl_xor_sync(FULL_MASK, next, o));

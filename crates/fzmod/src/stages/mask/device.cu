@@ -199,6 +199,9 @@ extern "C" __global__ void __launch_bounds__(MASK_WORDS) mask_write(const Bits* 
     }
     u64 g = (u64)blockIdx.x * MASK_WORDS + threadIdx.x;
     u32 b = boundary_bits(bitmap, g, n), w = bitmap[g];
+    // A tile with neither a boundary nor a masked element writes nothing (tile 0 always
+    // writes the first run's length and the segment's).
+    if (!__syncthreads_or(b | w) && blockIdx.x > 0) return;
     u64 total;
     u64 before = block_exclusive_scan(__popc(b), &total);
     s_word[threadIdx.x] = w;
@@ -286,6 +289,22 @@ extern "C" __global__ void mask_restore(const Bits* values, u64 n, const u64* ms
         else hi = mid;
     }
     out[i] = lo > 0 && i < mend[lo - 1] ? (Bits)restore : values[i];
+}
+
+// Inverse in place: the `total` masked elements, k-th at run r = the last with first[r] <= k
+// (first = the masked elements before each run), get the restore value; unmasked ones are
+// neither read nor written.
+extern "C" __global__ void mask_fill_runs(const u64* mstart, const u64* first, u64 count, u64 total, u64 restore,
+                                          Bits* out) {
+    u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= total) return;
+    u64 lo = 0, hi = count;  // the first run whose first element is after k is at `lo`
+    while (lo < hi) {
+        u64 mid = (lo + hi) / 2;
+        if (first[mid] <= k) lo = mid + 1;
+        else hi = mid;
+    }
+    out[mstart[lo - 1] + (k - first[lo - 1])] = (Bits)restore;
 }
 
 extern "C" __global__ void mask_scatter(const u64* index, const u64* bits, u64 count, Bits* out) {

@@ -2,7 +2,8 @@
 //! elements (the bitmap of the mask and the values copied, the run starts, the run bytes, the
 //! segment and the fills) around three scans of per-tile counts; the inverse validates the
 //! segment on the host with the CPU's own parser (a mask is small), then restores the masked
-//! runs by binary search and scatters the exceptions.
+//! runs by binary search (in place when nothing else holds the values) and scatters the
+//! exceptions.
 
 use super::{cpu, Decoded, Mask};
 use crate::backend::cuda::device::{
@@ -213,29 +214,64 @@ impl DeviceStage for Mask {
             DType::F32 => cpu::parse::<f32>(&bytes, d.num_elements, d.num_runs, d.restore, &p)?,
             _ => cpu::parse::<f64>(&bytes, d.num_elements, d.num_runs, d.restore, &p)?,
         };
-        let mstart = run.upload(DType::U64, &le_words(parsed.masked.iter().map(|r| r.0)))?;
-        let mend = run.upload(DType::U64, &le_words(parsed.masked.iter().map(|r| r.1)))?;
         let index = run.upload(DType::U64, &le_words(parsed.exceptions.iter().map(|e| e.0)))?;
         let bits = run.upload(DType::U64, &le_words(parsed.exceptions.iter().map(|e| e.1)))?;
+        let mstart = run.upload(DType::U64, &le_words(parsed.masked.iter().map(|r| r.0)))?;
         let program = program(self.input);
-        let (restore, scatter) = (run.kernel(&program, "mask_restore")?, run.kernel(&program, "mask_scatter")?);
-        let out = run.alloc(self.input, n)?;
         let s = run.stream().clone();
         let (n64, runs, count) = (n as u64, parsed.masked.len() as u64, parsed.exceptions.len() as u64);
-        // SAFETY: argument lists match device.cu; `out` and `values` hold n elements, every run
-        // and exception index was checked against n by the parser.
-        unsafe {
-            s.launch_builder(&restore)
-                .arg(&values.ptr(&s))
-                .arg(&n64)
-                .arg(&mstart.ptr(&s))
-                .arg(&mend.ptr(&s))
-                .arg(&runs)
-                .arg(&d.restore)
-                .arg(&out.ptr(&s))
-                .launch(grid(n64, u64::from(THREADS)))
-                .map_err(device_error)?;
-            if count > 0 {
+        // Values nothing else holds take the masked values in place (a field without a mask
+        // costs no pass at all); others are copied with them put back.
+        let out = if run.may_consume(values) {
+            let mut first = Vec::with_capacity(parsed.masked.len());
+            let mut total = 0u64;
+            for &(start, end) in &parsed.masked {
+                first.push(total);
+                total += end - start;
+            }
+            if total > 0 {
+                let first = run.upload(DType::U64, &le_words(first.into_iter()))?;
+                let fill = run.kernel(&program, "mask_fill_runs")?;
+                // SAFETY: argument list matches device.cu; every run lies inside the n values
+                // (checked by the parser), and `first` has one entry per run.
+                unsafe {
+                    s.launch_builder(&fill)
+                        .arg(&mstart.ptr(&s))
+                        .arg(&first.ptr(&s))
+                        .arg(&runs)
+                        .arg(&total)
+                        .arg(&d.restore)
+                        .arg(&values.ptr(&s))
+                        .launch(grid(total, u64::from(THREADS)))
+                        .map_err(device_error)?;
+                }
+            }
+            values.share()
+        } else {
+            let mend = run.upload(DType::U64, &le_words(parsed.masked.iter().map(|r| r.1)))?;
+            let restore = run.kernel(&program, "mask_restore")?;
+            let out = run.alloc(self.input, n)?;
+            // SAFETY: argument list matches device.cu; `out` and `values` hold n elements, every
+            // run was checked against n by the parser.
+            unsafe {
+                s.launch_builder(&restore)
+                    .arg(&values.ptr(&s))
+                    .arg(&n64)
+                    .arg(&mstart.ptr(&s))
+                    .arg(&mend.ptr(&s))
+                    .arg(&runs)
+                    .arg(&d.restore)
+                    .arg(&out.ptr(&s))
+                    .launch(grid(n64, u64::from(THREADS)))
+                    .map_err(device_error)?;
+            }
+            out
+        };
+        if count > 0 {
+            let scatter = run.kernel(&program, "mask_scatter")?;
+            // SAFETY: argument list matches device.cu; every exception index was checked
+            // against n by the parser.
+            unsafe {
                 s.launch_builder(&scatter)
                     .arg(&index.ptr(&s))
                     .arg(&bits.ptr(&s))

@@ -84,16 +84,37 @@ __device__ __forceinline__ void rank_walk(const u8* map, u32 items, F f) {
     });
 }
 
+// Visit the set bits among bits [0, items) of `map`: f(i, rank), rank = set bits before i
+// (rank_walk_bytes, each lane stepping over its byte's set bits only: the maps of a coded
+// chunk are mostly zero bits).
+template <typename F>
+__device__ __forceinline__ void rank_walk_set(const u8* map, u32 items, F f) {
+    rank_walk_bytes(map, items, [&](u32 first, u32 bits, u32 r) {
+        for (; bits; bits &= bits - 1) f(first + __ffs(bits) - 1, r++);
+    });
+}
+
+// Bit j set where byte j of x is nonzero: the high bit of each byte after a carry-free
+// add, then the four high bits of each half gathered by one multiply.
+__device__ __forceinline__ u32 nonzero_bytes(u64 x) {
+    u32 v = 0;
+    for (int h = 0; h < 2; h++) {
+        u32 y = (u32)(x >> (32 * h));
+        u32 t = (((y & 0x7f7f7f7fu) + 0x7f7f7f7fu) | y) & 0x80808080u;
+        v |= ((t >> 7) * 0x10204080u >> 28) << (4 * h);
+    }
+    return v;
+}
+
 // Build B0..B3 of one chunk in shared memory; returns its encoded size (cpu.rs encode_chunk).
 __device__ u32 rze_build(const u8* src, u32 len, u32 word, const Maps& m, u32* pops) {
     u32 words = len / word;
     bool wide = word == 1 && ((u64)src & 7) == 0;
+    u64 local = 0;  // this thread's set bits of map l in bits 16l.. (a map has < 2^16 bits)
     for (u32 q = threadIdx.x; q < m.len[0]; q += blockDim.x) {
         u32 v = 0;
         if (wide && 8 * q + 8 <= words) {
-            // Eight byte-words at once.
-            u64 x = *(const u64*)(src + 8 * q);
-            for (u32 j = 0; j < 8; j++) v |= (u32)((x >> (8 * j) & 0xff) != 0) << j;
+            v = nonzero_bytes(*(const u64*)(src + 8 * q));  // eight byte-words at once
         } else {
             for (u32 j = 0; j < 8; j++) {
                 u32 i = 8 * q + j;
@@ -104,6 +125,7 @@ __device__ u32 rze_build(const u8* src, u32 len, u32 word, const Maps& m, u32* p
             }
         }
         m.at[0][q] = (u8)v;
+        local += __popc(v);
     }
     __syncthreads();
     for (int l = 1; l < 4; l++) {
@@ -116,10 +138,13 @@ __device__ u32 rze_build(const u8* src, u32 len, u32 word, const Maps& m, u32* p
                 if (prev[k] != (k ? prev[k - 1] : 0)) v |= 1u << j;
             }
             m.at[l][q] = (u8)v;
+            local += (u64)__popc(v) << (16 * l);
         }
         __syncthreads();
     }
-    for (int l = 0; l < 4; l++) pops[l] = block_popcount(m.at[l], m.len[l]);
+    u64 total;  // one block sum for the four maps
+    block_exclusive_scan(local, &total);
+    for (int l = 0; l < 4; l++) pops[l] = (u32)(total >> (16 * l)) & 0xffffu;
     return m.len[3] + pops[3] + pops[2] + pops[1] + pops[0] * word + len % word;
 }
 
@@ -133,14 +158,11 @@ __device__ __forceinline__ void rze_emit(const u8* src, u32 len, u32 word, const
     u32 pos = m.len[3];
     for (int l = 3; l > 0; l--) {
         const u8* below = m.at[l - 1];
-        rank_walk(m.at[l], m.len[l - 1], [&](u32 k, u32 set, u32 rank) {
-            if (set) w[pos + rank] = below[k];
-        });
+        rank_walk_set(m.at[l], m.len[l - 1], [&](u32 k, u32 rank) { w[pos + rank] = below[k]; });
         pos += pops[l];
     }
-    rank_walk(m.at[0], len / word, [&](u32 i, u32 set, u32 rank) {
-        if (set)
-            for (u32 b = 0; b < word; b++) w[pos + rank * word + b] = src[i * word + b];
+    rank_walk_set(m.at[0], len / word, [&](u32 i, u32 rank) {
+        for (u32 b = 0; b < word; b++) w[pos + rank * word + b] = src[i * word + b];
     });
     pos += pops[0] * word;
     for (u32 t = threadIdx.x; t < len % word; t += blockDim.x) w[pos + t] = src[len / word * word + t];
@@ -241,8 +263,7 @@ __device__ bool rze_decode_chunk(const u8* enc, u32 size, u32 len, u32 word, u8*
         rank_walk_bytes(m.at[0], words, [&](u32 first, u32 bits, u32 r) {
             const u8* from = enc + pos + r;
             u64 v = 0;
-            for (u32 j = 0, k = 0; j < 8; j++)
-                if (bits >> j & 1u) v |= (u64)from[k++] << (8 * j);
+            for (u32 k = 0; bits; bits &= bits - 1) v |= (u64)from[k++] << (8 * (__ffs(bits) - 1));
             if (first + 8 <= words) {
                 *(u64*)(dst + first) = v;
             } else {
