@@ -31,66 +31,76 @@ __device__ __forceinline__ Maps rze_maps(u8* shared, u32 words) {
 }
 
 
-// Set bits of a bitmap of `bytes` bytes, summed over the block (every thread gets the total).
-__device__ __forceinline__ u32 block_popcount(const u8* map, u32 bytes) {
-    u32 local = 0;
-    for (u32 q = threadIdx.x; q < bytes; q += blockDim.x) local += __popc(map[q]);
-    u64 total;
-    block_exclusive_scan(local, &total);
-    return (u32)total;
+// Bits [first, first + B) of `map` below `hi` (B = 8 or 32, first a multiple of B and below
+// hi): one load (maps are 4-byte aligned and readable up to their length rounded up to 4).
+template <int B>
+__device__ __forceinline__ u32 map_bits(const u8* map, u32 first, u32 hi) {
+    u32 w = B == 32 ? *(const u32*)(map + first / 8) : map[first / 8];
+    return hi - first >= B ? w : w & ((1u << (hi - first)) - 1);
 }
 
-// Visit bits [0, items) of `map` a byte at a time: g(first, bits, rank) for the bits
-// [first, first + 8) (those at and beyond `items` cleared), rank = set bits before `first`.
-// Each warp takes a contiguous share and walks it 256 bits per round, lane l on the round's
-// byte l (a warp scan of the bytes' popcounts ranks them), so that neighbouring lanes read and
-// write neighbouring bytes of shared memory (a bank conflict at most 2-way). Every thread of
-// the block must call it.
-template <typename G>
-__device__ __forceinline__ void rank_walk_bytes(const u8* map, u32 items, G g) {
-    const u32 lane = threadIdx.x & 31, warps = blockDim.x >> 5;
-    u32 per = ((items + warps - 1) / warps + 255) & ~255u;
-    u32 lo = min(items, (threadIdx.x >> 5) * per), hi = min(items, lo + per);
-    u32 local = 0;
-    if (lo < hi)  // lo is a multiple of 256 here
-        for (u32 q = lo / 8 + lane; q * 8 < hi; q += 32) local += __popc(map[q] & ((1u << min(8u, hi - 8 * q)) - 1));
-    for (int o = 16; o > 0; o >>= 1) local += __shfl_xor_sync(FULL_MASK, local, o);
-    u64 total;
-    u32 rank = (u32)block_exclusive_scan(lane == 0 ? local : 0u, &total);
-    rank = __shfl_sync(FULL_MASK, rank, 0);
-    for (u32 base = lo; base < hi; base += 256) {
-        u32 first = base + 8 * lane;
-        u32 bits = first < hi ? map[first / 8] & ((1u << min(8u, hi - first)) - 1) : 0u;
-        u32 count = __popc(bits), inclusive = count;
-        for (int o = 1; o < 32; o <<= 1) {
-            u32 t = __shfl_up_sync(FULL_MASK, inclusive, o);
-            if ((int)lane >= o) inclusive += t;
-        }
-        if (first < hi) g(first, bits, rank + inclusive - count);
-        rank += __shfl_sync(FULL_MASK, inclusive, 31);
+// Visit bits [0, items[l]) of N bitmaps maps[l], B = 8 or 32 at a time: g(l, first, bits,
+// rank) for the bits [first, first + B) of map l (those at and beyond items[l] cleared), rank
+// = set bits of map l before `first`. Each warp takes a contiguous share of every map and
+// walks it 32·B bits per round, lane k on the round's k-th B bits (a warp scan of their
+// popcounts ranks them); one block scan ranks the warps' shares of all N maps (a map has
+// fewer than 2^16 bits, so the N counts share a u64 in 16-bit fields). Map l is walked only
+// when ok(l, its set bits) holds. Returns the set bits of map l in bits 16l.. Every thread of
+// the block must call it. B = 8 keeps a lane's stores next to its neighbours' where each bit
+// stands for a byte of output (the decoder); B = 32 takes a quarter of the rounds.
+template <int N, int B, typename Ok, typename G>
+__device__ __forceinline__ u64 rank_walk_maps(const u8* const* maps, const u32* items, Ok ok, G g) {
+    const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    u32 lo[N], hi[N];
+    u64 local = 0;
+#pragma unroll
+    for (int l = 0; l < N; l++) {
+        u32 per = ((items[l] + warps - 1) / warps + 32 * B - 1) / (32 * B) * (32 * B);
+        lo[l] = min(items[l], warp * per), hi[l] = min(items[l], lo[l] + per);
+        u32 count = 0;
+        for (u32 first = lo[l] + B * lane; first < hi[l]; first += 32 * B) count += __popc(map_bits<B>(maps[l], first, hi[l]));
+        local += (u64)count << (16 * l);
     }
+    for (int o = 16; o > 0; o >>= 1) local += __shfl_xor_sync(FULL_MASK, local, o);
+    u64 totals;
+    u64 ranks = __shfl_sync(FULL_MASK, block_exclusive_scan(lane == 0 ? local : 0ull, &totals), 0);
+#pragma unroll
+    for (int l = 0; l < N; l++) {
+        if (!ok(l, (u32)(totals >> (16 * l)) & 0xffffu)) continue;
+        u32 rank = (u32)(ranks >> (16 * l)) & 0xffffu;
+        for (u32 base = lo[l]; base < hi[l]; base += 32 * B) {
+            u32 first = base + B * lane;
+            u32 bits = first < hi[l] ? map_bits<B>(maps[l], first, hi[l]) : 0u;
+            u32 count = __popc(bits), inclusive = count;
+            for (int o = 1; o < 32; o <<= 1) {
+                u32 t = __shfl_up_sync(FULL_MASK, inclusive, o);
+                if ((int)lane >= o) inclusive += t;
+            }
+            if (first < hi[l]) g(l, first, bits, rank + inclusive - count);
+            rank += __shfl_sync(FULL_MASK, inclusive, 31);
+        }
+    }
+    return totals;
 }
 
-// Visit bits [0, items) of `map`: f(i, set, rank), rank = set bits before i (rank_walk_bytes,
-// each bit costing a shift and an add).
-template <typename F>
-__device__ __forceinline__ void rank_walk(const u8* map, u32 items, F f) {
-    rank_walk_bytes(map, items, [&](u32 first, u32 bits, u32 r) {
+// rank_walk_maps of one map, a byte at a time: g(first, bits, rank) for the bits
+// [first, first + 8) below `items`; walked only when ok(set bits); returns the set bits.
+template <typename Ok, typename G>
+__device__ __forceinline__ u32 rank_walk_bytes(const u8* map, u32 items, Ok ok, G g) {
+    auto byte = [&](int, u32 first, u32 bits, u32 r) { g(first, bits, r); };
+    return (u32)rank_walk_maps<1, 8>(&map, &items, [&](int, u32 total) { return ok(total); }, byte);
+}
+
+// Visit bits [0, items) of `map`: f(i, set, rank), rank = set bits before i; walked only when
+// ok(set bits); returns the set bits.
+template <typename Ok, typename F>
+__device__ __forceinline__ u32 rank_walk(const u8* map, u32 items, Ok ok, F f) {
+    return rank_walk_bytes(map, items, ok, [&](u32 first, u32 bits, u32 r) {
         for (u32 j = 0; j < 8 && first + j < items; j++) {
             u32 set = bits >> j & 1u;
             f(first + j, set, r);
             r += set;
         }
-    });
-}
-
-// Visit the set bits among bits [0, items) of `map`: f(i, rank), rank = set bits before i
-// (rank_walk_bytes, each lane stepping over its byte's set bits only: the maps of a coded
-// chunk are mostly zero bits).
-template <typename F>
-__device__ __forceinline__ void rank_walk_set(const u8* map, u32 items, F f) {
-    rank_walk_bytes(map, items, [&](u32 first, u32 bits, u32 r) {
-        for (; bits; bits &= bits - 1) f(first + __ffs(bits) - 1, r++);
     });
 }
 
@@ -155,16 +165,24 @@ __device__ u32 rze_build(const u8* src, u32 len, u32 word, const Maps& m, u32* p
 // or global memory.
 __device__ __forceinline__ void rze_emit(const u8* src, u32 len, u32 word, const Maps& m, const u32* pops, u8* w) {
     for (u32 i = threadIdx.x; i < m.len[3]; i += blockDim.x) w[i] = m.at[3][i];
-    u32 pos = m.len[3];
-    for (int l = 3; l > 0; l--) {
-        const u8* below = m.at[l - 1];
-        rank_walk_set(m.at[l], m.len[l - 1], [&](u32 k, u32 rank) { w[pos + rank] = below[k]; });
-        pos += pops[l];
-    }
-    rank_walk_set(m.at[0], len / word, [&](u32 i, u32 rank) {
-        for (u32 b = 0; b < word; b++) w[pos + rank * word + b] = src[i * word + b];
+    // Map l + 1 selects the kept bytes of map l, B0 the kept words; the four walk at once
+    // (where each one's bytes go follows from the bit counts).
+    const u8* maps[4] = {m.at[3], m.at[2], m.at[1], m.at[0]};
+    const u32 items[4] = {m.len[2], m.len[1], m.len[0], len / word};
+    u32 at[4];
+    at[0] = m.len[3];
+    for (int l = 1; l < 4; l++) at[l] = at[l - 1] + pops[4 - l];
+    rank_walk_maps<4, 32>(maps, items, [](int, u32) { return true; }, [&](int l, u32 first, u32 bits, u32 r) {
+        for (; bits; bits &= bits - 1, r++) {
+            u32 i = first + __ffs(bits) - 1;
+            if (l < 3) {
+                w[at[l] + r] = m.at[2 - l][i];
+            } else {
+                for (u32 b = 0; b < word; b++) w[at[3] + r * word + b] = src[i * word + b];
+            }
+        }
     });
-    pos += pops[0] * word;
+    u32 pos = at[3] + pops[0] * word;
     for (u32 t = threadIdx.x; t < len % word; t += blockDim.x) w[pos + t] = src[len / word * word + t];
 }
 
@@ -180,7 +198,7 @@ __device__ __forceinline__ void rze_table_entry(u8* seg, u64 c, u32 size) {
 // past `capacity`.
 extern "C" __global__ void __launch_bounds__(RZE_THREADS)
 rze_encode(const u8* in, u64 n, u64 chunk, u32 word, u64 nchunks, u64* state, u8* out, u64 capacity, u64* out_len) {
-    __shared__ u8 shared[RZE_MAP_BYTES];
+    __shared__ __align__(16) u8 shared[RZE_MAP_BYTES];
     __shared__ __align__(16) u8 stage[RZE_STAGE];
     __shared__ u64 ticket, offset;
     volatile u64* chunks = (volatile u64*)(state + 1);
@@ -243,24 +261,27 @@ __device__ bool rze_decode_chunk(const u8* enc, u32 size, u32 len, u32 word, u8*
         __syncthreads();
         enc = input;
     }
+    if (size < m.len[3]) return false;
     for (u32 i = threadIdx.x; i < m.len[3]; i += blockDim.x) m.at[3][i] = enc[i];
     __syncthreads();
     u32 pos = m.len[3];
     for (int l = 3; l > 0; l--) {
-        u32 count = block_popcount(m.at[l], m.len[l]);
-        if (!padding_ok(m.at[l], m.len[l], m.len[l - 1]) || pos + count > size) return false;
+        if (!padding_ok(m.at[l], m.len[l], m.len[l - 1])) return false;
         u8* below = m.at[l - 1];
-        rank_walk(m.at[l], m.len[l - 1], [&](u32 k, u32 set, u32 rank) {
+        auto fits = [&](u32 count) { return count <= size - pos; };
+        u32 count = rank_walk(m.at[l], m.len[l - 1], fits, [&](u32 k, u32 set, u32 rank) {
             below[k] = set ? enc[pos + rank] : rank ? enc[pos + rank - 1] : 0;
         });
+        if (!fits(count)) return false;
         __syncthreads();
         pos += count;
     }
-    u32 count = block_popcount(m.at[0], m.len[0]);
-    if (!padding_ok(m.at[0], m.len[0], words) || pos + count * word + len % word != size) return false;
+    if (!padding_ok(m.at[0], m.len[0], words)) return false;
+    auto exact = [&](u32 count) { return pos + count * word + len % word == size; };
+    u32 count;
     if (word == 1 && ((u64)dst & 7) == 0) {
         // Byte words: a lane's eight bytes gathered into one 8-byte store.
-        rank_walk_bytes(m.at[0], words, [&](u32 first, u32 bits, u32 r) {
+        count = rank_walk_bytes(m.at[0], words, exact, [&](u32 first, u32 bits, u32 r) {
             const u8* from = enc + pos + r;
             u64 v = 0;
             for (u32 k = 0; bits; bits &= bits - 1) v |= (u64)from[k++] << (8 * (__ffs(bits) - 1));
@@ -271,10 +292,11 @@ __device__ bool rze_decode_chunk(const u8* enc, u32 size, u32 len, u32 word, u8*
             }
         });
     } else {
-        rank_walk(m.at[0], words, [&](u32 i, u32 set, u32 rank) {
+        count = rank_walk(m.at[0], words, exact, [&](u32 i, u32 set, u32 rank) {
             for (u32 b = 0; b < word; b++) dst[i * word + b] = set ? enc[pos + rank * word + b] : 0;
         });
     }
+    if (!exact(count)) return false;
     pos += count * word;
     for (u32 t = threadIdx.x; t < len % word; t += blockDim.x) dst[words * word + t] = enc[pos + t];
     return true;
@@ -284,7 +306,7 @@ __device__ bool rze_decode_chunk(const u8* enc, u32 size, u32 len, u32 word, u8*
 // any inconsistency inside a chunk sets *err and leaves that chunk.
 extern "C" __global__ void __launch_bounds__(RZE_THREADS)
 rze_decode(const u8* seg, const u64* starts, u64 n, u64 chunk, u32 word, u64 nchunks, u8* out, u32* err) {
-    __shared__ u8 shared[RZE_MAP_BYTES];
+    __shared__ __align__(16) u8 shared[RZE_MAP_BYTES];
     __shared__ __align__(16) u8 stage[RZE_STAGE];
     __shared__ __align__(16) u8 input[RZE_STAGE];
     for (u64 c = blockIdx.x; c < nchunks; c += gridDim.x) {
