@@ -119,9 +119,25 @@ __device__ __forceinline__ bool ip_within(real x, real p, i32 q, real step, u32 
     return mag < radius && is_finite_real(*r) && fabs((double)x - (double)*r) <= abs_bound;
 }
 
-// cpu.rs quantize_point: true with (q, r), or false for an outlier.
-__device__ __forceinline__ bool ip_quantize(real x, real p, real step, real recip, u32 radius, double abs_bound, i32* qo, real* ro) {
+// cpu.rs quantize_point: true with (q, r), or false for an outlier. For f32 the fast test of
+// cpu.rs RowCodes::quantize comes first: the rounded code whose reconstruction lies within
+// `accept` in f32 (Params::accept) passes every check below, with the same code and value,
+// so only the points it rejects pay the f64 ones.
+__device__ __forceinline__ bool ip_quantize(real x, real p, real step, real recip, u32 radius, double abs_bound, float accept,
+                                            i32* qo, real* ro) {
     real e = x - p;
+#if !REAL_F64
+    {
+        i32 q = quantize(e, recip);
+        real r = p + reconstruct(q, step);
+        u32 mag = q < 0 ? 0u - (u32)q : (u32)q;
+        if (mag < radius && fabsf(x - r) <= accept) {
+            *qo = q;
+            *ro = r;
+            return true;
+        }
+    }
+#endif
     // Range check before any conversion (NaN fails it).
     if (!(fabs((double)(e * recip)) < (double)radius)) return false;
     i32 q = quantize(e, recip);
@@ -248,7 +264,7 @@ extern "C" __global__ void ip_encode_pass(const real* x, real* w, unsigned short
     real xv = x[idx];
     i32 q;
     real r;
-    if (ip_quantize(xv, p, step, recip, radius, params->abs_bound, &q, &r)) {
+    if (ip_quantize(xv, p, step, recip, radius, params->abs_bound, (float)params->accept, &q, &r)) {
         codes[idx] = ip_code(q, radius, zigzag);
         w[idx] = r;
     } else {
@@ -496,6 +512,7 @@ ip_encode_box(const real* x, unsigned short* codes, IGeom g, const u32* choices,
     real* w = (real*)ip_smem;
     unsigned short* box_codes = (unsigned short*)(w + box.ext[0] * box.ext[1] * box.ext[2]);
     double abs_bound = params->abs_bound;
+    float accept = (float)params->accept;
     ip_box_passes(box, levels, choices, table);
     ip_box_copy<real>(box.ext, [&](u32 z, u32 y, u32 xx) { return x[box.index(g, z, y, xx)]; },
                       [&](u32 z, u32 y, u32 xx, real v) { w[box.slot(z, y, xx)] = v; });
@@ -518,7 +535,7 @@ ip_encode_box(const real* x, unsigned short* codes, IGeom g, const u32* choices,
             real xv = w[at];
             i32 q;
             real r;
-            if (ip_quantize(xv, pred, step, recip, radius, abs_bound, &q, &r)) {
+            if (ip_quantize(xv, pred, step, recip, radius, abs_bound, accept, &q, &r)) {
                 box_codes[at] = ip_code(q, radius, zigzag);
             } else {
                 box_codes[at] = ip_marker(radius, zigzag);
