@@ -69,7 +69,7 @@ pub(crate) trait Float: Copy + Send + Sync + PartialOrd + bytemuck::Pod + 'stati
 }
 
 macro_rules! impl_float {
-    ($t:ty, $bytes:expr, $bin_words:expr, $raw:expr, $from_raw:expr) => {
+    ($t:ty, $bytes:expr, $bin_words:expr, $raw:expr, $from_raw:expr, $trunc:expr) => {
         impl Float for $t {
             const ZERO: Self = 0.0;
             fn to_f64(self) -> f64 {
@@ -92,9 +92,9 @@ macro_rules! impl_float {
             #[inline]
             fn quantize(self, recip: Self) -> i32 {
                 let d = self * recip;
-                // `as` truncates toward zero with the same saturation and NaN → 0 as
+                // Truncation toward zero with the same saturation and NaN → 0 as
                 // `trunc(…) as i32`, without a libm call: the loop stays vectorizable.
-                let t = (d + 0.5) as i32;
+                let t = $trunc(d + 0.5);
                 if d >= -0.5 {
                     t
                 } else {
@@ -130,8 +130,22 @@ macro_rules! impl_float {
         }
     };
 }
-impl_float!(f32, 4, 1 << 23, |v: f32| Some(v.to_bits()), f32::from_bits);
-impl_float!(f64, 8, ESCAPE, |_| None, |_| 0.0);
+impl_float!(f32, 4, 1 << 23, |v: f32| Some(v.to_bits()), f32::from_bits, |v: f32| v as i32);
+impl_float!(f64, 8, ESCAPE, |_| None, |_| 0.0, saturating_i32);
+
+/// `v as i32` (toward zero, saturating, NaN → 0) in a form that vectorises: LLVM turns the
+/// saturating f64 → i32 cast into a scalar compare-and-select per lane, while a clamp (every
+/// i32 bound is exact in f64) and an unchecked conversion are packed min, max and cvttpd2dq.
+#[inline(always)]
+fn saturating_i32(v: f64) -> i32 {
+    let c = v.clamp(f64::from(i32::MIN), f64::from(i32::MAX));
+    if c.is_nan() {
+        0
+    } else {
+        // SAFETY: c is finite and within i32's range.
+        unsafe { c.to_int_unchecked() }
+    }
+}
 
 /// Smallest and largest finite value, in f64 (exact for both element types); `None` when
 /// there is no finite value.
@@ -490,6 +504,15 @@ mod tests {
         assert_eq!((-0.51f32).quantize(1.0), -1);
         assert_eq!((-1.5f32).quantize(1.0), -2); // d + 0.5 = −1 exactly: one lower
         assert_eq!(f32::NAN.quantize(1.0), -1);
+    }
+
+    #[test]
+    fn saturating_i32_is_the_as_cast() {
+        let edges = [i32::MIN as f64, i32::MAX as f64, 2147483647.5, 2147483648.0, -2147483648.5, -2147483649.0];
+        let specials = [0.0, -0.0, 0.7, -0.7, 1e300, -1e300, f64::INFINITY, f64::NEG_INFINITY, f64::NAN];
+        for v in edges.into_iter().chain(specials) {
+            assert_eq!(saturating_i32(v), v as i32, "{v}");
+        }
     }
 
     #[test]
