@@ -3,6 +3,7 @@
 //! per-point step is a pure function a CUDA kernel mirrors; the drivers only fix the visiting
 //! order, which does not change any value (points of one pass are independent).
 
+use super::order::LevelRows;
 use super::rows::{rows, strided_copy, strided_scatter, Lines, Row};
 use super::walk::{passes, Choice, Geometry, Kind, Pass, Real};
 use crate::archive::{Reader, Writer};
@@ -315,12 +316,15 @@ impl<T: Real> RowCodes<T> {
     }
 }
 
-/// Encode `x` on grid `g`; `choices` (coarsest first) or, when `None`, the estimate's.
-pub fn forward<T: Real>(x: &[T], g: &Geometry, q: Params, choices: Option<Vec<Choice>>) -> Encoded {
+/// Encode `x` on grid `g`; `choices` (coarsest first) or, when `None`, the estimate's. The
+/// codes leave in level order (order.rs) when `level_order`, else in element order.
+pub fn forward<T: Real>(x: &[T], g: &Geometry, q: Params, choices: Option<Vec<Choice>>, level_order: bool) -> Encoded {
     let steps = level_steps::<T>(q.abs_bound, q.alpha, q.beta, g.levels());
     let choices = choices.unwrap_or_else(|| select(x, g, &steps));
     let mut w: Vec<T> = zeroed_vec(x.len());
+    // The anchors' codes (first in level order) stay code(0).
     let mut codes = vec![q.code(0); x.len()];
+    let level_rows = level_order.then(|| LevelRows::new(g));
     let mut side = Writer::default();
     g.for_each_anchor(|i| {
         x[i].write_le(&mut side);
@@ -338,24 +342,29 @@ pub fn forward<T: Real>(x: &[T], g: &Geometry, q: Params, choices: Option<Vec<Ch
                 row.x.resize(r.count, T::ZERO);
                 strided_copy(&mut row.x, &x[r.first..], r.step);
                 let fails = row.quantize(&p, lv, accept, q);
-                strided_scatter(&mut codes[r.first..], &row.codes, r.step);
                 strided_scatter(&mut w[r.first..], &row.w, r.step);
-                if !fails {
-                    return;
-                }
-                // The points the fast test did not accept: the full quantizer, or outliers.
-                for (k, idx) in r.indices().enumerate().filter(|&(k, _)| row.codes[k] == q.outlier_code()) {
-                    match quantize_point(x[idx], p[k], lv, q.radius, q.abs_bound) {
-                        Some((code, v)) => {
-                            codes[idx] = q.code(code);
-                            w[idx] = v;
+                if fails {
+                    // The points the fast test did not accept: the full quantizer, or outliers.
+                    for (k, idx) in r.indices().enumerate() {
+                        if row.codes[k] != q.outlier_code() {
+                            continue;
                         }
-                        // The placeholder code stays: it is the outlier code.
-                        None => {
-                            outliers.push(idx);
-                            w[idx] = feed(x[idx]);
+                        match quantize_point(x[idx], p[k], lv, q.radius, q.abs_bound) {
+                            Some((code, v)) => {
+                                row.codes[k] = q.code(code);
+                                w[idx] = v;
+                            }
+                            // The placeholder code stays: it is the outlier code.
+                            None => {
+                                outliers.push(idx);
+                                w[idx] = feed(x[idx]);
+                            }
                         }
                     }
+                }
+                match &level_rows {
+                    Some(lr) => lr.write(s, r, &row.codes, &mut codes),
+                    None => strided_scatter(&mut codes[r.first..], &row.codes, r.step),
                 }
             });
         }
@@ -391,8 +400,9 @@ pub fn parse_side<T: Real>(side: &[u8], num_outliers: u64, g: &Geometry) -> Resu
     Ok((anchors, list))
 }
 
-/// Decode: replay the levels with the recorded choices. Total on any codes (a corrupted code
-/// decodes to some value); the side channel is checked.
+/// Decode: replay the levels with the recorded choices, the codes in level order (order.rs)
+/// when `level_order`, else in element order. Total on any codes (a corrupted code decodes
+/// to some value); the side channel is checked.
 pub fn inverse<T: Real>(
     codes: &[u16],
     side: &[u8],
@@ -400,6 +410,7 @@ pub fn inverse<T: Real>(
     g: &Geometry,
     q: Params,
     choices: &[Choice],
+    level_order: bool,
 ) -> Result<Vec<T>> {
     if codes.len() != g.len() || choices.len() != g.levels() {
         return Err(corrupt!(
@@ -422,6 +433,7 @@ pub fn inverse<T: Real>(
         k += 1;
     });
     let marker = q.outlier_code();
+    let level_rows = level_order.then(|| LevelRows::new(g));
     let (mut lines, mut p, mut row) = (Lines::new(), Vec::new(), RowCodes::new());
     for (k, l) in (1..=g.levels()).rev().enumerate() {
         let (s, lv, choice) = (1 << (l - 1), steps[l - 1], choices[k]);
@@ -430,7 +442,10 @@ pub fn inverse<T: Real>(
                 lines.gather(g, &w, pass.axis, s, r);
                 lines.predict(choice.kind, &mut p);
                 row.codes.resize(r.count, 0);
-                strided_copy(&mut row.codes, &codes[r.first..], r.step);
+                match &level_rows {
+                    Some(lr) => lr.read(s, r, codes, &mut row.codes),
+                    None => strided_copy(&mut row.codes, &codes[r.first..], r.step),
+                }
                 if row.reconstruct(&p, lv.step, q) {
                     // An outlier's value waits in place (see above): it feeds as itself.
                     for (k, idx) in r.indices().enumerate().filter(|&(k, _)| row.codes[k] == marker) {

@@ -299,9 +299,8 @@ impl Interpolation {
     fn run_forward<T: walk::Real>(&self, x: &[T], bound: ErrorBound, grid: Grid) -> Result<Forwarded> {
         let (range, abs_bound, anchor) = self.resolve(x, bound, &grid)?;
         let g = Geometry { dims: grid.dims, anchor };
-        let f = cpu::forward(x, &g, self.params(abs_bound), None);
         let level_order = self.order.is_level(&grid);
-        let codes = if level_order { order::to_level_order(&f.codes, &g) } else { f.codes };
+        let f = cpu::forward(x, &g, self.params(abs_bound), None, level_order);
         let resolved = Resolved {
             abs_bound,
             step: T::at_most(abs_bound).to_f64(),
@@ -312,7 +311,7 @@ impl Interpolation {
             level_order,
         };
         let record = self.record(bound, range, &resolved)?;
-        Ok(Forwarded { outputs: vec![Buffer::U16(codes), Buffer::U8(f.side)], record })
+        Ok(Forwarded { outputs: vec![Buffer::U16(f.codes), Buffer::U8(f.side)], record })
     }
 }
 
@@ -361,16 +360,10 @@ impl Stage for Interpolation {
         };
         let g = Geometry { dims: r.grid.dims, anchor: r.anchor };
         let q = self.params(r.abs_bound);
-        let natural;
-        let codes = if r.level_order && codes.len() == g.len() {
-            natural = order::from_level_order(codes, &g);
-            &natural
-        } else {
-            codes
-        };
+        let (n, choices, level) = (r.num_outliers, &r.choices, r.level_order);
         Ok(vec![match self.input {
-            DType::F32 => Buffer::F32(cpu::inverse(codes, side, r.num_outliers, &g, q, &r.choices)?),
-            _ => Buffer::F64(cpu::inverse(codes, side, r.num_outliers, &g, q, &r.choices)?),
+            DType::F32 => Buffer::F32(cpu::inverse(codes, side, n, &g, q, choices, level)?),
+            _ => Buffer::F64(cpu::inverse(codes, side, n, &g, q, choices, level)?),
         }])
     }
 

@@ -6,10 +6,17 @@ use super::walk::{Choice, Geometry, Real};
 use super::*;
 use proptest::prelude::*;
 
+/// The decode of the codes in element order, checked against a round trip in level order:
+/// the drivers' level-order rows are the whole-array permutation's, both ways.
 fn round_trip<T: Real>(x: &[T], dims: [usize; 3], anchor: usize, q: Params) -> Vec<T> {
     let g = Geometry { dims, anchor };
-    let f = forward(x, &g, q, None);
-    inverse(&f.codes, &f.side, f.num_outliers, &g, q, &f.choices).unwrap()
+    let f = forward(x, &g, q, None, false);
+    let y: Vec<T> = inverse(&f.codes, &f.side, f.num_outliers, &g, q, &f.choices, false).unwrap();
+    let level = forward(x, &g, q, None, true);
+    assert_eq!(level.codes, order::to_level_order(&f.codes, &g));
+    let z: Vec<T> = inverse(&level.codes, &level.side, level.num_outliers, &g, q, &level.choices, true).unwrap();
+    assert!(y.iter().zip(&z).all(|(a, b)| a.bits() == b.bits()));
+    y
 }
 
 fn check<T: Real>(x: &[T], y: &[T], b: f64) {
@@ -67,9 +74,9 @@ fn constant_field_at_a_relative_bound_is_exact() {
     let x = vec![2.5f32; 300];
     let q = Params { radius: 512, zigzag: false, abs_bound: 0.0, alpha: 1.5, beta: 4.0 };
     let g = Geometry { dims: [1, 10, 30], anchor: 8 };
-    let f = forward(&x, &g, q, None);
+    let f = forward(&x, &g, q, None, false);
     assert_eq!(f.num_outliers, 0);
-    assert_eq!(inverse::<f32>(&f.codes, &f.side, 0, &g, q, &f.choices).unwrap(), x);
+    assert_eq!(inverse::<f32>(&f.codes, &f.side, 0, &g, q, &f.choices, false).unwrap(), x);
 }
 
 #[test]
@@ -77,7 +84,7 @@ fn smooth_field_codes_are_mostly_zero() {
     let x: Vec<f32> = (0..64 * 64).map(|i| ((i / 64) as f32 * 0.1).sin() + ((i % 64) as f32 * 0.07).cos()).collect();
     let q = Params { radius: 512, zigzag: false, abs_bound: 1e-3, alpha: 1.5, beta: 4.0 };
     let g = Geometry { dims: [1, 64, 64], anchor: 16 };
-    let f = forward(&x, &g, q, None);
+    let f = forward(&x, &g, q, None, false);
     let zeros = f.codes.iter().filter(|&&c| c == 512).count();
     assert!(zeros > x.len() * 3 / 4, "{zeros}");
     assert!(f.choices.iter().any(|c| c.kind != Kind::Linear), "{:?}", f.choices);
@@ -90,18 +97,20 @@ fn truncated_or_corrupted_side_channel_is_an_error() {
     x[101] = 1e30;
     let q = Params { radius: 4, zigzag: true, abs_bound: 1e-2, alpha: 1.5, beta: 4.0 };
     let g = Geometry { dims: [1, 10, 20], anchor: 4 };
-    let f = forward(&x, &g, q, None);
+    let f = forward(&x, &g, q, None, false);
     assert!(f.num_outliers >= 2);
     for cut in 0..f.side.len() {
-        assert!(inverse::<f32>(&f.codes, &f.side[..cut], f.num_outliers, &g, q, &f.choices).is_err());
+        assert!(inverse::<f32>(&f.codes, &f.side[..cut], f.num_outliers, &g, q, &f.choices, false).is_err());
     }
-    assert!(inverse::<f32>(&f.codes, &f.side, f.num_outliers + 1, &g, q, &f.choices).is_err());
-    assert!(inverse::<f32>(&f.codes[1..], &f.side, f.num_outliers, &g, q, &f.choices).is_err());
-    assert!(inverse::<f32>(&f.codes, &f.side, f.num_outliers, &g, q, &f.choices[1..]).is_err());
+    assert!(inverse::<f32>(&f.codes, &f.side, f.num_outliers + 1, &g, q, &f.choices, false).is_err());
+    assert!(inverse::<f32>(&f.codes[1..], &f.side, f.num_outliers, &g, q, &f.choices, false).is_err());
+    assert!(inverse::<f32>(&f.codes, &f.side, f.num_outliers, &g, q, &f.choices[1..], false).is_err());
     // Any code and any choice decode to something without a panic.
     let codes: Vec<u16> = (0..200).map(|i| (i * 7919 % 65536) as u16).collect();
     let choices = vec![Choice::CANDIDATES[5]; 2];
-    assert!(inverse::<f32>(&codes, &f.side, f.num_outliers, &g, q, &choices).is_ok());
+    for level_order in [false, true] {
+        assert!(inverse::<f32>(&codes, &f.side, f.num_outliers, &g, q, &choices, level_order).is_ok());
+    }
 }
 
 fn stage(order: CodeOrder) -> Interpolation {
