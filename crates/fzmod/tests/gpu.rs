@@ -787,7 +787,7 @@ fn masked_field(rng: &mut Rng, f64_values: bool) -> (Buffer, Vec<usize>) {
 fn masked_pipelines_give_cpu_bytes() {
     use common::reseal::{fix_crcs, layout};
     let examples = ["masked-cuszp2", "masked-cuszp3-outlier", "masked-fzgpu", "masked-pfpl"];
-    let alone = "[[stage]]\nname = \"mask\"\ntype = \"Mask\"\ninf = true\nfill_value = -1e10\n";
+    let alone = MASK_ALONE;
     for seed in 1..=24u64 {
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x3a5c);
         let f64_values = rng.below(3) == 0;
@@ -830,11 +830,15 @@ fn masked_pipelines_give_cpu_bytes() {
     }
 }
 
+/// The Mask stage alone (its values go to the archive as they are).
+const MASK_ALONE: &str = "[[stage]]\nname = \"mask\"\ntype = \"Mask\"\ninf = true\nfill_value = -1e10\n";
+
 /// A masked compress from host memory fills the job's own uploaded input in place and puts it
 /// back when the walk ends: the walk repeated after a later stage overflowed (noise outgrows
 /// Huffman's first room) and the bench's timed walks over one job (it checks that every one
 /// gives the first archive) both give the CPU's bytes, exceptions (NaN payloads, ±Inf next to
-/// NaN and the fill) included.
+/// NaN and the fill) included; so do decodes repeated over one job, with the Mask's inverse
+/// in place and, for the Mask alone, not.
 #[test]
 #[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
 fn masked_walks_put_the_input_back() {
@@ -884,6 +888,12 @@ inputs = [{ from = "quant", port = "codes" }]
     let timing = p.bench_on(&gpu(), &data, &shape, 3, FUSED).unwrap();
     let reference = fzmod::decompress(&archive).unwrap();
     assert!(timing.decoded.to_le_bytes() == reference.data.to_le_bytes(), "the bench's decode differs");
+    // Decodes repeated over one job: above, the Mask restores into the values LorenzoQuant's
+    // inverse rebuilt (its own to use up); alone, its values are an archived segment the job
+    // keeps for the next call, which it must copy instead.
+    let alone = fzmod::from_toml(MASK_ALONE).unwrap();
+    let timing = alone.bench_on(&gpu(), &data, &shape, 3, FUSED).unwrap();
+    assert!(timing.decoded.to_le_bytes() == data.to_le_bytes(), "the Mask alone's repeated decode differs");
 }
 
 /// One random Huffman case: its TOML and its input (skewed around a centre, uniform over a
