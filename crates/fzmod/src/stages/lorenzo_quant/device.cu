@@ -253,13 +253,15 @@ lq_band_forward(const real* x, const Params* params, Geometry g, u32 mapping, u3
     lq_band_pass<false>(x, load_params(params), g, b, mapping, radius, codes, tile_any, unfit, KeptDeltas{});
 }
 
-// The second pass over the bands: a warp none of whose columns holds an unfit element returns
-// at once (its rows' work is warp-local); the others compute their deltas again and keep the
-// unfit ones.
+// The second pass over the bands: nothing to do when no element is unfit (`unfit_total`, the
+// scan's total: the common case, whose bitmap reads cost as much as a pass); else a warp none
+// of whose columns holds an unfit element returns at once (its rows' work is warp-local), and
+// the others compute their deltas again and keep the unfit ones.
 extern "C" __global__ void __launch_bounds__(LQ_BAND_THREADS)
-lq_band_keep(const real* x, const Params* params, Geometry g, u32 mapping, u32 radius, u32* unfit, KeptDeltas kept) {
+lq_band_keep(const real* x, const Params* params, Geometry g, u32 mapping, u32 radius, u32* unfit, KeptDeltas kept,
+             const u64* unfit_total) {
     LqBand b;
-    if (!lq_band(g, &b)) return;
+    if (*unfit_total == 0 || !lq_band(g, &b)) return;
     bool any = false;
     for (u32 r = 0; r < b.rows && b.inside; r++) {
         u64 at = b.base + r * g.nx;
@@ -306,10 +308,10 @@ extern "C" __global__ void lq_delta(const i32* p, Geometry g, u32 mapping, u32 r
     if (!fits) lq_mark_unfit(tile_any, unfit, i);
 }
 
-// Pass 3: the deltas of the unfit elements, kept in rank order.
-extern "C" __global__ void lq_delta_keep(const i32* p, Geometry g, KeptDeltas kept) {
+// Pass 3: the deltas of the unfit elements, kept in rank order (none when `unfit_total` is 0).
+extern "C" __global__ void lq_delta_keep(const i32* p, Geometry g, KeptDeltas kept, const u64* unfit_total) {
     u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x, n = g.nz * g.ny * g.nx;
-    if (i < n && (kept.unfit[i >> 5] >> (i & 31) & 1u)) kept.put(i, lq_delta_at(p, g, i, n));
+    if (i < n && *unfit_total > 0 && (kept.unfit[i >> 5] >> (i & 31) & 1u)) kept.put(i, lq_delta_at(p, g, i, n));
 }
 
 // One list's entries: whether element i has one, its value's bytes, and writing them.

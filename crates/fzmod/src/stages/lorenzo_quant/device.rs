@@ -249,10 +249,15 @@ impl DeviceStage for LorenzoQuant {
                     .arg(&radius)
                     .arg(&p(&unfit))
                     .arg(&kept)
+                    .arg(&deltas_len)
                     .launch(grid(geometry.band_blocks() * BAND_THREADS, BAND_THREADS)),
-                Some(p_values) => {
-                    s.launch_builder(&keep).arg(&p(p_values)).arg(&geometry).arg(&kept).launch(elementwise)
-                }
+                Some(p_values) => s
+                    .launch_builder(&keep)
+                    .arg(&p(p_values))
+                    .arg(&geometry)
+                    .arg(&kept)
+                    .arg(&deltas_len)
+                    .launch(elementwise),
             }
             .map_err(device_error)?;
         }
