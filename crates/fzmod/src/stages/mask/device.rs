@@ -214,73 +214,111 @@ impl DeviceStage for Mask {
             DType::F32 => cpu::parse::<f32>(&bytes, d.num_elements, d.num_runs, d.restore, &p)?,
             _ => cpu::parse::<f64>(&bytes, d.num_elements, d.num_runs, d.restore, &p)?,
         };
-        let index = run.upload(DType::U64, &le_words(parsed.exceptions.iter().map(|e| e.0)))?;
-        let bits = run.upload(DType::U64, &le_words(parsed.exceptions.iter().map(|e| e.1)))?;
-        let mstart = run.upload(DType::U64, &le_words(parsed.masked.iter().map(|r| r.0)))?;
         let program = program(self.input);
-        let s = run.stream().clone();
-        let (n64, runs, count) = (n as u64, parsed.masked.len() as u64, parsed.exceptions.len() as u64);
         // Values nothing else holds take the masked values in place (a field without a mask
         // costs no pass at all); others are copied with them put back.
         let out = if run.may_consume(values) {
-            let mut first = Vec::with_capacity(parsed.masked.len());
-            let mut total = 0u64;
-            for &(start, end) in &parsed.masked {
-                first.push(total);
-                total += end - start;
-            }
-            if total > 0 {
-                let first = run.upload(DType::U64, &le_words(first.into_iter()))?;
-                let fill = run.kernel(&program, "mask_fill_runs")?;
-                // SAFETY: argument list matches device.cu; every run lies inside the n values
-                // (checked by the parser), and `first` has one entry per run.
-                unsafe {
-                    s.launch_builder(&fill)
-                        .arg(&mstart.ptr(&s))
-                        .arg(&first.ptr(&s))
-                        .arg(&runs)
-                        .arg(&total)
-                        .arg(&d.restore)
-                        .arg(&values.ptr(&s))
-                        .launch(grid(total, u64::from(THREADS)))
-                        .map_err(device_error)?;
-                }
-            }
+            fill_runs_in_place(run, &program, &parsed.masked, d.restore, values)?;
             values.share()
         } else {
-            let mend = run.upload(DType::U64, &le_words(parsed.masked.iter().map(|r| r.1)))?;
-            let restore = run.kernel(&program, "mask_restore")?;
-            let out = run.alloc(self.input, n)?;
-            // SAFETY: argument list matches device.cu; `out` and `values` hold n elements, every
-            // run was checked against n by the parser.
-            unsafe {
-                s.launch_builder(&restore)
-                    .arg(&values.ptr(&s))
-                    .arg(&n64)
-                    .arg(&mstart.ptr(&s))
-                    .arg(&mend.ptr(&s))
-                    .arg(&runs)
-                    .arg(&d.restore)
-                    .arg(&out.ptr(&s))
-                    .launch(grid(n64, u64::from(THREADS)))
-                    .map_err(device_error)?;
-            }
-            out
+            restore_into_copy(run, &program, self.input, &parsed.masked, d.restore, values)?
         };
-        if count > 0 {
-            let scatter = run.kernel(&program, "mask_scatter")?;
-            // SAFETY: argument list matches device.cu; every exception index was checked
-            // against n by the parser.
-            unsafe {
-                s.launch_builder(&scatter)
-                    .arg(&index.ptr(&s))
-                    .arg(&bits.ptr(&s))
-                    .arg(&count)
-                    .arg(&out.ptr(&s))
-                    .launch(grid(count, u64::from(THREADS)))
-                    .map_err(device_error)?;
-            }
+        if !parsed.exceptions.is_empty() {
+            scatter_exceptions(run, &program, &parsed.exceptions, &out)?;
         }
         Ok(vec![out])
     }
+}
+
+/// The restore value into every masked run of `values` (runs inside it, checked by the
+/// parser), one thread per masked element; nothing when no element is masked.
+fn fill_runs_in_place(
+    run: &DeviceRun,
+    program: &Program,
+    masked: &[(u64, u64)],
+    restore: u64,
+    values: &DeviceBuffer,
+) -> Result<()> {
+    let mut first = Vec::with_capacity(masked.len());
+    let mut total = 0u64;
+    for &(start, end) in masked {
+        first.push(total);
+        total += end - start;
+    }
+    if total == 0 {
+        return Ok(());
+    }
+    let mstart = run.upload(DType::U64, &le_words(masked.iter().map(|r| r.0)))?;
+    let first = run.upload(DType::U64, &le_words(first.into_iter()))?;
+    let fill = run.kernel(program, "mask_fill_runs")?;
+    let s = run.stream();
+    let runs = masked.len() as u64;
+    // SAFETY: argument list matches device.cu; every run lies inside the values (checked by
+    // the parser), and `first` has one entry per run.
+    unsafe {
+        s.launch_builder(&fill)
+            .arg(&mstart.ptr(s))
+            .arg(&first.ptr(s))
+            .arg(&runs)
+            .arg(&total)
+            .arg(&restore)
+            .arg(&values.ptr(s))
+            .launch(grid(total, u64::from(THREADS)))
+            .map_err(device_error)?;
+    }
+    Ok(())
+}
+
+/// A copy of `values` with the restore value in every masked run (runs checked by the parser).
+fn restore_into_copy(
+    run: &DeviceRun,
+    program: &Program,
+    dtype: DType,
+    masked: &[(u64, u64)],
+    restore: u64,
+    values: &DeviceBuffer,
+) -> Result<DeviceBuffer> {
+    let n = values.known_len()?;
+    let mstart = run.upload(DType::U64, &le_words(masked.iter().map(|r| r.0)))?;
+    let mend = run.upload(DType::U64, &le_words(masked.iter().map(|r| r.1)))?;
+    let kernel = run.kernel(program, "mask_restore")?;
+    let out = run.alloc(dtype, n)?;
+    let s = run.stream();
+    let (n64, runs) = (n as u64, masked.len() as u64);
+    // SAFETY: argument list matches device.cu; `out` and `values` hold n elements, every run
+    // was checked against n by the parser.
+    unsafe {
+        s.launch_builder(&kernel)
+            .arg(&values.ptr(s))
+            .arg(&n64)
+            .arg(&mstart.ptr(s))
+            .arg(&mend.ptr(s))
+            .arg(&runs)
+            .arg(&restore)
+            .arg(&out.ptr(s))
+            .launch(grid(n64, u64::from(THREADS)))
+            .map_err(device_error)?;
+    }
+    Ok(out)
+}
+
+/// The exceptions' own bits (masked values other than the restore value) into `out`; every
+/// index was checked against its length by the parser.
+fn scatter_exceptions(run: &DeviceRun, program: &Program, exceptions: &[(u64, u64)], out: &DeviceBuffer) -> Result<()> {
+    let index = run.upload(DType::U64, &le_words(exceptions.iter().map(|e| e.0)))?;
+    let bits = run.upload(DType::U64, &le_words(exceptions.iter().map(|e| e.1)))?;
+    let scatter = run.kernel(program, "mask_scatter")?;
+    let s = run.stream();
+    let count = exceptions.len() as u64;
+    // SAFETY: argument list matches device.cu; `index` and `bits` hold `count` entries.
+    unsafe {
+        s.launch_builder(&scatter)
+            .arg(&index.ptr(s))
+            .arg(&bits.ptr(s))
+            .arg(&count)
+            .arg(&out.ptr(s))
+            .launch(grid(count, u64::from(THREADS)))
+            .map_err(device_error)?;
+    }
+    Ok(())
 }
