@@ -50,6 +50,16 @@ pub struct DeviceBuffer {
     pub dtype: DType,
     mem: Memory,
     pub len: Len,
+    range: Option<Arc<FiniteRange>>,
+}
+
+/// Partial minima and maxima of the finite values a buffer holds, left on the device by the
+/// kernel that wrote them (the Mask's bitmap pass reads every value anyway): a stage that needs
+/// the value range combines `count` partials instead of reading the buffer again.
+pub struct FiniteRange {
+    /// `count` f64 minima, then `count` f64 maxima (an empty part: +Inf and −Inf).
+    pub parts: DeviceBuffer,
+    pub count: u32,
 }
 
 impl DeviceBuffer {
@@ -60,7 +70,7 @@ impl DeviceBuffer {
     /// (primary context of device 0), stay valid and unwritten while the buffer is used, and
     /// be suitably aligned for `dtype`.
     pub unsafe fn borrowed(dtype: DType, ptr: u64, len: usize) -> DeviceBuffer {
-        DeviceBuffer { dtype, mem: Memory::Borrowed(ptr), len: Len::Known(len) }
+        DeviceBuffer { dtype, mem: Memory::Borrowed(ptr), len: Len::Known(len), range: None }
     }
 
     /// A second holder of the same memory (what a kernel enqueued later still reads, after
@@ -70,7 +80,17 @@ impl DeviceBuffer {
             Memory::Owned(m) => Memory::Owned(Arc::clone(m)),
             Memory::Borrowed(ptr) => Memory::Borrowed(*ptr),
         };
-        DeviceBuffer { dtype: self.dtype, mem, len: self.len }
+        DeviceBuffer { dtype: self.dtype, mem, len: self.len, range: self.range.clone() }
+    }
+
+    /// The same buffer, stating the partial ranges of the finite values its writer left.
+    pub fn with_finite_range(self, range: FiniteRange) -> DeviceBuffer {
+        DeviceBuffer { range: Some(Arc::new(range)), ..self }
+    }
+
+    /// The partial ranges of its finite values, where its writer left them.
+    pub fn finite_range(&self) -> Option<&FiniteRange> {
+        self.range.as_deref()
     }
 
     /// Whether fzmod allocated this memory and no other `DeviceBuffer` shares it.
@@ -275,7 +295,7 @@ impl<'a> DeviceRun<'a> {
         // SAFETY: every kernel writes the elements it later reads; buffers are never read
         // before a kernel or a copy fills them.
         let mem = unsafe { self.dev.stream.alloc::<u8>(bytes.max(1)) }.map_err(device_error)?;
-        Ok(DeviceBuffer { dtype, mem: Memory::Owned(Arc::new(mem)), len: Len::Known(len) })
+        Ok(DeviceBuffer { dtype, mem: Memory::Owned(Arc::new(mem)), len: Len::Known(len), range: None })
     }
 
     /// A buffer whose length a kernel writes into a slot. `guess` elements are allocated, or

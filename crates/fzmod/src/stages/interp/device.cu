@@ -41,7 +41,7 @@ __device__ __forceinline__ real ip_stencil(u32 kind, bool has_a, bool has_c, boo
 // walk.rs neighbours + predict: the point idx at coordinate i along an axis of extent n whose
 // element stride is o, level stride s.
 __device__ __forceinline__ real ip_predict(const real* w, u32 kind, u64 idx, u64 i, u64 s, u64 n, u64 o, u64 anchor) {
-    u64 base = i / anchor * anchor;
+    u64 base = i & ~(anchor - 1);  // the anchor stride is a power of two
     u64 end = min(base + anchor, n - 1);
     bool has_a = i >= base + 3 * s, has_c = i + s <= end, has_d = i + 3 * s <= end;
     u64 off = s * o;
@@ -78,7 +78,13 @@ struct ILattice {
     IPass p;
     __device__ u64 total() const { return cnt[0] * cnt[1] * cnt[2]; }
     __device__ void point(u64 t, const IGeom& g, u64* idx, u64* coord) const {
-        u64 kx = t % cnt[2], r = t / cnt[2], ky = r % cnt[1], kz = r / cnt[1];
+        u64 kx, r, ky, kz;
+        if ((t | cnt[1] | cnt[2]) >> 32 == 0) {  // 32-bit divisions where they suffice
+            u32 t32 = (u32)t, r32 = t32 / (u32)cnt[2];
+            kx = t32 - r32 * (u32)cnt[2], r = r32, ky = r32 % (u32)cnt[1], kz = r32 / (u32)cnt[1];
+        } else {
+            kx = t % cnt[2], r = t / cnt[2], ky = r % cnt[1], kz = r / cnt[1];
+        }
         u64 z = lo[0] + p.start[0] + kz * p.step[0];
         u64 y = lo[1] + p.start[1] + ky * p.step[1];
         u64 x = lo[2] + p.start[2] + kx * p.step[2];
@@ -249,7 +255,8 @@ extern "C" __global__ void ip_anchors(const real* x, IGeom g, u64 count, unsigne
 // One pass of one level over the whole grid: level k (coarsest first, stride s), pass j of the
 // choice the device selected. lsteps index l - 1 = levels - 1 - k.
 extern "C" __global__ void ip_encode_pass(const real* x, real* w, unsigned short* codes, IGeom g, const u32* choices, u32 k, u32 j,
-                                          u64 s, const double* lsteps, u32 levels, const Params* params, u32 radius, u32 zigzag) {
+                                          u64 s, const double* lsteps, u32 levels, const Params* params, u32 radius, u32 zigzag,
+                                          u32* any_outlier) {
     u32 choice = choices[k];
     u64 lo[3] = {0, 0, 0}, hi[3] = {g.nz, g.ny, g.nx};
     ILattice lat = ip_lattice(ip_pass(choice, j, s), lo, hi);
@@ -270,61 +277,68 @@ extern "C" __global__ void ip_encode_pass(const real* x, real* w, unsigned short
     } else {
         codes[idx] = ip_marker(radius, zigzag);
         w[idx] = ip_feed(xv);
+        atomicOr(any_outlier, 1u);
     }
 }
 
 // Per Q_TILE: outliers (codes equal to the marker) and (last outlier index + 1), as
-// q_tile_starts takes them.
+// q_tile_starts takes them. A block loops over tiles (device.rs tile_loop_grid), and reads the
+// codes only when the encode flagged an outlier: real fields mostly have none, and the codes
+// are half the input's bytes.
 extern "C" __global__ void __launch_bounds__(Q_THREADS)
-ip_list_count(const unsigned short* codes, unsigned short marker, u64 n, u32* tile_count, u64* tile_next) {
-    u64 first = (u64)blockIdx.x * Q_TILE + (u64)threadIdx.x * QI_RUN;
-    u32 count = 0;
-    u64 next = 0;
-    if (first + QI_RUN <= n) {
-        // A thread's QI_RUN = 8 codes as one 16-byte load (a warp reads 512 bytes at once).
-        uint4 v = *(const uint4*)(codes + first);
-        u32 words[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-            if ((unsigned short)(words[j / 2] >> (16 * (j & 1))) == marker) {
-                count++;
-                next = first + j + 1;
-            }
-    } else {
-        for (int j = 0; j < QI_RUN && first + j < n; j++)
-            if (codes[first + j] == marker) {
-                count++;
-                next = first + j + 1;
-            }
+ip_list_count(const unsigned short* codes, unsigned short marker, u64 n, u64 ntiles, const u32* any_outlier, u32* tile_count,
+              u64* tile_next) {
+    if (*any_outlier == 0) {
+        for (u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x; t < ntiles; t += (u64)gridDim.x * blockDim.x) {
+            tile_count[t] = 0;
+            tile_next[t] = 0;
+        }
+        return;
     }
-    u64 total;
-    block_exclusive_scan(count, &total);
-    for (int o = 16; o > 0; o >>= 1) next = max(next, __shfl_xor_sync(FULL_MASK, next, o));
     __shared__ u64 warp_next[Q_THREADS / 32];
-    if ((threadIdx.x & 31) == 0) warp_next[threadIdx.x >> 5] = next;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        for (int w = 1; w < Q_THREADS / 32; w++) next = max(next, warp_next[w]);
-        tile_count[blockIdx.x] = (u32)total;
-        tile_next[blockIdx.x] = next;
+    for (u64 tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+        u64 first = tile * Q_TILE + (u64)threadIdx.x * QI_RUN;
+        u32 count = 0;
+        u64 next = 0;
+        if (first + QI_RUN <= n) {
+            // A thread's QI_RUN = 8 codes as one 16-byte load (a warp reads 512 bytes at once).
+            uint4 v = *(const uint4*)(codes + first);
+            u32 words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                if ((unsigned short)(words[j / 2] >> (16 * (j & 1))) == marker) {
+                    count++;
+                    next = first + j + 1;
+                }
+        } else {
+            for (int j = 0; j < QI_RUN && first + j < n; j++)
+                if (codes[first + j] == marker) {
+                    count++;
+                    next = first + j + 1;
+                }
+        }
+        u64 total;
+        block_exclusive_scan(count, &total);
+        for (int o = 16; o > 0; o >>= 1) next = max(next, __shfl_xor_sync(FULL_MASK, next, o));
+        if ((threadIdx.x & 31) == 0) warp_next[threadIdx.x >> 5] = next;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            for (int w = 1; w < Q_THREADS / 32; w++) next = max(next, warp_next[w]);
+            tile_count[tile] = (u32)total;
+            tile_next[tile] = next;
+        }
+        __syncthreads();  // warp_next is reused by the next tile
     }
 }
 
-// `write` = 0: tile_bytes[tile] = the tile's entry bytes (varint gap + raw value each).
-// `write` = 1: the entries at base + offsets[tile] of `out`, when base + offsets[ntiles] fits
-// `capacity`. Tiles without outliers are skipped.
-extern "C" __global__ void __launch_bounds__(Q_THREADS)
-ip_list_bytes(const unsigned short* codes, unsigned short marker, const real* x, u64 n, const u32* tile_count, const u64* tile_next,
-              u64 ntiles, u32* tile_bytes, u64 base, const u64* offsets, u8* out, u64 capacity, u32 write) {
-    if (tile_count[blockIdx.x] == 0) {
-        if (!write && threadIdx.x == 0) tile_bytes[blockIdx.x] = 0;
-        return;
-    }
-    u64 first = (u64)blockIdx.x * Q_TILE + (u64)threadIdx.x * QI_RUN;
+// One tile of ip_list_bytes.
+__device__ __forceinline__ void ip_tile_bytes(const unsigned short* codes, unsigned short marker, const real* x, u64 n, u64 tile,
+                                              const u64* tile_next, u32* tile_bytes, u8* out, u32 write) {
+    u64 first = tile * Q_TILE + (u64)threadIdx.x * QI_RUN;
     u64 last = 0;
     for (int j = 0; j < QI_RUN && first + j < n; j++)
         if (codes[first + j] == marker) last = first + j + 1;
-    u64 next = block_exclusive_max(last, tile_next[blockIdx.x]);
+    u64 next = block_exclusive_max(last, tile_next[tile]);
     u64 bytes = 0;
     for (u64 i = first, prev = next; i < min(n, first + QI_RUN); i++)
         if (codes[i] == marker) {
@@ -334,11 +348,10 @@ ip_list_bytes(const unsigned short* codes, unsigned short marker, const real* x,
     u64 total;
     u64 at = block_exclusive_scan(bytes, &total);
     if (!write) {
-        if (threadIdx.x == 0) tile_bytes[blockIdx.x] = (u32)total;
+        if (threadIdx.x == 0) tile_bytes[tile] = (u32)total;
         return;
     }
-    if (base + offsets[ntiles] > capacity) return;
-    u8* o = out + base + offsets[blockIdx.x] + at;
+    u8* o = out + at;
     for (u64 i = first, prev = next; i < min(n, first + QI_RUN); i++)
         if (codes[i] == marker) {
             o = put_varint(i - prev, o);
@@ -346,6 +359,28 @@ ip_list_bytes(const unsigned short* codes, unsigned short marker, const real* x,
             for (int b = 0; b < (int)sizeof(real); b++) *o++ = (u8)(bits >> (8 * b));
             prev = i + 1;
         }
+}
+
+// `write` = 0: tile_bytes[tile] = the tile's entry bytes (varint gap + raw value each).
+// `write` = 1: the entries at base + offsets[tile] of `out`, when base + offsets[ntiles] fits
+// `capacity`. A block loops over tiles; tiles without outliers are skipped, and without any
+// outlier the sizes are zeroed in coalesced strides.
+extern "C" __global__ void __launch_bounds__(Q_THREADS)
+ip_list_bytes(const unsigned short* codes, unsigned short marker, const real* x, u64 n, const u32* any_outlier, const u32* tile_count,
+              const u64* tile_next, u64 ntiles, u32* tile_bytes, u64 base, const u64* offsets, u8* out, u64 capacity, u32 write) {
+    if (*any_outlier == 0) {
+        for (u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x; !write && t < ntiles; t += (u64)gridDim.x * blockDim.x)
+            tile_bytes[t] = 0;
+        return;
+    }
+    if (write && base + offsets[ntiles] > capacity) return;
+    for (u64 tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+        if (tile_count[tile] == 0) {
+            if (!write && threadIdx.x == 0) tile_bytes[tile] = 0;
+            continue;
+        }
+        ip_tile_bytes(codes, marker, x, n, tile, tile_next, tile_bytes, write ? out + base + offsets[tile] : out, write);
+    }
 }
 
 // The record's values: abs bound, step, the choice bytes packed 8 per word (level 0 in the
@@ -417,6 +452,9 @@ struct IBoxPass {
         c[1] = first[1] + ((r - kz * cnt[1]) << log_step[1]);
         c[2] = first[2] + ((t - r * cnt[2]) << log_step[2]);
     }
+    // The coordinate along the pass axis, by selects: an index c[axis] would put c in local
+    // memory (a store and a load per point).
+    __device__ u32 along(const u32* c) const { return axis == 0 ? c[0] : axis == 1 ? c[1] : c[2]; }
 };
 
 static_assert(sizeof(IBoxPass) * 3 * IP_MAX_LEVELS <= 4096, "the pass table fits what device.rs BOX_SHARED_LIMIT leaves");
@@ -505,7 +543,7 @@ __device__ __forceinline__ bool ip_box_anchor(const IBox& box, const IGeom& g, u
 // input values wait in `w` until their pass replaces them by their reconstruction.
 extern "C" __global__ void __launch_bounds__(IP_BOX_THREADS)
 ip_encode_box(const real* x, unsigned short* codes, IGeom g, const u32* choices, u32 levels, const double* lsteps,
-              const Params* params, u32 radius, u32 zigzag, unsigned short code0) {
+              const Params* params, u32 radius, u32 zigzag, unsigned short code0, u32* any_outlier) {
     extern __shared__ unsigned char ip_smem[];
     __shared__ IBoxPass table[3 * IP_MAX_LEVELS];
     IBox box = ip_box(g, blockIdx.x);
@@ -524,6 +562,7 @@ ip_encode_box(const real* x, unsigned short* codes, IGeom g, const u32* choices,
         box_codes[at] = code0;
     }
     __syncthreads();
+    bool outlier = false;
     for (u32 id = 0; id < 3 * levels; id++) {
         const IBoxPass p = table[id];
         if (p.total == 0) continue;
@@ -531,7 +570,7 @@ ip_encode_box(const real* x, unsigned short* codes, IGeom g, const u32* choices,
         for (u32 t = threadIdx.x; t < p.total; t += blockDim.x) {
             p.point(t, c);
             u32 at = box.slot(c[0], c[1], c[2]);
-            real pred = ip_predict_box(w, p, at, c[p.axis]);
+            real pred = ip_predict_box(w, p, at, p.along(c));
             real xv = w[at];
             i32 q;
             real r;
@@ -540,11 +579,13 @@ ip_encode_box(const real* x, unsigned short* codes, IGeom g, const u32* choices,
             } else {
                 box_codes[at] = ip_marker(radius, zigzag);
                 r = ip_feed(xv);
+                outlier = true;
             }
             w[at] = r;
         }
         __syncthreads();
     }
+    if (__syncthreads_or(outlier) && threadIdx.x == 0) atomicOr(any_outlier, 1u);
     ip_box_copy<unsigned short>(box.own, [&](u32 z, u32 y, u32 xx) { return box_codes[box.slot(z, y, xx)]; },
                                 [&](u32 z, u32 y, u32 xx, unsigned short v) { codes[box.index(g, z, y, xx)] = v; });
 }
@@ -607,7 +648,7 @@ ip_decode_box(const unsigned short* codes, real* out, IGeom g, const u32* choice
             // An outlier's value waits in `out` (its owner may have written it back fed:
             // feeding twice gives the same value).
             w[at] = code == marker ? ip_feed(out[box.index(g, c[0], c[1], c[2])])
-                                   : ip_predict_box(w, p, at, c[p.axis]) + reconstruct(ip_level_code(code, radius, zigzag), step);
+                                   : ip_predict_box(w, p, at, p.along(c)) + reconstruct(ip_level_code(code, radius, zigzag), step);
         }
         __syncthreads();
     }

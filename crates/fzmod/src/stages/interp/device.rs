@@ -10,7 +10,8 @@
 use super::walk::{passes, Choice, Geometry as Walk};
 use super::{cpu, order, Interpolation, Resolved};
 use crate::backend::cuda::device::{
-    exclusive_scan, grid, scan_partials_len, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage, THREADS,
+    exclusive_scan, grid, scan_partials_len, tile_loop_grid, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage,
+    THREADS,
 };
 use crate::backend::cuda::{device_error, Program};
 use crate::element::DType;
@@ -181,6 +182,8 @@ impl DeviceStage for Interpolation {
         let costs = run.alloc(DType::U64, levels * CANDIDATES as usize)?;
         run.zero(&costs)?;
         let choices = run.alloc(DType::U32, levels)?;
+        let any_outlier = run.alloc(DType::U32, 1)?;
+        run.zero(&any_outlier)?;
         // Reconstructed values in global memory only for the pass-by-pass walk.
         let w = if boxes.is_none() { Some(run.alloc(self.input, n)?) } else { None };
         let codes = run.alloc(DType::U16, n)?;
@@ -265,6 +268,7 @@ impl DeviceStage for Interpolation {
                     .arg(&radius)
                     .arg(&zigzag)
                     .arg(&code0)
+                    .arg(&p(&any_outlier))
                     .launch(cfg)
                     .map_err(device_error)?;
             }
@@ -291,12 +295,13 @@ impl DeviceStage for Interpolation {
                         .arg(&p(&params))
                         .arg(&radius)
                         .arg(&zigzag)
+                        .arg(&p(&any_outlier))
                         .launch(grid(points, threads))
                         .map_err(device_error)?;
                 }
             }
         }
-        let tile_grid = grid(ntiles * TILE_THREADS, TILE_THREADS);
+        let tile_grid = tile_loop_grid(ntiles, TILE_THREADS);
         let list_bytes = |write: u32| {
             // SAFETY: as above.
             unsafe {
@@ -305,6 +310,7 @@ impl DeviceStage for Interpolation {
                     .arg(&marker)
                     .arg(&p(x))
                     .arg(&n64)
+                    .arg(&p(&any_outlier))
                     .arg(&p(&tile_count))
                     .arg(&p(&tile_next))
                     .arg(&ntiles)
@@ -325,6 +331,8 @@ impl DeviceStage for Interpolation {
                 .arg(&p(&codes))
                 .arg(&marker)
                 .arg(&n64)
+                .arg(&ntiles)
+                .arg(&p(&any_outlier))
                 .arg(&p(&tile_count))
                 .arg(&p(&tile_next))
                 .launch(tile_grid)
@@ -358,7 +366,7 @@ impl DeviceStage for Interpolation {
                 .map_err(device_error)?;
         }
         // Every buffer a launch above reads lives until here (stream-ordered frees after).
-        drop((lsteps, costs, choices, w, tile_count, tile_next, tile_bytes, offsets, partials, params));
+        drop((lsteps, costs, choices, any_outlier, w, tile_count, tile_next, tile_bytes, offsets, partials, params));
         let level_order = self.order.is_level(&grid_shape);
         let codes = if level_order { permute_codes(run, &program, &codes, &g, false)? } else { codes };
         let stage = self.clone();

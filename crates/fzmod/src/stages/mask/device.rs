@@ -1,13 +1,16 @@
 //! Mask on the device (kernels in device.cu): the forward is four passes over tiles of 4096
-//! elements (the bitmap of the mask and the values copied, the run starts, the run bytes, the
-//! segment and the fills) around three scans of per-tile counts; the inverse validates the
+//! elements (the bitmap of the mask, the values copied and their partial ranges; the run
+//! starts; the run bytes; the segment and the fills) around three scans of per-tile counts.
+//! The partial ranges travel with the values ([`FiniteRange`]), so that a quantizing stage
+//! after the Mask resolves a relative bound without reading them again. The inverse validates the
 //! segment on the host with the CPU's own parser (a mask is small), then restores the masked
 //! runs by binary search (in place when nothing else holds the values) and scatters the
 //! exceptions.
 
 use super::{cpu, Decoded, Mask};
 use crate::backend::cuda::device::{
-    exclusive_scan, grid, scan_partials_len, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage, THREADS,
+    exclusive_scan, grid, scan_partials_len, tile_loop_grid, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage,
+    FiniteRange, THREADS,
 };
 use crate::backend::cuda::{device_error, Program};
 use crate::element::DType;
@@ -74,6 +77,11 @@ impl DeviceStage for Mask {
             run.alloc(self.input, n)?
         };
         let bitmap = run.alloc(DType::U32, (tiles * TILE / 32) as usize)?;
+        let tile_loop = tile_loop_grid(tiles, TILE / 32);
+        // The values' partial ranges: one per block of the bitmap pass, and mask_first's for
+        // an input masked throughout.
+        let parts = u64::from(tile_loop.grid_dim.0) + 1;
+        let range = run.alloc(DType::F64, 2 * parts as usize)?;
         // Per tile: boundaries, exception bytes, run bytes; and their exclusive scans.
         let per_tile = |dtype, extra| run.alloc(dtype, tiles as usize + extra);
         let (bounds, exceptions, runs) = (per_tile(DType::U32, 0)?, per_tile(DType::U32, 0)?, per_tile(DType::U32, 0)?);
@@ -88,7 +96,6 @@ impl DeviceStage for Mask {
         let p = |b: &DeviceBuffer| b.ptr(&s);
         let (cap, (flags, fill)) = (segment.len.capacity() as u64, self.device_predicate());
         let starts_cap = starts.len.capacity() as u64;
-        let tile_grid = grid(tiles * TILE / 32, TILE / 32);
         // SAFETY: argument lists match device.cu; the bitmap holds a word per 32 elements of
         // every tile, the per-tile buffers `tiles` (+ 1) entries; nothing is written past
         // `starts_cap` entries of `starts` or `cap` bytes of `segment`, and the slots are live.
@@ -96,12 +103,14 @@ impl DeviceStage for Mask {
             s.launch_builder(&bitmap_k)
                 .arg(&p(x))
                 .arg(&n64)
+                .arg(&tiles)
                 .arg(&flags)
                 .arg(&fill)
                 .arg(&p(&bitmap))
                 .arg(&p(&bounds))
                 .arg(&if in_place { 0 } else { p(&values) })
-                .launch(tile_grid)
+                .arg(&p(&range))
+                .launch(tile_loop)
                 .map_err(device_error)?;
         }
         exclusive_scan(run, &program, p(&bounds), tiles, p(&partials), p(&bound_off))?;
@@ -118,27 +127,31 @@ impl DeviceStage for Mask {
                 .arg(&starts_len)
                 .arg(&runs_at)
                 .arg(&restore_at)
+                .arg(&p(&range))
+                .arg(&parts)
                 .launch(grid(32, 32))
                 .map_err(device_error)?;
             s.launch_builder(&starts_k)
                 .arg(&p(x))
                 .arg(&n64)
+                .arg(&tiles)
                 .arg(&p(&bitmap))
                 .arg(&p(&bound_off))
                 .arg(&restore_at)
                 .arg(&p(&starts))
                 .arg(&starts_cap)
                 .arg(&p(&exceptions))
-                .launch(tile_grid)
+                .launch(tile_loop)
                 .map_err(device_error)?;
             s.launch_builder(&run_bytes)
                 .arg(&n64)
+                .arg(&tiles)
                 .arg(&p(&bitmap))
                 .arg(&p(&bound_off))
                 .arg(&p(&starts))
                 .arg(&starts_cap)
                 .arg(&p(&runs))
-                .launch(tile_grid)
+                .launch(tile_loop)
                 .map_err(device_error)?;
         }
         exclusive_scan(run, &program, p(&exceptions), tiles, p(&partials), p(&exc_off))?;
@@ -148,6 +161,7 @@ impl DeviceStage for Mask {
             s.launch_builder(&write)
                 .arg(&p(x))
                 .arg(&n64)
+                .arg(&tiles)
                 .arg(&p(&bitmap))
                 .arg(&p(&bound_off))
                 .arg(&p(&starts))
@@ -159,7 +173,7 @@ impl DeviceStage for Mask {
                 .arg(&p(&segment))
                 .arg(&cap)
                 .arg(&segment_len)
-                .launch(tile_grid)
+                .launch(tile_loop)
                 .map_err(device_error)?;
         }
         if in_place {
@@ -174,6 +188,7 @@ impl DeviceStage for Mask {
                     s.launch_builder(&unfill)
                         .arg(&x_at)
                         .arg(&n64)
+                        .arg(&tiles)
                         .arg(&bitmap)
                         .arg(&bound_off)
                         .arg(&starts_cap)
@@ -182,13 +197,15 @@ impl DeviceStage for Mask {
                         .arg(&restore_at)
                         .arg(&segment)
                         .arg(&cap)
-                        .launch(tile_grid)
+                        .launch(tile_loop)
                         .map_err(device_error)?;
                 }
                 Ok(())
             }));
         }
         let stage = self.clone();
+        let count = u32::try_from(parts).map_err(|_| Error::InvalidArgument(format!("Mask: {n} elements")))?;
+        let values = values.with_finite_range(FiniteRange { parts: range, count });
         Ok(DeviceForwarded {
             outputs: vec![values, segment],
             record: Box::new(move |sc| {

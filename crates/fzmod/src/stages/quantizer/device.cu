@@ -157,15 +157,29 @@ __device__ real at_most(double v) {
 #endif
 }
 
-// One warp: combine the partial ranges and resolve the bound (rel: value x range).
-extern "C" __global__ void fz_resolve(const double* pmin, const double* pmax, u32 nparts, u32 relative, double value, Params* out) {
+#define RESOLVE_THREADS 1024
+
+// One thread block (whole warps, up to RESOLVE_THREADS): combine the partial ranges and
+// resolve the bound (rel: value x range). Minima and maxima are exact in any order.
+extern "C" __global__ void __launch_bounds__(RESOLVE_THREADS)
+fz_resolve(const double* pmin, const double* pmax, u32 nparts, u32 relative, double value, Params* out) {
     double lo = __longlong_as_double(0x7ff0000000000000ll), hi = -lo;
-    for (u32 i = threadIdx.x; i < nparts; i += 32) { lo = fmin(lo, pmin[i]); hi = fmax(hi, pmax[i]); }
+    for (u32 i = threadIdx.x; i < nparts; i += blockDim.x) { lo = fmin(lo, pmin[i]); hi = fmax(hi, pmax[i]); }
     for (int o = 16; o > 0; o >>= 1) {
         lo = fmin(lo, __shfl_xor_sync(FULL_MASK, lo, o));
         hi = fmax(hi, __shfl_xor_sync(FULL_MASK, hi, o));
     }
+    __shared__ double warp_lo[RESOLVE_THREADS / 32], warp_hi[RESOLVE_THREADS / 32];
+    if ((threadIdx.x & 31) == 0) {
+        warp_lo[threadIdx.x >> 5] = lo;
+        warp_hi[threadIdx.x >> 5] = hi;
+    }
+    __syncthreads();
     if (threadIdx.x == 0) {
+        for (u32 w = 1; w < blockDim.x / 32; w++) {
+            lo = fmin(lo, warp_lo[w]);
+            hi = fmax(hi, warp_hi[w]);
+        }
         // As resolve_abs_bound (quantizer/mod.rs): when max - min overflows (f64 inputs
         // spanning more than DBL_MAX) scale each end first; products kept unfused to match.
         // Both ends are finite, so hi - lo is finite or +inf.
@@ -293,20 +307,20 @@ __device__ u64 block_exclusive_suffix_min(u64 v, u64 carry) {
 }
 
 // One thread block of 1024: tile_next becomes an exclusive max-scan (the `next` each tile
-// starts from); *num_outliers gets the total count. Each thread takes a contiguous run of
-// tiles: one pass for its count and maximum, the block's scans, one pass that writes. With no
-// outliers nothing reads tile_next, and the second pass is skipped.
+// starts from); *num_outliers gets the total count. The counts are summed in coalesced
+// strides first: with no outliers nothing reads tile_next, and the block stops there.
+// Otherwise each thread takes a contiguous run of tiles: one pass for its maximum, the
+// block's max-scan, one pass that writes.
 extern "C" __global__ void __launch_bounds__(1024) q_tile_starts(u64* tile_next, const u32* tile_count, u64 ntiles, u64* num_outliers) {
-    const u64 per = (ntiles + blockDim.x - 1) / blockDim.x;
-    const u64 first = min(ntiles, threadIdx.x * per), last = min(ntiles, first + per);
     u64 count = 0, top = 0, total;
-    for (u64 t = first; t < last; t++) {
-        count += tile_count[t];
-        top = max(top, tile_next[t]);
-    }
+#pragma unroll 8
+    for (u64 t = threadIdx.x; t < ntiles; t += blockDim.x) count += tile_count[t];
     block_exclusive_scan(count, &total);
     if (threadIdx.x == 0) *num_outliers = total;
     if (total == 0) return;  // the same for every thread
+    const u64 per = (ntiles + blockDim.x - 1) / blockDim.x;
+    const u64 first = min(ntiles, threadIdx.x * per), last = min(ntiles, first + per);
+    for (u64 t = first; t < last; t++) top = max(top, tile_next[t]);
     u64 before = block_exclusive_max(top, 0);
     for (u64 t = first; t < last; t++) {
         u64 next = tile_next[t];

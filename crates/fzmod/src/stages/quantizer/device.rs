@@ -27,6 +27,9 @@ const WALK_THREADS: u64 = 256;
 /// reads a few words instead of 1056 (on a 1 MiB call, 10.5 → 3.5 µs under ncu).
 const MINMAX_BLOCKS: u64 = 1056;
 const MINMAX_SPAN: u64 = 4096;
+/// Threads of `fz_resolve`'s one block (`RESOLVE_THREADS` in device.cu): partial ranges left
+/// by a writer come one per tile (73 000 for the Mask of a 299 MB input).
+const RESOLVE_THREADS: u64 = 1024;
 
 /// Thread blocks (and partial ranges) of the value-range pass over `n` elements.
 pub(crate) fn minmax_blocks(n: u64) -> u32 {
@@ -53,40 +56,51 @@ pub(crate) fn channel_guess(n: usize, value_bytes: usize) -> usize {
 }
 
 /// The bound resolution every mode starts with: the finite value range when the bound is
-/// relative, then `Params` (abs bound, step, reciprocal, f32 margins) on the device.
+/// relative (from the partial ranges `x`'s writer left, else by a pass over `x`), then
+/// `Params` (abs bound, step, reciprocal, f32 margins) on the device.
 pub(crate) fn resolve(run: &DeviceRun, program: &Program, x: &DeviceBuffer, bound: ErrorBound) -> Result<DeviceBuffer> {
     let n64 = x.known_len()? as u64;
-    let (minmax, resolve) = (run.kernel(program, "fz_minmax")?, run.kernel(program, "fz_resolve")?);
     let params = run.alloc(DType::U8, PARAMS_BYTES)?;
-    let blocks = minmax_blocks(n64);
-    let pmin = run.alloc(DType::F64, blocks as usize)?;
-    let pmax = run.alloc(DType::F64, blocks as usize)?;
     let s = run.stream();
     let p = |b: &DeviceBuffer| b.ptr(s);
     let relative = u32::from(bound.mode == ErrorMode::Rel);
-    let parts = if relative == 1 { blocks } else { 0 };
-    // SAFETY: argument lists match device.cu; `x` holds n64 elements, the partial ranges
-    // `blocks` each, `params` one Params.
-    unsafe {
-        if relative == 1 {
-            s.launch_builder(&minmax)
-                .arg(&p(x))
-                .arg(&n64)
-                .arg(&p(&pmin))
-                .arg(&p(&pmax))
-                .launch(grid(u64::from(parts) * 256, 256))
-                .map_err(device_error)?;
+    // The partial ranges: `parts` minima at `pmin`, as many maxima at `pmax`.
+    let mut own_parts = None;
+    let (pmin, pmax, parts) = match x.finite_range() {
+        _ if relative == 0 => (0, 0, 0),
+        Some(r) => (p(&r.parts), p(&r.parts) + 8 * u64::from(r.count), r.count),
+        None => {
+            let blocks = minmax_blocks(n64);
+            let parts = own_parts.insert(run.alloc(DType::F64, 2 * blocks as usize)?);
+            let (pmin, pmax) = (p(parts), p(parts) + 8 * u64::from(blocks));
+            // SAFETY: argument list matches device.cu; `x` holds n64 elements, the partial
+            // ranges `blocks` each.
+            unsafe {
+                s.launch_builder(&run.kernel(program, "fz_minmax")?)
+                    .arg(&p(x))
+                    .arg(&n64)
+                    .arg(&pmin)
+                    .arg(&pmax)
+                    .launch(grid(u64::from(blocks) * 256, 256))
+                    .map_err(device_error)?;
+            }
+            (pmin, pmax, blocks)
         }
-        s.launch_builder(&resolve)
-            .arg(&p(&pmin))
-            .arg(&p(&pmax))
+    };
+    // SAFETY: argument list matches device.cu; `parts` partial ranges at pmin and pmax (none
+    // read for an absolute bound), `params` one Params.
+    unsafe {
+        s.launch_builder(&run.kernel(program, "fz_resolve")?)
+            .arg(&pmin)
+            .arg(&pmax)
             .arg(&parts)
             .arg(&relative)
             .arg(&bound.value)
             .arg(&p(&params))
-            .launch(grid(32, 32))
+            .launch(grid(RESOLVE_THREADS, RESOLVE_THREADS))
             .map_err(device_error)?;
     }
+    drop(own_parts);
     Ok(params)
 }
 
