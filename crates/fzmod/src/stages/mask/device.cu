@@ -106,12 +106,16 @@ __device__ __forceinline__ u32 mask_words(const Bits* x, u64 n, u64 base, u32 fl
     if (base + 1024 <= n && ((u64)x | (u64)values) % 16 == 0) {
         // 16-byte loads: load k of lane l holds elements 128 k + 4 l .. + 3, so word 4 k + m
         // (this lane's when lane = 4 k + m) takes four bits from each of lanes 8 m .. 8 m + 7.
+        // All eight loads first: a copy's store could alias a later load as far as the
+        // compiler knows, which would serialise them.
         const uint4* in = (const uint4*)(x + base);
+        uint4 v[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) v[k] = in[32 * k + lane];
 #pragma unroll
         for (int k = 0; k < 8; k++) {
-            uint4 v = in[32 * k + lane];
-            if (values) ((uint4*)(values + base))[32 * k + lane] = v;
-            u32 e[4] = {v.x, v.y, v.z, v.w}, word = 0;
+            if (values) ((uint4*)(values + base))[32 * k + lane] = v[k];
+            u32 e[4] = {v[k].x, v[k].y, v[k].z, v[k].w}, word = 0;
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 bool m = masked(e[j], flags, fill);
@@ -148,11 +152,13 @@ extern "C" __global__ void __launch_bounds__(MASK_WORDS) mask_bitmap(const Bits*
     FiniteRange r;
     FOR_EACH_TILE(tile, ntiles) {
         u64 base = tile * MASK_TILE + (u64)warp * 1024;
+        // The element before the warp's, loaded ahead of the words (its latency overlaps).
+        Bits before = lane == 0 && base > 0 && base - 1 < n ? x[base - 1] : 0;
         u32 mine = mask_words(x, n, base, flags, fill, values, r);
         u64 g = tile * MASK_WORDS + threadIdx.x;
         bitmap[g] = mine;
         u32 prev = __shfl_up_sync(FULL_MASK, mine, 1) >> 31;
-        if (lane == 0) prev = base > 0 && base - 1 < n && masked(x[base - 1], flags, fill);
+        if (lane == 0) prev = base > 0 && base - 1 < n && masked(before, flags, fill);
         u64 total = block_sum(__popc((mine ^ ((mine << 1) | prev)) & valid_bits(g, n)));
         if (threadIdx.x == 0) tile_bounds[tile] = (u32)total;
     }

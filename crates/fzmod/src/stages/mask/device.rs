@@ -25,6 +25,11 @@ pub(crate) fn program(real: DType) -> Program {
 /// Elements per tile of the forward kernels (`MASK_TILE` in device.cu).
 const TILE: u64 = 4096;
 
+/// Thread blocks of the bitmap pass at most: every one of its tiles is a full load, so a grid
+/// of many waves keeps enough tiles in flight on every SM (2048 blocks, under two waves of an
+/// H100, left the second one half empty), while its partial ranges stay few for fz_resolve.
+const BITMAP_BLOCKS: u64 = 16384;
+
 /// First guess at the segment's size: a run's varint per 8 elements (levitus_temp's land
 /// needs one per 44, a padded edge chunk one); exceptions (masked values other than the
 /// restore value) are rare, and a run that needs more room is repeated with the exact size.
@@ -78,9 +83,10 @@ impl DeviceStage for Mask {
         };
         let bitmap = run.alloc(DType::U32, (tiles * TILE / 32) as usize)?;
         let tile_loop = tile_loop_grid(tiles, TILE / 32);
+        let bitmap_grid = grid(tiles.min(BITMAP_BLOCKS) * TILE / 32, TILE / 32);
         // The values' partial ranges: one per block of the bitmap pass, and mask_first's for
         // an input masked throughout.
-        let parts = u64::from(tile_loop.grid_dim.0) + 1;
+        let parts = u64::from(bitmap_grid.grid_dim.0) + 1;
         let range = run.alloc(DType::F64, 2 * parts as usize)?;
         // Per tile: boundaries, exception bytes, run bytes; and their exclusive scans.
         let per_tile = |dtype, extra| run.alloc(dtype, tiles as usize + extra);
@@ -110,7 +116,7 @@ impl DeviceStage for Mask {
                 .arg(&p(&bounds))
                 .arg(&if in_place { 0 } else { p(&values) })
                 .arg(&p(&range))
-                .launch(tile_loop)
+                .launch(bitmap_grid)
                 .map_err(device_error)?;
         }
         exclusive_scan(run, &program, p(&bounds), tiles, p(&partials), p(&bound_off))?;

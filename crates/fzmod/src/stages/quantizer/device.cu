@@ -313,8 +313,13 @@ __device__ u64 block_exclusive_suffix_min(u64 v, u64 carry) {
 // block's max-scan, one pass that writes.
 extern "C" __global__ void __launch_bounds__(1024) q_tile_starts(u64* tile_next, const u32* tile_count, u64 ntiles, u64* num_outliers) {
     u64 count = 0, top = 0, total;
-#pragma unroll 8
-    for (u64 t = threadIdx.x; t < ntiles; t += blockDim.x) count += tile_count[t];
+    for (u64 t0 = threadIdx.x; t0 < ntiles; t0 += 8 * blockDim.x) {
+        u32 c[8];  // eight loads in flight
+#pragma unroll
+        for (int k = 0; k < 8; k++) c[k] = t0 + k * blockDim.x < ntiles ? tile_count[t0 + k * blockDim.x] : 0;
+#pragma unroll
+        for (int k = 0; k < 8; k++) count += c[k];
+    }
     block_exclusive_scan(count, &total);
     if (threadIdx.x == 0) *num_outliers = total;
     if (total == 0) return;  // the same for every thread
