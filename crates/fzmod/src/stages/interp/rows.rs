@@ -61,7 +61,7 @@ const FOUR: u32 = 4;
 
 /// The form for neighbour flags (a, c, d), as [`stencil`] picks it for a non-linear kind.
 #[inline]
-fn form(has_a: bool, has_c: bool, has_d: bool) -> u32 {
+pub fn form(has_a: bool, has_c: bool, has_d: bool) -> u32 {
     match (has_c, has_a, has_d) {
         (false, _, _) => ONLY_B,
         (true, false, false) => LINEAR,
@@ -93,6 +93,37 @@ pub fn stencil<T: Real>(kind: Kind, case: u32, a: T, b: T, c: T, d: T) -> T {
     } else {
         p
     }
+}
+
+/// Where the lines a, b, c, d of a point at odd index r along an axis lie among the even
+/// indices (r − 1, r, r + 1, r + 2), as offsets from r, under form `f`; a line the form does
+/// not read points at b (r itself), which always exists.
+pub fn line_shifts(f: u32) -> [isize; 4] {
+    let uses = |forms: &[u32]| forms.contains(&f);
+    [
+        if uses(&[NO_D, FOUR]) { -1 } else { 0 },
+        0,
+        if f == ONLY_B { 0 } else { 1 },
+        if uses(&[NO_A, FOUR]) { 2 } else { 0 },
+    ]
+}
+
+/// The summed [`point_cost`] per kind of [`KINDS`] of the points `v` when every point takes
+/// form `f` from the lines a, b, c, d: [`Lines::costs`] for lines that are already contiguous
+/// slices (AVX2 where the CPU has it; the same sums either way).
+pub fn slice_costs<T: Real>(lines: [&[T]; 4], v: &[T], recip: T, f: u32) -> [u64; 3] {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { slice_costs_avx2(lines, v, recip, f) };
+    }
+    form_costs(lines, v, recip, f)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn slice_costs_avx2<T: Real>(lines: [&[T]; 4], v: &[T], recip: T, f: u32) -> [u64; 3] {
+    form_costs(lines, v, recip, f)
 }
 
 /// A row's stencil inputs: per point its form and the lines a, b, c, d (a neighbour that does
