@@ -327,8 +327,7 @@ pub fn forward<T: Real>(x: &[T], g: &Geometry, q: Params, choices: Option<Vec<Ch
         let (s, lv, choice) = (1 << (l - 1), steps[l - 1], choices[k]);
         for pass in passes(s, choice) {
             rows(g, &pass, [0; 3], g.dims, |r| {
-                lines.gather(g, &w, pass.axis, s, r);
-                lines.predict(choice.kind, &mut p);
+                lines.predict_row(g, &w, pass.axis, s, r, choice.kind, &mut p);
                 row.x.resize(r.count, T::ZERO);
                 strided_copy(&mut row.x, &x[r.first..], r.step);
                 let fails = row.quantize(&p, lv, accept, q);
@@ -429,8 +428,7 @@ pub fn inverse<T: Real>(
         let (s, lv, choice) = (1 << (l - 1), steps[l - 1], choices[k]);
         for pass in passes(s, choice) {
             rows(g, &pass, [0; 3], g.dims, |r| {
-                lines.gather(g, &w, pass.axis, s, r);
-                lines.predict(choice.kind, &mut p);
+                lines.predict_row(g, &w, pass.axis, s, r, choice.kind, &mut p);
                 row.codes.resize(r.count, 0);
                 match &level_rows {
                     Some(lr) => lr.read(s, r, codes, &mut row.codes),
