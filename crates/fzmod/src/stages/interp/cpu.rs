@@ -4,8 +4,9 @@
 //! order, which does not change any value (points of one pass are independent).
 
 use super::order::LevelRows;
-use super::rows::{rows, strided_copy, strided_scatter, Lines, Row};
-use super::walk::{passes, Choice, Geometry, Kind, Pass, Real};
+use super::parity::ParityGrids;
+use super::rows::{rows, strided_copy, strided_scatter, Lines};
+use super::walk::{passes, Choice, Geometry, Pass, Real};
 use crate::archive::{Reader, Writer};
 use crate::element::zeroed_vec;
 use crate::error::{corrupt, Result};
@@ -105,7 +106,7 @@ pub fn sampled_blocks(g: &Geometry) -> impl Iterator<Item = ([usize; 3], [usize;
 /// Per level (coarsest first), the candidate of least summed cost on the sampled blocks,
 /// predicting from the original values; ties go to the earlier candidate.
 pub fn select<T: Real>(x: &[T], g: &Geometry, steps: &[LevelStep<T>]) -> Vec<Choice> {
-    let mut scratch = (Lines::new(), Vec::new());
+    let mut scratch = Scratch::default();
     (1..=g.levels())
         .rev()
         .map(|l| {
@@ -116,68 +117,57 @@ pub fn select<T: Real>(x: &[T], g: &Geometry, steps: &[LevelStep<T>]) -> Vec<Cho
         .collect()
 }
 
-/// The passes of the x-first order at level stride `s` restricted to the points with two or
-/// three coordinates an odd multiple of s (see [`level_costs`]): its pass along x has none;
-/// along y (z even) the points with x odd; along z (z odd) those with y odd, then those with y
-/// even and x odd.
-fn x_first_own_passes(s: usize) -> [Pass; 3] {
-    let (t, u) = (2 * s, s);
-    [
-        Pass { axis: 1, start: [0, s, s], step: [t, t, t] },
-        Pass { axis: 0, start: [s, s, 0], step: [t, t, u] },
-        Pass { axis: 0, start: [s, 0, s], step: [t, t, t] },
-    ]
+/// The choice estimate's buffers, reused across blocks and levels.
+pub struct Scratch<T> {
+    lines: Lines<T>,
+    v: Vec<T>,
+    parity: ParityGrids<T>,
 }
+
+impl<T: Real> Default for Scratch<T> {
+    fn default() -> Self {
+        Scratch { lines: Lines::new(), v: Vec::new(), parity: ParityGrids::new() }
+    }
+}
+
+/// Parity classes (pz·4 + py·2 + px) and the axis they are predicted along, per group of
+/// [`level_costs`]: a point with one odd coordinate is predicted along that axis in both
+/// sweep orders; with two or three, along the first odd axis of the order.
+const SHARED: [(usize, usize); 2] = [(0b100, 0), (0b010, 1)];
+const Z_FIRST_OWN: [(usize, usize); 1] = [(0b110, 1)];
+const X_FIRST_OWN: [(usize, usize); 4] = [(0b011, 1), (0b110, 0), (0b101, 0), (0b111, 0)];
 
 /// The summed [`point_cost`] of every candidate (in [`Choice::CANDIDATES`] order) at the
 /// level of stride `s`. A point with exactly one coordinate an odd multiple of s is predicted
 /// along that axis in both sweep orders, from the same original values, so it costs the same
-/// in both: such points are predicted once (in the z-first passes) and counted for both
-/// orders, and the x-first order only predicts its other points. The sums are integers, so
-/// the grouping changes no total. The three kinds of one row share its gather.
-pub fn level_costs<T: Real>(
-    x: &[T],
-    g: &Geometry,
-    s: usize,
-    recip: T,
-    (lines, v): &mut (Lines<T>, Vec<T>),
-) -> [u64; 6] {
-    let odd = |c: usize| usize::from(c / s % 2 == 1);
-    // [z-first, x-first] per kind, and the z-first points that are also x-first's.
-    let (mut by_order, mut shared) = ([[0u64; 3]; 2], [0u64; 3]);
-    let mut row_costs = |pass: &Pass, row: &Row| {
-        lines.gather(g, x, pass.axis, s, row);
-        v.resize(row.count, T::ZERO);
-        strided_copy(v, &x[row.first..], row.step);
-        lines.costs(v, recip)
-    };
+/// in both: such points are predicted once and counted for both orders. Passes along z and y
+/// run on parity sub-grids (parity.rs); the points odd along x, all predicted along x in the
+/// z-first order, row by row. The sums are integers, so the grouping changes no total.
+pub fn level_costs<T: Real>(x: &[T], g: &Geometry, s: usize, recip: T, scratch: &mut Scratch<T>) -> [u64; 6] {
+    let Scratch { lines, v, parity } = scratch;
+    let odd = |c: usize| c / s % 2 == 1;
+    // [shared, z-first own, x-first own] per kind.
+    let mut sums = [[0u64; 3]; 3];
+    let add = |sum: &mut [u64; 3], c: [u64; 3]| sum.iter_mut().zip(c).for_each(|(a, b)| *a += b);
+    let x_pass = Pass { axis: 2, start: [0, 0, s], step: [s, s, 2 * s] };
     for (lo, hi) in sampled_blocks(g) {
-        for pass in passes(s, Choice { kind: Kind::Linear, reverse: false }) {
-            rows(g, &pass, lo, hi, |row| {
-                let c = row_costs(&pass, row);
-                // A z-first row's points share z and y; x is odd only in the pass along x.
-                let shared_row = odd(row.zy[0]) + odd(row.zy[1]) + usize::from(pass.axis == 2) == 1;
-                for k in 0..3 {
-                    by_order[0][k] += c[k];
-                    if shared_row {
-                        shared[k] += c[k];
-                    }
-                }
-            });
+        parity.extract(x, g, s, lo, hi);
+        for (group, classes) in [&SHARED[..], &Z_FIRST_OWN, &X_FIRST_OWN].into_iter().enumerate() {
+            for &(class, axis) in classes {
+                add(&mut sums[group], parity.costs(class, axis, recip));
+            }
         }
-        for pass in x_first_own_passes(s) {
-            rows(g, &pass, lo, hi, |row| {
-                for (sum, c) in by_order[1].iter_mut().zip(row_costs(&pass, row)) {
-                    *sum += c;
-                }
-            });
-        }
-    }
-    for (sum, c) in by_order[1].iter_mut().zip(shared) {
-        *sum += c;
+        rows(g, &x_pass, lo, hi, |row| {
+            lines.gather(g, x, 2, s, row);
+            v.resize(row.count, T::ZERO);
+            strided_copy(v, &x[row.first..], row.step);
+            // x is the only odd coordinate where z and y are even.
+            let group = if odd(row.zy[0]) || odd(row.zy[1]) { 1 } else { 0 };
+            add(&mut sums[group], lines.costs(v, recip));
+        });
     }
     // CANDIDATES order: kind-major, z-first before x-first.
-    std::array::from_fn(|i| by_order[i % 2][i / 2])
+    std::array::from_fn(|i| sums[0][i / 2] + sums[1 + i % 2][i / 2])
 }
 
 /// Output of [`forward`].
@@ -337,8 +327,7 @@ pub fn forward<T: Real>(x: &[T], g: &Geometry, q: Params, choices: Option<Vec<Ch
         let (s, lv, choice) = (1 << (l - 1), steps[l - 1], choices[k]);
         for pass in passes(s, choice) {
             rows(g, &pass, [0; 3], g.dims, |r| {
-                lines.gather(g, &w, pass.axis, s, r);
-                lines.predict(choice.kind, &mut p);
+                lines.predict_row(g, &w, pass.axis, s, r, choice.kind, &mut p);
                 row.x.resize(r.count, T::ZERO);
                 strided_copy(&mut row.x, &x[r.first..], r.step);
                 let fails = row.quantize(&p, lv, accept, q);
@@ -439,8 +428,7 @@ pub fn inverse<T: Real>(
         let (s, lv, choice) = (1 << (l - 1), steps[l - 1], choices[k]);
         for pass in passes(s, choice) {
             rows(g, &pass, [0; 3], g.dims, |r| {
-                lines.gather(g, &w, pass.axis, s, r);
-                lines.predict(choice.kind, &mut p);
+                lines.predict_row(g, &w, pass.axis, s, r, choice.kind, &mut p);
                 row.codes.resize(r.count, 0);
                 match &level_rows {
                     Some(lr) => lr.read(s, r, codes, &mut row.codes),

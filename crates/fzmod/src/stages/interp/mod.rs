@@ -19,6 +19,7 @@ mod cpu;
 #[cfg(feature = "cuda")]
 pub(crate) mod device;
 mod order;
+mod parity;
 mod rows;
 pub(crate) mod walk;
 

@@ -61,7 +61,7 @@ const FOUR: u32 = 4;
 
 /// The form for neighbour flags (a, c, d), as [`stencil`] picks it for a non-linear kind.
 #[inline]
-fn form(has_a: bool, has_c: bool, has_d: bool) -> u32 {
+pub fn form(has_a: bool, has_c: bool, has_d: bool) -> u32 {
     match (has_c, has_a, has_d) {
         (false, _, _) => ONLY_B,
         (true, false, false) => LINEAR,
@@ -93,6 +93,37 @@ pub fn stencil<T: Real>(kind: Kind, case: u32, a: T, b: T, c: T, d: T) -> T {
     } else {
         p
     }
+}
+
+/// Where the lines a, b, c, d of a point at odd index r along an axis lie among the even
+/// indices (r − 1, r, r + 1, r + 2), as offsets from r, under form `f`; a line the form does
+/// not read points at b (r itself), which always exists.
+pub fn line_shifts(f: u32) -> [isize; 4] {
+    let uses = |forms: &[u32]| forms.contains(&f);
+    [
+        if uses(&[NO_D, FOUR]) { -1 } else { 0 },
+        0,
+        if f == ONLY_B { 0 } else { 1 },
+        if uses(&[NO_A, FOUR]) { 2 } else { 0 },
+    ]
+}
+
+/// The summed [`point_cost`] per kind of [`KINDS`] of the points `v` when every point takes
+/// form `f` from the lines a, b, c, d: [`Lines::costs`] for lines that are already contiguous
+/// slices (AVX2 where the CPU has it; the same sums either way).
+pub fn slice_costs<T: Real>(lines: [&[T]; 4], v: &[T], recip: T, f: u32) -> [u64; 3] {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { slice_costs_avx2(lines, v, recip, f) };
+    }
+    form_costs(lines, v, recip, f)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn slice_costs_avx2<T: Real>(lines: [&[T]; 4], v: &[T], recip: T, f: u32) -> [u64; 3] {
+    form_costs(lines, v, recip, f)
 }
 
 /// A row's stencil inputs: per point its form and the lines a, b, c, d (a neighbour that does
@@ -172,6 +203,36 @@ impl<T: Real> Lines<T> {
         strided_copy(&mut self.even[j0..j1], &w[from..], 2 * s);
         self.even[..j0].fill(T::ZERO);
         self.even[j1..].fill(T::ZERO);
+    }
+
+    /// The predictions of row `row` of a pass along `axis` at level stride `s` under `kind`
+    /// into `out`. Along z and y with a row step of 1 or 2 (the finest levels, most of the
+    /// points) the stencil's lines are read in place: they are rows of `w` at ±s and ±3s
+    /// along the axis, strided as the row is. Otherwise gathered first. The same values
+    /// either way (the same [`stencil`] on the same operands).
+    #[allow(clippy::too_many_arguments)]
+    pub fn predict_row(
+        &mut self,
+        g: &Geometry,
+        w: &[T],
+        axis: usize,
+        s: usize,
+        row: &Row,
+        kind: Kind,
+        out: &mut Vec<T>,
+    ) {
+        if axis == 2 || !matches!(row.step, 1 | 2) {
+            self.gather(g, w, axis, s, row);
+            return self.predict(kind, out);
+        }
+        let (has_a, has_c, has_d) = neighbours(row.zy[axis], s, g.dims[axis], g.anchor);
+        let o = (s * g.strides()[axis]) as isize;
+        let b = &w[row.first - o as usize..];
+        // A line the form does not read is given as b.
+        let line = |has: bool, at: isize| if has { &w[row.first.wrapping_add_signed(at * o)..] } else { b };
+        let lines = [line(has_a, -3), b, line(has_c, 1), line(has_d, 3)];
+        out.resize(row.count, T::ZERO);
+        predict_in_place(lines, row.step, kind, form(has_a, has_c, has_d), out);
     }
 
     /// The lines a, b, c, d, each of the row's length.
@@ -327,6 +388,61 @@ fn cost_sums<T: Real, const K: usize>(
 /// The kinds in the order of [`Lines::costs`].
 pub const KINDS: [Kind; 3] = [Kind::Linear, Kind::Cubic, Kind::Natural];
 
+/// [`Lines::predict_row`]'s loops: `out[k]` from the lines' elements k·step (step 1 or 2),
+/// one loop per kind and form; AVX2 where the CPU has it.
+fn predict_in_place<T: Real>(lines: [&[T]; 4], step: usize, kind: Kind, f: u32, out: &mut [T]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { predict_in_place_avx2(lines, step, kind, f, out) };
+    }
+    predict_in_place_inline(lines, step, kind, f, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn predict_in_place_avx2<T: Real>(lines: [&[T]; 4], step: usize, kind: Kind, f: u32, out: &mut [T]) {
+    predict_in_place_inline(lines, step, kind, f, out)
+}
+
+#[inline(always)]
+fn predict_in_place_inline<T: Real>(lines: [&[T]; 4], step: usize, kind: Kind, f: u32, out: &mut [T]) {
+    macro_rules! each_form {
+        ($kind:expr) => {
+            match (step, f) {
+                (1, ONLY_B) => predict_one(lines, out, |a, b, c, d| stencil($kind, ONLY_B, a, b, c, d)),
+                (1, LINEAR) => predict_one(lines, out, |a, b, c, d| stencil($kind, LINEAR, a, b, c, d)),
+                (1, NO_A) => predict_one(lines, out, |a, b, c, d| stencil($kind, NO_A, a, b, c, d)),
+                (1, NO_D) => predict_one(lines, out, |a, b, c, d| stencil($kind, NO_D, a, b, c, d)),
+                (1, _) => predict_one(lines, out, |a, b, c, d| stencil($kind, FOUR, a, b, c, d)),
+                (_, ONLY_B) => predict_every_2nd(lines, out, |a, b, c, d| stencil($kind, ONLY_B, a, b, c, d)),
+                (_, LINEAR) => predict_every_2nd(lines, out, |a, b, c, d| stencil($kind, LINEAR, a, b, c, d)),
+                (_, NO_A) => predict_every_2nd(lines, out, |a, b, c, d| stencil($kind, NO_A, a, b, c, d)),
+                (_, NO_D) => predict_every_2nd(lines, out, |a, b, c, d| stencil($kind, NO_D, a, b, c, d)),
+                (_, _) => predict_every_2nd(lines, out, |a, b, c, d| stencil($kind, FOUR, a, b, c, d)),
+            }
+        };
+    }
+    match kind {
+        Kind::Linear => each_form!(Kind::Linear),
+        Kind::Cubic => each_form!(Kind::Cubic),
+        Kind::Natural => each_form!(Kind::Natural),
+    }
+}
+
+/// `out[k] = f(a[2k], b[2k], c[2k], d[2k])`: whole pairs (which vectorise as shuffles, as
+/// [`grouped_copy`]), then the last point, whose pair the lines may end inside.
+#[inline(always)]
+fn predict_every_2nd<T: Real>(lines: [&[T]; 4], out: &mut [T], f: impl Fn(T, T, T, T) -> T) {
+    let Some(last) = out.len().checked_sub(1) else { return };
+    let [a, b, c, d] = lines.map(|l| l[..last * 2].as_chunks::<2>().0);
+    for k in 0..last {
+        out[k] = f(a[k][0], b[k][0], c[k][0], d[k][0]);
+    }
+    let [a, b, c, d] = lines.map(|l| l[last * 2]);
+    out[last] = f(a, b, c, d);
+}
+
 #[inline(always)]
 fn predict_one<T: Real>([a, b, c, d]: [&[T]; 4], out: &mut [T], f: impl Fn(T, T, T, T) -> T) {
     let n = out.len();
@@ -417,8 +533,13 @@ mod tests {
                                 });
                                 let (mut got, mut costs) = (Vec::new(), [0u64; 3]);
                                 rows(&g, &pass, lo, hi, |row| {
+                                    // Read in place (z and y rows of step 1 and 2) or gathered.
+                                    let mut in_place = Vec::new();
+                                    lines.predict_row(&g, &w, pass.axis, s, row, choice.kind, &mut in_place);
                                     lines.gather(&g, &w, pass.axis, s, row);
                                     lines.predict(choice.kind, &mut p);
+                                    assert!(p.iter().zip(&in_place).all(|(a, b)| a.to_bits() == b.to_bits()));
+                                    assert_eq!(p.len(), in_place.len());
                                     // The dispatched form (AVX2 where the CPU has it) is the portable one.
                                     let mut portable = Vec::new();
                                     lines.predict_inline(choice.kind, &mut portable);

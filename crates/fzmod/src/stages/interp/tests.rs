@@ -199,11 +199,11 @@ fn point_cost_is_the_bit_length_of_the_code() {
 fn level_costs_are_every_candidates_point_sums() {
     use super::cpu::{level_costs, sampled_blocks};
     use super::walk::{passes, predict, walk};
-    for dims in [[1, 1, 37], [3, 5, 7], [9, 17, 33], [1, 40, 1], [5, 1, 6], [2, 70, 131], [17, 20, 24]] {
+    for dims in [[1, 1, 37], [3, 5, 7], [9, 17, 33], [1, 40, 1], [5, 1, 6], [2, 70, 131], [17, 20, 24], [19, 26, 13]] {
         for anchor in [2, 4, 8, 16] {
             let g = Geometry { dims, anchor };
             let x: Vec<f32> = (0..g.len()).map(|i| ((i * 7919 % 1013) as f32 * 0.37).sin() * 50.0).collect();
-            let mut scratch = (super::rows::Lines::new(), Vec::new());
+            let mut scratch = super::cpu::Scratch::default();
             for l in 1..=g.levels() {
                 let s = 1 << (l - 1);
                 let want = Choice::CANDIDATES.map(|c| {
