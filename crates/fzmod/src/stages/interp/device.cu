@@ -295,7 +295,6 @@ ip_list_count(const unsigned short* codes, unsigned short marker, u64 n, u64 nti
         }
         return;
     }
-    __shared__ u64 warp_next[Q_THREADS / 32];
     for (u64 tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
         u64 first = tile * Q_TILE + (u64)threadIdx.x * QI_RUN;
         u32 count = 0;
@@ -317,17 +316,7 @@ ip_list_count(const unsigned short* codes, unsigned short marker, u64 n, u64 nti
                     next = first + j + 1;
                 }
         }
-        u64 total;
-        block_exclusive_scan(count, &total);
-        for (int o = 16; o > 0; o >>= 1) next = max(next, __shfl_xor_sync(FULL_MASK, next, o));
-        if ((threadIdx.x & 31) == 0) warp_next[threadIdx.x >> 5] = next;
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            for (int w = 1; w < Q_THREADS / 32; w++) next = max(next, warp_next[w]);
-            tile_count[tile] = (u32)total;
-            tile_next[tile] = next;
-        }
-        __syncthreads();  // warp_next is reused by the next tile
+        q_tile_summary(count, next, tile_count + tile, tile_next + tile);
     }
 }
 

@@ -377,7 +377,6 @@ lq_list_count(u32 list, u32 mapping, u32 radius, const u32* unfit, const real* x
               const u32* tile_any, u32* tile_count, u64* tile_next) {
     // Counting reads no delta values.
     ListSource src = list_source(list, mapping, radius, unfit, nullptr, nullptr, 0, x, params);
-    __shared__ u64 warp_next[Q_THREADS / 32];
     for (u64 tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
         if (!(tile_any[tile] >> list & 1u)) {  // the whole block
             if (threadIdx.x == 0) tile_count[tile] = 0, tile_next[tile] = 0;
@@ -391,17 +390,7 @@ lq_list_count(u32 list, u32 mapping, u32 radius, const u32* unfit, const real* x
                 count++;
                 next = first + j + 1;
             }
-        u64 total;
-        block_exclusive_scan(count, &total);
-        for (int o = 16; o > 0; o >>= 1) next = max(next, __shfl_xor_sync(FULL_MASK, next, o));
-        if ((threadIdx.x & 31) == 0) warp_next[threadIdx.x >> 5] = next;
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            for (int w = 1; w < Q_THREADS / 32; w++) next = max(next, warp_next[w]);
-            tile_count[tile] = (u32)total;
-            tile_next[tile] = next;
-        }
-        __syncthreads();  // warp_next is reused by the next tile
+        q_tile_summary(count, next, tile_count + tile, tile_next + tile);
     }
 }
 

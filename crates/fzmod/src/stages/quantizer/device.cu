@@ -232,6 +232,23 @@ extern "C" __global__ void fz_scatter_runs(const u64* runs, u64 count, real* out
 // Each thread of a tile walk owns this many consecutive elements (Q_TILE = 256 × 8).
 #define QI_RUN (Q_TILE / Q_THREADS)
 
+// A tile's list statistics from its Q_THREADS threads' own: the sum of their entry counts
+// into *tile_count and the greatest (last entry index) + 1 into *tile_next, by thread 0.
+__device__ void q_tile_summary(u32 count, u64 next, u32* tile_count, u64* tile_next) {
+    u64 total;
+    block_exclusive_scan(count, &total);
+    __shared__ u64 block_next[Q_THREADS / 32];
+    for (int o = 16; o > 0; o >>= 1) next = max(next, __shfl_xor_sync(FULL_MASK, next, o));
+    if ((threadIdx.x & 31) == 0) block_next[threadIdx.x >> 5] = next;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < Q_THREADS / 32; w++) next = max(next, block_next[w]);
+        *tile_count = (u32)total;
+        *tile_next = next;
+    }
+    __syncthreads();  // block_next is the next tile's
+}
+
 // The codes of one tile of `len` elements (x and codes point at its start, `base` is its
 // first index): thread 0 gets the tile's outlier count and (last outlier index) + 1, or 0.
 __device__ void q_code_tile(const real* x, u32 len, u64 base, const QParams& p, i32* codes, u32* tile_count, u64* tile_next) {
@@ -245,18 +262,7 @@ __device__ void q_code_tile(const real* x, u32 len, u64 base, const QParams& p, 
             next = base + i + 1;
         }
     }
-    u64 total;
-    block_exclusive_scan(count, &total);
-    __shared__ u64 block_next[Q_THREADS / 32];
-    for (int o = 16; o > 0; o >>= 1) next = max(next, __shfl_xor_sync(FULL_MASK, next, o));
-    if ((threadIdx.x & 31) == 0) block_next[threadIdx.x >> 5] = next;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        for (int w = 1; w < Q_THREADS / 32; w++) next = max(next, block_next[w]);
-        *tile_count = (u32)total;
-        *tile_next = next;
-    }
-    __syncthreads();
+    q_tile_summary(count, next, tile_count, tile_next);
 }
 
 // Codes and per-tile outlier counts; tile_next[t] = (last outlier index in tile t) + 1, or 0.
