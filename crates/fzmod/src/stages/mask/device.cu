@@ -92,9 +92,9 @@ __device__ __forceinline__ u32 spread4(u32 b) {
     return (b | (b << 3)) & 0x11111111u;
 }
 
-// The passes loop over the tiles a block at a time (device.rs launches them with
-// tile_loop_grid): most tiles of a real field hold no masked element, and such a tile costs a
-// loop iteration, not a block launch.
+// The passes loop over the tiles a block at a time: passes 2 to 4 and the undo on
+// tile_loop_grid's few blocks (most tiles of a real field hold no masked element, and such a
+// tile costs a loop iteration, not a block launch), pass 1 on up to 16384 (device.rs).
 #define FOR_EACH_TILE(tile, ntiles) for (u64 tile = blockIdx.x; tile < (ntiles); tile += gridDim.x)
 
 // The bitmap words of the warp's 1024 elements from `base` (lane l gets word l), the values

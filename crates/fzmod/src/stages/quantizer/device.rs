@@ -28,7 +28,7 @@ const WALK_THREADS: u64 = 256;
 const MINMAX_BLOCKS: u64 = 1056;
 const MINMAX_SPAN: u64 = 4096;
 /// Threads of `fz_resolve`'s one block (`RESOLVE_THREADS` in device.cu): partial ranges left
-/// by a writer come one per tile (73 000 for the Mask of a 299 MB input).
+/// by a writer can be many (the Mask's bitmap pass leaves one per block, up to 16 385).
 const RESOLVE_THREADS: u64 = 1024;
 
 /// Thread blocks (and partial ranges) of the value-range pass over `n` elements.
