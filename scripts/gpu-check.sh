@@ -11,7 +11,7 @@
 # The whole run takes about 13 minutes on an H100, more than one device call allows: run it as
 # three calls, `--tests-only` (GPU tests and Python, about 9 minutes; near the limit of a call,
 # so GPU_TESTS=presets_on_shared_fields and GPU_TESTS="--skip presets_on_shared_fields" split
-# it in two), `--sanitize-only` (about 4) and `--bench-only` (about 1.5).
+# it in two), `--sanitize-only` (about 5–6) and `--bench-only` (about 1.5).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/fzmod-gpu}
@@ -44,10 +44,11 @@ if part sanitize; then
     san="compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 5"
     timeout 450 $san ./.gpu/gpu-tests --include-ignored --test-threads 1 integer_stages_alone embedding_api \
       > "/tmp/san-$tool-tests.log" 2>&1 || { echo "sanitizer $tool: GPU tests FAILED"; sanitize_rc=1; }
-    for preset in cuszp cuszp2 cuszp3-fixed cuszp3-plain cuszp3-outlier fzgpu pfpl cusz mans; do
-      # cusz and mans have no fusion rule or region: one path.
+    for preset in cuszp cuszp2 cuszp3-fixed cuszp3-plain cuszp3-outlier fzgpu pfpl cusz mans interp interp-fast; do
+      # cusz, mans and the interpolation presets have no fusion rule or region: one path (on
+      # navy's 3-D grid the interpolation runs pass by pass; the 2-D boxes follow below).
       fusions="on off"
-      [[ $preset == cusz || $preset == mans ]] && fusions=on
+      [[ $preset == cusz || $preset == mans || $preset == interp* ]] && fusions=on
       for fusion in $fusions; do
         timeout 120 $san ./.gpu/fzmod roundtrip $N --dtype f32 --shape 132x73x144 --preset $preset -m rel -e 1e-3 \
           --backend cuda --fusion $fusion --quiet > "/tmp/san-$tool-$preset-$fusion.log" 2>&1 \
@@ -61,6 +62,9 @@ if part sanitize; then
     timeout 120 $san ./.gpu/fzmod roundtrip /tmp/fzdata/levitus_temp_20x180x360.f32 --dtype f32 --shape 20x180x360 \
       --preset interp --fill-value -1e10 -m rel -e 1e-3 --backend cuda --quiet > "/tmp/san-$tool-mask.log" 2>&1 \
       || { echo "sanitizer $tool: masked interp FAILED"; sanitize_rc=1; }
+    timeout 120 $san ./.gpu/fzmod roundtrip /tmp/fzdata/trinidad_dem_1201x2401.f32 --dtype f32 --shape 1201x2401 \
+      --preset interp-fast -m rel -e 1e-4 --backend cuda --quiet > "/tmp/san-$tool-boxes.log" 2>&1 \
+      || { echo "sanitizer $tool: interpolation boxes FAILED"; sanitize_rc=1; }
     echo "sanitizer $tool: $(grep -hE "(ERROR|RACECHECK) SUMMARY" /tmp/san-$tool-*.log | sort | uniq -c | tr -s ' ' | paste -sd';')"
   done
 fi
