@@ -301,7 +301,7 @@ fn codes_or_outliers_avx2<T: Float>(
 
 /// [`codes_or_outliers`] for the target's baseline features (or the caller's, inlined).
 #[inline(always)]
-fn codes_or_outliers_inline<T: Float>(
+pub(crate) fn codes_or_outliers_inline<T: Float>(
     x: &[T],
     codes: &mut [i32],
     base: usize,
