@@ -143,8 +143,8 @@ fn band_forward_inline<T: Float>(
     out: &mut [u16],
 ) -> BandOutliers {
     let nx = g.dims[2].max(1);
-    // Every element is written before it is read; the scratch keeps its pages across bands.
-    p.clear();
+    // Every element is written before it is read: stale values from the last band may stay
+    // (no clearing pass); the scratch keeps its pages across bands.
     p.resize(x.len(), 0);
     let (mut values, mut deltas) = (Vec::new(), Vec::new());
     let (mut c, mut d) = (vec![0i32; nx], vec![0i32; nx]);
@@ -155,9 +155,9 @@ fn band_forward_inline<T: Float>(
             values.extend(found.iter().map(|&(j, v)| ((base + j) as u64, v.bits())));
         }
         row_deltas(p, g.dims, g.tile, row, &mut c, &mut d);
-        // Out-of-range deltas are rare: a branch-free loop counts them, and only a row that
+        // Out-of-range deltas are rare: a branch-free loop notes them, and only a row that
         // has some walks again to list them in index order.
-        if encode_row(g.mapping, &d, out) > 0 {
+        if encode_row(g.mapping, &d, out) {
             let listed = d.iter().enumerate().filter(|&(_, &v)| g.mapping.encode(v).is_none());
             deltas.extend(listed.map(|(xi, &v)| ((base + row * nx + xi) as u64, v)));
         }
@@ -244,19 +244,20 @@ fn row_deltas(p: &[i32], [_, ny, nx]: [usize; 3], Tile([tz, ty, tx]): Tile, row:
     }
 }
 
-/// `out[i]` = the code of `d[i]`, 0 where it has none; returns how many have none. One
+/// `out[i]` = the code of `d[i]`, 0 where it has none; returns whether some have none. One
 /// monomorphic, branch-free loop per mapping (the per-element `match` would not vectorize).
 #[inline(always)]
-fn encode_row(mapping: CodeMapping, d: &[i32], out: &mut [u16]) -> usize {
+fn encode_row(mapping: CodeMapping, d: &[i32], out: &mut [u16]) -> bool {
     #[inline(always)]
-    fn each(d: &[i32], out: &mut [u16], code: impl Fn(i32) -> (u16, bool)) -> usize {
-        let mut misses = 0usize;
+    fn each(d: &[i32], out: &mut [u16], code: impl Fn(i32) -> (u16, bool)) -> bool {
+        // Or-ed in 32-bit lanes: a usize count would widen the vectors to 64-bit lanes.
+        let mut misses = 0u32;
         for (o, &v) in out.iter_mut().zip(d) {
             let (c, ok) = code(v);
             *o = if ok { c } else { 0 };
-            misses += usize::from(!ok);
+            misses |= u32::from(!ok);
         }
-        misses
+        misses != 0
     }
     match mapping {
         CodeMapping::SignMagnitude => {
@@ -634,10 +635,11 @@ mod tests {
         {
             let mut out = vec![1u16; d.len()];
             let misses = encode_row(m, &d, &mut out);
-            assert_eq!(misses, d.iter().filter(|&&v| m.encode(v).is_none()).count(), "{m:?}");
+            assert_eq!(misses, d.iter().any(|&v| m.encode(v).is_none()), "{m:?}");
             for (&v, &c) in d.iter().zip(&out) {
                 assert_eq!(c, m.encode(v).unwrap_or(0), "{m:?} {v}");
             }
+            assert!(!encode_row(m, &[0, 1, -1], &mut out[..3]), "{m:?}");
         }
     }
 

@@ -310,11 +310,13 @@ pub(crate) fn codes_or_outliers_inline<T: Float>(
 ) -> Vec<(usize, T)> {
     let recip = T::half_recip(step);
     let accept = T::accept(abs_bound);
-    let mut unsure = 0usize;
+    // Whether any value is unsure, or-ed in 32-bit lanes: a usize count would widen the
+    // vectors to 64-bit lanes and halve them.
+    let mut unsure = 0u32;
     for (c, &v) in codes.iter_mut().zip(x) {
         let q = v.quantize(recip);
         *c = q;
-        unsure += usize::from(!v.close_to(T::reconstruct(q, step), accept));
+        unsure |= u32::from(!v.close_to(T::reconstruct(q, step), accept));
     }
     let mut outliers = Vec::new();
     if unsure == 0 {
