@@ -72,6 +72,7 @@ macro_rules! impl_float {
     ($t:ty, $bytes:expr, $bin_words:expr, $raw:expr, $from_raw:expr, $trunc:expr) => {
         impl Float for $t {
             const ZERO: Self = 0.0;
+            #[inline]
             fn to_f64(self) -> f64 {
                 self as f64
             }
@@ -83,6 +84,7 @@ macro_rules! impl_float {
                     c
                 }
             }
+            #[inline]
             fn is_finite(self) -> bool {
                 <$t>::is_finite(self)
             }
@@ -130,7 +132,7 @@ macro_rules! impl_float {
         }
     };
 }
-impl_float!(f32, 4, 1 << 23, |v: f32| Some(v.to_bits()), f32::from_bits, |v: f32| v as i32);
+impl_float!(f32, 4, 1 << 23, |v: f32| Some(v.to_bits()), f32::from_bits, saturating_i32_of_f32);
 impl_float!(f64, 8, ESCAPE, |_| None, |_| 0.0, saturating_i32);
 
 /// `v as i32` (toward zero, saturating, NaN → 0) in a form that vectorises: LLVM turns the
@@ -147,6 +149,22 @@ fn saturating_i32(v: f64) -> i32 {
     }
 }
 
+/// `v as i32` for f32 in a form that vectorises, as [`saturating_i32`]: i32::MAX is not an
+/// f32, so the clamp stops at the largest f32 below 2^31 (no f32 lies between it and 2^31) and
+/// values from 2^31 up are selected to i32::MAX afterwards.
+#[inline(always)]
+fn saturating_i32_of_f32(v: f32) -> i32 {
+    const BELOW_2_31: f32 = 2_147_483_520.0;
+    let c = v.clamp(i32::MIN as f32, BELOW_2_31);
+    // SAFETY: c is finite (NaN is not taken) and within i32's range.
+    let t = if c.is_nan() { 0 } else { unsafe { c.to_int_unchecked() } };
+    if v >= 2_147_483_648.0 {
+        i32::MAX
+    } else {
+        t
+    }
+}
+
 /// Smallest and largest finite value, in f64 (exact for both element types); `None` when
 /// there is no finite value.
 pub(crate) fn finite_min_max<T: Float>(x: &[T]) -> Option<(f64, f64)> {
@@ -160,7 +178,24 @@ pub(crate) fn finite_min_max<T: Float>(x: &[T]) -> Option<(f64, f64)> {
 /// [`finite_min_max`] of one chunk, the identities when it has no finite value. Eight lanes of
 /// independent compare-and-select minima and maxima (a fold is one serial chain of `min`, which
 /// stays scalar); extremes are exact in any order, so the result is the fold's.
+/// On AVX2 twice as wide.
 fn chunk_min_max<T: Float>(c: &[T]) -> (f64, f64) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { chunk_min_max_avx2(c) };
+    }
+    chunk_min_max_inline(c)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn chunk_min_max_avx2<T: Float>(c: &[T]) -> (f64, f64) {
+    chunk_min_max_inline(c)
+}
+
+#[inline(always)]
+fn chunk_min_max_inline<T: Float>(c: &[T]) -> (f64, f64) {
     const LANES: usize = 8;
     let (mut lo, mut hi) = ([f64::INFINITY; LANES], [f64::NEG_INFINITY; LANES]);
     let mut take = |j: usize, v: T| {
@@ -236,8 +271,37 @@ fn codes_of<T: Float, C: bytemuck::Pod + Send + Sync, R: Send>(
 /// lanes of f64 for f32) keeps the rounded code where the fast test proves the bound
 /// ([`Float::accept`]); only a slice with values it does not keep is walked again, with the
 /// f64 test, to retry the neighbouring bin and list the outliers. LorenzoQuant pre-quantizes
-/// with it too.
+/// with it too. On AVX2 the first pass runs twice as wide (the same operations).
 pub(crate) fn codes_or_outliers<T: Float>(
+    x: &[T],
+    codes: &mut [i32],
+    base: usize,
+    step: T,
+    abs_bound: f64,
+) -> Vec<(usize, T)> {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { codes_or_outliers_avx2(x, codes, base, step, abs_bound) };
+    }
+    codes_or_outliers_inline(x, codes, base, step, abs_bound)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn codes_or_outliers_avx2<T: Float>(
+    x: &[T],
+    codes: &mut [i32],
+    base: usize,
+    step: T,
+    abs_bound: f64,
+) -> Vec<(usize, T)> {
+    codes_or_outliers_inline(x, codes, base, step, abs_bound)
+}
+
+/// [`codes_or_outliers`] for the target's baseline features (or the caller's, inlined).
+#[inline(always)]
+pub(crate) fn codes_or_outliers_inline<T: Float>(
     x: &[T],
     codes: &mut [i32],
     base: usize,
@@ -246,11 +310,13 @@ pub(crate) fn codes_or_outliers<T: Float>(
 ) -> Vec<(usize, T)> {
     let recip = T::half_recip(step);
     let accept = T::accept(abs_bound);
-    let mut unsure = 0usize;
+    // Whether any value is unsure, or-ed in 32-bit lanes: a usize count would widen the
+    // vectors to 64-bit lanes and halve them.
+    let mut unsure = 0u32;
     for (c, &v) in codes.iter_mut().zip(x) {
         let q = v.quantize(recip);
         *c = q;
-        unsure += usize::from(!v.close_to(T::reconstruct(q, step), accept));
+        unsure |= u32::from(!v.close_to(T::reconstruct(q, step), accept));
     }
     let mut outliers = Vec::new();
     if unsure == 0 {
@@ -512,6 +578,21 @@ mod tests {
         let specials = [0.0, -0.0, 0.7, -0.7, 1e300, -1e300, f64::INFINITY, f64::NEG_INFINITY, f64::NAN];
         for v in edges.into_iter().chain(specials) {
             assert_eq!(saturating_i32(v), v as i32, "{v}");
+        }
+    }
+
+    /// Every 257th f32 bit pattern (all exponents, both signs, NaN payloads) and a few ulps
+    /// around each i32 bound and 0.
+    #[test]
+    fn saturating_i32_of_f32_is_the_as_cast() {
+        let near = [i32::MIN as f32, 2_147_483_648.0, 0.0, -0.0, 1.0, -1.0].into_iter().flat_map(|e| {
+            let b = e.to_bits();
+            (0..8u32).flat_map(move |k| [f32::from_bits(b.wrapping_add(k)), f32::from_bits(b.wrapping_sub(k))])
+        });
+        let specials = [f32::INFINITY, f32::NEG_INFINITY, f32::NAN, f32::MAX, f32::MIN];
+        let sweep = (0..=u32::MAX / 257).map(|k| f32::from_bits(k * 257));
+        for v in near.chain(specials).chain(sweep) {
+            assert_eq!(saturating_i32_of_f32(v), v as i32, "{v} ({:#x})", v.to_bits());
         }
     }
 
