@@ -95,6 +95,32 @@ pub fn stencil<T: Real>(kind: Kind, case: u32, a: T, b: T, c: T, d: T) -> T {
     }
 }
 
+/// `$body` with `$s` bound to [`stencil`] for `$kind` and `$form` as a closure in which both
+/// are constants: one monomorphic loop per (kind, form), each with its own constants (a
+/// runtime kind or form inside a row loop would not vectorise).
+macro_rules! with_stencil {
+    ($kind:expr, $form:expr, |$s:ident| $body:expr) => {
+        match $kind {
+            Kind::Linear => with_stencil!(@form Kind::Linear, $form, |$s| $body),
+            Kind::Cubic => with_stencil!(@form Kind::Cubic, $form, |$s| $body),
+            Kind::Natural => with_stencil!(@form Kind::Natural, $form, |$s| $body),
+        }
+    };
+    (@form $kind:expr, $form:expr, |$s:ident| $body:expr) => {
+        match $form {
+            ONLY_B => with_stencil!(@let $kind, ONLY_B, |$s| $body),
+            LINEAR => with_stencil!(@let $kind, LINEAR, |$s| $body),
+            NO_A => with_stencil!(@let $kind, NO_A, |$s| $body),
+            NO_D => with_stencil!(@let $kind, NO_D, |$s| $body),
+            _ => with_stencil!(@let $kind, FOUR, |$s| $body),
+        }
+    };
+    (@let $kind:expr, $form:expr, |$s:ident| $body:expr) => {{
+        let $s = |a, b, c, d| stencil($kind, $form, a, b, c, d);
+        $body
+    }};
+}
+
 /// Where the lines a, b, c, d of a point at odd index r along an axis lie among the even
 /// indices (r − 1, r, r + 1, r + 2), as offsets from r, under form `f`; a line the form does
 /// not read points at b (r itself), which always exists.
@@ -269,32 +295,19 @@ impl<T: Real> Lines<T> {
         // Every element is written below: no clearing.
         out.resize(self.len, T::ZERO);
         let lines = self.abcd();
-        // One loop per kind (and per form, when the row has one), each with its constants.
-        macro_rules! each_form {
-            ($kind:expr) => {
-                match self.uniform {
-                    // Along x the form changes only at segment ends: the four-point form for
-                    // all (a third of the work of computing every form and selecting), then
-                    // the ends recomputed in their own form.
-                    None => {
-                        predict_one(lines, out, |a, b, c, d| stencil($kind, FOUR, a, b, c, d));
-                        let [a, b, c, d] = lines;
-                        for &(k, f) in &self.edges {
-                            out[k] = stencil($kind, f, a[k], b[k], c[k], d[k]);
-                        }
-                    }
-                    Some(ONLY_B) => predict_one(lines, out, |a, b, c, d| stencil($kind, ONLY_B, a, b, c, d)),
-                    Some(LINEAR) => predict_one(lines, out, |a, b, c, d| stencil($kind, LINEAR, a, b, c, d)),
-                    Some(NO_A) => predict_one(lines, out, |a, b, c, d| stencil($kind, NO_A, a, b, c, d)),
-                    Some(NO_D) => predict_one(lines, out, |a, b, c, d| stencil($kind, NO_D, a, b, c, d)),
-                    Some(_) => predict_one(lines, out, |a, b, c, d| stencil($kind, FOUR, a, b, c, d)),
+        // One loop per kind and form, each with its constants.
+        match self.uniform {
+            // Along x the form changes only at segment ends: the four-point form for all (a
+            // third of the work of computing every form and selecting), then the ends
+            // recomputed in their own form.
+            None => with_stencil!(kind, FOUR, |four| {
+                predict_one(lines, out, four);
+                let [a, b, c, d] = lines;
+                for &(k, f) in &self.edges {
+                    out[k] = stencil(kind, f, a[k], b[k], c[k], d[k]);
                 }
-            };
-        }
-        match kind {
-            Kind::Linear => each_form!(Kind::Linear),
-            Kind::Cubic => each_form!(Kind::Cubic),
-            Kind::Natural => each_form!(Kind::Natural),
+            }),
+            Some(f) => with_stencil!(kind, f, |form| predict_one(lines, out, form)),
         }
     }
 
@@ -407,26 +420,10 @@ fn predict_in_place_avx2<T: Real>(lines: [&[T]; 4], step: usize, kind: Kind, f: 
 
 #[inline(always)]
 fn predict_in_place_inline<T: Real>(lines: [&[T]; 4], step: usize, kind: Kind, f: u32, out: &mut [T]) {
-    macro_rules! each_form {
-        ($kind:expr) => {
-            match (step, f) {
-                (1, ONLY_B) => predict_one(lines, out, |a, b, c, d| stencil($kind, ONLY_B, a, b, c, d)),
-                (1, LINEAR) => predict_one(lines, out, |a, b, c, d| stencil($kind, LINEAR, a, b, c, d)),
-                (1, NO_A) => predict_one(lines, out, |a, b, c, d| stencil($kind, NO_A, a, b, c, d)),
-                (1, NO_D) => predict_one(lines, out, |a, b, c, d| stencil($kind, NO_D, a, b, c, d)),
-                (1, _) => predict_one(lines, out, |a, b, c, d| stencil($kind, FOUR, a, b, c, d)),
-                (_, ONLY_B) => predict_every_2nd(lines, out, |a, b, c, d| stencil($kind, ONLY_B, a, b, c, d)),
-                (_, LINEAR) => predict_every_2nd(lines, out, |a, b, c, d| stencil($kind, LINEAR, a, b, c, d)),
-                (_, NO_A) => predict_every_2nd(lines, out, |a, b, c, d| stencil($kind, NO_A, a, b, c, d)),
-                (_, NO_D) => predict_every_2nd(lines, out, |a, b, c, d| stencil($kind, NO_D, a, b, c, d)),
-                (_, _) => predict_every_2nd(lines, out, |a, b, c, d| stencil($kind, FOUR, a, b, c, d)),
-            }
-        };
-    }
-    match kind {
-        Kind::Linear => each_form!(Kind::Linear),
-        Kind::Cubic => each_form!(Kind::Cubic),
-        Kind::Natural => each_form!(Kind::Natural),
+    if step == 1 {
+        with_stencil!(kind, f, |form| predict_one(lines, out, form))
+    } else {
+        with_stencil!(kind, f, |form| predict_every_2nd(lines, out, form))
     }
 }
 
