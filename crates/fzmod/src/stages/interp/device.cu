@@ -397,6 +397,9 @@ extern "C" __global__ void ip_export(const Params* params, const u32* choices, u
 // (a table in shared memory): a box holds few points per pass and thread.
 
 #define IP_BOX_THREADS 128
+// Blocks per SM the shared memory allows a 2-D box of A = 64 (65 × 72 values and codes and
+// the pass table, 32 KiB): registers are capped to match.
+#define IP_BOX_MIN_BLOCKS 7
 #define IP_MAX_LEVELS 12
 
 // t / d for t · d < 2^32 (box sizes) by a multiply-high with m = ⌈2^32 / d⌉ (0 for d = 1).
@@ -404,12 +407,14 @@ __device__ __forceinline__ u32 ip_magic(u32 d) { return d > 1 ? 0xffffffffu / d 
 __device__ __forceinline__ u32 ip_div(u32 t, u32 m) { return m ? __umulhi(t, m) : t; }
 
 // The box of thread block b: its first element's grid index; per axis its first grid
-// coordinate, closed extent and owned extent.
+// coordinate, closed extent and owned extent; the row pitch of its shared arrays (device.rs
+// box_launch: the x extent rounded up to 8 elements, so that every shared row of values and
+// of u16 codes starts 16-byte aligned).
 struct IBox {
     u64 first;
-    u32 ext[3], own[3];
+    u32 ext[3], own[3], pitch;
     // Local coordinates → shared-memory slot and grid index.
-    __device__ u32 slot(u32 z, u32 y, u32 x) const { return (z * ext[1] + y) * ext[2] + x; }
+    __device__ u32 slot(u32 z, u32 y, u32 x) const { return (z * ext[1] + y) * pitch + x; }
     __device__ u64 index(const IGeom& g, u32 z, u32 y, u32 x) const { return first + ((u64)z * g.ny + y) * g.nx + x; }
 };
 
@@ -424,6 +429,7 @@ __device__ __forceinline__ IBox ip_box(const IGeom& g, u64 b) {
         box.ext[k] = (u32)min(a, n[k] - 1 - lo[k]) + 1;
         box.own[k] = (u32)min(a, n[k] - lo[k]);
     }
+    box.pitch = (box.ext[2] + 7) & ~7u;
     box.first = (lo[0] * g.ny + lo[1]) * g.nx + lo[2];
     return box;
 }
@@ -468,8 +474,8 @@ __device__ IBoxPass ip_box_pass(const IBox& box, u32 levels, u32 k, u32 j, u32 c
     p.total = p.cnt[0] * p.cnt[1] * p.cnt[2];
     p.magic_x = ip_magic(p.cnt[2]);
     p.magic_y = ip_magic(p.cnt[1]);
-    p.stride = p.axis == 0 ? box.ext[1] * box.ext[2] : p.axis == 1 ? box.ext[2] : 1;
-    p.end = box.ext[p.axis] - 1;
+    p.stride = p.axis == 0 ? box.ext[1] * box.pitch : p.axis == 1 ? box.pitch : 1;
+    p.end = (p.axis == 0 ? box.ext[0] : p.axis == 1 ? box.ext[1] : box.ext[2]) - 1;  // no local array
     return p;
 }
 
@@ -478,29 +484,67 @@ __device__ __forceinline__ void ip_box_passes(const IBox& box, u32 levels, const
     if (threadIdx.x < 3 * levels) table[threadIdx.x] = ip_box_pass(box, levels, threadIdx.x / 3, threadIdx.x % 3, choices[threadIdx.x / 3]);
 }
 
-// Copy the box of extents e between the grid and shared memory, z, y, x ascending, four
-// elements per thread in flight: load(z, y, x) reads one, store(z, y, x, v) puts it.
-template <typename T, typename Load, typename Store>
-__device__ __forceinline__ void ip_box_copy(const u32* e, Load load, Store store) {
-    u32 mx = ip_magic(e[2]), my = ip_magic(e[1]), total = e[0] * e[1] * e[2];
-    for (u32 base = threadIdx.x; base < total; base += 4 * blockDim.x) {
-        T v[4];
-        u32 c[4][3];
+// t over [0, count) across the block, K per thread in flight: at(t) gives the t-th item's
+// place; it is read (from the grid when to_shared) and then written to the other side.
+struct IPlace {
+    u64 grid;
+    u32 shared;
+};
+template <typename W, int K, typename At>
+__device__ __forceinline__ void ip_box_batches(u32 count, At at, W* grid, W* shared, bool to_shared) {
+    for (u32 base = threadIdx.x; base < count; base += K * blockDim.x) {
+        W v[K];
+        IPlace p[K];
 #pragma unroll
-        for (u32 k = 0; k < 4; k++) {
+        for (u32 k = 0; k < K; k++) {
             u32 t = base + k * blockDim.x;
-            if (t < total) {
-                u32 r = ip_div(t, mx), z = ip_div(r, my);
-                c[k][0] = z;
-                c[k][1] = r - z * e[1];
-                c[k][2] = t - r * e[2];
-                v[k] = load(c[k][0], c[k][1], c[k][2]);
+            if (t < count) {
+                p[k] = at(t);
+                v[k] = to_shared ? grid[p[k].grid] : shared[p[k].shared];
             }
         }
 #pragma unroll
-        for (u32 k = 0; k < 4; k++)
-            if (base + k * blockDim.x < total) store(c[k][0], c[k][1], c[k][2], v[k]);
+        for (u32 k = 0; k < K; k++)
+            if (base + k * blockDim.x < count) {
+                if (to_shared) {
+                    shared[p[k].shared] = v[k];
+                } else {
+                    grid[p[k].grid] = v[k];
+                }
+            }
     }
+}
+
+// Move the part of the box of extents e (its closed extents or its owned ones) between the
+// grid array `grid` and the box's shared array `shared`: to the shared array when to_shared,
+// else back. Where every grid row of the box starts 16-byte aligned (the array, the box's
+// first index and the row length nx all allow it), the rows move as 16-byte words (shared
+// rows are aligned by the pitch) and only their last e[2] mod 16 / sizeof(T) elements one by
+// one: a box copy was a fifth of the box kernels' instructions element by element.
+template <typename T>
+__device__ __forceinline__ void ip_box_move(T* grid, T* shared, const IBox& box, const IGeom& g, const u32* e, bool to_shared) {
+    constexpr u32 V = 16 / sizeof(T);
+    u32 rows = e[0] * e[1], my = ip_magic(e[1]);
+    bool aligned = ((u64)grid & 15) == 0 && box.first % V == 0 && g.nx % V == 0;
+    u32 vectors = aligned ? e[2] / V : 0, rest = e[2] - vectors * V;
+    // Row r of the part is (z, y) = (r / e[1], r mod e[1]); element x of it lies at
+    // index(z, y, x) in the grid and slot(z, y, x) in shared memory.
+    auto place = [&](u32 r, u32 x) {
+        u32 z = ip_div(r, my), y = r - z * e[1];
+        return IPlace{box.index(g, z, y, x), box.slot(z, y, x)};
+    };
+    u32 mv = ip_magic(vectors), mr = ip_magic(rest);
+    auto word = [&](u32 t) {
+        u32 r = ip_div(t, mv);
+        IPlace p = place(r, (t - r * vectors) * V);
+        return IPlace{p.grid / V, p.shared / V};
+    };
+    ip_box_batches<uint4, 2>(rows * vectors, word, (uint4*)grid, (uint4*)shared, to_shared);
+    auto element = [&](u32 t) {
+        u32 r = ip_div(t, mr);
+        return place(r, vectors * V + t - r * rest);
+    };
+    ip_box_batches<T, 4>(rows * rest, element, grid, shared, to_shared);
 }
 
 // ip_predict inside a box: local coordinate i along the pass axis.
@@ -530,19 +574,18 @@ __device__ __forceinline__ bool ip_box_anchor(const IBox& box, const IGeom& g, u
 // Forward, every level of one box per thread block (the choices and steps ip_select and
 // ip_level_steps left on the device); the anchors' side bytes come from ip_anchors. The box's
 // input values wait in `w` until their pass replaces them by their reconstruction.
-extern "C" __global__ void __launch_bounds__(IP_BOX_THREADS)
+extern "C" __global__ void __launch_bounds__(IP_BOX_THREADS, IP_BOX_MIN_BLOCKS)
 ip_encode_box(const real* x, unsigned short* codes, IGeom g, const u32* choices, u32 levels, const double* lsteps,
               const Params* params, u32 radius, u32 zigzag, unsigned short code0, u32* any_outlier) {
-    extern __shared__ unsigned char ip_smem[];
+    extern __shared__ __align__(16) unsigned char ip_smem[];
     __shared__ IBoxPass table[3 * IP_MAX_LEVELS];
     IBox box = ip_box(g, blockIdx.x);
     real* w = (real*)ip_smem;
-    unsigned short* box_codes = (unsigned short*)(w + box.ext[0] * box.ext[1] * box.ext[2]);
+    unsigned short* box_codes = (unsigned short*)(w + box.ext[0] * box.ext[1] * box.pitch);
     double abs_bound = params->abs_bound;
     float accept = (float)params->accept;
     ip_box_passes(box, levels, choices, table);
-    ip_box_copy<real>(box.ext, [&](u32 z, u32 y, u32 xx) { return x[box.index(g, z, y, xx)]; },
-                      [&](u32 z, u32 y, u32 xx, real v) { w[box.slot(z, y, xx)] = v; });
+    ip_box_move<real>((real*)x, w, box, g, box.ext, true);
     __syncthreads();
     u32 c[3];
     if (ip_box_anchor(box, g, c)) {
@@ -575,8 +618,7 @@ ip_encode_box(const real* x, unsigned short* codes, IGeom g, const u32* choices,
         __syncthreads();
     }
     if (__syncthreads_or(outlier) && threadIdx.x == 0) atomicOr(any_outlier, 1u);
-    ip_box_copy<unsigned short>(box.own, [&](u32 z, u32 y, u32 xx) { return box_codes[box.slot(z, y, xx)]; },
-                                [&](u32 z, u32 y, u32 xx, unsigned short v) { codes[box.index(g, z, y, xx)] = v; });
+    ip_box_move<unsigned short>(codes, box_codes, box, g, box.own, false);
 }
 
 // ---- Inverse ----
@@ -611,17 +653,16 @@ extern "C" __global__ void ip_decode_pass(const unsigned short* codes, real* w, 
 
 // Inverse, every level of one box per thread block: `out` holds the fed anchors and the
 // outliers in place (zeros elsewhere); the owned part of the box is written back whole.
-extern "C" __global__ void __launch_bounds__(IP_BOX_THREADS)
+extern "C" __global__ void __launch_bounds__(IP_BOX_THREADS, IP_BOX_MIN_BLOCKS)
 ip_decode_box(const unsigned short* codes, real* out, IGeom g, const u32* choices, u32 levels, const double* steps, u32 radius,
               u32 zigzag) {
-    extern __shared__ unsigned char ip_smem[];
+    extern __shared__ __align__(16) unsigned char ip_smem[];
     __shared__ IBoxPass table[3 * IP_MAX_LEVELS];
     IBox box = ip_box(g, blockIdx.x);
     real* w = (real*)ip_smem;
-    unsigned short* box_codes = (unsigned short*)(w + box.ext[0] * box.ext[1] * box.ext[2]);
+    unsigned short* box_codes = (unsigned short*)(w + box.ext[0] * box.ext[1] * box.pitch);
     ip_box_passes(box, levels, choices, table);
-    ip_box_copy<unsigned short>(box.ext, [&](u32 z, u32 y, u32 x) { return codes[box.index(g, z, y, x)]; },
-                                [&](u32 z, u32 y, u32 x, unsigned short v) { box_codes[box.slot(z, y, x)] = v; });
+    ip_box_move<unsigned short>((unsigned short*)codes, box_codes, box, g, box.ext, true);
     u32 c[3];
     if (ip_box_anchor(box, g, c)) w[box.slot(c[0], c[1], c[2])] = out[box.index(g, c[0], c[1], c[2])];
     __syncthreads();
@@ -641,8 +682,7 @@ ip_decode_box(const unsigned short* codes, real* out, IGeom g, const u32* choice
         }
         __syncthreads();
     }
-    ip_box_copy<real>(box.own, [&](u32 z, u32 y, u32 x) { return w[box.slot(z, y, x)]; },
-                      [&](u32 z, u32 y, u32 x, real v) { out[box.index(g, z, y, x)] = v; });
+    ip_box_move<real>(out, w, box, g, box.own, false);
 }
 
 // ---- Code order (order.rs) ----

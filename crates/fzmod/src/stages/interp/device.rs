@@ -95,8 +95,10 @@ const BOX_THREADS: u64 = 128;
 /// dynamic shared memory. `None`: the levels run pass by pass over the whole grid.
 fn box_launch(g: &Walk, real: DType) -> Option<LaunchConfig> {
     let boxes: u64 = g.blocks_per_axis().iter().map(|&b| b as u64).product();
-    // The box's values and its u16 codes.
-    let volume: u64 = g.dims.iter().map(|&n| n.saturating_sub(1).min(g.anchor) as u64 + 1).product();
+    // The box's values and its u16 codes, rows of x padded to a multiple of 8 elements
+    // (device.cu IBox::pitch).
+    let ext = g.dims.map(|n| n.saturating_sub(1).min(g.anchor) as u64 + 1);
+    let volume = ext[0] * ext[1] * ext[2].next_multiple_of(8);
     let bytes = volume * (real.size() as u64 + 2);
     (boxes > 0 && boxes <= u64::from(u32::MAX) && bytes <= BOX_SHARED_LIMIT).then_some(LaunchConfig {
         grid_dim: (boxes as u32, 1, 1),
