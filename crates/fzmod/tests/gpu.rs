@@ -1016,6 +1016,42 @@ fn interpolation_stage_and_presets_give_cpu_bytes() {
     }
 }
 
+/// Outlier codes the outlier list lacks (a corrupt archive, resealed): both decoders decode
+/// such an element as 0, with and without other outliers (the device's bitmap of stored
+/// outliers, or none), in anchor boxes (2-D) and pass by pass (3-D), fused and unfused.
+#[test]
+#[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
+fn interpolation_markers_without_entries_decode_alike() {
+    use common::reseal::{fix_crcs, layout};
+    let gpu = gpu();
+    for shape in [vec![300usize, 257], vec![70, 65, 33]] {
+        let n: usize = shape.iter().product();
+        for with_nan in [false, true] {
+            let mut v: Vec<f32> = (0..n).map(|i| (i as f32 * 0.001).sin()).collect();
+            if with_nan {
+                v[n / 3] = f32::NAN;
+            }
+            // One stage: the codes are a raw u16 segment; radius mapping, outlier code 0.
+            let mut p = fzmod::from_toml("[[stage]]\nname = \"s\"\ntype = \"Interpolation\"\n").unwrap();
+            p.set_error_bound(ErrorBound::new(ErrorMode::Abs, 1e-3).unwrap()).unwrap();
+            let archive = p.compress(&Buffer::F32(v), &shape).unwrap();
+            let l = layout(&archive);
+            let (codes, _) = l.segments.iter().find(|(r, _)| r.len() == 2 * n).expect("a raw code segment");
+            let mut bad = archive.clone();
+            for at in [n / 2, n - 5] {
+                bad[codes.start + 2 * at..codes.start + 2 * at + 2].fill(0);
+            }
+            fix_crcs(&mut bad, &l);
+            let cpu = fzmod::decompress(&bad).unwrap().data.to_le_bytes();
+            assert_eq!(&cpu[4 * (n / 2)..4 * (n / 2) + 4], &[0; 4], "{shape:?}: the CPU decodes the bare marker as 0");
+            for opts in [FUSED, UNFUSED] {
+                let dev = fzmod::decompress_with(&gpu, &bad, opts).unwrap().data.to_le_bytes();
+                assert!(dev == cpu, "{shape:?} NaN {with_nan} {opts:?}: the decoders disagree");
+            }
+        }
+    }
+}
+
 /// The run layout of outlier lists (docs/FORMAT.md 6.1.1) on the device: outlier patterns
 /// that cross the device's 2048-element list tiles and its 8-element thread walks (one run
 /// over everything, runs of 1..5000, alternating, runs at both ends, mixed NaN payloads,

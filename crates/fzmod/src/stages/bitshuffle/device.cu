@@ -88,52 +88,33 @@ __device__ __forceinline__ void plane_scatter(const u64* xs, u32* w) {
     }
 }
 
-// A group's 8 elements of W bytes from `src` (16-byte aligned) into w[0..2W).
-template <int W>
-__device__ __forceinline__ void group_load(const u8* src, u32* w) {
-    if (W == 1) {
-        u64 v = *(const u64*)src;
-        w[0] = (u32)v;
-        w[1] = (u32)(v >> 32);
-    } else {
-#pragma unroll
-        for (int h = 0; h < W / 2; h++) {
-            uint4 v = ((const uint4*)src)[h];
-            w[4 * h] = v.x, w[4 * h + 1] = v.y, w[4 * h + 2] = v.z, w[4 * h + 3] = v.w;
-        }
-    }
-}
-
 // The group side of bs_block where both ends are 16-byte aligned (every PFPL block): thread k
 // moves group k's 8·W contiguous bytes as whole 8- or 16-byte words and its plane bytes one by
 // one, so that consecutive threads touch consecutive plane bytes (no bank conflicts) and the
-// group's words stay in registers (the loops are unrolled; bytes move by byte permutes). The
-// forward loads the words of up to 64 bytes of groups before it transposes any, so that a
-// tile read from global memory waits for one load latency, not one per group.
+// group's words stay in registers (the loops are unrolled; bytes move by byte permutes).
 template <int W, bool INVERSE>
 __device__ __forceinline__ void bs_groups(const u8* src, u8* dst, u32 plane_len) {
-    if constexpr (!INVERSE) {
-        constexpr u32 K = W <= 2 ? 4 : W == 4 ? 2 : 1;  // groups in flight per thread
-        for (u32 base = threadIdx.x; base < plane_len; base += K * blockDim.x) {
-            u32 w[K][2 * W];
+    for (u32 k = threadIdx.x; k < plane_len; k += blockDim.x) {
+        u32 w[2 * W];  // the group's 8 elements
+        if (!INVERSE) {
+            if (W == 1) {
+                u64 v = *(const u64*)(src + 8 * k);
+                w[0] = (u32)v;
+                w[1] = (u32)(v >> 32);
+            } else {
 #pragma unroll
-            for (u32 j = 0; j < K; j++)
-                if (base + j * blockDim.x < plane_len) group_load<W>(src + 8 * W * (base + j * blockDim.x), w[j]);
-#pragma unroll
-            for (u32 j = 0; j < K; j++) {
-                u32 k = base + j * blockDim.x;
-                if (k >= plane_len) break;
-#pragma unroll
-                for (int b = 0; b < W; b++) {
-                    u64 x = transpose8(plane_gather<W>(w[j], b));
-#pragma unroll
-                    for (int i = 0; i < 8; i++) dst[(8 * b + i) * plane_len + k] = (u8)(x >> (8 * i));
+                for (int h = 0; h < W / 2; h++) {
+                    uint4 v = ((const uint4*)(src + 8 * W * k))[h];
+                    w[4 * h] = v.x, w[4 * h + 1] = v.y, w[4 * h + 2] = v.z, w[4 * h + 3] = v.w;
                 }
             }
-        }
-    } else {
-        for (u32 k = threadIdx.x; k < plane_len; k += blockDim.x) {
-            u32 w[2 * W];  // the group's 8 elements
+#pragma unroll
+            for (int b = 0; b < W; b++) {
+                u64 x = transpose8(plane_gather<W>(w, b));
+#pragma unroll
+                for (int i = 0; i < 8; i++) dst[(8 * b + i) * plane_len + k] = (u8)(x >> (8 * i));
+            }
+        } else {
             u64 xs[W];
 #pragma unroll
             for (int b = 0; b < W; b++) {

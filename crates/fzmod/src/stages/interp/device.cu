@@ -631,10 +631,22 @@ extern "C" __global__ void ip_put_anchors(const real* values, IGeom g, u64 count
     w[ip_anchor_index(t, g)] = fed ? ip_feed(v) : v;
 }
 
+// Which elements the outlier list stores (bit i of `stored`, set by ip_mark_outliers; null
+// without outliers): an outlier code's value is `out`'s where its element is stored, else 0, as
+// cpu.rs decodes a marker the list lacks (a corrupt archive) from its zeroed output. A bitmap
+// of n bits instead of a zeroed output of n values: the decoder writes every other element.
+extern "C" __global__ void ip_mark_outliers(const u64* index, u64 count, u32* stored) {
+    u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k < count) atomicOr(&stored[index[k] >> 5], 1u << (index[k] & 31));
+}
+__device__ __forceinline__ real ip_stored(const real* out, const u32* stored, u64 idx) {
+    return stored && (stored[idx >> 5] >> (idx & 31) & 1u) ? out[idx] : (real)0;
+}
+
 // One pass of one level: the marker keeps the (outlier) value already in place, fed; any other
 // code adds its reconstruction to the prediction.
-extern "C" __global__ void ip_decode_pass(const unsigned short* codes, real* w, IGeom g, u32 choice, u32 j, u64 s, double step_f64,
-                                          u32 radius, u32 zigzag) {
+extern "C" __global__ void ip_decode_pass(const unsigned short* codes, real* w, const u32* stored, IGeom g, u32 choice, u32 j, u64 s,
+                                          double step_f64, u32 radius, u32 zigzag) {
     u64 lo[3] = {0, 0, 0}, hi[3] = {g.nz, g.ny, g.nx};
     ILattice lat = ip_lattice(ip_pass(choice, j, s), lo, hi);
     u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
@@ -644,7 +656,7 @@ extern "C" __global__ void ip_decode_pass(const unsigned short* codes, real* w, 
     u32 axis = lat.p.axis;
     unsigned short c = codes[idx];
     if (c == ip_marker(radius, zigzag)) {
-        w[idx] = ip_feed(w[idx]);
+        w[idx] = ip_feed(ip_stored(w, stored, idx));
     } else {
         real p = ip_predict(w, choice & 3u, idx, i, s, ip_axis_extent(g, axis), ip_axis_stride(g, axis), g.anchor);
         w[idx] = p + reconstruct(ip_level_code(c, radius, zigzag), (real)step_f64);
@@ -652,10 +664,10 @@ extern "C" __global__ void ip_decode_pass(const unsigned short* codes, real* w, 
 }
 
 // Inverse, every level of one box per thread block: `out` holds the fed anchors and the
-// outliers in place (zeros elsewhere); the owned part of the box is written back whole.
+// stored outliers in place; the owned part of the box is written back whole.
 extern "C" __global__ void __launch_bounds__(IP_BOX_THREADS, IP_BOX_MIN_BLOCKS)
-ip_decode_box(const unsigned short* codes, real* out, IGeom g, const u32* choices, u32 levels, const double* steps, u32 radius,
-              u32 zigzag) {
+ip_decode_box(const unsigned short* codes, real* out, const u32* stored, IGeom g, const u32* choices, u32 levels, const double* steps,
+              u32 radius, u32 zigzag) {
     extern __shared__ __align__(16) unsigned char ip_smem[];
     __shared__ IBoxPass table[3 * IP_MAX_LEVELS];
     IBox box = ip_box(g, blockIdx.x);
@@ -677,7 +689,7 @@ ip_decode_box(const unsigned short* codes, real* out, IGeom g, const u32* choice
             unsigned short code = box_codes[at];
             // An outlier's value waits in `out` (its owner may have written it back fed:
             // feeding twice gives the same value).
-            w[at] = code == marker ? ip_feed(out[box.index(g, c[0], c[1], c[2])])
+            w[at] = code == marker ? ip_feed(ip_stored(out, stored, box.index(g, c[0], c[1], c[2])))
                                    : ip_predict_box(w, p, at, p.along(c)) + reconstruct(ip_level_code(code, radius, zigzag), step);
         }
         __syncthreads();

@@ -426,8 +426,13 @@ impl DeviceStage for Interpolation {
         let natural = if r.level_order { Some(permute_codes(run, &program, codes, &g, true)?) } else { None };
         let codes = natural.as_ref().unwrap_or(codes);
         let k = |name| run.kernel(&program, name);
-        let (scatter, put_anchors, decode, decode_box) =
-            (k("fz_scatter_outliers")?, k("ip_put_anchors")?, k("ip_decode_pass")?, k("ip_decode_box")?);
+        let (scatter, mark, put_anchors, decode, decode_box) = (
+            k("fz_scatter_outliers")?,
+            k("ip_mark_outliers")?,
+            k("ip_put_anchors")?,
+            k("ip_decode_pass")?,
+            k("ip_decode_box")?,
+        );
         let num_anchors = g.num_anchors() as u64;
         let anchors = run.upload(self.input, &anchor_bytes)?;
         let as_bytes = |v: &mut dyn Iterator<Item = u64>| v.flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>();
@@ -435,15 +440,21 @@ impl DeviceStage for Interpolation {
         let bits = run.upload(DType::U64, &as_bytes(&mut outliers.iter().map(|o| o.1)))?;
         let count = outliers.len() as u64;
         let out = run.alloc(self.input, n)?;
-        // The CPU decoder starts from zeros (a marker without an outlier entry feeds 0).
-        if n > 0 {
-            run.zero(&out)?;
-        }
+        // Which elements the list stores (device.cu ip_stored): a marker without an entry
+        // decodes as 0, as on the CPU, which starts from zeros.
+        let stored = if count > 0 {
+            let bitmap = run.alloc(DType::U32, n.div_ceil(32))?;
+            run.zero(&bitmap)?;
+            Some(bitmap)
+        } else {
+            None
+        };
         let geom = IGeom::new(&g);
         let s = run.stream().clone();
         let p = |b: &DeviceBuffer| b.ptr(&s);
         let (radius, zigzag) = (self.radius, u32::from(self.zigzag));
         let threads = u64::from(THREADS);
+        let stored_ptr = stored.as_ref().map_or(0, |b| p(b));
         let scatter_outliers = || {
             if count == 0 {
                 return Ok(());
@@ -482,6 +493,18 @@ impl DeviceStage for Interpolation {
         // cpu.rs inverse: outliers wait in place, anchors fed, the levels, then the raw bits
         // of anchors and outliers.
         scatter_outliers()?;
+        if count > 0 {
+            // SAFETY: argument list matches device.cu; every index was checked against n by
+            // the parser, and the bitmap holds n bits.
+            unsafe {
+                s.launch_builder(&mark)
+                    .arg(&p(&index))
+                    .arg(&count)
+                    .arg(&stored_ptr)
+                    .launch(grid(count, threads))
+                    .map_err(device_error)?;
+            }
+        }
         anchors_into_out(1)?;
         let boxes = box_launch(&g, self.input);
         if let Some(cfg) = boxes {
@@ -498,6 +521,7 @@ impl DeviceStage for Interpolation {
                 s.launch_builder(&decode_box)
                     .arg(&p(codes))
                     .arg(&p(&out))
+                    .arg(&stored_ptr)
                     .arg(&geom)
                     .arg(&p(&choices))
                     .arg(&levels32)
@@ -523,6 +547,7 @@ impl DeviceStage for Interpolation {
                     s.launch_builder(&decode)
                         .arg(&p(codes))
                         .arg(&p(&out))
+                        .arg(&stored_ptr)
                         .arg(&geom)
                         .arg(&byte)
                         .arg(&j)
@@ -537,7 +562,7 @@ impl DeviceStage for Interpolation {
         }
         anchors_into_out(0)?;
         scatter_outliers()?;
-        drop((anchors, index, bits, natural));
+        drop((anchors, index, bits, stored, natural));
         Ok(vec![out])
     }
 }
