@@ -454,7 +454,7 @@ impl DeviceStage for Interpolation {
         let p = |b: &DeviceBuffer| b.ptr(&s);
         let (radius, zigzag) = (self.radius, u32::from(self.zigzag));
         let threads = u64::from(THREADS);
-        let stored_ptr = stored.as_ref().map_or(0, |b| p(b));
+        let stored_ptr = stored.as_ref().map_or(0, &p);
         let scatter_outliers = || {
             if count == 0 {
                 return Ok(());
