@@ -274,10 +274,21 @@ impl Cursor {
     }
 
     /// One lookup: the window's run of symbols (all [`RUN`] stored, its count kept), or one
-    /// long or escaped code. Needs [`Cursor::has_room`].
+    /// long or escaped code; or, where the code 0 is one bit and the next 32 bits are zero,
+    /// 32 of its symbols. Needs [`Cursor::has_room`].
     #[inline(always)]
     fn step<S: Symbol>(&mut self, p: &[u32], t: &CpuTables<S>, out: &mut [S], bad: &mut bool) {
-        let window = (bits_at(p, self.bit) >> (64 - TABLE_BITS)) as usize;
+        let bits = bits_at(p, self.bit);
+        if let Some(zero) = t.zero {
+            // 32 zero bits: 32 symbols of the code 0, the runs of exact predictions.
+            if bits >> 32 == 0 && self.at + 32 <= self.end {
+                out[self.at..self.at + 32].fill(zero);
+                self.at += 32;
+                self.bit += 32;
+                return;
+            }
+        }
+        let window = (bits >> (64 - TABLE_BITS)) as usize;
         let cl = usize::from(t.count_len[window]);
         if cl & 15 == 0 {
             return self.symbol(p, t, out, bad);
@@ -337,6 +348,9 @@ struct CpuTables<S> {
     /// matches, else 0.
     long: Vec<u32>,
     long_start: u32,
+    /// The symbol of the 1-bit code 0, if any (not the escape): at loose bounds most symbols
+    /// are this one, in long runs.
+    zero: Option<S>,
     /// Per length l: where the codes of length ≤ l end, left-justified in [`MAX_LEN`] bits
     /// (canonical codes ascend with their length, so a window's code length is the least l
     /// whose end lies above it).
@@ -367,8 +381,8 @@ impl<S: Symbol> CpuTables<S> {
                 long[at..at + (1 << (LONG_BITS - l))].fill(entry << 8 | l as u32);
             }
         }
-        let zero = S::from_value(0);
-        let (mut run, mut count_len) = (vec![[zero; RUN]; 1 << TABLE_BITS], vec![0u8; 1 << TABLE_BITS]);
+        let none = S::from_value(0);
+        let (mut run, mut count_len) = (vec![[none; RUN]; 1 << TABLE_BITS], vec![0u8; 1 << TABLE_BITS]);
         for (window, (syms, cl)) in run.iter_mut().zip(&mut count_len).enumerate() {
             let (mut used, mut k) = (0, 0);
             while k < RUN {
@@ -384,7 +398,8 @@ impl<S: Symbol> CpuTables<S> {
             }
             *cl = (k | used << 4) as u8;
         }
-        CpuTables { run, count_len, first: t.table, long, long_start, ends, base, sorted: t.sorted, bklen }
+        let zero = (t.table[0] & 0x7f == 1 && t.table[0] >> 8 != bklen).then(|| S::from_value(t.table[0] >> 8));
+        CpuTables { run, count_len, first: t.table, long, long_start, zero, ends, base, sorted: t.sorted, bklen }
     }
 
     /// The entry and length of the code at the top of `window` (its next [`MAX_LEN`] bits).
@@ -541,6 +556,23 @@ mod tests {
                 assert_eq!(t.count_len[window], (k | used << 4) as u8, "window {window:#b}");
             }
         }
+    }
+
+    /// Runs of the 1-bit code 0 (decoded 32 at a time) of every length, across chunk ends,
+    /// between other codes and escapes, in whole groups of chunks and a last partial one.
+    #[test]
+    fn zero_code_runs_decode_across_chunk_ends() {
+        let mut data = Vec::new();
+        let mut k = 0u32;
+        while data.len() < 6 * CHUNK + 123 {
+            k += 1;
+            data.extend(std::iter::repeat_n(7u16, (k * 37 % 101) as usize));
+            data.push([3, 9, 7000][k as usize % 3]);
+        }
+        let e = encode(&data, 64);
+        let t = CpuTables::<u16>::new(&Book::read(&e, 64, data.len() as u64).unwrap().0, 64);
+        assert_eq!(t.zero, Some(7));
+        assert_eq!(decode::<u16>(&e, data.len(), 64).unwrap(), data);
     }
 
     #[test]
