@@ -42,15 +42,49 @@ pub fn rows(g: &Geometry, pass: &Pass, lo: [usize; 3], hi: [usize; 3], mut f: im
 /// The rows [`rows`] visits, as an iterator: a loop over it keeps its body in the caller's
 /// function (and its target features), where a closure is a function of its own.
 #[inline(always)]
-pub fn row_iter(g: &Geometry, pass: &Pass, lo: [usize; 3], hi: [usize; 3]) -> impl Iterator<Item = Row> {
-    let st = g.strides();
+pub fn row_iter(g: &Geometry, pass: &Pass, lo: [usize; 3], hi: [usize; 3]) -> RowIter {
     let x0 = lo[2] + pass.start[2];
+    let y0 = lo[1] + pass.start[1];
+    // No points along x: no rows (z starts at the end).
+    let z = if x0 < hi[2] && y0 < hi[1] { lo[0] + pass.start[0] } else { hi[0] };
     let count = if x0 < hi[2] { (hi[2] - x0).div_ceil(pass.step[2]) } else { 0 };
-    let zs = (lo[0] + pass.start[0]..hi[0]).step_by(pass.step[0]);
-    let (ys, step) = ((lo[1] + pass.start[1]..hi[1]).step_by(pass.step[1]), pass.step[2]);
-    zs.filter(move |_| count > 0).flat_map(move |z| {
-        ys.clone().map(move |y| Row { first: z * st[0] + y * st[1] + x0, step, count, zy: [z, y], x0 })
-    })
+    RowIter { strides: g.strides(), step: pass.step, z, y: y0, y0, hi, x0, count }
+}
+
+/// See [`row_iter`]: z, y ascending, the nested loops of [`rows`] as a state.
+pub struct RowIter {
+    strides: [usize; 3],
+    step: [usize; 3],
+    z: usize,
+    y: usize,
+    y0: usize,
+    hi: [usize; 3],
+    x0: usize,
+    count: usize,
+}
+
+impl Iterator for RowIter {
+    type Item = Row;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<Row> {
+        if self.z >= self.hi[0] {
+            return None;
+        }
+        let (z, y, st) = (self.z, self.y, self.strides);
+        self.y += self.step[1];
+        if self.y >= self.hi[1] {
+            self.y = self.y0;
+            self.z += self.step[0];
+        }
+        Some(Row {
+            first: z * st[0] + y * st[1] + self.x0,
+            step: self.step[2],
+            count: self.count,
+            zy: [z, y],
+            x0: self.x0,
+        })
+    }
 }
 
 /// Which stencil form a point takes (see [`stencil`]): only b; (b + c)/2; the one-sided cubic
