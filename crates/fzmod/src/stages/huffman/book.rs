@@ -263,31 +263,6 @@ impl DecodeTables {
         }
         t
     }
-
-    /// The entry and length of the code at the top of `window` (its next [`MAX_LEN`] bits,
-    /// most significant first). A complete code always matches.
-    #[inline(always)]
-    pub fn lookup(&self, window: u32) -> (u32, u32) {
-        let e = self.table[(window >> (MAX_LEN - TABLE_BITS)) as usize];
-        if e != 0 {
-            return (e >> 8, e & 0x7f);
-        }
-        self.lookup_long(window)
-    }
-
-    /// A code longer than [`TABLE_BITS`]: rare, kept out of the decoders' inlined loops.
-    #[cold]
-    #[inline(never)]
-    fn lookup_long(&self, window: u32) -> (u32, u32) {
-        for l in TABLE_BITS + 1..=MAX_LEN {
-            let c = window >> (MAX_LEN - l);
-            let k = c.wrapping_sub(self.first[l]);
-            if k < self.count[l] {
-                return (u32::from(self.sorted[(self.offset[l] + k) as usize]), l as u32);
-            }
-        }
-        unreachable!("a complete prefix code matches every window")
-    }
 }
 
 #[cfg(test)]
@@ -340,16 +315,5 @@ mod tests {
         assert_eq!(out, [2, 0, 0, 0, 1, 0, 0, 0]);
         assert_eq!(Book::read(&out, 2, 7).unwrap().0.single, Some(2));
         assert!(Book::read(&out, 2, 0).is_err(), "a book for no symbols");
-    }
-
-    #[test]
-    fn tables_decode_every_code() {
-        let counts: Vec<u64> = (0..300u64).map(|i| 1 + (i * 7919) % 1000 + if i == 5 { 1 << 30 } else { 0 }).collect();
-        let b = Book::from_counts(&counts);
-        let t = DecodeTables::new(&b);
-        for (s, (&l, &c)) in b.lengths.iter().zip(&b.codes).enumerate() {
-            let window = c << (MAX_LEN - usize::from(l));
-            assert_eq!(t.lookup(window), (s as u32, u32::from(l)));
-        }
     }
 }

@@ -7,7 +7,7 @@
 //! symbol `s ≥ bklen` is the code of the escape entry `bklen` followed by `s` in the symbol
 //! type's full width.
 
-use super::book::{Book, DecodeTables, MAX_LEN};
+use super::book::{Book, DecodeTables, MAX_LEN, TABLE_BITS};
 use crate::element::zeroed_vec;
 use crate::error::{corrupt, Result};
 use rayon::prelude::*;
@@ -228,124 +228,260 @@ pub fn chunk_spans(
     Ok(spans)
 }
 
-/// Bits read most significant first from 32-bit words; past the last word it reads zeros
-/// (the caller checks afterwards that no bit beyond the chunk was used).
-struct BitReader<'a> {
-    words: &'a [u32],
-    next: usize,
-    buf: u64,
-    have: u32,
+/// The 64 bits of the payload `p` from bit `bit` on (most significant first), of which at
+/// least the top 33 are the payload's. `p` ends in two zero words, and a position past them
+/// (only a corrupted chunk consumes that far) reads them: its check fails afterwards.
+#[inline(always)]
+fn bits_at(p: &[u32], bit: usize) -> u64 {
+    let i = (bit / 32).min(p.len() - 2);
+    (u64::from(p[i]) << 32 | u64::from(p[i + 1])) << (bit % 32)
 }
 
-impl BitReader<'_> {
-    /// At least 33 bits in `buf` (a code of ≤ 20 bits, or a 32-bit escaped value).
-    #[inline]
-    fn refill(&mut self) {
-        while self.have <= 32 {
-            let w = self.words.get(self.next).copied().unwrap_or(0);
-            self.buf |= u64::from(w) << (32 - self.have);
-            self.have += 32;
-            self.next += 1;
-        }
-    }
-
-    #[inline]
-    fn peek(&self, bits: u32) -> u32 {
-        (self.buf >> (64 - bits)) as u32
-    }
-
-    #[inline]
-    fn skip(&mut self, bits: u32) {
-        self.buf <<= bits;
-        self.have -= bits;
-    }
+/// Where a chunk's decode stands: its next bit in the payload, its next symbol in the
+/// output and the end of its symbols there.
+struct Cursor {
+    bit: usize,
+    at: usize,
+    end: usize,
 }
 
-impl<'a> BitReader<'a> {
-    fn new(words: &'a [u32]) -> Self {
-        BitReader { words, next: 0, buf: 0, have: 0 }
+impl Cursor {
+    fn new(span: &ChunkSpan, at: usize, end: usize) -> Self {
+        Cursor { bit: 32 * span.at, at, end }
     }
 
-    /// The next symbol. An escaped value that has a code of its own is marked in `bad` (and
-    /// reported by [`BitReader::finish`]), keeping the loop free of error returns.
+    /// The next symbol, one code at a time. An escaped value that has a code of its own is
+    /// marked in `bad` (and reported by [`Cursor::finish`]), keeping the loop free of error
+    /// returns.
     #[inline(always)]
-    fn symbol<S: Symbol>(&mut self, tables: &DecodeTables, bklen: u32, bad: &mut bool) -> S {
-        self.refill();
-        let (e, len) = tables.lookup(self.peek(MAX_LEN as u32));
-        self.skip(len);
-        if e != bklen {
-            return S::from_value(e);
+    fn symbol<S: Symbol>(&mut self, p: &[u32], t: &CpuTables<S>, out: &mut [S], bad: &mut bool) {
+        let (e, len) = t.lookup((bits_at(p, self.bit) >> (64 - MAX_LEN)) as u32);
+        self.bit += len as usize;
+        let mut v = e;
+        if e == t.bklen {
+            v = (bits_at(p, self.bit) >> (64 - S::BITS)) as u32;
+            self.bit += S::BITS as usize;
+            *bad |= v < t.bklen;
         }
-        self.refill();
-        let v = self.peek(S::BITS);
-        self.skip(S::BITS);
-        *bad |= v < bklen;
-        S::from_value(v)
+        out[self.at] = S::from_value(v);
+        self.at += 1;
     }
 
-    /// Exactly the words the bits need, and zero padding: one encoding per chunk.
-    fn finish(&self, bad: bool) -> Result<()> {
+    /// Whether [`Cursor::step`] has room for a whole run.
+    #[inline(always)]
+    fn has_room(&self) -> bool {
+        self.at + RUN <= self.end
+    }
+
+    /// One lookup: the window's run of symbols (all [`RUN`] stored, its count kept), or one
+    /// long or escaped code; or, where the code 0 is one bit and the next 32 bits are zero,
+    /// 32 of its symbols. Needs [`Cursor::has_room`].
+    #[inline(always)]
+    fn step<S: Symbol>(&mut self, p: &[u32], t: &CpuTables<S>, out: &mut [S], bad: &mut bool) {
+        let bits = bits_at(p, self.bit);
+        if let Some(zero) = t.zero {
+            // 32 zero bits: 32 symbols of the code 0, the runs of exact predictions.
+            if bits >> 32 == 0 && self.at + 32 <= self.end {
+                out[self.at..self.at + 32].fill(zero);
+                self.at += 32;
+                self.bit += 32;
+                return;
+            }
+        }
+        let window = (bits >> (64 - TABLE_BITS)) as usize;
+        let cl = usize::from(t.count_len[window]);
+        if cl & 15 == 0 {
+            return self.symbol(p, t, out, bad);
+        }
+        out[self.at..self.at + RUN].copy_from_slice(&t.run[window]);
+        self.at += cl & 15;
+        self.bit += cl >> 4;
+    }
+
+    /// The symbols after the last whole run (no room left), one code at a time; then the
+    /// chunk's check: exactly the words the bits need, and zero padding (one encoding per
+    /// chunk).
+    fn finish<S: Symbol>(mut self, p: &[u32], span: &ChunkSpan, t: &CpuTables<S>, out: &mut [S]) -> Result<()> {
+        let mut bad = false;
+        while self.at < self.end {
+            self.symbol(p, t, out, &mut bad);
+        }
         if bad {
             return Err(corrupt!("Huffman: an escaped value has a code of its own"));
         }
-        let used = 32 * self.next - self.have as usize;
+        let used = self.bit - 32 * span.at;
         let pad = (32 - used % 32) % 32;
-        let last_ok = self.words.last().is_none_or(|&w| pad == 0 || w & ((1u32 << pad) - 1) == 0);
-        if used.div_ceil(32) != self.words.len() || !last_ok {
-            return Err(corrupt!("Huffman: a chunk's {} words do not hold exactly its {used} bits", self.words.len()));
+        let words = &p[span.at..span.at + span.words];
+        let last_ok = words.last().is_none_or(|&w| pad == 0 || w & ((1u32 << pad) - 1) == 0);
+        if used.div_ceil(32) != span.words || !last_ok {
+            return Err(corrupt!("Huffman: a chunk's {} words do not hold exactly its {used} bits", span.words));
         }
         Ok(())
     }
 }
 
-fn decode_chunk<S: Symbol>(words: &[u32], out: &mut [S], tables: &DecodeTables, bklen: u32) -> Result<()> {
-    let (mut r, mut bad) = (BitReader::new(words), false);
-    for o in out.iter_mut() {
-        *o = r.symbol(tables, bklen, &mut bad);
-    }
-    r.finish(bad)
+/// Symbols one lookup of [`CpuTables`] yields at most.
+const RUN: usize = 4;
+
+/// Bits of the second-level window of [`CpuTables`]. Its table has an entry per window the
+/// codes longer than [`TABLE_BITS`] take, at most 4 per such code (each takes at most 2^-12
+/// of the code space), so never more than 4 per symbol decoded.
+const LONG_BITS: usize = 14;
+
+/// The CPU decoder's tables. Per [`TABLE_BITS`]-bit window, the codes that lie wholly inside
+/// it, up to [`RUN`] of them and none after an escape: their symbols, stored together so a
+/// lookup writes them with one store, and their count and total length. Quantization codes
+/// are mostly 1 to 4 bits, so one lookup (whose latency every later code waits on) yields
+/// several symbols instead of one. Codes longer than the window up to [`LONG_BITS`] (most of
+/// them at tight bounds) come from a second table; longer ones find their length by
+/// comparison with the canonical code's range ends instead of a search.
+struct CpuTables<S> {
+    /// Per window: its first [`RUN`] symbols (those beyond the count are any value).
+    run: Vec<[S; RUN]>,
+    /// Per window: symbol count (0: the first code is longer than the window, or the escape)
+    /// in bits 0..4, their total length above.
+    count_len: Vec<u8>,
+    /// The first-level table, for the single-symbol path (book.rs).
+    first: Vec<u32>,
+    /// Per [`LONG_BITS`]-bit window from `long_start` on (where the codes longer than
+    /// [`TABLE_BITS`] begin): `entry << 8 | length` when a code of at most LONG_BITS bits
+    /// matches, else 0.
+    long: Vec<u32>,
+    long_start: u32,
+    /// The symbol of the 1-bit code 0, if any (not the escape): at loose bounds most symbols
+    /// are this one, in long runs.
+    zero: Option<S>,
+    /// Per length l: where the codes of length ≤ l end, left-justified in [`MAX_LEN`] bits
+    /// (canonical codes ascend with their length, so a window's code length is the least l
+    /// whose end lies above it).
+    ends: [u32; MAX_LEN + 1],
+    /// Per length l: the entry index in `sorted` of the l-bit code 0 (wrapping), so a code c
+    /// of length l is entry `sorted[base[l] + c]`.
+    base: [u32; MAX_LEN + 1],
+    sorted: Vec<u16>,
+    bklen: u32,
 }
 
-/// Whole chunks decoded side by side. Within a chunk each code's length says where the next
-/// one starts, so one chunk at a time waits on every table lookup; independent chunks in one
+impl<S: Symbol> CpuTables<S> {
+    fn new(book: &Book, bklen: u32) -> Self {
+        let t = DecodeTables::new(book);
+        let mut ends = [0u32; MAX_LEN + 1];
+        let mut base = [0u32; MAX_LEN + 1];
+        for l in 1..=MAX_LEN {
+            ends[l] = ends[l - 1] + (t.count[l] << (MAX_LEN - l));
+            base[l] = t.offset[l].wrapping_sub(ends[l - 1] >> (MAX_LEN - l));
+        }
+        let long_start = ends[TABLE_BITS] >> (MAX_LEN - LONG_BITS);
+        let mut long = vec![0u32; ((ends[MAX_LEN] >> (MAX_LEN - LONG_BITS)) - long_start) as usize];
+        for l in TABLE_BITS + 1..=LONG_BITS {
+            let first_code = ends[l - 1] >> (MAX_LEN - l);
+            for k in 0..t.count[l] {
+                let entry = u32::from(t.sorted[(t.offset[l] + k) as usize]);
+                let at = (((first_code + k) << (LONG_BITS - l)) - long_start) as usize;
+                long[at..at + (1 << (LONG_BITS - l))].fill(entry << 8 | l as u32);
+            }
+        }
+        let none = S::from_value(0);
+        let (mut run, mut count_len) = (vec![[none; RUN]; 1 << TABLE_BITS], vec![0u8; 1 << TABLE_BITS]);
+        for (window, (syms, cl)) in run.iter_mut().zip(&mut count_len).enumerate() {
+            let (mut used, mut k) = (0, 0);
+            while k < RUN {
+                // The window's bits after the codes taken: TABLE_BITS − used of them are known.
+                let e = t.table[(window << used) & ((1 << TABLE_BITS) - 1)];
+                let (entry, len) = ((e >> 8) as usize, (e & 0x7f) as usize);
+                if e == 0 || entry == bklen as usize || used + len > TABLE_BITS {
+                    break;
+                }
+                syms[k] = S::from_value(entry as u32);
+                used += len;
+                k += 1;
+            }
+            *cl = (k | used << 4) as u8;
+        }
+        let zero = (t.table[0] & 0x7f == 1 && t.table[0] >> 8 != bklen).then(|| S::from_value(t.table[0] >> 8));
+        CpuTables { run, count_len, first: t.table, long, long_start, zero, ends, base, sorted: t.sorted, bklen }
+    }
+
+    /// The entry and length of the code at the top of `window` (its next [`MAX_LEN`] bits).
+    #[inline(always)]
+    fn lookup(&self, window: u32) -> (u32, u32) {
+        let e = self.first[(window >> (MAX_LEN - TABLE_BITS)) as usize];
+        if e != 0 {
+            return (e >> 8, e & 0x7f);
+        }
+        // A code longer than TABLE_BITS: the window lies at or above `long_start`.
+        let e = self.long[((window >> (MAX_LEN - LONG_BITS)) - self.long_start) as usize];
+        if e != 0 {
+            return (e >> 8, e & 0xff);
+        }
+        self.lookup_longest(window)
+    }
+
+    /// A code longer than [`LONG_BITS`]: its length counted from the range ends without a
+    /// branch (a search mispredicted once per long code), kept out of the inlined loops.
+    #[cold]
+    #[inline(never)]
+    fn lookup_longest(&self, window: u32) -> (u32, u32) {
+        let len =
+            LONG_BITS + 1 + self.ends[LONG_BITS + 1..MAX_LEN].iter().map(|&e| usize::from(window >= e)).sum::<usize>();
+        let code = window >> (MAX_LEN - len);
+        (u32::from(self.sorted[self.base[len].wrapping_add(code) as usize]), len as u32)
+    }
+}
+
+/// Chunks decoded side by side. Within a chunk each lookup's lengths say where the next one
+/// starts, so one chunk at a time waits on every table lookup; independent chunks in one
 /// loop fill those waits.
 const INTERLEAVE: usize = 4;
 
-/// Decode [`INTERLEAVE`] whole chunks (`out` holds exactly their symbols) in one loop.
-fn decode_interleaved<S: Symbol>(
-    words: [&[u32]; INTERLEAVE],
-    out: &mut [S],
-    tables: &DecodeTables,
-    bklen: u32,
-) -> Result<()> {
-    let (mut r, mut bad) = (words.map(BitReader::new), false);
-    let (o0, rest) = out.split_at_mut(CHUNK);
-    let (o1, rest) = rest.split_at_mut(CHUNK);
-    let (o2, o3) = rest.split_at_mut(CHUNK);
-    for (((a, b), c), d) in o0.iter_mut().zip(o1.iter_mut()).zip(o2.iter_mut()).zip(o3.iter_mut()) {
-        *a = r[0].symbol(tables, bklen, &mut bad);
-        *b = r[1].symbol(tables, bklen, &mut bad);
-        *c = r[2].symbol(tables, bklen, &mut bad);
-        *d = r[3].symbol(tables, bklen, &mut bad);
+/// Decode the chunks `spans` (at most [`INTERLEAVE`]; `out` holds exactly their symbols):
+/// side by side while every one has room for a whole run, again without those that have
+/// none left (chunks with more short codes finish their runs sooner), then each to its end.
+fn decode_group<S: Symbol>(p: &[u32], spans: &[ChunkSpan], out: &mut [S], t: &CpuTables<S>) -> Result<()> {
+    let mut live: Vec<(Cursor, &ChunkSpan)> = spans
+        .iter()
+        .enumerate()
+        .map(|(k, s)| (Cursor::new(s, k * CHUNK, (k * CHUNK + CHUNK).min(out.len())), s))
+        .collect();
+    let mut ended = Vec::with_capacity(live.len());
+    let mut bad = false;
+    macro_rules! side_by_side {
+        ($($c:ident),+) => {
+            while $($c.has_room())&&+ {
+                $($c.step(p, t, out, &mut bad);)+
+            }
+        };
     }
-    r.iter().try_for_each(|r| r.finish(bad))
+    loop {
+        match &mut live[..] {
+            [] => break,
+            [(a, _)] => side_by_side!(a),
+            [(a, _), (b, _)] => side_by_side!(a, b),
+            [(a, _), (b, _), (c, _)] => side_by_side!(a, b, c),
+            [(a, _), (b, _), (c, _), (d, _), ..] => side_by_side!(a, b, c, d),
+        }
+        let (room, none): (Vec<_>, Vec<_>) = live.into_iter().partition(|(c, _)| c.has_room());
+        live = room;
+        ended.extend(none);
+    }
+    if bad {
+        return Err(corrupt!("Huffman: an escaped value has a code of its own"));
+    }
+    ended.into_iter().try_for_each(|(c, s)| c.finish(p, s, t, out))
 }
 
 /// Decode a segment of `n` symbols over entries `0..=bklen`.
 pub fn decode<S: Symbol>(seg: &[u8], n: usize, bklen: u32) -> Result<Vec<S>> {
     let (book, book_len) = Book::read(seg, bklen, n as u64)?;
     let spans = chunk_spans(seg.len(), book_len, n, S::BITS, |chunks| Ok(words_at(seg, book_len, chunks)))?;
-    let payload = words_at(seg, book_len + 4 * spans.len(), (seg.len() - book_len) / 4 - spans.len());
-    let tables = DecodeTables::new(&book);
+    let mut payload = words_at(seg, book_len + 4 * spans.len(), (seg.len() - book_len) / 4 - spans.len());
+    // Two zero words past the end: [`bits_at`] reads there.
+    payload.extend([0, 0]);
+    let tables = CpuTables::new(&book, bklen);
     let mut out = zeroed_vec::<S>(n);
-    let words = |s: &ChunkSpan| &payload[s.at..s.at + s.words];
-    out.par_chunks_mut(CHUNK * INTERLEAVE).zip(spans.par_chunks(INTERLEAVE)).try_for_each(|(o, group)| {
-        if o.len() == CHUNK * INTERLEAVE {
-            let [a, b, c, d] = group else { unreachable!("a group of whole chunks has INTERLEAVE spans") };
-            return decode_interleaved([words(a), words(b), words(c), words(d)], o, &tables, bklen);
-        }
-        o.chunks_mut(CHUNK).zip(group).try_for_each(|(o, s)| decode_chunk(words(s), o, &tables, bklen))
-    })?;
+    out.par_chunks_mut(CHUNK * INTERLEAVE)
+        .zip(spans.par_chunks(INTERLEAVE))
+        .try_for_each(|(o, group)| decode_group(&payload, group, o, &tables))?;
     Ok(out)
 }
 
@@ -384,6 +520,59 @@ mod tests {
         assert_eq!(zero, Some(3));
         let (mut a, mut b) = (Vec::new(), Vec::new());
         assert_eq!(encode_chunk(&data, &table, 16, zero, &mut a), encode_chunk(&data, &table, 16, None, &mut b));
+    }
+
+    /// Every code of a book decodes by one lookup (short codes, codes of the second table,
+    /// longer ones), and every window's run is the codes it starts with, taken one lookup at
+    /// a time until the window ends, an escape comes or the run is full.
+    #[test]
+    fn tables_decode_every_code_and_runs_are_successive_codes() {
+        let wide: Vec<u64> = (0..300u64).map(|i| 1 + (i * 7919) % 1000 + if i == 5 { 1 << 30 } else { 0 }).collect();
+        // Lengths up to MAX_LEN, and the escape (the last entry) the 1-bit code.
+        let mut fib = vec![1u64, 1];
+        while fib.len() < 60 {
+            fib.push(fib[fib.len() - 1] + fib[fib.len() - 2]);
+        }
+        for counts in [wide, fib] {
+            let bklen = counts.len() as u32 - 1;
+            let b = Book::from_counts(&counts);
+            assert!(b.lengths.iter().any(|&l| usize::from(l) > LONG_BITS) || bklen == 299);
+            let t = CpuTables::<u16>::new(&b, bklen);
+            for (s, (&l, &c)) in b.lengths.iter().zip(&b.codes).enumerate() {
+                let window = c << (MAX_LEN - usize::from(l));
+                assert_eq!(t.lookup(window), (s as u32, u32::from(l)));
+            }
+            for window in 0..1usize << TABLE_BITS {
+                let (mut used, mut k) = (0, 0);
+                while k < RUN {
+                    let (e, len) = t.lookup(((window << used) << (MAX_LEN - TABLE_BITS)) as u32 & ((1 << MAX_LEN) - 1));
+                    if e == bklen || used + len as usize > TABLE_BITS {
+                        break;
+                    }
+                    assert_eq!(u32::from(t.run[window][k]), e, "window {window:#b} symbol {k}");
+                    used += len as usize;
+                    k += 1;
+                }
+                assert_eq!(t.count_len[window], (k | used << 4) as u8, "window {window:#b}");
+            }
+        }
+    }
+
+    /// Runs of the 1-bit code 0 (decoded 32 at a time) of every length, across chunk ends,
+    /// between other codes and escapes, in whole groups of chunks and a last partial one.
+    #[test]
+    fn zero_code_runs_decode_across_chunk_ends() {
+        let mut data = Vec::new();
+        let mut k = 0u32;
+        while data.len() < 6 * CHUNK + 123 {
+            k += 1;
+            data.extend(std::iter::repeat_n(7u16, (k * 37 % 101) as usize));
+            data.push([3, 9, 7000][k as usize % 3]);
+        }
+        let e = encode(&data, 64);
+        let t = CpuTables::<u16>::new(&Book::read(&e, 64, data.len() as u64).unwrap().0, 64);
+        assert_eq!(t.zero, Some(7));
+        assert_eq!(decode::<u16>(&e, data.len(), 64).unwrap(), data);
     }
 
     #[test]

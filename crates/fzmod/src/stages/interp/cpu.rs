@@ -5,8 +5,8 @@
 
 use super::order::LevelRows;
 use super::parity::ParityGrids;
-use super::rows::{rows, strided_copy, strided_scatter, Lines};
-use super::walk::{passes, Choice, Geometry, Pass, Real};
+use super::rows::{row_iter, rows, strided_copy, strided_scatter, Lines};
+use super::walk::{passes, Choice, Geometry, Kind, Pass, Real};
 use crate::archive::{Reader, Writer};
 use crate::element::zeroed_vec;
 use crate::error::{corrupt, Result};
@@ -273,36 +273,79 @@ impl<T: Real> RowCodes<T> {
         }
         fails
     }
+}
 
-    /// The reconstructions of the row's codes against the predictions `p` (an outlier's is
-    /// some value or other); returns whether any code is the outlier marker.
-    fn reconstruct(&mut self, p: &[T], step: T, q: Params) -> bool {
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2.
-            return unsafe { self.reconstruct_avx2(p, step, q) };
-        }
-        self.reconstruct_inline(p, step, q)
-    }
+/// What one pass of the decoder reads besides the values: the pass, its level's stride and
+/// interpolator, the codes and where a row's codes lie among them.
+struct DecodePass<'a> {
+    pass: Pass,
+    s: usize,
+    kind: Kind,
+    codes: &'a [u16],
+    level_rows: Option<&'a LevelRows>,
+    q: Params,
+}
 
+/// The decoder's buffers, reused across rows and passes: the stencil lines, a row's codes
+/// (where they are not one run of the level order) and its values.
+struct DecodeScratch<T> {
+    lines: Lines<T>,
+    codes: Vec<u16>,
+    w: Vec<T>,
+}
+
+/// Decode one pass into `w` with its level's half bin width `step`, row by row: the row's
+/// codes, then predictions and reconstructions in one loop, scattered into place. The whole
+/// pass is one AVX2 function where the CPU has it: rows are short (24 points along x in the
+/// ncep field), and a dispatch and call per step of every row cost more than its arithmetic.
+fn decode_pass<T: Real>(g: &Geometry, w: &mut [T], d: &DecodePass, step: T, scratch: &mut DecodeScratch<T>) {
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
-    fn reconstruct_avx2(&mut self, p: &[T], step: T, q: Params) -> bool {
-        self.reconstruct_inline(p, step, q)
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { decode_pass_avx2(g, w, d, step, scratch) };
     }
+    decode_pass_inline(g, w, d, step, scratch)
+}
 
-    #[inline(always)]
-    fn reconstruct_inline(&mut self, p: &[T], step: T, q: Params) -> bool {
-        let n = self.codes.len();
-        self.w.resize(n, T::ZERO);
-        let (codes, p, w) = (&self.codes[..], &p[..n], &mut self.w[..]);
-        let marker = q.outlier_code();
-        let mut markers = false;
-        for k in 0..n {
-            w[k] = p[k] + T::reconstruct(q.level_code(codes[k]), step);
-            markers |= codes[k] == marker;
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn decode_pass_avx2<T: Real>(g: &Geometry, w: &mut [T], d: &DecodePass, step: T, scratch: &mut DecodeScratch<T>) {
+    decode_pass_inline(g, w, d, step, scratch)
+}
+
+#[inline(always)]
+fn decode_pass_inline<T: Real>(g: &Geometry, w: &mut [T], d: &DecodePass, step: T, scratch: &mut DecodeScratch<T>) {
+    let DecodeScratch { lines, codes: row_codes, w: row_w } = scratch;
+    let (s, q, marker) = (d.s, d.q, d.q.outlier_code());
+    for r in row_iter(g, &d.pass, [0; 3], g.dims) {
+        let r = &r;
+        // A row of step 2s has its codes in one run of the level order: read in place.
+        let codes = match d.level_rows {
+            Some(lr) => match lr.run(s, r) {
+                Some(at) => &d.codes[at..at + r.count],
+                None => {
+                    row_codes.resize(r.count, 0);
+                    lr.read(s, r, d.codes, row_codes);
+                    &row_codes[..]
+                }
+            },
+            None => {
+                row_codes.resize(r.count, 0);
+                strided_copy(row_codes, &d.codes[r.first..], r.step);
+                &row_codes[..]
+            }
+        };
+        // An outlier's reconstruction is some value or other, replaced below.
+        let reconstruct = |p: T, k: usize| p + T::reconstruct(q.level_code(codes[k]), step);
+        lines.predict_row_then(g, w, d.pass.axis, s, r, d.kind, row_w, reconstruct);
+        // A fold, not `contains`: branch-free, it vectorises.
+        if codes.iter().fold(false, |any, &c| any | (c == marker)) {
+            // An outlier's value waits in place (see inverse): it feeds as itself.
+            for (k, idx) in r.indices().enumerate().filter(|&(k, _)| codes[k] == marker) {
+                row_w[k] = feed(w[idx]);
+            }
         }
-        markers
+        strided_scatter(&mut w[r.first..], row_w, r.step);
     }
 }
 
@@ -421,27 +464,13 @@ pub fn inverse<T: Real>(
         w[i] = feed(anchors[k]);
         k += 1;
     });
-    let marker = q.outlier_code();
     let level_rows = level_order.then(|| LevelRows::new(g));
-    let (mut lines, mut p, mut row) = (Lines::new(), Vec::new(), RowCodes::new());
+    let mut scratch = DecodeScratch { lines: Lines::new(), codes: Vec::new(), w: Vec::new() };
     for (k, l) in (1..=g.levels()).rev().enumerate() {
         let (s, lv, choice) = (1 << (l - 1), steps[l - 1], choices[k]);
         for pass in passes(s, choice) {
-            rows(g, &pass, [0; 3], g.dims, |r| {
-                lines.predict_row(g, &w, pass.axis, s, r, choice.kind, &mut p);
-                row.codes.resize(r.count, 0);
-                match &level_rows {
-                    Some(lr) => lr.read(s, r, codes, &mut row.codes),
-                    None => strided_copy(&mut row.codes, &codes[r.first..], r.step),
-                }
-                if row.reconstruct(&p, lv.step, q) {
-                    // An outlier's value waits in place (see above): it feeds as itself.
-                    for (k, idx) in r.indices().enumerate().filter(|&(k, _)| row.codes[k] == marker) {
-                        row.w[k] = feed(w[idx]);
-                    }
-                }
-                strided_scatter(&mut w[r.first..], &row.w, r.step);
-            });
+            let d = DecodePass { pass, s, kind: choice.kind, codes, level_rows: level_rows.as_ref(), q };
+            decode_pass(g, &mut w, &d, lv.step, &mut scratch);
         }
     }
     // Non-finite values fed predictions as 0; put their bits back.

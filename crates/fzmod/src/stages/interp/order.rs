@@ -120,7 +120,8 @@ impl LevelRows {
     /// Shifts, as s is a power of two (divisions per row were a tenth of a small decode).
     #[inline]
     fn position(&self, s: usize, [z, y, x]: [usize; 3], x_odd: usize) -> usize {
-        let (sh, level) = (s.trailing_zeros(), (self.anchor / s).trailing_zeros() as usize - 1);
+        let sh = s.trailing_zeros();
+        let level = (self.anchor.trailing_zeros() - sh) as usize - 1;
         let mask = (z >> sh & 1) | (y >> sh & 1) << 1 | x_odd << 2;
         let (at, cy, cx) = self.groups[1 + 7 * level + mask - 1];
         at + ((z >> (sh + 1)) * cy + (y >> (sh + 1))) * cx + (x >> (sh + 1))
@@ -129,6 +130,7 @@ impl LevelRows {
     /// The runs of a row of a pass at level stride `s`: with step 2s its points share the
     /// parity of x, one group, one run `(start, start)`; with step s (x0 = 0) the points at
     /// even k (x even) run from the first start, those at odd k from the second.
+    #[inline]
     fn runs(&self, s: usize, row: &Row) -> (usize, usize) {
         let [z, y] = row.zy;
         if row.step == 2 * s {
@@ -137,6 +139,13 @@ impl LevelRows {
         }
         debug_assert!(row.step == s && row.x0 == 0);
         (self.position(s, [z, y, 0], 0), self.position(s, [z, y, s], 1))
+    }
+
+    /// Where the codes of `row` (level stride `s`) start in the level order when they are
+    /// one run there (a row of step 2s), else `None`.
+    #[inline]
+    pub fn run(&self, s: usize, row: &Row) -> Option<usize> {
+        (row.step == 2 * s).then(|| self.runs(s, row).0)
     }
 
     /// The codes of `row` (level stride `s`) from the level-ordered `codes` into `dst`.

@@ -34,20 +34,56 @@ impl Row {
 /// ascending: the points of `walk::walk`, row by row.
 #[inline]
 pub fn rows(g: &Geometry, pass: &Pass, lo: [usize; 3], hi: [usize; 3], mut f: impl FnMut(&Row)) {
-    let st = g.strides();
-    let x0 = lo[2] + pass.start[2];
-    if x0 >= hi[2] {
-        return;
+    for row in row_iter(g, pass, lo, hi) {
+        f(&row);
     }
-    let count = (hi[2] - x0).div_ceil(pass.step[2]);
-    let mut z = lo[0] + pass.start[0];
-    while z < hi[0] {
-        let mut y = lo[1] + pass.start[1];
-        while y < hi[1] {
-            f(&Row { first: z * st[0] + y * st[1] + x0, step: pass.step[2], count, zy: [z, y], x0 });
-            y += pass.step[1];
+}
+
+/// The rows [`rows`] visits, as an iterator: a loop over it keeps its body in the caller's
+/// function (and its target features), where a closure is a function of its own.
+#[inline(always)]
+pub fn row_iter(g: &Geometry, pass: &Pass, lo: [usize; 3], hi: [usize; 3]) -> RowIter {
+    let x0 = lo[2] + pass.start[2];
+    let y0 = lo[1] + pass.start[1];
+    // No points along x: no rows (z starts at the end).
+    let z = if x0 < hi[2] && y0 < hi[1] { lo[0] + pass.start[0] } else { hi[0] };
+    let count = if x0 < hi[2] { (hi[2] - x0).div_ceil(pass.step[2]) } else { 0 };
+    RowIter { strides: g.strides(), step: pass.step, z, y: y0, y0, hi, x0, count }
+}
+
+/// See [`row_iter`]: z, y ascending, the nested loops of [`rows`] as a state.
+pub struct RowIter {
+    strides: [usize; 3],
+    step: [usize; 3],
+    z: usize,
+    y: usize,
+    y0: usize,
+    hi: [usize; 3],
+    x0: usize,
+    count: usize,
+}
+
+impl Iterator for RowIter {
+    type Item = Row;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<Row> {
+        if self.z >= self.hi[0] {
+            return None;
         }
-        z += pass.step[0];
+        let (z, y, st) = (self.z, self.y, self.strides);
+        self.y += self.step[1];
+        if self.y >= self.hi[1] {
+            self.y = self.y0;
+            self.z += self.step[0];
+        }
+        Some(Row {
+            first: z * st[0] + y * st[1] + self.x0,
+            step: self.step[2],
+            count: self.count,
+            zy: [z, y],
+            x0: self.x0,
+        })
     }
 }
 
@@ -185,6 +221,7 @@ impl<T: Real> Lines<T> {
     }
 
     /// Gather row `row` of a pass along `axis` at level stride `s` from `w`.
+    #[inline(always)]
     pub fn gather(&mut self, g: &Geometry, w: &[T], axis: usize, s: usize, row: &Row) {
         let n = row.count;
         self.len = n;
@@ -221,7 +258,8 @@ impl<T: Real> Lines<T> {
         // The lattice's in-array part: j from j0 (x ≥ 0) to j1 (x < nx).
         // (x0 = lo + s, so j = 1 is x = lo − 2s + 2s ≥ 0.)
         let j0 = usize::from(row.x0 < 3 * s);
-        let j1 = (nx + 3 * s - row.x0).div_ceil(2 * s).min(n + 3);
+        // ⌈·/2s⌉ as a shift (s is a power of two), not a division per row.
+        let j1 = ((nx + 5 * s - 1 - row.x0) >> (s.trailing_zeros() + 1)).min(n + 3);
         // Only the lattice points outside the array are zeroed (clearing the whole line
         // first was a memset per row).
         self.even.resize(n + 3, T::ZERO);
@@ -235,7 +273,7 @@ impl<T: Real> Lines<T> {
     /// into `out`. Along z and y with a row step of 1 or 2 (the finest levels, most of the
     /// points) the stencil's lines are read in place: they are rows of `w` at ±s and ±3s
     /// along the axis, strided as the row is. Otherwise gathered first. The same values
-    /// either way (the same [`stencil`] on the same operands).
+    /// either way (the same [`stencil`] on the same operands). AVX2 where the CPU has it.
     #[allow(clippy::too_many_arguments)]
     pub fn predict_row(
         &mut self,
@@ -247,9 +285,65 @@ impl<T: Real> Lines<T> {
         kind: Kind,
         out: &mut Vec<T>,
     ) {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2.
+            return unsafe { self.predict_row_avx2(g, w, axis, s, row, kind, out) };
+        }
+        self.predict_row_inline(g, w, axis, s, row, kind, out)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    #[allow(clippy::too_many_arguments)]
+    fn predict_row_avx2(
+        &mut self,
+        g: &Geometry,
+        w: &[T],
+        axis: usize,
+        s: usize,
+        row: &Row,
+        kind: Kind,
+        out: &mut Vec<T>,
+    ) {
+        self.predict_row_inline(g, w, axis, s, row, kind, out)
+    }
+
+    /// [`Lines::predict_row`] for the target's baseline features (or the caller's, inlined).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn predict_row_inline(
+        &mut self,
+        g: &Geometry,
+        w: &[T],
+        axis: usize,
+        s: usize,
+        row: &Row,
+        kind: Kind,
+        out: &mut Vec<T>,
+    ) {
+        self.predict_row_then(g, w, axis, s, row, kind, out, |p, _| p)
+    }
+
+    /// `then(prediction k, k)` for each point k of the row into `out`: the decoder adds the
+    /// point's reconstructed error in the same loop as the prediction. Inlined into the
+    /// caller (the decoder runs whole passes in one AVX2 function).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn predict_row_then(
+        &mut self,
+        g: &Geometry,
+        w: &[T],
+        axis: usize,
+        s: usize,
+        row: &Row,
+        kind: Kind,
+        out: &mut Vec<T>,
+        then: impl Fn(T, usize) -> T + Copy,
+    ) {
         if axis == 2 || !matches!(row.step, 1 | 2) {
             self.gather(g, w, axis, s, row);
-            return self.predict(kind, out);
+            return self.predict_then(kind, out, then);
         }
         let (has_a, has_c, has_d) = neighbours(row.zy[axis], s, g.dims[axis], g.anchor);
         let o = (s * g.strides()[axis]) as isize;
@@ -258,7 +352,7 @@ impl<T: Real> Lines<T> {
         let line = |has: bool, at: isize| if has { &w[row.first.wrapping_add_signed(at * o)..] } else { b };
         let lines = [line(has_a, -3), b, line(has_c, 1), line(has_d, 3)];
         out.resize(row.count, T::ZERO);
-        predict_in_place(lines, row.step, kind, form(has_a, has_c, has_d), out);
+        predict_in_place_inline(lines, row.step, kind, form(has_a, has_c, has_d), out, then);
     }
 
     /// The lines a, b, c, d, each of the row's length.
@@ -272,26 +366,16 @@ impl<T: Real> Lines<T> {
         }
     }
 
-    /// The predictions of the gathered row under `kind` into `out`, replacing its contents;
-    /// on AVX2 twice as wide (the same operations, see [`Lines::costs`]).
-    pub fn predict(&self, kind: Kind, out: &mut Vec<T>) {
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2.
-            return unsafe { self.predict_avx2(kind, out) };
-        }
-        self.predict_inline(kind, out)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
-    fn predict_avx2(&self, kind: Kind, out: &mut Vec<T>) {
-        self.predict_inline(kind, out)
-    }
-
-    /// [`Lines::predict`] for the target's baseline features (or the caller's, inlined).
-    #[inline(always)]
+    /// The predictions of the gathered row under `kind` into `out` (the portable form, which
+    /// the tests hold the dispatched row predictions to).
+    #[cfg(test)]
     fn predict_inline(&self, kind: Kind, out: &mut Vec<T>) {
+        self.predict_then(kind, out, |p, _| p)
+    }
+
+    /// `then(prediction k, k)` of the gathered row's points under `kind` into `out`.
+    #[inline(always)]
+    fn predict_then(&self, kind: Kind, out: &mut Vec<T>, then: impl Fn(T, usize) -> T + Copy) {
         // Every element is written below: no clearing.
         out.resize(self.len, T::ZERO);
         let lines = self.abcd();
@@ -301,13 +385,13 @@ impl<T: Real> Lines<T> {
             // third of the work of computing every form and selecting), then the ends
             // recomputed in their own form.
             None => with_stencil!(kind, FOUR, |four| {
-                predict_one(lines, out, four);
+                predict_one(lines, out, four, then);
                 let [a, b, c, d] = lines;
                 for &(k, f) in &self.edges {
-                    out[k] = stencil(kind, f, a[k], b[k], c[k], d[k]);
+                    out[k] = then(stencil(kind, f, a[k], b[k], c[k], d[k]), k);
                 }
             }),
-            Some(f) => with_stencil!(kind, f, |form| predict_one(lines, out, form)),
+            Some(f) => with_stencil!(kind, f, |form| predict_one(lines, out, form, then)),
         }
     }
 
@@ -401,56 +485,59 @@ fn cost_sums<T: Real, const K: usize>(
 /// The kinds in the order of [`Lines::costs`].
 pub const KINDS: [Kind; 3] = [Kind::Linear, Kind::Cubic, Kind::Natural];
 
-/// [`Lines::predict_row`]'s loops: `out[k]` from the lines' elements k·step (step 1 or 2),
-/// one loop per kind and form; AVX2 where the CPU has it.
-fn predict_in_place<T: Real>(lines: [&[T]; 4], step: usize, kind: Kind, f: u32, out: &mut [T]) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2.
-        return unsafe { predict_in_place_avx2(lines, step, kind, f, out) };
-    }
-    predict_in_place_inline(lines, step, kind, f, out)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn predict_in_place_avx2<T: Real>(lines: [&[T]; 4], step: usize, kind: Kind, f: u32, out: &mut [T]) {
-    predict_in_place_inline(lines, step, kind, f, out)
-}
-
+/// [`Lines::predict_row_then`]'s loops: `out[k]` from the lines' elements k·step (step 1
+/// or 2), one loop per kind and form.
 #[inline(always)]
-fn predict_in_place_inline<T: Real>(lines: [&[T]; 4], step: usize, kind: Kind, f: u32, out: &mut [T]) {
+fn predict_in_place_inline<T: Real>(
+    lines: [&[T]; 4],
+    step: usize,
+    kind: Kind,
+    f: u32,
+    out: &mut [T],
+    then: impl Fn(T, usize) -> T + Copy,
+) {
     if step == 1 {
-        with_stencil!(kind, f, |form| predict_one(lines, out, form))
+        with_stencil!(kind, f, |form| predict_one(lines, out, form, then))
     } else {
-        with_stencil!(kind, f, |form| predict_every_2nd(lines, out, form))
+        with_stencil!(kind, f, |form| predict_every_2nd(lines, out, form, then))
     }
 }
 
-/// `out[k] = f(a[2k], b[2k], c[2k], d[2k])`: whole pairs (which vectorise as shuffles, as
-/// [`grouped_copy`]), then the last point, whose pair the lines may end inside.
+/// `out[k] = then(f(a[2k], b[2k], c[2k], d[2k]), k)`: whole pairs (which vectorise as
+/// shuffles, as [`grouped_copy`]), then the last point, whose pair the lines may end inside.
 #[inline(always)]
-fn predict_every_2nd<T: Real>(lines: [&[T]; 4], out: &mut [T], f: impl Fn(T, T, T, T) -> T) {
+fn predict_every_2nd<T: Real>(
+    lines: [&[T]; 4],
+    out: &mut [T],
+    f: impl Fn(T, T, T, T) -> T,
+    then: impl Fn(T, usize) -> T,
+) {
     let Some(last) = out.len().checked_sub(1) else { return };
     let [a, b, c, d] = lines.map(|l| l[..last * 2].as_chunks::<2>().0);
     for k in 0..last {
-        out[k] = f(a[k][0], b[k][0], c[k][0], d[k][0]);
+        out[k] = then(f(a[k][0], b[k][0], c[k][0], d[k][0]), k);
     }
     let [a, b, c, d] = lines.map(|l| l[last * 2]);
-    out[last] = f(a, b, c, d);
+    out[last] = then(f(a, b, c, d), last);
 }
 
+/// `out[k] = then(f(a[k], b[k], c[k], d[k]), k)`.
 #[inline(always)]
-fn predict_one<T: Real>([a, b, c, d]: [&[T]; 4], out: &mut [T], f: impl Fn(T, T, T, T) -> T) {
+fn predict_one<T: Real>(
+    [a, b, c, d]: [&[T]; 4],
+    out: &mut [T],
+    f: impl Fn(T, T, T, T) -> T,
+    then: impl Fn(T, usize) -> T,
+) {
     let n = out.len();
     let (a, b, c, d) = (&a[..n], &b[..n], &c[..n], &d[..n]);
     for k in 0..n {
-        out[k] = f(a[k], b[k], c[k], d[k]);
+        out[k] = then(f(a[k], b[k], c[k], d[k]), k);
     }
 }
 
 /// `dst[k] = src[k·step]` for every k of `dst`.
-#[inline]
+#[inline(always)]
 pub fn strided_copy<T: Copy>(dst: &mut [T], src: &[T], step: usize) {
     match step {
         1 => dst.copy_from_slice(&src[..dst.len()]),
@@ -466,7 +553,7 @@ pub fn strided_copy<T: Copy>(dst: &mut [T], src: &[T], step: usize) {
 }
 
 /// `dst[k·step] = src[k]` for every k of `src` (the inverse of [`strided_copy`]).
-#[inline]
+#[inline(always)]
 pub fn strided_scatter<T: Copy>(dst: &mut [T], src: &[T], step: usize) {
     match step {
         1 => dst[..src.len()].copy_from_slice(src),
@@ -532,15 +619,16 @@ mod tests {
                                 rows(&g, &pass, lo, hi, |row| {
                                     // Read in place (z and y rows of step 1 and 2) or gathered.
                                     let mut in_place = Vec::new();
+                                    // Dispatched (AVX2 where the CPU has it) and portable.
                                     lines.predict_row(&g, &w, pass.axis, s, row, choice.kind, &mut in_place);
-                                    lines.gather(&g, &w, pass.axis, s, row);
-                                    lines.predict(choice.kind, &mut p);
-                                    assert!(p.iter().zip(&in_place).all(|(a, b)| a.to_bits() == b.to_bits()));
-                                    assert_eq!(p.len(), in_place.len());
-                                    // The dispatched form (AVX2 where the CPU has it) is the portable one.
                                     let mut portable = Vec::new();
-                                    lines.predict_inline(choice.kind, &mut portable);
-                                    assert!(p.iter().zip(&portable).all(|(a, b)| a.to_bits() == b.to_bits()));
+                                    lines.predict_row_inline(&g, &w, pass.axis, s, row, choice.kind, &mut portable);
+                                    lines.gather(&g, &w, pass.axis, s, row);
+                                    lines.predict_inline(choice.kind, &mut p);
+                                    for q in [&in_place, &portable] {
+                                        assert_eq!(p.len(), q.len());
+                                        assert!(p.iter().zip(q).all(|(a, b)| a.to_bits() == b.to_bits()));
+                                    }
                                     got.extend(row.indices().zip(p.iter().map(|p| p.to_bits())));
                                     v.resize(row.count, 0.0);
                                     strided_copy(&mut v, &w[row.first..], row.step);
