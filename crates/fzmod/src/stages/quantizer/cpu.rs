@@ -457,20 +457,7 @@ pub(crate) struct InlineQuantized {
 /// Quantize to PFPL inline words with the strict-bound double check.
 pub(crate) fn quantize_inline<T: Float>(x: Cow<'_, [T]>, abs_bound: f64) -> InlineQuantized {
     let step = T::at_most(abs_bound);
-    let recip = T::half_recip(step);
-    let (words, escaped) = codes_of(x, |_, x: &[T], words: &mut [u32]| {
-        // Escapes are rare: count them in the main loop, collect them only where found.
-        let mut escapes = 0usize;
-        for (w, &v) in words.iter_mut().zip(x) {
-            let (word, escape) = inline_word(v, recip, step, abs_bound);
-            *w = word;
-            escapes += usize::from(escape);
-        }
-        if escapes == 0 {
-            return Vec::new();
-        }
-        x.iter().zip(words.iter()).filter(|&(_, &w)| w == ESCAPE).map(|(&v, _)| v).collect::<Vec<T>>()
-    });
+    let (words, escaped) = codes_of(x, |_, x: &[T], words: &mut [u32]| inline_words(x, words, step, abs_bound));
     let mut w = Writer::default();
     let mut num_outliers = 0u64;
     for v in escaped.into_iter().flatten() {
@@ -478,6 +465,53 @@ pub(crate) fn quantize_inline<T: Float>(x: Cow<'_, [T]>, abs_bound: f64) -> Inli
         num_outliers += 1;
     }
     InlineQuantized { words, outliers: w.bytes, num_outliers }
+}
+
+/// [`inline_word`] of every value of `x` into `words`; returns the escaped values in index
+/// order. As in [`codes_or_outliers`], a branch-free first pass keeps the zigzag bin word
+/// where the fast test proves the bound and the word is a bin (exactly what [`inline_word`]
+/// returns for such a value), and only a slice with a value it does not keep is walked again
+/// with [`inline_word`] itself. On AVX2 the first pass runs twice as wide.
+fn inline_words<T: Float>(x: &[T], words: &mut [u32], step: T, abs_bound: f64) -> Vec<T> {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { inline_words_avx2(x, words, step, abs_bound) };
+    }
+    inline_words_inline(x, words, step, abs_bound)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn inline_words_avx2<T: Float>(x: &[T], words: &mut [u32], step: T, abs_bound: f64) -> Vec<T> {
+    inline_words_inline(x, words, step, abs_bound)
+}
+
+/// [`inline_words`] for the target's baseline features (or the caller's, inlined).
+#[inline(always)]
+fn inline_words_inline<T: Float>(x: &[T], words: &mut [u32], step: T, abs_bound: f64) -> Vec<T> {
+    let recip = T::half_recip(step);
+    let accept = T::accept(abs_bound);
+    // Whether any value is unsure, or-ed in 32-bit lanes (see codes_or_outliers_inline).
+    let mut unsure = 0u32;
+    for (w, &v) in words.iter_mut().zip(x) {
+        let q = v.quantize(recip);
+        let word = ((q << 1) ^ (q >> 31)) as u32;
+        *w = word;
+        unsure |= u32::from(!v.close_to(T::reconstruct(q, step), accept) | (word >= T::BIN_WORDS));
+    }
+    let mut escaped = Vec::new();
+    if unsure == 0 {
+        return escaped;
+    }
+    for (w, &v) in words.iter_mut().zip(x) {
+        let (word, escape) = inline_word(v, recip, step, abs_bound);
+        *w = word;
+        if escape {
+            escaped.push(v);
+        }
+    }
+    escaped
 }
 
 /// Inverse of [`quantize_inline`]; the escapes must match the channel exactly.
@@ -617,6 +651,41 @@ mod tests {
             } else {
                 assert_eq!(a.to_bits(), b.to_bits());
             }
+        }
+    }
+
+    /// The two-pass inline words are [`inline_word`] of each value: bit patterns of every
+    /// exponent (NaN, ±Inf, subnormals, values past the bin range, the escape's bits), values
+    /// near bin edges and smooth runs, at bounds of every scale, f32 and f64.
+    #[test]
+    fn inline_words_are_inline_word_of_each_value() {
+        fn check<T: Float>(x: &[T], abs_bound: f64) {
+            let step = T::at_most(abs_bound);
+            let recip = T::half_recip(step);
+            let mut words = vec![0u32; x.len()];
+            let escaped = inline_words(x, &mut words, step, abs_bound);
+            let expected: Vec<(u32, bool)> = x.iter().map(|&v| inline_word(v, recip, step, abs_bound)).collect();
+            assert!(words.iter().zip(&expected).all(|(&w, &(e, _))| w == e), "bound {abs_bound}");
+            let esc: Vec<u64> = x.iter().zip(&expected).filter(|(_, e)| e.1).map(|(v, _)| v.bits()).collect();
+            assert_eq!(escaped.iter().map(|v| v.bits()).collect::<Vec<_>>(), esc, "bound {abs_bound}");
+        }
+        let mut bits = 0x1234_5678u32;
+        let mut next = || {
+            bits ^= bits << 13;
+            bits ^= bits >> 17;
+            bits ^= bits << 5;
+            bits
+        };
+        let patterns: Vec<f32> = (0..4096).map(|_| f32::from_bits(next())).collect();
+        let smooth: Vec<f32> = (0..4096).map(|i| (i as f32 * 0.01).sin() * 100.0).collect();
+        let edges: Vec<f32> =
+            (0..4096).map(|i| (i / 2) as f32 * 0.002 + if i % 2 == 0 { 0.0 } else { 0.001 }).collect();
+        for abs_bound in [1e-30, 1e-3, 0.5, 1e3] {
+            for x in [&patterns, &smooth, &edges] {
+                check(x, abs_bound);
+                check(&x.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), abs_bound);
+            }
+            check(&[f32::from_bits(ESCAPE), f32::NAN, f32::INFINITY, 0.0, -0.0], abs_bound);
         }
     }
 
