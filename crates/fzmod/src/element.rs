@@ -375,6 +375,25 @@ pub(crate) fn zeroed_vec<T: bytemuck::Zeroable + Clone>(len: usize) -> Vec<T> {
     v
 }
 
+/// `f` of every element of `src`, in parallel chunks of `chunk`, written once into a vector
+/// that is not cleared first (clearing costs a pass over its pages); large ones get huge
+/// pages as in [`zeroed_vec`].
+pub(crate) fn mapped_vec<C: Copy + Sync, T: Send>(src: &[C], chunk: usize, f: impl Fn(C) -> T + Sync) -> Vec<T> {
+    use rayon::prelude::*;
+    let n = src.len();
+    let mut v = Vec::with_capacity(n);
+    #[cfg(target_os = "linux")]
+    advise_huge_pages(v.as_ptr() as usize, n * std::mem::size_of::<T>());
+    v.spare_capacity_mut()[..n].par_chunks_mut(chunk).zip(src.par_chunks(chunk)).for_each(|(slots, src)| {
+        for (slot, &c) in slots.iter_mut().zip(src) {
+            slot.write(f(c));
+        }
+    });
+    // SAFETY: the first `n` slots were each written above (equal-length chunks, zipped).
+    unsafe { v.set_len(n) };
+    v
+}
+
 #[cfg(target_os = "linux")]
 fn advise_huge_pages(address: usize, len: usize) {
     const HUGE: usize = 2 << 20;

@@ -67,6 +67,8 @@ pub trait Code: Copy + Send + Sync + Default + bytemuck::Zeroable + 'static {
     fn join_wrapping(negative: bool, mag: u32) -> Self;
     /// Whether `mag` with that sign is a value of this type.
     fn fits(negative: bool, mag: u32) -> bool;
+    /// The slice as i32 codes, for the decode's vector form (i32 only).
+    fn as_i32s(values: &mut [Self]) -> Option<&mut [i32]>;
 }
 
 impl Code for i32 {
@@ -85,6 +87,9 @@ impl Code for i32 {
     fn fits(negative: bool, mag: u32) -> bool {
         mag <= i32::MAX as u32 + u32::from(negative)
     }
+    fn as_i32s(values: &mut [Self]) -> Option<&mut [i32]> {
+        Some(values)
+    }
 }
 
 impl Code for i16 {
@@ -101,6 +106,9 @@ impl Code for i16 {
     #[inline]
     fn fits(negative: bool, mag: u32) -> bool {
         mag <= i16::MAX as u32 + u32::from(negative)
+    }
+    fn as_i32s(_: &mut [Self]) -> Option<&mut [i32]> {
+        None
     }
 }
 
@@ -448,16 +456,58 @@ pub fn decode<T: Code>(bytes: &[u8], n: usize, b: usize, layout: Layout) -> Resu
     out.par_chunks_mut(b * BLOCKS_PER_TASK)
         .zip(codes.par_chunks(BLOCKS_PER_TASK))
         .zip(task_offsets.par_iter())
-        .try_for_each(|((out, codes), &start)| {
-            let (mut at, mut scratch) = (start, Scratch::new());
-            for (block, code) in out.chunks_mut(b).zip(codes) {
-                let cost = code.cost(s);
-                decode_block(*code, &payload[at..at + cost], s, &mut scratch, block)?;
-                at += cost;
-            }
-            Ok::<(), crate::error::Error>(())
-        })?;
+        .try_for_each(|((out, codes), &start)| decode_task(codes, &payload[start..], s, b, out))?;
     Ok(out)
+}
+
+/// Decode one task's blocks, whose payloads follow each other from the start of `payload`.
+fn decode_task<T: Code>(codes: &[BlockCode], payload: &[u8], s: usize, b: usize, out: &mut [T]) -> Result<()> {
+    #[cfg(target_arch = "x86_64")]
+    if s.is_multiple_of(4) && std::arch::is_x86_feature_detected!("avx2") {
+        if let Some(out) = T::as_i32s(out) {
+            // SAFETY: the CPU has AVX2.
+            return unsafe { decode_task_avx2(codes, payload, s, b, out) };
+        }
+    }
+    let (mut at, mut scratch) = (0, Scratch::new());
+    for (block, code) in out.chunks_mut(b).zip(codes) {
+        let cost = code.cost(s);
+        decode_block(*code, &payload[at..at + cost], s, &mut scratch, block)?;
+        at += cost;
+    }
+    Ok(())
+}
+
+/// [`decode_task`] of i32 codes with whole narrow blocks in AVX2 (32 elements per vector);
+/// other blocks, and narrow ones that fail their check, go through [`decode_block`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn decode_task_avx2(codes: &[BlockCode], payload: &[u8], s: usize, b: usize, out: &mut [i32]) -> Result<()> {
+    let (mut at, mut scratch) = (0, Scratch::new());
+    for (block, code) in out.chunks_mut(b).zip(codes) {
+        let cost = code.cost(s);
+        let bytes = &payload[at..at + cost];
+        let ob = code.outlier_bytes as usize;
+        let narrow = code.rate < 16 && block.len() == 8 * s && (ob > 0 || code.rate > 0);
+        if !narrow || !narrow_block(bytes, ob, s, code.rate as usize, block) {
+            decode_block(*code, bytes, s, &mut scratch, block)?;
+        }
+        at += cost;
+    }
+    Ok(())
+}
+
+/// One whole narrow block through [`super::cpu_avx2::decode_narrow`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+fn narrow_block(bytes: &[u8], ob: usize, s: usize, rate: usize, out: &mut [i32]) -> bool {
+    let (first, rest) = bytes.split_at(ob);
+    let (sign_region, planes) = rest.split_at(s);
+    let mut raw = [0u8; 4];
+    raw[..ob].copy_from_slice(first);
+    let outlier = (ob > 0).then(|| u32::from_le_bytes(raw));
+    super::cpu_avx2::decode_narrow(sign_region, planes, rate, outlier, out)
 }
 
 #[cfg(test)]
@@ -503,6 +553,36 @@ mod tests {
             prop_assert_eq!(ok, wide_ok);
             if ok {
                 prop_assert_eq!(narrow, wide);
+            }
+        }
+
+        /// The AVX2 narrow decode against the portable one on any whole i32 block: the same
+        /// values, and accepted exactly when the portable form accepts.
+        #[cfg(target_arch = "x86_64")]
+        #[test]
+        fn avx2_narrow_blocks_decode_as_portable_ones(
+            bytes in prop::collection::vec(any::<u8>(), 16 * 17), rate in 0usize..16, quads in 1usize..5,
+            outlier in prop::option::of(any::<u32>()), sparse_signs in any::<bool>(), first_zero in any::<bool>(),
+        ) {
+            prop_assume!(std::arch::is_x86_feature_detected!("avx2"));
+            let s = 4 * quads;
+            let (mut signs, mut planes) = (bytes[..s].to_vec(), bytes[16..16 + rate * s].to_vec());
+            if sparse_signs {
+                signs.iter_mut().for_each(|b| *b &= 0x11);
+            }
+            if first_zero {
+                // Element 0 of magnitude 0: its sign decides, unless an outlier replaces it.
+                planes.iter_mut().step_by(s).for_each(|b| *b &= !1);
+                signs[0] |= 1;
+            }
+            let planes = &planes[..];
+            let (mut portable, mut avx2) = (vec![0i32; 8 * s], vec![0i32; 8 * s]);
+            let ok = decode_narrow(&signs, planes, rate, outlier, &mut Scratch::new(), &mut portable);
+            // SAFETY: the CPU has AVX2 (assumed above).
+            let avx2_ok = unsafe { super::super::cpu_avx2::decode_narrow(&signs, planes, rate, outlier, &mut avx2) };
+            prop_assert_eq!(ok, avx2_ok);
+            if ok {
+                prop_assert_eq!(portable, avx2);
             }
         }
 

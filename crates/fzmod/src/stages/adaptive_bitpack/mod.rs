@@ -7,6 +7,8 @@
 //! Byte layout: docs/FORMAT.md, "AdaptiveBitpack".
 
 mod cpu;
+#[cfg(target_arch = "x86_64")]
+mod cpu_avx2;
 #[cfg(feature = "cuda")]
 pub(crate) mod device;
 

@@ -4,7 +4,7 @@
 
 use super::channel::{self, Layout, Run};
 use crate::archive::{Reader, Writer};
-use crate::element::zeroed_vec;
+use crate::element::{mapped_vec, zeroed_vec};
 use crate::error::{corrupt, Result};
 use rayon::prelude::*;
 use std::borrow::Cow;
@@ -359,7 +359,7 @@ pub(crate) fn encode_outliers(sorted: &[(u64, u64)], value_bytes: usize) -> (Vec
 
 /// `f` of every code, in the codes' own memory where the value type has their size (f32 from
 /// 32-bit codes: a fresh array would cost its page clearing), else into a new array. Returns
-/// the values and `count` summed over the codes (escapes, for the inline format).
+/// the values and how many codes `count` holds for (escapes, for the inline format).
 fn map_codes<C: bytemuck::Pod + Send + Sync, T: Float>(
     codes: Vec<C>,
     f: impl Fn(C) -> T + Sync,
@@ -383,19 +383,8 @@ fn map_codes<C: bytemuck::Pod + Send + Sync, T: Float>(
             (values, n)
         }
         Err((_, codes)) => {
-            let mut values = zeroed_vec(codes.len());
-            let n = values
-                .par_chunks_mut(CHUNK)
-                .zip(codes.par_chunks(CHUNK))
-                .map(|(o, c)| {
-                    let mut n = 0usize;
-                    for (o, &c) in o.iter_mut().zip(c) {
-                        *o = f(c);
-                        n += usize::from(count(c));
-                    }
-                    n
-                })
-                .sum();
+            let values = mapped_vec(&codes, CHUNK, f);
+            let n = codes.par_chunks(CHUNK).map(|c| c.iter().filter(|&&c| count(c)).count()).sum();
             (values, n)
         }
     }

@@ -90,7 +90,7 @@ pub fn inverse(d: Vec<i32>, grid: Grid, tile: Tile, delta: bool) -> Vec<i32> {
             }
             // Tiles of one row: every run stands alone.
             band.par_chunks_mut(tx * TILES_PER_TASK).enumerate().for_each(|(k, piece)| {
-                runs.row(piece, first, k * TILES_PER_TASK, None);
+                runs.row(piece, RowAt::of(first, grid, tile), k * TILES_PER_TASK, None);
             });
         });
     });
@@ -105,43 +105,110 @@ struct Runs<'a> {
     delta: bool,
 }
 
+/// Where a natural row lies in the tiling: tile and offset along z and y.
+#[derive(Clone, Copy)]
+struct RowAt {
+    y: usize,
+    tile_z: usize,
+    lz: usize,
+    tile_y: usize,
+    ly: usize,
+}
+
+impl RowAt {
+    /// Natural row `r` (z · ny + y).
+    fn of(r: usize, grid: Grid, tile: Tile) -> RowAt {
+        let [tz, ty, _] = tile.0;
+        let (z, y) = (r / grid.dims[1], r % grid.dims[1]);
+        RowAt { y, tile_z: z / tz, lz: z % tz, tile_y: y / ty, ly: y % ty }
+    }
+
+    /// The row after this one, by counting (a division per row cost more than its run sums).
+    fn next(self, grid: Grid, tile: Tile) -> RowAt {
+        let [tz, ty, _] = tile.0;
+        let mut at = RowAt { y: self.y + 1, ly: self.ly + 1, ..self };
+        if at.ly == ty {
+            (at.ly, at.tile_y) = (0, at.tile_y + 1);
+        }
+        if at.y == grid.dims[1] {
+            (at.y, at.ly, at.tile_y, at.lz) = (0, 0, 0, at.lz + 1);
+            if at.lz == tz {
+                (at.lz, at.tile_z) = (0, at.tile_z + 1);
+            }
+        }
+        at
+    }
+}
+
 impl Runs<'_> {
     /// Natural rows `first..` (`rows` holds whole rows, in order, starting a tile's first row).
     fn rows(&self, rows: &mut [i32], first: usize) {
-        let [tz, ty, _] = self.tile.0;
         let [_, ny, nx] = self.grid.dims;
+        let mut at = RowAt::of(first, self.grid, self.tile);
         for i in 0..rows.len() / nx {
-            let r = first + i;
             let (before, rest) = rows.split_at_mut(i * nx);
             // The row above in the tile, else the row in the plane before, else none.
-            let above = match ((r % ny) % ty, (r / ny) % tz) {
+            let above = match (at.ly, at.lz) {
                 (1.., _) => Some(&before[before.len() - nx..]),
                 (0, 1..) => Some(&before[before.len() - nx * ny..]),
                 (0, 0) => None,
             };
-            self.row(&mut rest[..nx], r, 0, above);
+            self.row(&mut rest[..nx], at, 0, above);
+            at = at.next(self.grid, self.tile);
         }
     }
 
-    /// Tiles `tile_x0..` of natural row `r` into `row` (from the start of tile `tile_x0`).
+    /// Tiles `tile_x0..` of the natural row at `at` into `row` (from the start of tile `tile_x0`).
     #[inline]
-    fn row(&self, row: &mut [i32], r: usize, tile_x0: usize, above: Option<&[i32]>) {
-        let [tz, ty, tx] = self.tile.0;
+    fn row(&self, row: &mut [i32], at: RowAt, tile_x0: usize, above: Option<&[i32]>) {
+        let [_, ty, tx] = self.tile.0;
         let [_, nty, ntx] = tile_counts(self.grid, self.tile);
-        let (z, y) = (r / self.grid.dims[1], r % self.grid.dims[1]);
-        let (tile_z, lz, tile_y, ly) = (z / tz, z % tz, y / ty, y % ty);
+        // The run of tile `tile_x0` in the tile-major deltas; each next tile's is `te` on.
+        let first = ((at.tile_z * nty + at.tile_y) * ntx + tile_x0) * self.tile.elems() + (at.lz * ty + at.ly) * tx;
+        // cuSZp3's tile widths with whole runs of a known length (unrolled sums, no loop per
+        // run); any other width, and a row's last partial run, run element by element.
+        let whole = match tx {
+            4 => self.whole_runs::<4>(row, first, above),
+            8 => self.whole_runs::<8>(row, first, above),
+            _ => 0,
+        };
+        let at = first + whole / tx * self.tile.elems();
+        self.runs(&mut row[whole..], at, above.map(|a| &a[whole..]));
+    }
+
+    /// The whole runs of `TX` elements at the start of `row`; how many elements they cover.
+    #[inline(always)]
+    fn whole_runs<const TX: usize>(&self, row: &mut [i32], first: usize, above: Option<&[i32]>) -> usize {
         let te = self.tile.elems();
-        for (tile_x, run) in (tile_x0..).zip(row.chunks_mut(tx)) {
-            let t = (tile_z * nty + tile_y) * ntx + tile_x;
-            let start = t * te + (lz * ty + ly) * tx;
-            let src = &self.d[start..start + run.len()];
+        let (runs, _) = row.as_chunks_mut::<TX>();
+        for (i, run) in runs.iter_mut().enumerate() {
+            let src: &[i32; TX] = self.d[first + i * te..][..TX].try_into().expect("TX elements");
+            if !self.delta {
+                *run = *src;
+                continue;
+            }
+            let mut acc = above.map_or(0, |a| a[i * TX]);
+            for (o, &v) in run.iter_mut().zip(src) {
+                acc = acc.wrapping_add(v);
+                *o = acc;
+            }
+        }
+        runs.len() * TX
+    }
+
+    /// Runs of any width (the last may be partial) at the start of `row`, the first at `at`.
+    fn runs(&self, row: &mut [i32], mut at: usize, above: Option<&[i32]>) {
+        let tx = self.tile.0[2];
+        for (i, run) in row.chunks_mut(tx).enumerate() {
+            let src = &self.d[at..at + run.len()];
+            at += self.tile.elems();
             if !self.delta {
                 // An element loop, not `copy_from_slice`: runs are a few elements long, and a
                 // library memmove call per run cost more than the copy.
                 run.iter_mut().zip(src).for_each(|(o, &v)| *o = v);
                 continue;
             }
-            let mut acc = above.map_or(0, |a| a[tile_x * tx]);
+            let mut acc = above.map_or(0, |a| a[i * tx]);
             for (o, &v) in run.iter_mut().zip(src) {
                 acc = acc.wrapping_add(v);
                 *o = acc;
