@@ -384,14 +384,36 @@ pub(crate) fn mapped_vec<C: Copy + Sync, T: Send>(src: &[C], chunk: usize, f: im
     let mut v = Vec::with_capacity(n);
     #[cfg(target_os = "linux")]
     advise_huge_pages(v.as_ptr() as usize, n * std::mem::size_of::<T>());
-    v.spare_capacity_mut()[..n].par_chunks_mut(chunk).zip(src.par_chunks(chunk)).for_each(|(slots, src)| {
-        for (slot, &c) in slots.iter_mut().zip(src) {
-            slot.write(f(c));
-        }
-    });
+    v.spare_capacity_mut()[..n]
+        .par_chunks_mut(chunk)
+        .zip(src.par_chunks(chunk))
+        .for_each(|(slots, src)| map_into(slots, src, &f));
     // SAFETY: the first `n` slots were each written above (equal-length chunks, zipped).
     unsafe { v.set_len(n) };
     v
+}
+
+/// `slots[i] = f(src[i])` (equal lengths); on AVX2 with its wider lanes.
+fn map_into<C: Copy, T>(slots: &mut [std::mem::MaybeUninit<T>], src: &[C], f: &impl Fn(C) -> T) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { map_into_avx2(slots, src, f) };
+    }
+    map_into_inline(slots, src, f)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn map_into_avx2<C: Copy, T>(slots: &mut [std::mem::MaybeUninit<T>], src: &[C], f: &impl Fn(C) -> T) {
+    map_into_inline(slots, src, f)
+}
+
+#[inline(always)]
+fn map_into_inline<C: Copy, T>(slots: &mut [std::mem::MaybeUninit<T>], src: &[C], f: &impl Fn(C) -> T) {
+    for (slot, &c) in slots.iter_mut().zip(src) {
+        slot.write(f(c));
+    }
 }
 
 #[cfg(target_os = "linux")]

@@ -21,8 +21,9 @@ pub fn transpose32(a: &mut [u32; 32]) {
 }
 
 /// [`transpose32`] of `L` independent matrices at once, matrix `l` in lane `l` of every row:
-/// the same steps on `[u32; L]` rows compile to SIMD operations over the lanes.
-#[inline]
+/// the same steps on `[u32; L]` rows compile to SIMD operations over the lanes (inlined
+/// always, so that a caller's target features, AVX2, apply to them).
+#[inline(always)]
 pub fn transpose32_lanes<const L: usize>(a: &mut [[u32; L]; 32]) {
     let mut j = 16;
     let mut m: u32 = 0x0000_ffff;

@@ -14,10 +14,12 @@ pub trait Word: Copy + Default + Send + Sync + Eq + bytemuck::Zeroable + 'static
     /// Base −2 digits of the two's-complement value: `(v + 0xAA…A) ^ 0xAA…A`.
     fn negabinary(self) -> Self;
     fn unnegabinary(self) -> Self;
+    /// The words as u32 where they are u32 (for vector forms written for that width).
+    fn as_u32s(words: &mut [Self]) -> Option<&mut [u32]>;
 }
 
 macro_rules! impl_word {
-    ($u:ty, $i:ty, $mask:expr) => {
+    ($u:ty, $i:ty, $mask:expr, $as_u32s:expr) => {
         impl Word for $u {
             #[inline]
             fn wrapping_add(self, o: Self) -> Self {
@@ -43,11 +45,14 @@ macro_rules! impl_word {
             fn unnegabinary(self) -> Self {
                 (self ^ $mask).wrapping_sub($mask)
             }
+            fn as_u32s(words: &mut [Self]) -> Option<&mut [u32]> {
+                $as_u32s(words)
+            }
         }
     };
 }
-impl_word!(u16, i16, 0xaaaa);
-impl_word!(u32, i32, 0xaaaa_aaaa);
+impl_word!(u16, i16, 0xaaaa, |_| None);
+impl_word!(u32, i32, 0xaaaa_aaaa, Some);
 
 /// An integer buffer as unsigned words of its width.
 pub enum Words {

@@ -15,8 +15,25 @@ pub fn body_len(block_len: usize, width: usize) -> usize {
 /// 32-element groups transposed together by [`transpose32_lanes`] (one SIMD lane each).
 const LANES: usize = 8;
 
-/// Transpose one block (`inverse = false`) or undo it; `out` has the block's length.
+/// Transpose one block (`inverse = false`) or undo it; `out` has the block's length. On AVX2
+/// the lane-batched transposes take one vector per row of 8 lanes (two on SSE2).
 pub fn block(inp: &[u8], width: usize, inverse: bool, out: &mut [u8]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { block_avx2(inp, width, inverse, out) };
+    }
+    block_inline(inp, width, inverse, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn block_avx2(inp: &[u8], width: usize, inverse: bool, out: &mut [u8]) {
+    block_inline(inp, width, inverse, out)
+}
+
+#[inline(always)]
+fn block_inline(inp: &[u8], width: usize, inverse: bool, out: &mut [u8]) {
     let body = body_len(inp.len(), width);
     let plane_len = body / (8 * width);
     // 4-byte elements, 32 at a time: one 32×32 transpose yields 4 bytes of each of 32 planes.
@@ -66,7 +83,7 @@ pub fn block(inp: &[u8], width: usize, inverse: bool, out: &mut [u8]) {
 /// `LANES` groups of 32 words from `words` (their `128 · LANES` bytes, groups `g..`) into the
 /// 32 planes of `planes`: a plane's bytes for consecutive groups are contiguous, so each
 /// plane takes one `4 · LANES`-byte run.
-#[inline]
+#[inline(always)]
 fn words_to_planes(words: &[u8], plane_len: usize, g: usize, planes: &mut [u8]) {
     let mut a = [[0u32; LANES]; 32];
     for (l, group) in words.chunks_exact(128).enumerate() {
@@ -83,7 +100,7 @@ fn words_to_planes(words: &[u8], plane_len: usize, g: usize, planes: &mut [u8]) 
 }
 
 /// Inverse of [`words_to_planes`].
-#[inline]
+#[inline(always)]
 fn planes_to_words(planes: &[u8], plane_len: usize, g: usize, words: &mut [u8]) {
     let mut a = [[0u32; LANES]; 32];
     for (row, plane) in a.iter_mut().zip(planes.chunks_exact(plane_len)) {
@@ -103,7 +120,7 @@ fn planes_to_words(planes: &[u8], plane_len: usize, g: usize, words: &mut [u8]) 
 /// into the 16 planes of `planes`, one 32×32 transpose per run: element `j` of its first 32 in
 /// the low half of row `j`, element `32 + j` in the high half, so that row `i` becomes plane
 /// `i`'s 4 bytes for the first 32 and row `16 + i` its 4 bytes for the next 32.
-#[inline]
+#[inline(always)]
 fn halves_to_planes(halves: &[u8], plane_len: usize, g: usize, planes: &mut [u8]) {
     let half = |b: &[u8], j: usize| u32::from(u16::from_le_bytes([b[2 * j], b[2 * j + 1]]));
     let mut a = [[0u32; LANES]; 32];
@@ -122,7 +139,7 @@ fn halves_to_planes(halves: &[u8], plane_len: usize, g: usize, planes: &mut [u8]
 }
 
 /// Inverse of [`halves_to_planes`].
-#[inline]
+#[inline(always)]
 fn planes_to_halves(planes: &[u8], plane_len: usize, g: usize, halves: &mut [u8]) {
     let word = |b: &[u8]| u32::from_le_bytes(b.try_into().expect("4 bytes"));
     let mut a = [[0u32; LANES]; 32];

@@ -48,13 +48,35 @@ pub fn forward<W: Word>(w: &mut [W], chunk: usize, map: OutputMap) {
 /// Inverse, in place: undo the map, then an inclusive prefix sum inside every chunk.
 pub fn inverse<W: Word>(d: &mut [W], chunk: usize, map: OutputMap) {
     let chunk = if chunk == 0 { d.len().max(1) } else { chunk };
-    d.par_chunks_mut(chunk).for_each(|c| {
+    d.par_chunks_mut(chunk).for_each(|c| inverse_chunk(c, map));
+}
+
+/// [`inverse`] of one chunk; u32 words on AVX2 as a vector scan of 8 lanes.
+fn inverse_chunk<W: Word>(c: &mut [W], map: OutputMap) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        if let Some(c) = W::as_u32s(c) {
+            // SAFETY: the CPU has AVX2.
+            return unsafe { avx2::inverse_chunk(c, map) };
+        }
+    }
+    match map {
+        OutputMap::None => inverse_chunk_with(c, |v| v),
+        OutputMap::Negabinary => inverse_chunk_with(c, W::unnegabinary),
+        OutputMap::Zigzag => inverse_chunk_with(c, W::unzigzag),
+    }
+}
+
+/// [`inverse_chunk`] with the map's undo `undo` (one loop per map, no match per element).
+#[inline(always)]
+fn inverse_chunk_with<W: Word>(c: &mut [W], undo: impl Fn(W) -> W) {
+    {
         let mut acc = W::default();
         // Four at a time, the partial sums of the four first (wrapping sums reassociate
         // exactly): the running sum then waits on one addition per four elements, not four.
         let mut quads = c.chunks_exact_mut(4);
         for q in &mut quads {
-            let [a, b, c, d] = [q[0], q[1], q[2], q[3]].map(|v| map.undo(v));
+            let [a, b, c, d] = [q[0], q[1], q[2], q[3]].map(&undo);
             let ab = a.wrapping_add(b);
             let abc = ab.wrapping_add(c);
             q[0] = acc.wrapping_add(a);
@@ -64,10 +86,64 @@ pub fn inverse<W: Word>(d: &mut [W], chunk: usize, map: OutputMap) {
             q[3] = acc;
         }
         for v in quads.into_remainder() {
-            acc = acc.wrapping_add(map.undo(*v));
+            acc = acc.wrapping_add(undo(*v));
             *v = acc;
         }
-    });
+    }
+}
+
+/// The inverse of u32 words as an inclusive scan of 8 lanes per step: log-steps inside each
+/// 128-bit half, the low half's total into the high half, the running total into all.
+/// Wrapping sums reassociate exactly: the same words as the scalar loop (tested).
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::OutputMap;
+    use crate::stages::words::Word;
+    use std::arch::x86_64::*;
+
+    #[target_feature(enable = "avx2")]
+    pub(super) fn inverse_chunk(c: &mut [u32], map: OutputMap) {
+        match map {
+            OutputMap::None => scan(c, |v| v, |v| v),
+            OutputMap::Negabinary => {
+                let m = _mm256_set1_epi32(0xaaaa_aaaa_u32 as i32);
+                scan(c, |v| _mm256_sub_epi32(_mm256_xor_si256(v, m), m), u32::unnegabinary)
+            }
+            OutputMap::Zigzag => scan(
+                c,
+                |v| {
+                    let low = _mm256_and_si256(v, _mm256_set1_epi32(1));
+                    _mm256_xor_si256(_mm256_srli_epi32::<1>(v), _mm256_sub_epi32(_mm256_setzero_si256(), low))
+                },
+                u32::unzigzag,
+            ),
+        }
+    }
+
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    fn scan(c: &mut [u32], undo8: impl Fn(__m256i) -> __m256i, undo: impl Fn(u32) -> u32) {
+        let last = _mm256_set1_epi32(7);
+        let mut total = _mm256_setzero_si256();
+        let (eights, rest) = c.as_chunks_mut::<8>();
+        for e in eights {
+            // SAFETY: 8 u32 = 32 bytes; unaligned load.
+            let mut x = undo8(unsafe { _mm256_loadu_si256(e.as_ptr().cast()) });
+            x = _mm256_add_epi32(x, _mm256_slli_si256::<4>(x));
+            x = _mm256_add_epi32(x, _mm256_slli_si256::<8>(x));
+            // Lane 3's sum (the low half's total) into the high half only.
+            let low_total = _mm256_permute2x128_si256::<0x08>(_mm256_shuffle_epi32::<0xff>(x), x);
+            x = _mm256_add_epi32(_mm256_add_epi32(x, low_total), total);
+            // SAFETY: as the load.
+            unsafe { _mm256_storeu_si256(e.as_mut_ptr().cast(), x) };
+            total = _mm256_permutevar8x32_epi32(x, last);
+        }
+        let mut acc = _mm256_cvtsi256_si32(total) as u32;
+        for v in rest {
+            acc = acc.wrapping_add(undo(*v));
+            *v = acc;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -91,6 +167,25 @@ mod tests {
             forward(&mut d, chunk, OutputMap::Zigzag);
             inverse(&mut d, chunk, OutputMap::Zigzag);
             prop_assert_eq!(d, w);
+        }
+    }
+
+    proptest! {
+        /// The vector scan of u32 words against the scalar loop, every map.
+        #[cfg(target_arch = "x86_64")]
+        #[test]
+        fn avx2_scan_matches_the_scalar_one(d in prop::collection::vec(any::<u32>(), 0..200), m in 0u8..3) {
+            prop_assume!(std::arch::is_x86_feature_detected!("avx2"));
+            let map = [OutputMap::None, OutputMap::Negabinary, OutputMap::Zigzag][m as usize];
+            let (mut scalar, mut vector) = (d.clone(), d);
+            match map {
+                OutputMap::None => inverse_chunk_with(&mut scalar, |v| v),
+                OutputMap::Negabinary => inverse_chunk_with(&mut scalar, u32::unnegabinary),
+                OutputMap::Zigzag => inverse_chunk_with(&mut scalar, u32::unzigzag),
+            }
+            // SAFETY: the CPU has AVX2 (assumed above).
+            unsafe { avx2::inverse_chunk(&mut vector, map) };
+            prop_assert_eq!(scalar, vector);
         }
     }
 

@@ -208,6 +208,73 @@ fn scatter_words<const W: usize>(map: &[u8], words: &[u8], out: &mut [u8]) {
     }
 }
 
+/// [`scatter_words`] of bytes; with SSSE3 a mixed map byte places its kept bytes with one
+/// byte shuffle from a table (the byte loop's cursor chain is what the word loop waits on).
+fn scatter_bytes(map: &[u8], words: &[u8], out: &mut [u8]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("ssse3") {
+        // SAFETY: the CPU has SSSE3.
+        return unsafe { ssse3::scatter_bytes(map, words, out) };
+    }
+    scatter_words::<1>(map, words, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+mod ssse3 {
+    use std::arch::x86_64::*;
+
+    /// For each map byte, the shuffle that places the next kept bytes: output byte `j` takes
+    /// kept byte `popcount(map & ((1 << j) − 1))` where bit `j` is set, else zero (0x80).
+    const PLACES: [[u8; 8]; 256] = {
+        let mut t = [[0x80u8; 8]; 256];
+        let mut m = 0;
+        while m < 256 {
+            let (mut j, mut taken) = (0, 0u8);
+            while j < 8 {
+                if m >> j & 1 == 1 {
+                    t[m][j] = taken;
+                    taken += 1;
+                }
+                j += 1;
+            }
+            m += 1;
+        }
+        t
+    };
+
+    /// `super::scatter_words::<1>` with the mixed bytes by table: the same bytes (tested).
+    #[target_feature(enable = "ssse3")]
+    pub(super) fn scatter_bytes(map: &[u8], words: &[u8], out: &mut [u8]) {
+        let mut at = 0;
+        for (k, &byte) in map.iter().enumerate() {
+            let o = &mut out[8 * k..];
+            match byte {
+                0 => {}
+                0xff => {
+                    o[..8].copy_from_slice(&words[at..at + 8]);
+                    at += 8;
+                }
+                _ if at + 8 <= words.len() => {
+                    let next = u64::from_le_bytes(words[at..at + 8].try_into().expect("8 bytes"));
+                    let places = u64::from_le_bytes(PLACES[usize::from(byte)]);
+                    let placed = _mm_shuffle_epi8(_mm_cvtsi64_si128(next as i64), _mm_cvtsi64_si128(places as i64));
+                    o[..8].copy_from_slice(&(_mm_cvtsi128_si64(placed) as u64).to_le_bytes());
+                    at += byte.count_ones() as usize;
+                }
+                _ => {
+                    let mut bits = byte;
+                    while bits != 0 {
+                        let j = bits.trailing_zeros() as usize;
+                        o[j] = words[at];
+                        at += 1;
+                        bits &= bits - 1;
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Decode one encoded chunk into `out` (the chunk's original length, zero on entry).
 pub fn decode_chunk(enc: &[u8], word: usize, out: &mut [u8]) -> Result<()> {
     let m = out.len() / word;
@@ -221,7 +288,7 @@ pub fn decode_chunk(enc: &[u8], word: usize, out: &mut [u8]) -> Result<()> {
     check_padding(&map, m)?;
     let words = r.take(ones(&map) * word)?;
     match word {
-        1 => scatter_words::<1>(&map, words, out),
+        1 => scatter_bytes(&map, words, out),
         2 => scatter_words::<2>(&map, words, out),
         4 => scatter_words::<4>(&map, words, out),
         _ => scatter_words::<8>(&map, words, out),
@@ -312,6 +379,28 @@ pub fn decode(seg: &[u8], num_bytes: usize, chunk: usize, word: usize) -> Result
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// The SSSE3 byte scatter against the portable one, on maps of every density.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn table_scatter_matches_the_word_loop() {
+        if !std::arch::is_x86_feature_detected!("ssse3") {
+            return;
+        }
+        for density in [0u32, 1, 40, 128, 200, 255, 256] {
+            let map: Vec<u8> = (0..300u32)
+                .map(|k| {
+                    (0..8).fold(0u8, |b, j| b | u8::from((k * 8 + j).wrapping_mul(0x9e37_79b9) >> 24 < density) << j)
+                })
+                .collect();
+            let words: Vec<u8> = (1..=ones(&map) as u32).map(|i| (i % 251 + 1) as u8).collect();
+            let (mut portable, mut table) = (vec![0u8; 8 * map.len()], vec![0u8; 8 * map.len()]);
+            scatter_words::<1>(&map, &words, &mut portable);
+            // SAFETY: the CPU has SSSE3 (checked above).
+            unsafe { ssse3::scatter_bytes(&map, &words, &mut table) };
+            assert_eq!(portable, table, "density {density}");
+        }
+    }
 
     #[test]
     fn zero_chunk_is_its_top_bitmap() {
