@@ -239,22 +239,18 @@ pub fn payload_starts(side_len: usize, n: usize, word: usize, lens: &[u8]) -> Re
     Ok(starts)
 }
 
-/// The word `code` with signal length `k` stands for around centre `c`, `None` when no word
-/// is coded that way.
+/// The word `code` with signal length `k ≥ 1` stands for around centre `c`, `None` when no
+/// word is coded that way. Branch-free up to the final check: a code's side bit (below or
+/// above the centre) follows the data, and a branch on it missed every other word.
 #[inline]
 fn unmap<T: Word>(code: u8, k: u64, c: u64) -> Option<u64> {
-    match code {
-        1 if k == 1 => Some(c),
-        2..=253 => {
-            let diff = u64::from(code >> 1) + SPAN * (k - 1);
-            if code & 1 == 1 {
-                c.checked_sub(diff)
-            } else {
-                Some(c + diff).filter(|&v| v <= T::MAX)
-            }
-        }
-        _ => None,
-    }
+    let diff = u64::from(code >> 1) + SPAN * (k - 1);
+    let below = code & 1 == 1;
+    // No overflow: c < 2^32 and diff < 2^20 (signals of at most 255 · 8 bits).
+    let far = if below { c.wrapping_sub(diff) } else { c + diff };
+    let far_ok = (2..=253).contains(&code) & if below { diff <= c } else { far <= T::MAX };
+    let near_ok = (code == 1) & (k == 1);
+    (far_ok | near_ok).then_some(if near_ok { c } else { far })
 }
 
 /// The first set bit of `stream` (most significant first) at or after bit `from`, or the
@@ -424,6 +420,40 @@ mod tests {
         T::far_codes(words, c, &mut codes, &mut lengths);
         for ((&v, &code), &k) in words.iter().zip(&codes).zip(&lengths) {
             assert_eq!(map(v.into(), c), (code, u64::from(k)), "word {}, centre {c}", v.into());
+        }
+    }
+
+    /// The branch-free unmap against the definition: every code, signal lengths 1..600,
+    /// centres at and near both ends of u16 and u32.
+    #[test]
+    fn unmap_matches_the_definition() {
+        fn definition(code: u8, k: u64, c: u64, max: u64) -> Option<u64> {
+            match code {
+                1 if k == 1 => Some(c),
+                2..=253 => {
+                    let diff = u64::from(code >> 1) + SPAN * (k - 1);
+                    if code & 1 == 1 {
+                        c.checked_sub(diff)
+                    } else {
+                        Some(c + diff).filter(|&v| v <= max)
+                    }
+                }
+                _ => None,
+            }
+        }
+        for code in 0..=255u8 {
+            for k in 1..600 {
+                for c in [0u64, 1, 126, 127, 5000, 65_409, 65_535] {
+                    assert_eq!(unmap::<u16>(code, k, c), definition(code, k, c, 65_535), "u16 {code} {k} {c}");
+                }
+                for c in [0u64, 300, 1 << 31, u64::from(u32::MAX) - 200, u64::from(u32::MAX)] {
+                    assert_eq!(
+                        unmap::<u32>(code, k, c),
+                        definition(code, k, c, u64::from(u32::MAX)),
+                        "u32 {code} {k} {c}"
+                    );
+                }
+            }
         }
     }
 
