@@ -393,6 +393,33 @@ pub(crate) fn mapped_vec<C: Copy + Sync, T: Send>(src: &[C], chunk: usize, f: im
     v
 }
 
+/// `f` of every element of `v` in place, in parallel chunks of `chunk`; on AVX2 with its wider
+/// lanes.
+pub(crate) fn map_in_place<T: Copy + Send>(v: &mut [T], chunk: usize, f: impl Fn(T) -> T + Sync) {
+    use rayon::prelude::*;
+    v.par_chunks_mut(chunk).for_each(|c| {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2.
+            return unsafe { map_in_place_avx2(c, &f) };
+        }
+        map_in_place_inline(c, &f)
+    });
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn map_in_place_avx2<T: Copy>(c: &mut [T], f: &impl Fn(T) -> T) {
+    map_in_place_inline(c, f)
+}
+
+#[inline(always)]
+fn map_in_place_inline<T: Copy>(c: &mut [T], f: &impl Fn(T) -> T) {
+    for x in c {
+        *x = f(*x);
+    }
+}
+
 /// `slots[i] = f(src[i])` (equal lengths); on AVX2 with its wider lanes.
 fn map_into<C: Copy, T>(slots: &mut [std::mem::MaybeUninit<T>], src: &[C], f: &impl Fn(C) -> T) {
     #[cfg(target_arch = "x86_64")]

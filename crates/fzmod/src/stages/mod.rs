@@ -16,6 +16,7 @@ pub mod interp;
 pub mod lorenzo;
 pub mod lorenzo_quant;
 pub mod mask;
+pub mod prefix_sum;
 pub mod quantizer;
 pub mod rze;
 pub mod store;

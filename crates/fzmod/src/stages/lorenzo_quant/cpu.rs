@@ -5,7 +5,7 @@
 
 use super::{CodeMapping, Tile};
 use crate::archive::{Reader, Writer};
-use crate::element::zeroed_vec;
+use crate::element::{map_in_place, mapped_vec, zeroed_vec};
 use crate::error::{corrupt, Result};
 use crate::stages::quantizer::channel::{self, Layout, Run};
 use crate::stages::quantizer::cpu::{codes_or_outliers_inline, Float};
@@ -304,8 +304,12 @@ pub fn inverse<T: Float>(
     step: T,
 ) -> Result<Vec<T>> {
     let (deltas, values) = parse_channel::<T>(outliers, counts, codes.len(), layout)?;
-    let mut p: Vec<i32> = zeroed_vec(codes.len());
-    p.par_chunks_mut(TASK_ELEMS).zip(codes.par_chunks(TASK_ELEMS)).for_each(|(p, c)| decode_codes(mapping, c, p));
+    // One monomorphic map per code mapping (no `match` per element).
+    let mut p: Vec<i32> = match mapping {
+        CodeMapping::SignMagnitude => mapped_vec(codes, TASK_ELEMS, |c| CodeMapping::SignMagnitude.decode(c)),
+        CodeMapping::Zigzag => mapped_vec(codes, TASK_ELEMS, |c| CodeMapping::Zigzag.decode(c)),
+        CodeMapping::Radius(r) => mapped_vec(codes, TASK_ELEMS, |c| CodeMapping::Radius(r).decode(c)),
+    };
     for r in deltas {
         p[r.start..r.start + r.len].fill(r.value);
     }
@@ -313,34 +317,15 @@ pub fn inverse<T: Float>(
     // f32 values go into the sums' own memory: a fresh array would cost its page clearing.
     let mut out: Vec<T> = match bytemuck::try_cast_vec::<i32, T>(p) {
         Ok(mut v) => {
-            v.par_chunks_mut(TASK_ELEMS).for_each(|c| {
-                for x in c {
-                    *x = T::reconstruct(bytemuck::cast::<T, i32>(*x), step);
-                }
-            });
+            map_in_place(&mut v, TASK_ELEMS, |x| T::reconstruct(bytemuck::cast::<T, i32>(x), step));
             v
         }
-        Err((_, p)) => p.par_iter().map(|&q| T::reconstruct(q, step)).collect(),
+        Err((_, p)) => mapped_vec(&p, TASK_ELEMS, |q| T::reconstruct(q, step)),
     };
     for r in values {
         out[r.start..r.start + r.len].fill(r.value);
     }
     Ok(out)
-}
-
-/// `p[i]` = the delta of code `c[i]` ([`CodeMapping::decode`]), one monomorphic loop per
-/// mapping so the mapping's `match` is not taken per element.
-fn decode_codes(mapping: CodeMapping, c: &[u16], p: &mut [i32]) {
-    fn each(c: &[u16], p: &mut [i32], delta: impl Fn(u16) -> i32) {
-        for (p, &c) in p.iter_mut().zip(c) {
-            *p = delta(c);
-        }
-    }
-    match mapping {
-        CodeMapping::SignMagnitude => each(c, p, |c| CodeMapping::SignMagnitude.decode(c)),
-        CodeMapping::Zigzag => each(c, p, |c| CodeMapping::Zigzag.decode(c)),
-        CodeMapping::Radius(r) => each(c, p, |c| CodeMapping::Radius(r).decode(c)),
-    }
 }
 
 /// Inverse of the tiled Lorenzo delta, in place: prefix sums along x, then y, then z, each
@@ -351,24 +336,18 @@ fn tile_prefix_sums(d: &mut [i32], [_, ny, nx]: [usize; 3], Tile([tz, ty, tx]): 
         return;
     }
     d.par_chunks_mut(nx * ny).for_each(|plane| {
-        for band in plane.chunks_mut(nx * ty) {
-            for y in 0..band.len() / nx {
-                let (prev, cur) = band.split_at_mut(y * nx);
-                let row = &mut cur[..nx];
-                for seg in row.chunks_mut(tx) {
-                    let mut acc = 0i32;
-                    for v in seg {
-                        acc = acc.wrapping_add(*v);
-                        *v = acc;
-                    }
-                }
-                if y > 0 {
-                    for (c, p) in row.iter_mut().zip(&prev[(y - 1) * nx..]) {
-                        *c = c.wrapping_add(*p);
-                    }
-                }
-            }
+        #[cfg(target_arch = "x86_64")]
+        if tx.is_multiple_of(8) && std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2.
+            return unsafe { plane_sums_avx2(plane, nx, ty, tx) };
         }
+        plane_sums(plane, nx, ty, tx, |seg| {
+            let mut acc = 0i32;
+            for v in seg {
+                acc = acc.wrapping_add(*v);
+                *v = acc;
+            }
+        })
     });
     // Along z: bands of tz planes are independent.
     let plane = nx * ny;
@@ -380,6 +359,33 @@ fn tile_prefix_sums(d: &mut [i32], [_, ny, nx]: [usize; 3], Tile([tz, ty, tx]): 
             }
         }
     });
+}
+
+/// [`plane_sums`] with the x segments (a multiple of 8 long) as vector scans, and the adds of
+/// the row above in AVX2's lanes.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn plane_sums_avx2(plane: &mut [i32], nx: usize, ty: usize, tx: usize) {
+    use crate::stages::prefix_sum::avx2::scan;
+    plane_sums(plane, nx, ty, tx, |seg| scan(bytemuck::cast_slice_mut(seg), |v| v, |v| v))
+}
+
+/// One plane's sums along x (`segment_sums` of each `tx` run of a row) and y (each row adds
+/// the one before it in its band of `ty` rows, while both are in cache).
+#[inline(always)]
+fn plane_sums(plane: &mut [i32], nx: usize, ty: usize, tx: usize, segment_sums: impl Fn(&mut [i32])) {
+    for band in plane.chunks_mut(nx * ty) {
+        for y in 0..band.len() / nx {
+            let (prev, cur) = band.split_at_mut(y * nx);
+            let row = &mut cur[..nx];
+            row.chunks_mut(tx).for_each(&segment_sums);
+            if y > 0 {
+                for (c, p) in row.iter_mut().zip(&prev[(y - 1) * nx..]) {
+                    *c = c.wrapping_add(*p);
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -483,6 +489,29 @@ mod tests {
                 (got.num_delta_outliers, got.num_value_outliers),
                 (want.num_delta_outliers, want.num_value_outliers)
             );
+        }
+    }
+
+    proptest! {
+        /// The tiles' prefix sums (the vector form where tx is a multiple of 8) against the
+        /// definition: each element the wrapping sum of its tile's deltas up to it in z, y, x.
+        #[test]
+        fn tile_prefix_sums_match_the_definition(
+            nz in 1usize..5, ny in 1usize..12, nx in 1usize..80,
+            t in (1usize..4, 1usize..5, prop_oneof![Just(8usize), Just(16), Just(32), 1usize..12]), seed in any::<u64>(),
+        ) {
+            let dims = [nz, ny, nx];
+            let d: Vec<i32> = (0..(nz * ny * nx) as u64).map(|i| (i.wrapping_mul(seed | 1) >> 33) as i32).collect();
+            let mut got = d.clone();
+            tile_prefix_sums(&mut got, dims, Tile([t.0, t.1, t.2]));
+            let at = |z: usize, y: usize, x: usize| (z * ny + y) * nx + x;
+            for (z, y, x) in (0..nz).flat_map(|z| (0..ny).flat_map(move |y| (0..nx).map(move |x| (z, y, x)))) {
+                let (z0, y0, x0) = (z / t.0 * t.0, y / t.1 * t.1, x / t.2 * t.2);
+                let want = (z0..=z)
+                    .flat_map(|zz| (y0..=y).flat_map(move |yy| (x0..=x).map(move |xx| (zz, yy, xx))))
+                    .fold(0i32, |a, (zz, yy, xx)| a.wrapping_add(d[at(zz, yy, xx)]));
+                prop_assert_eq!(got[at(z, y, x)], want, "({}, {}, {})", z, y, x);
+            }
         }
     }
 
