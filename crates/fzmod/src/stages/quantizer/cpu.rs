@@ -368,7 +368,7 @@ fn map_codes<C: bytemuck::Pod + Send + Sync, T: Float>(
     match bytemuck::try_cast_vec::<C, T>(codes) {
         Ok(mut values) => {
             // Each slot holds its code's bits until it is overwritten with the value.
-            let n = values.par_chunks_mut(CHUNK).map(|o| map_in_place(o, &f, &count)).sum();
+            let n = values.par_chunks_mut(CHUNK).map(|o| map_codes_in_place(o, &f, &count)).sum();
             (values, n)
         }
         Err((_, codes)) => {
@@ -380,27 +380,31 @@ fn map_codes<C: bytemuck::Pod + Send + Sync, T: Float>(
 }
 
 /// [`map_codes`] of one chunk in place (`C` and `T` of one size); on AVX2 8 lanes at a time.
-fn map_in_place<C: bytemuck::Pod, T: Float>(o: &mut [T], f: &impl Fn(C) -> T, count: &impl Fn(C) -> bool) -> usize {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2.
-        return unsafe { map_in_place_avx2(o, f, count) };
-    }
-    map_in_place_inline(o, f, count)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn map_in_place_avx2<C: bytemuck::Pod, T: Float>(
+fn map_codes_in_place<C: bytemuck::Pod, T: Float>(
     o: &mut [T],
     f: &impl Fn(C) -> T,
     count: &impl Fn(C) -> bool,
 ) -> usize {
-    map_in_place_inline(o, f, count)
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { map_codes_in_place_avx2(o, f, count) };
+    }
+    map_codes_in_place_inline(o, f, count)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn map_codes_in_place_avx2<C: bytemuck::Pod, T: Float>(
+    o: &mut [T],
+    f: &impl Fn(C) -> T,
+    count: &impl Fn(C) -> bool,
+) -> usize {
+    map_codes_in_place_inline(o, f, count)
 }
 
 #[inline(always)]
-fn map_in_place_inline<C: bytemuck::Pod, T: Float>(
+fn map_codes_in_place_inline<C: bytemuck::Pod, T: Float>(
     o: &mut [T],
     f: &impl Fn(C) -> T,
     count: &impl Fn(C) -> bool,
