@@ -70,25 +70,23 @@ fn inverse_chunk<W: Word>(c: &mut [W], map: OutputMap) {
 /// [`inverse_chunk`] with the map's undo `undo` (one loop per map, no match per element).
 #[inline(always)]
 fn inverse_chunk_with<W: Word>(c: &mut [W], undo: impl Fn(W) -> W) {
-    {
-        let mut acc = W::default();
-        // Four at a time, the partial sums of the four first (wrapping sums reassociate
-        // exactly): the running sum then waits on one addition per four elements, not four.
-        let mut quads = c.chunks_exact_mut(4);
-        for q in &mut quads {
-            let [a, b, c, d] = [q[0], q[1], q[2], q[3]].map(&undo);
-            let ab = a.wrapping_add(b);
-            let abc = ab.wrapping_add(c);
-            q[0] = acc.wrapping_add(a);
-            q[1] = acc.wrapping_add(ab);
-            q[2] = acc.wrapping_add(abc);
-            acc = acc.wrapping_add(abc.wrapping_add(d));
-            q[3] = acc;
-        }
-        for v in quads.into_remainder() {
-            acc = acc.wrapping_add(undo(*v));
-            *v = acc;
-        }
+    let mut acc = W::default();
+    // Four at a time, the partial sums of the four first (wrapping sums reassociate
+    // exactly): the running sum then waits on one addition per four elements, not four.
+    let mut quads = c.chunks_exact_mut(4);
+    for q in &mut quads {
+        let [a, b, c, d] = [q[0], q[1], q[2], q[3]].map(&undo);
+        let ab = a.wrapping_add(b);
+        let abc = ab.wrapping_add(c);
+        q[0] = acc.wrapping_add(a);
+        q[1] = acc.wrapping_add(ab);
+        q[2] = acc.wrapping_add(abc);
+        acc = acc.wrapping_add(abc.wrapping_add(d));
+        q[3] = acc;
+    }
+    for v in quads.into_remainder() {
+        acc = acc.wrapping_add(undo(*v));
+        *v = acc;
     }
 }
 

@@ -162,7 +162,10 @@ fn check_padding(map: &[u8], valid: usize) -> Result<()> {
 /// branch-free while 8 words remain to read (masked copies; the cursor moves on set bits).
 /// Those paths write 8 whole words: a last map byte that covers fewer words has fewer than 8
 /// set bits and is the last to read, so it always takes the bit-by-bit path.
-fn scatter_words<const W: usize>(map: &[u8], words: &[u8], out: &mut [u8]) {
+/// `place_bytes(next, byte)` puts the next 8 kept bytes where a mixed map byte of bytes has
+/// set bits ([`place_bytes`], or a vector form of it).
+#[inline(always)]
+fn scatter_words<const W: usize>(map: &[u8], words: &[u8], out: &mut [u8], place_bytes: impl Fn(u64, u8) -> u64) {
     let mut at = 0;
     for (k, &byte) in map.iter().enumerate() {
         let o = &mut out[8 * k * W..];
@@ -173,17 +176,10 @@ fn scatter_words<const W: usize>(map: &[u8], words: &[u8], out: &mut [u8]) {
                 at += 8 * W;
             }
             _ if W == 1 && at + 8 <= words.len() => {
-                // Bytes: the next 8 kept bytes in a register, each output byte shifted out
-                // of it; one 8-byte store.
+                // Bytes: the next 8 kept bytes in a register, placed; one 8-byte store.
                 let next = u64::from_le_bytes(words[at..at + 8].try_into().expect("8 bytes"));
-                let (mut value, mut taken) = (0u64, 0);
-                for j in 0..8 {
-                    let keep = u64::from(byte >> j & 1);
-                    value |= ((next >> (8 * taken) & 0xff) * keep) << (8 * j);
-                    taken += keep;
-                }
-                o[..8].copy_from_slice(&value.to_le_bytes());
-                at += taken as usize;
+                o[..8].copy_from_slice(&place_bytes(next, byte).to_le_bytes());
+                at += byte.count_ones() as usize;
             }
             _ if at + 8 * W <= words.len() => {
                 for j in 0..8 {
@@ -208,6 +204,18 @@ fn scatter_words<const W: usize>(map: &[u8], words: &[u8], out: &mut [u8]) {
     }
 }
 
+/// The bytes of `next`, in order, at the set bits of `byte` (zero elsewhere): each output
+/// byte shifted out of the register.
+fn place_bytes(next: u64, byte: u8) -> u64 {
+    let (mut value, mut taken) = (0u64, 0);
+    for j in 0..8 {
+        let keep = u64::from(byte >> j & 1);
+        value |= ((next >> (8 * taken) & 0xff) * keep) << (8 * j);
+        taken += keep;
+    }
+    value
+}
+
 /// [`scatter_words`] of bytes; with SSSE3 a mixed map byte places its kept bytes with one
 /// byte shuffle from a table (the byte loop's cursor chain is what the word loop waits on).
 fn scatter_bytes(map: &[u8], words: &[u8], out: &mut [u8]) {
@@ -216,7 +224,7 @@ fn scatter_bytes(map: &[u8], words: &[u8], out: &mut [u8]) {
         // SAFETY: the CPU has SSSE3.
         return unsafe { ssse3::scatter_bytes(map, words, out) };
     }
-    scatter_words::<1>(map, words, out)
+    scatter_words::<1>(map, words, out, place_bytes)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -242,36 +250,14 @@ mod ssse3 {
         t
     };
 
-    /// `super::scatter_words::<1>` with the mixed bytes by table: the same bytes (tested).
+    /// `super::scatter_words::<1>` with the mixed bytes placed by table: the same bytes (tested).
     #[target_feature(enable = "ssse3")]
     pub(super) fn scatter_bytes(map: &[u8], words: &[u8], out: &mut [u8]) {
-        let mut at = 0;
-        for (k, &byte) in map.iter().enumerate() {
-            let o = &mut out[8 * k..];
-            match byte {
-                0 => {}
-                0xff => {
-                    o[..8].copy_from_slice(&words[at..at + 8]);
-                    at += 8;
-                }
-                _ if at + 8 <= words.len() => {
-                    let next = u64::from_le_bytes(words[at..at + 8].try_into().expect("8 bytes"));
-                    let places = u64::from_le_bytes(PLACES[usize::from(byte)]);
-                    let placed = _mm_shuffle_epi8(_mm_cvtsi64_si128(next as i64), _mm_cvtsi64_si128(places as i64));
-                    o[..8].copy_from_slice(&(_mm_cvtsi128_si64(placed) as u64).to_le_bytes());
-                    at += byte.count_ones() as usize;
-                }
-                _ => {
-                    let mut bits = byte;
-                    while bits != 0 {
-                        let j = bits.trailing_zeros() as usize;
-                        o[j] = words[at];
-                        at += 1;
-                        bits &= bits - 1;
-                    }
-                }
-            }
-        }
+        super::scatter_words::<1>(map, words, out, |next, byte| {
+            let places = u64::from_le_bytes(PLACES[usize::from(byte)]);
+            let placed = _mm_shuffle_epi8(_mm_cvtsi64_si128(next as i64), _mm_cvtsi64_si128(places as i64));
+            _mm_cvtsi128_si64(placed) as u64
+        })
     }
 }
 
@@ -289,9 +275,9 @@ pub fn decode_chunk(enc: &[u8], word: usize, out: &mut [u8]) -> Result<()> {
     let words = r.take(ones(&map) * word)?;
     match word {
         1 => scatter_bytes(&map, words, out),
-        2 => scatter_words::<2>(&map, words, out),
-        4 => scatter_words::<4>(&map, words, out),
-        _ => scatter_words::<8>(&map, words, out),
+        2 => scatter_words::<2>(&map, words, out, place_bytes),
+        4 => scatter_words::<4>(&map, words, out, place_bytes),
+        _ => scatter_words::<8>(&map, words, out, place_bytes),
     }
     let tail = out.len() - m * word;
     out[m * word..].copy_from_slice(r.take(tail)?);
@@ -395,7 +381,7 @@ mod tests {
                 .collect();
             let words: Vec<u8> = (1..=ones(&map) as u32).map(|i| (i % 251 + 1) as u8).collect();
             let (mut portable, mut table) = (vec![0u8; 8 * map.len()], vec![0u8; 8 * map.len()]);
-            scatter_words::<1>(&map, &words, &mut portable);
+            scatter_words::<1>(&map, &words, &mut portable, place_bytes);
             // SAFETY: the CPU has SSSE3 (checked above).
             unsafe { ssse3::scatter_bytes(&map, &words, &mut table) };
             assert_eq!(portable, table, "density {density}");

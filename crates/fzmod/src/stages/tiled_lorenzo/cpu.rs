@@ -183,15 +183,7 @@ impl Runs<'_> {
         let (runs, _) = row.as_chunks_mut::<TX>();
         for (i, run) in runs.iter_mut().enumerate() {
             let src: &[i32; TX] = self.d[first + i * te..][..TX].try_into().expect("TX elements");
-            if !self.delta {
-                *run = *src;
-                continue;
-            }
-            let mut acc = above.map_or(0, |a| a[i * TX]);
-            for (o, &v) in run.iter_mut().zip(src) {
-                acc = acc.wrapping_add(v);
-                *o = acc;
-            }
+            self.run(run, src, above.map_or(0, |a| a[i * TX]));
         }
         runs.len() * TX
     }
@@ -202,17 +194,24 @@ impl Runs<'_> {
         for (i, run) in row.chunks_mut(tx).enumerate() {
             let src = &self.d[at..at + run.len()];
             at += self.tile.elems();
-            if !self.delta {
-                // An element loop, not `copy_from_slice`: runs are a few elements long, and a
-                // library memmove call per run cost more than the copy.
-                run.iter_mut().zip(src).for_each(|(o, &v)| *o = v);
-                continue;
-            }
-            let mut acc = above.map_or(0, |a| a[i * tx]);
-            for (o, &v) in run.iter_mut().zip(src) {
-                acc = acc.wrapping_add(v);
-                *o = acc;
-            }
+            self.run(run, src, above.map_or(0, |a| a[i * tx]));
+        }
+    }
+
+    /// One run from its deltas `src`: copied, or summed up from `start` (the element above it
+    /// in the tile, or in the plane before, or 0).
+    #[inline(always)]
+    fn run(&self, run: &mut [i32], src: &[i32], start: i32) {
+        if !self.delta {
+            // An element loop, not `copy_from_slice`: runs are a few elements long, and a
+            // library memmove call per run cost more than the copy.
+            run.iter_mut().zip(src).for_each(|(o, &v)| *o = v);
+            return;
+        }
+        let mut acc = start;
+        for (o, &v) in run.iter_mut().zip(src) {
+            acc = acc.wrapping_add(v);
+            *o = acc;
         }
     }
 }
