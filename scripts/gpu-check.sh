@@ -8,10 +8,12 @@
 #   3. the Python wheel's device paths (crates/fzmod-python/tests/gpu_check.py), when
 #      prepare-gpu.sh built a wheel into .gpu/wheels;
 # and prints a short summary last. Full logs and JSON go to $OUT when set.
-# The whole run takes about 13 minutes on an H100, more than one device call allows: run it as
-# three calls, `--tests-only` (GPU tests and Python, about 9 minutes; near the limit of a call,
-# so GPU_TESTS=presets_on_shared_fields and GPU_TESTS="--skip presets_on_shared_fields" split
-# it in two), `--sanitize-only` (about 5–6) and `--bench-only` (about 1.5).
+# The whole run takes about 13 minutes on an H100 or H200, more than one device call allows: run
+# it as calls of `--tests-only` (GPU tests and Python, about 9–11 minutes, past the limit of a
+# call on the H200: GPU_TESTS=presets_on_shared_fields and GPU_TESTS="--skip
+# presets_on_shared_fields" split it in two), `--sanitize-only` (about 4–6) and `--bench-only`
+# (about 1.5). The test log is written to $OUT as the tests run, so a call that runs out of
+# time still brings back the results of the tests that finished.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/fzmod-gpu}
@@ -29,9 +31,10 @@ MODE=${1:-}
 # Whether this run includes a part: tests, sanitize or bench.
 part() { [ -z "$MODE" ] || [ "$MODE" = "--$1-only" ]; }
 tests_rc=0
+rm -f "$out/gpu-tests.log"
 if part tests; then
   # GPU_TESTS: test-name filters or `--skip NAME`, to split the tests over two calls.
-  ./.gpu/gpu-tests --include-ignored --test-threads 1 --nocapture ${GPU_TESTS:-} 2>&1 | tee /tmp/gpu-tests.log | grep -E "^test |GPU ==|panicked|skipping|result"
+  ./.gpu/gpu-tests --include-ignored --test-threads 1 --nocapture ${GPU_TESTS:-} 2>&1 | tee "$out/gpu-tests.log" | grep -E "^test |GPU ==|panicked|skipping|result"
   tests_rc=${PIPESTATUS[0]}
 fi
 
@@ -139,7 +142,7 @@ fi
 
 echo
 echo "== summary ($(cat "$out/gpu.txt"))"
-grep -sE "GPU == CPU|test result" /tmp/gpu-tests.log
+grep -sE "GPU == CPU|test result" "$out/gpu-tests.log"
 grep -s "^gpu_check:" /tmp/gpu-python.log
 python3 - "$out" <<'PY'
 import json, pathlib, sys
@@ -160,7 +163,6 @@ for f in sorted(pathlib.Path("/tmp/bench").glob("*.json")):
     print(f"{f.stem:<30}{j['ratio']:>8.3f}{j['compress_gbps']['median']:>11.1f}{j['decompress_gbps']['median']:>12.1f}{e2e_txt:>15}{j['max_abs_error']:>11.3g}{peak_txt:>13}{footprint:>10.2f}")
 pathlib.Path(sys.argv[1], "bench.json").write_text(json.dumps(rows, indent=1))
 PY
-cp /tmp/gpu-tests.log "$out/" 2>/dev/null
 [ $tests_rc -eq 0 ] && tests_rc=$sanitize_rc
 [ $tests_rc -eq 0 ] && tests_rc=$python_rc
 exit $tests_rc
