@@ -6,6 +6,7 @@
 use super::order::LevelRows;
 use super::parity::ParityGrids;
 use super::rows::{row_iter, rows, strided_copy, strided_scatter, Lines};
+use super::slabs::Slabs;
 use super::walk::{passes, Choice, Geometry, Kind, Pass, Real};
 use crate::archive::{Reader, Writer};
 use crate::element::zeroed_vec;
@@ -350,57 +351,24 @@ fn decode_pass_inline<T: Real>(g: &Geometry, w: &mut [T], d: &DecodePass, step: 
 }
 
 /// Encode `x` on grid `g`; `choices` (coarsest first) or, when `None`, the estimate's. The
-/// codes leave in level order (order.rs) when `level_order`, else in element order.
+/// codes leave in level order (order.rs) when `level_order`, else in element order; with
+/// several threads and element order, slab by slab on all of them (slabs.rs).
 pub fn forward<T: Real>(x: &[T], g: &Geometry, q: Params, choices: Option<Vec<Choice>>, level_order: bool) -> Encoded {
     let steps = level_steps::<T>(q.abs_bound, q.alpha, q.beta, g.levels());
     let choices = choices.unwrap_or_else(|| select(x, g, &steps));
-    let mut w: Vec<T> = zeroed_vec(x.len());
-    // The anchors' codes (first in level order) stay code(0).
-    let mut codes = vec![q.code(0); x.len()];
-    let level_rows = level_order.then(|| LevelRows::new(g));
     let mut side = Writer::default();
-    g.for_each_anchor(|i| {
-        x[i].write_le(&mut side);
-        w[i] = feed(x[i]);
-    });
-    let mut outliers = Vec::new();
-    let (mut lines, mut p, mut row) = (Lines::new(), Vec::new(), RowCodes::new());
-    let accept = T::accept(q.abs_bound);
-    for (k, l) in (1..=g.levels()).rev().enumerate() {
-        let (s, lv, choice) = (1 << (l - 1), steps[l - 1], choices[k]);
-        for pass in passes(s, choice) {
-            rows(g, &pass, [0; 3], g.dims, |r| {
-                lines.predict_row(g, &w, pass.axis, s, r, choice.kind, &mut p);
-                row.x.resize(r.count, T::ZERO);
-                strided_copy(&mut row.x, &x[r.first..], r.step);
-                let fails = row.quantize(&p, lv, accept, q);
-                strided_scatter(&mut w[r.first..], &row.w, r.step);
-                if fails {
-                    // The points the fast test did not accept: the full quantizer, or outliers.
-                    for (k, idx) in r.indices().enumerate() {
-                        if row.codes[k] != q.outlier_code() {
-                            continue;
-                        }
-                        match quantize_point(x[idx], p[k], lv, q.radius, q.abs_bound) {
-                            Some((code, v)) => {
-                                row.codes[k] = q.code(code);
-                                w[idx] = v;
-                            }
-                            // The placeholder code stays: it is the outlier code.
-                            None => {
-                                outliers.push(idx);
-                                w[idx] = feed(x[idx]);
-                            }
-                        }
-                    }
-                }
-                match &level_rows {
-                    Some(lr) => lr.write(s, r, &row.codes, &mut codes),
-                    None => strided_scatter(&mut codes[r.first..], &row.codes, r.step),
-                }
-            });
+    g.for_each_anchor(|i| x[i].write_le(&mut side));
+    let levels = Levels { q, steps: &steps, choices: &choices };
+    let (codes, mut outliers) = match Slabs::for_threads(g, level_order) {
+        Some(slabs) => slabs.encode(x, g, levels),
+        None => {
+            // The anchors' codes (first in level order) stay code(0).
+            let mut codes = vec![q.code(0); x.len()];
+            let level_rows = level_order.then(|| LevelRows::new(g));
+            let outliers = levels.encode(x, g, &mut codes, level_rows.as_ref());
+            (codes, outliers)
         }
-    }
+    };
     outliers.sort_unstable();
     let mut next = 0;
     for &i in &outliers {
@@ -409,6 +377,78 @@ pub fn forward<T: Real>(x: &[T], g: &Geometry, q: Params, choices: Option<Vec<Ch
         next = i + 1;
     }
     Encoded { codes, side: side.bytes, num_outliers: outliers.len() as u64, choices }
+}
+
+/// What every level of a walk over a grid needs: the quantization, each level's half bin
+/// width (finest first) and its choice (coarsest first).
+#[derive(Clone, Copy)]
+pub(super) struct Levels<'a, T> {
+    pub q: Params,
+    pub steps: &'a [LevelStep<T>],
+    pub choices: &'a [Choice],
+}
+
+impl<T: Real> Levels<'_, T> {
+    /// The encoder's levels over grid `g`: the codes of every predicted point into `codes`
+    /// (in level order through `level_rows`, else element order); returns the outliers'
+    /// indices in visiting order.
+    pub fn encode(&self, x: &[T], g: &Geometry, codes: &mut [u16], level_rows: Option<&LevelRows>) -> Vec<usize> {
+        let q = self.q;
+        let mut w: Vec<T> = zeroed_vec(x.len());
+        g.for_each_anchor(|i| w[i] = feed(x[i]));
+        let mut outliers = Vec::new();
+        let (mut lines, mut p, mut row) = (Lines::new(), Vec::new(), RowCodes::new());
+        let accept = T::accept(q.abs_bound);
+        for (k, l) in (1..=g.levels()).rev().enumerate() {
+            let (s, lv, choice) = (1 << (l - 1), self.steps[l - 1], self.choices[k]);
+            for pass in passes(s, choice) {
+                rows(g, &pass, [0; 3], g.dims, |r| {
+                    lines.predict_row(g, &w, pass.axis, s, r, choice.kind, &mut p);
+                    row.x.resize(r.count, T::ZERO);
+                    strided_copy(&mut row.x, &x[r.first..], r.step);
+                    let fails = row.quantize(&p, lv, accept, q);
+                    strided_scatter(&mut w[r.first..], &row.w, r.step);
+                    if fails {
+                        // The points the fast test did not accept: the full quantizer, or outliers.
+                        for (k, idx) in r.indices().enumerate() {
+                            if row.codes[k] != q.outlier_code() {
+                                continue;
+                            }
+                            match quantize_point(x[idx], p[k], lv, q.radius, q.abs_bound) {
+                                Some((code, v)) => {
+                                    row.codes[k] = q.code(code);
+                                    w[idx] = v;
+                                }
+                                // The placeholder code stays: it is the outlier code.
+                                None => {
+                                    outliers.push(idx);
+                                    w[idx] = feed(x[idx]);
+                                }
+                            }
+                        }
+                    }
+                    match level_rows {
+                        Some(lr) => lr.write(s, r, &row.codes, codes),
+                        None => strided_scatter(&mut codes[r.first..], &row.codes, r.step),
+                    }
+                });
+            }
+        }
+        outliers
+    }
+
+    /// The decoder's levels over grid `g` into `w`, whose anchors and outlier values are in
+    /// place; `codes` in level order through `level_rows`, else element order.
+    pub fn decode(&self, codes: &[u16], g: &Geometry, w: &mut [T], level_rows: Option<&LevelRows>) {
+        let mut scratch = DecodeScratch { lines: Lines::new(), codes: Vec::new(), w: Vec::new() };
+        for (k, l) in (1..=g.levels()).rev().enumerate() {
+            let (s, lv, choice) = (1 << (l - 1), self.steps[l - 1], self.choices[k]);
+            for pass in passes(s, choice) {
+                let d = DecodePass { pass, s, kind: choice.kind, codes, level_rows, q: self.q };
+                decode_pass(g, w, &d, lv.step, &mut scratch);
+            }
+        }
+    }
 }
 
 /// The side port parsed: anchor values (anchor-grid C order) and (index, value) outliers.
@@ -454,25 +494,16 @@ pub fn inverse<T: Real>(
     }
     let (anchors, outliers) = parse_side::<T>(side, num_outliers, g)?;
     let steps = level_steps::<T>(q.abs_bound, q.alpha, q.beta, g.levels());
-    let mut w: Vec<T> = zeroed_vec(codes.len());
-    // Outlier values wait in place: each is read only after its own point was visited.
-    for &(i, v) in &outliers {
-        w[i] = v;
-    }
-    let mut k = 0;
-    g.for_each_anchor(|i| {
-        w[i] = feed(anchors[k]);
-        k += 1;
-    });
-    let level_rows = level_order.then(|| LevelRows::new(g));
-    let mut scratch = DecodeScratch { lines: Lines::new(), codes: Vec::new(), w: Vec::new() };
-    for (k, l) in (1..=g.levels()).rev().enumerate() {
-        let (s, lv, choice) = (1 << (l - 1), steps[l - 1], choices[k]);
-        for pass in passes(s, choice) {
-            let d = DecodePass { pass, s, kind: choice.kind, codes, level_rows: level_rows.as_ref(), q };
-            decode_pass(g, &mut w, &d, lv.step, &mut scratch);
+    let levels = Levels { q, steps: &steps, choices };
+    let mut w = match Slabs::for_threads(g, level_order) {
+        Some(slabs) => slabs.decode(codes, g, levels, &anchors, &outliers),
+        None => {
+            let mut w: Vec<T> = zeroed_vec(codes.len());
+            wait_in_place(g, &mut w, &anchors, &outliers, 0);
+            levels.decode(codes, g, &mut w, level_order.then(|| LevelRows::new(g)).as_ref());
+            w
         }
-    }
+    };
     // Non-finite values fed predictions as 0; put their bits back.
     let mut k = 0;
     g.for_each_anchor(|i| {
@@ -483,4 +514,19 @@ pub fn inverse<T: Real>(
         w[i] = v;
     }
     Ok(w)
+}
+
+/// Before the decoder's levels, on grid `g` whose element 0 is element `first` of the whole
+/// grid: the anchors fed in (`anchors` from this grid's first anchor on) and the outlier values
+/// that lie in it, each waiting in place to be read only after its own point was visited.
+pub(super) fn wait_in_place<T: Real>(g: &Geometry, w: &mut [T], anchors: &[T], outliers: &[(usize, T)], first: usize) {
+    let (from, end) = (outliers.partition_point(|&(i, _)| i < first), first + w.len());
+    for &(i, v) in outliers[from..].iter().take_while(|&&(i, _)| i < end) {
+        w[i - first] = v;
+    }
+    let mut k = 0;
+    g.for_each_anchor(|i| {
+        w[i] = feed(anchors[k]);
+        k += 1;
+    });
 }

@@ -21,6 +21,7 @@ pub(crate) mod device;
 mod order;
 mod parity;
 mod rows;
+mod slabs;
 pub(crate) mod walk;
 
 use crate::archive::{ErrorMode, Header, Reader, Writer};

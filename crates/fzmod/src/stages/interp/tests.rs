@@ -69,6 +69,51 @@ proptest! {
     }
 }
 
+/// `f` on a rayon pool of `threads` threads.
+fn on_threads<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
+    rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("a thread pool").install(f)
+}
+
+/// Encode and decode in element order on `threads` threads: codes, side bytes, outlier
+/// count, choices and the decoded values' bits.
+fn walk_on<T: Real>(threads: usize, x: &[T], g: &Geometry, q: Params) -> (Vec<u16>, Vec<u8>, u64, Vec<u8>, Vec<u64>) {
+    on_threads(threads, || {
+        assert_eq!(super::slabs::Slabs::for_threads(g, false).is_some(), threads > 1 && slab_axis_longer_than_a(g));
+        let f = forward(x, g, q, None, false);
+        let y: Vec<T> = inverse(&f.codes, &f.side, f.num_outliers, g, q, &f.choices, false).unwrap();
+        let choices = f.choices.iter().map(|c| c.byte()).collect();
+        (f.codes, f.side, f.num_outliers, choices, y.iter().map(|v| v.bits()).collect())
+    })
+}
+
+/// Whether the slowest axis of more than one point is longer than the anchor stride.
+fn slab_axis_longer_than_a(g: &Geometry) -> bool {
+    (0..2).find(|&a| g.dims[a] > 1).is_some_and(|a| g.dims[a] > g.anchor)
+}
+
+proptest! {
+    /// The slab walk (slabs.rs) on several threads gives the serial walk's bytes and values:
+    /// grids cut along z or along y, last slabs of one line or short, specials included.
+    #[test]
+    fn slabs_give_the_serial_bytes(
+        nz in 1usize..12, ny in 1usize..40, nx in 1usize..24, anchor_log in 1u32..4,
+        pattern in 0u8..4, seed in any::<u64>(), specials in any::<bool>(), rel in 1e-5f64..1e-2,
+    ) {
+        let n = nz * ny * nx;
+        let mut x64 = field(n, pattern, seed, 100.0);
+        if specials {
+            for (k, v) in [f64::NAN, f64::INFINITY, -1e30, 7e3].into_iter().enumerate() {
+                x64[(seed as usize).wrapping_add(k * 7919) % n] = v;
+            }
+        }
+        let x32: Vec<f32> = x64.iter().map(|&v| v as f32).collect();
+        let g = Geometry { dims: [nz, ny, nx], anchor: 1 << anchor_log };
+        let q = Params { radius: 512, zigzag: seed % 2 == 0, abs_bound: rel * 100.0, alpha: 1.25, beta: 2.0 };
+        prop_assert_eq!(walk_on(1, &x32, &g, q), walk_on(3, &x32, &g, q));
+        prop_assert_eq!(walk_on(1, &x64, &g, q), walk_on(3, &x64, &g, q));
+    }
+}
+
 #[test]
 fn constant_field_at_a_relative_bound_is_exact() {
     let x = vec![2.5f32; 300];
