@@ -6,6 +6,7 @@
 use super::Predicate;
 use crate::archive::{Reader, Writer};
 use crate::error::{corrupt, Result};
+use rayon::prelude::*;
 
 /// The element types a mask covers, by their raw bits.
 pub trait MaskFloat: Copy + Send + Sync + 'static {
@@ -73,9 +74,13 @@ pub fn forward<T: MaskFloat>(x: &mut [T], p: &Predicate) -> Coded {
     let n = x.len();
     let (mut runs, mut exceptions) = (Writer::default(), Writer::default());
     let (mut num_runs, mut restore) = (0u64, None);
+    // Elements before the first masked one, found on all cores: a field without one (most of
+    // them) is not walked element by element.
+    let clear = first_masked(x, p);
     let mut i = 0;
     loop {
         let start = i;
+        i = i.max(clear);
         while i < n && !p.masked(x[i]) {
             i += 1;
         }
@@ -103,6 +108,16 @@ pub fn forward<T: MaskFloat>(x: &mut [T], p: &Predicate) -> Coded {
     }
     runs.bytes.extend_from_slice(&exceptions.bytes);
     Coded { segment: runs.bytes, num_runs, restore: restore.unwrap_or(0) }
+}
+
+/// The index of the first masked element of `x`, or its length.
+fn first_masked<T: MaskFloat>(x: &[T], p: &Predicate) -> usize {
+    const CHUNK: usize = 1 << 16;
+    let masked_in = |c: &[T]| c.iter().position(|&v| p.masked(v));
+    match x.par_chunks(CHUNK).position_first(|c| c.iter().any(|&v| p.masked(v))) {
+        Some(k) => k * CHUNK + masked_in(&x[k * CHUNK..]).expect("the chunk has a masked element"),
+        None => x.len(),
+    }
 }
 
 /// The fill of the masked run `[start, end)`: its unmasked neighbour, before it if any.
@@ -252,6 +267,22 @@ mod tests {
         assert_eq!((c.segment.as_slice(), c.num_runs), (&[0u8, 0xac, 0x02][..], 2));
         assert!(y.iter().all(|v| v.to_bits() == 0));
         assert_eq!(forward::<f32>(&mut [], &NAN).segment, [0]);
+    }
+
+    /// The first masked element far into the array (the search for it runs in chunks on all
+    /// cores), at a chunk's edge and just after it.
+    #[test]
+    fn first_masked_element_deep_in_the_array() {
+        for first in [0, 65_535, 65_536, 65_537, 150_000, 199_999] {
+            let mut x: Vec<f32> = (0..200_000).map(|i| i as f32).collect();
+            x[first] = f32::NAN;
+            x[199_999] = f32::NAN;
+            let c = round_trip(&x, &NAN);
+            let parsed = parse::<f32>(&c.segment, x.len() as u64, c.num_runs, c.restore, &NAN).unwrap();
+            assert_eq!(parsed.masked[0], (first as u64, first as u64 + 1), "first masked at {first}");
+        }
+        let c = round_trip(&vec![1.0f32; 200_000], &NAN);
+        assert_eq!((c.segment.as_slice(), c.num_runs), (&[0xc0u8, 0x9a, 0x0c][..], 1));
     }
 
     #[test]
