@@ -335,18 +335,22 @@ fn tile_prefix_sums(d: &mut [i32], [_, ny, nx]: [usize; 3], Tile([tz, ty, tx]): 
     if d.is_empty() {
         return;
     }
+    // Bands of `ty` rows are independent: in parallel within each plane too (a 2-D field is
+    // one plane).
     d.par_chunks_mut(nx * ny).for_each(|plane| {
-        #[cfg(target_arch = "x86_64")]
-        if tx.is_multiple_of(8) && std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2.
-            return unsafe { plane_sums_avx2(plane, nx, ty, tx) };
-        }
-        plane_sums(plane, nx, ty, tx, |seg| {
-            let mut acc = 0i32;
-            for v in seg {
-                acc = acc.wrapping_add(*v);
-                *v = acc;
+        plane.par_chunks_mut(nx * ty).for_each(|band| {
+            #[cfg(target_arch = "x86_64")]
+            if tx.is_multiple_of(8) && std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU has AVX2.
+                return unsafe { band_sums_avx2(band, nx, tx) };
             }
+            band_sums(band, nx, tx, |seg| {
+                let mut acc = 0i32;
+                for v in seg {
+                    acc = acc.wrapping_add(*v);
+                    *v = acc;
+                }
+            })
         })
     });
     // Along z: bands of tz planes are independent.
@@ -361,28 +365,26 @@ fn tile_prefix_sums(d: &mut [i32], [_, ny, nx]: [usize; 3], Tile([tz, ty, tx]): 
     });
 }
 
-/// [`plane_sums`] with the x segments (a multiple of 8 long) as vector scans, and the adds of
+/// [`band_sums`] with the x segments (a multiple of 8 long) as vector scans, and the adds of
 /// the row above in AVX2's lanes.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn plane_sums_avx2(plane: &mut [i32], nx: usize, ty: usize, tx: usize) {
+fn band_sums_avx2(band: &mut [i32], nx: usize, tx: usize) {
     use crate::stages::prefix_sum::avx2::scan;
-    plane_sums(plane, nx, ty, tx, |seg| scan(bytemuck::cast_slice_mut(seg), |v| v, |v| v))
+    band_sums(band, nx, tx, |seg| scan(bytemuck::cast_slice_mut(seg), |v| v, |v| v))
 }
 
-/// One plane's sums along x (`segment_sums` of each `tx` run of a row) and y (each row adds
-/// the one before it in its band of `ty` rows, while both are in cache).
+/// One band's sums along x (`segment_sums` of each `tx` run of a row) and y (each row adds
+/// the one before it, while both are in cache).
 #[inline(always)]
-fn plane_sums(plane: &mut [i32], nx: usize, ty: usize, tx: usize, segment_sums: impl Fn(&mut [i32])) {
-    for band in plane.chunks_mut(nx * ty) {
-        for y in 0..band.len() / nx {
-            let (prev, cur) = band.split_at_mut(y * nx);
-            let row = &mut cur[..nx];
-            row.chunks_mut(tx).for_each(&segment_sums);
-            if y > 0 {
-                for (c, p) in row.iter_mut().zip(&prev[(y - 1) * nx..]) {
-                    *c = c.wrapping_add(*p);
-                }
+fn band_sums(band: &mut [i32], nx: usize, tx: usize, segment_sums: impl Fn(&mut [i32])) {
+    for y in 0..band.len() / nx {
+        let (prev, cur) = band.split_at_mut(y * nx);
+        let row = &mut cur[..nx];
+        row.chunks_mut(tx).for_each(&segment_sums);
+        if y > 0 {
+            for (c, p) in row.iter_mut().zip(&prev[(y - 1) * nx..]) {
+                *c = c.wrapping_add(*p);
             }
         }
     }
