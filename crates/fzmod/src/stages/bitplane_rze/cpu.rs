@@ -5,6 +5,7 @@
 //! four words `T[4g..4g+4][plane]` (16 bytes); flag `f = plane·8 + g` marks a non-zero block,
 //! and non-zero blocks are kept in flag order. One chunk is one CUDA thread block.
 
+use crate::element::zeroed_vec;
 use crate::error::{corrupt, Result};
 use crate::stages::bit_transpose::transpose32_lanes;
 use rayon::prelude::*;
@@ -198,12 +199,21 @@ pub fn check(meta: &[u8], len: usize, n: usize) -> Result<Vec<ChunkSlice>> {
 pub fn decode(archive: &[u8], n: usize) -> Result<Vec<u16>> {
     let slices = check(&archive[..archive.len().min(metadata_len(n))], archive.len(), n)?;
     let stream = &archive[metadata_len(n)..];
-    let mut words = vec![0u32; slices.len() * CHUNK_WORDS];
-    words.par_chunks_mut(CHUNK_WORDS).zip(slices.par_iter()).for_each(|(out, c)| {
+    // Each chunk's words split into its codes in place, in parallel (a pass over the words
+    // after the decode ran on one core).
+    let mut codes = zeroed_vec(n);
+    codes.par_chunks_mut(2 * CHUNK_WORDS).zip(slices.par_iter()).for_each(|(out, c)| {
         let kept: Vec<u32> = (c.start..c.start + c.words).map(|w| le32(stream, w)).collect();
-        decode_chunk(&c.flags, &kept, out.try_into().expect("chunk of 1024 words"));
+        let mut words = [0u32; CHUNK_WORDS];
+        decode_chunk(&c.flags, &kept, &mut words);
+        for (pair, w) in out.chunks_mut(2).zip(words) {
+            pair[0] = w as u16;
+            if let Some(high) = pair.get_mut(1) {
+                *high = (w >> 16) as u16;
+            }
+        }
     });
-    Ok(words.iter().flat_map(|w| [*w as u16, (w >> 16) as u16]).take(n).collect())
+    Ok(codes)
 }
 
 #[cfg(test)]
