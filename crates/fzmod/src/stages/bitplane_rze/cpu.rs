@@ -114,9 +114,21 @@ pub fn encode(codes: &[u16]) -> Vec<u8> {
         out.extend(flags.iter().flat_map(|f| f.to_le_bytes()));
     }
     out.extend(starts.iter().flat_map(|s| s.to_le_bytes()));
+    // The kept words, each chunk's written into its own place in parallel.
+    let at = out.len();
+    out.resize(entries[4] as usize, 0);
+    let mut stream = &mut out[at..];
+    let mut places = Vec::with_capacity(chunks);
     for (_, kept) in &encoded {
-        out.extend(kept.iter().flat_map(|w| w.to_le_bytes()));
+        let (place, rest) = std::mem::take(&mut stream).split_at_mut(4 * kept.len());
+        places.push(place);
+        stream = rest;
     }
+    places.into_par_iter().zip(&encoded).for_each(|(place, (_, kept))| {
+        for (bytes, w) in place.chunks_exact_mut(4).zip(kept) {
+            bytes.copy_from_slice(&w.to_le_bytes());
+        }
+    });
     out
 }
 
