@@ -10,8 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 fzmod=${FZMOD:-.gpu/fzmod}
 runs=${RUNS:-3}
-presets=("${@:-cuszp2 pfpl fzgpu cusz mans interp-fast interp}")
-read -r -a presets <<< "${presets[*]}"
+presets=("$@")
+[ ${#presets[@]} -gt 0 ] || presets=(cuszp2 pfpl fzgpu cusz mans interp-fast interp)
 cores=$(nproc)
 threads=${THREADS:-$(t=1; while [ $t -lt "$cores" ]; do echo -n "$t "; t=$((2 * t)); done; echo "$cores")}
 e8=/tmp/etopo5x8_74684160.f32
