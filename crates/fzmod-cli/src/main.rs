@@ -186,7 +186,8 @@ struct Job {
     /// decode: `1024x1024`, `64,64,64`, or `auto` (slabs of up to 4 MiB along the slowest
     /// dimensions, the fastest whole; for arrays of 256 MiB and more near-cubic boxes of at most
     /// 1/320 of the array, 1–4 MiB; docs/FORMAT.md §8.4). Chunks compress in parallel on the
-    /// CPU; the bytes do not depend on the thread count.
+    /// CPU and on a GPU's lanes (one chunk's upload, another's kernels, a third's download at
+    /// once); the bytes depend on neither. `bench --chunk` times chunked archives end to end.
     #[arg(long, value_name = "SHAPE|auto")]
     chunk: Option<String>,
     /// Chunk index class (with --chunk): implicit, verbatim, hybrid4 or hybrid8. Default: the
@@ -660,13 +661,13 @@ fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
 }
 
 fn bench(input: &Path, job: &Job, runs: usize, json: Option<&io::Destination>, max_memory: u64) -> Result<()> {
-    if job.chunk.is_some() {
-        bail!("bench times one archive; --chunk is for compress and roundtrip");
-    }
     let p = prepare(input, job, max_memory)?;
     let bytes = p.input.byte_len() as f64;
     let message = format!("benchmarking {} runs on {}", runs, p.backend.name());
-    let (timing, _) = timed(message, false, || p.pipeline.bench_on(&p.backend, &p.input, &p.shape, runs, p.opts));
+    let (timing, _) = timed(message, false, || match &p.chunks {
+        Some(c) => p.pipeline.bench_chunked_on(&p.backend, &p.input, &p.shape, c, runs, p.opts),
+        None => p.pipeline.bench_on(&p.backend, &p.input, &p.shape, runs, p.opts),
+    });
     let timing = timing.with_context(|| format!("benchmarking {}", shown(input)))?;
     let quality = fzmod::compare(&p.input, &timing.decoded)?;
     let gb = |secs: &[f64]| stats(secs.iter().map(|s| bytes / s / 1e9).collect());
@@ -736,6 +737,9 @@ struct Sweep {
 /// Every pipeline of the sweep at every bound, on one field read once: a table on standard
 /// output, and the JSON and SVG files when asked for. Progress goes to standard error.
 fn bench_sweep(input: &Path, job: &Job, runs: usize, sweep: &Sweep, max_memory: u64) -> Result<()> {
+    if job.chunk.is_some() {
+        bail!("a sweep times unchunked archives; --chunk is for a single bench, compress and roundtrip");
+    }
     let dtype = DType::parse(&job.dtype).context("--dtype")?;
     let shape = fzmod::parse_shape(&job.shape).with_context(|| format!("--shape {}", job.shape))?;
     let data = io::read_array(input, dtype, &shape, max_memory)?;

@@ -4,6 +4,7 @@
 #[cfg(feature = "cuda")]
 use crate::backend::cuda::CudaDevice;
 use crate::backend::Backend;
+use crate::chunking::ChunkOptions;
 use crate::element::Buffer;
 #[cfg(feature = "cuda")]
 use crate::element::View;
@@ -13,24 +14,18 @@ use crate::executor;
 #[cfg(feature = "cuda")]
 use crate::graph::DecodePlan;
 use crate::graph::Pipeline;
-use crate::run::RunOptions;
+use crate::run::{Decoder, RunOptions};
 use std::time::Instant;
 
 /// Calls of the end-to-end measurement (median).
 #[cfg(feature = "cuda")]
 const END_TO_END_CALLS: usize = 5;
 
-/// End to end: the wall time of the median of [`END_TO_END_CALLS`] calls (one call scatters),
-/// with that call's phase line.
+/// End to end: the median of [`END_TO_END_CALLS`] calls (one call scatters), each returning
+/// its own wall time (what it checks after the call is not timed) and phase line.
 #[cfg(feature = "cuda")]
-fn median_call(mut call: impl FnMut() -> Result<String>) -> Result<(f64, String)> {
-    let mut calls = (0..END_TO_END_CALLS)
-        .map(|_| {
-            let start = Instant::now();
-            let phases = call()?;
-            Ok((start.elapsed().as_secs_f64(), phases))
-        })
-        .collect::<Result<Vec<_>>>()?;
+fn median_call(mut call: impl FnMut() -> Result<(f64, String)>) -> Result<(f64, String)> {
+    let mut calls = (0..END_TO_END_CALLS).map(|_| call()).collect::<Result<Vec<_>>>()?;
     calls.sort_by(|a, b| a.0.total_cmp(&b.0));
     Ok(calls.swap_remove(calls.len() / 2))
 }
@@ -82,6 +77,52 @@ impl Pipeline {
     }
 }
 
+impl Pipeline {
+    /// Time chunked archives (docs/FORMAT.md §8) on `backend`, wall clock: compress from the
+    /// host array to archive bytes, decompress into a reused host array, as an application
+    /// calls them (on a GPU the chunks' transfers and kernels overlap on its lanes). Every
+    /// timed archive must equal the first.
+    pub fn bench_chunked_on(
+        &self,
+        backend: &Backend,
+        input: &Buffer,
+        shape: &[usize],
+        chunks: &ChunkOptions,
+        runs: usize,
+        opts: RunOptions,
+    ) -> Result<BenchTiming> {
+        let archive = self.compress_chunked(backend, input, shape, chunks, opts)?;
+        let decoder = Decoder::new(backend.clone()).with_options(opts);
+        let mut decoded = Buffer::zeroed(input.dtype(), input.len())?;
+        decoder.run_into_bytes(decoder.plan(&archive)?, decoded.native_bytes_mut())?;
+        let (mut comp, mut decomp) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
+        for _ in 0..runs {
+            let t = Instant::now();
+            let again = self.compress_chunked(backend, input, shape, chunks, opts)?;
+            comp.push(t.elapsed().as_secs_f64());
+            if again != archive {
+                return Err(crate::error::Error::Pipeline("two chunked compressions of the same input differ".into()));
+            }
+            let t = Instant::now();
+            decoder.run_into_bytes(decoder.plan(&archive)?, decoded.native_bytes_mut())?;
+            decomp.push(t.elapsed().as_secs_f64());
+        }
+        let plan = decoder.plan(&archive)?;
+        let grid = plan.header.chunking.as_ref().map(|c| (c.chunk_shape.clone(), c.num_chunks(&plan.header.shape)));
+        let (chunk_shape, count) = grid.unwrap_or_default();
+        Ok(BenchTiming {
+            compress_seconds: comp,
+            decompress_seconds: decomp,
+            archive_bytes: archive.len(),
+            decoded,
+            method: "wall clock, whole call, chunked archive from and into host memory",
+            end_to_end_seconds: None,
+            peak_device: None,
+            notes: vec![format!("chunks {chunk_shape:?}, {} of them", count.unwrap_or(0))],
+        })
+    }
+}
+
 fn bench_cpu(p: &Pipeline, input: &Buffer, shape: &[usize], runs: usize) -> Result<BenchTiming> {
     let archive = p.compress(input, shape)?;
     let mut decoded = crate::run::decompress(&archive)?.data;
@@ -119,7 +160,7 @@ fn bench_cuda(
     // A warm-up compiles the kernels and sizes the workspace; each timed call is split into
     // its host phases (the notes say where end-to-end time goes).
     let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
-    let whole = |input: View| -> Result<(Vec<u8>, String)> {
+    let whole = |input: View| -> Result<(Vec<u8>, f64, String)> {
         let t = Instant::now();
         let mut job = executor::compress_job(dev, p, executor::Source::Host(input), shape, opts.fusion)?;
         let upload = ms(t);
@@ -127,20 +168,21 @@ fn bench_cuda(
         dev.synchronize()?;
         let device = ms(t) - upload;
         let archive = job.finish()?;
+        let seconds = t.elapsed().as_secs_f64();
         let phases = format!(
             "end-to-end compress: upload {upload:.3} ms, device work {device:.3} ms, sizes + downloads + assembly {:.3} ms",
-            ms(t) - upload - device
+            seconds * 1e3 - upload - device
         );
-        Ok((archive, phases))
+        Ok((archive, seconds, phases))
     };
-    let (archive, _) = whole(input)?;
+    let (archive, _, _) = whole(input)?;
     dev.reset_peak();
     let (compress_e2e, compress_phases) = median_call(|| {
-        let (again, phases) = whole(input)?;
+        let (again, seconds, phases) = whole(input)?;
         if again != archive {
             return Err(Error::Device("two GPU compressions of the same input differ".into()));
         }
-        Ok(phases)
+        Ok((seconds, phases))
     })?;
     let mut job = executor::compress_job(dev, p, executor::Source::Host(input), shape, opts.fusion)?;
     let mut notes = job.notes();
@@ -155,7 +197,7 @@ fn bench_cuda(
     // Decode into the caller's memory, as an application reusing its output array does (a
     // fresh array's page faults would cost more than the link).
     let mut out = crate::element::zeroed_vec::<u8>(input.native_bytes().len());
-    let mut decode = || -> Result<String> {
+    let mut decode = || -> Result<(f64, String)> {
         let t = Instant::now();
         let plan = DecodePlan::new(&archive)?;
         let validate = ms(t);
@@ -165,10 +207,11 @@ fn bench_cuda(
         dev.synchronize()?;
         let device = ms(t) - validate - upload;
         job.finish_into(&mut out)?;
-        Ok(format!(
+        let seconds = t.elapsed().as_secs_f64();
+        Ok((seconds, format!(
             "end-to-end decompress: validate {validate:.3} ms, upload {upload:.3} ms, device work {device:.3} ms, download {:.3} ms",
-            ms(t) - validate - upload - device
-        ))
+            seconds * 1e3 - validate - upload - device
+        )))
     };
     decode()?;
     let (decompress_e2e, decompress_phases) = median_call(decode)?;

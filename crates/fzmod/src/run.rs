@@ -115,11 +115,11 @@ pub fn decompress_with(backend: &Backend, archive: &[u8], opts: RunOptions) -> R
 
 #[cfg_attr(not(feature = "cuda"), allow(unused_variables))]
 fn run_plan(backend: &Backend, plan: DecodePlan, opts: RunOptions) -> Result<Decompressed> {
-    if let Some(c) = plan.chunked {
+    if plan.chunked.is_some() {
         // Chunk by chunk through this backend's own path (docs/FORMAT.md §8).
-        let decoder = Decoder::new(backend.clone()).with_options(opts).with_limits(c.limits);
         let header = plan.header.clone();
-        let data = crate::chunking::run_chunked(&decoder, plan)?;
+        let mut data = Buffer::zeroed(header.dtype, header.num_elements()? as usize)?;
+        Decoder::new(backend.clone()).with_options(opts).run_into_bytes(plan, data.native_bytes_mut())?;
         return Ok(Decompressed { header, data, backend: backend.name() });
     }
     match backend {
@@ -165,6 +165,11 @@ impl Decoder {
         &self.backend
     }
 
+    /// The same decoder on another backend (a GPU's lane).
+    pub(crate) fn on(&self, backend: Backend) -> Decoder {
+        Decoder { backend, ..self.clone() }
+    }
+
     /// The memory limits this decoder plans under.
     pub fn limits(&self) -> DecodeLimits {
         self.limits
@@ -203,20 +208,27 @@ impl Decoder {
                 T::DTYPE
             )));
         }
-        if plan.chunked.is_some() {
-            let decoded = self.run(plan)?;
-            bytemuck::cast_slice_mut(out).copy_from_slice(decoded.data.native_bytes());
-            return Ok(decoded.header);
+        self.run_into_bytes(plan, bytemuck::cast_slice_mut(out))
+    }
+
+    /// Run a checked plan into `out`, the native bytes of exactly its elements (checked by the
+    /// caller): an unchunked one on this backend, a chunked one chunk by chunk, each decoded
+    /// straight into its place where the chunks are runs of the array.
+    pub(crate) fn run_into_bytes(&self, plan: DecodePlan, out: &mut [u8]) -> Result<Header> {
+        if let Some(c) = plan.chunked {
+            let header = plan.header.clone();
+            crate::chunking::run_chunked_into(&self.clone().with_limits(c.limits), plan, out)?;
+            return Ok(header);
         }
         match &self.backend {
             #[cfg(feature = "cuda")]
             Backend::Cuda(dev) => {
                 let mut job = executor::decompress_job(dev, plan, self.opts.fusion)?;
                 job.kernels()?;
-                job.finish_into(bytemuck::cast_slice_mut(out))?;
+                job.finish_into(out)?;
                 Ok(job.header().clone())
             }
-            Backend::Cpu => plan.run_cpu_into(bytemuck::cast_slice_mut(out)),
+            Backend::Cpu => plan.run_cpu_into(out),
         }
     }
 }

@@ -242,3 +242,33 @@ fn the_golden_chunked_archive_decodes_to_its_recorded_values() {
         assert_eq!(got, slice(&full, &shape, &region), "{region:?}");
     }
 }
+
+/// Decoding into the caller's array: slabs (each chunk straight into its place) and boxes
+/// (through one copy) give the values of a decode into a new buffer; a damaged chunk gives
+/// the same error either way, and the wrong destination is refused before anything runs.
+#[test]
+fn decoding_into_the_callers_array_equals_a_new_buffer() {
+    let shape = [24usize, 40, 72];
+    let data = field(&shape, true);
+    let bound = ErrorBound::new(ErrorMode::Rel, 1e-3).unwrap();
+    for (preset, chunk) in
+        [("cuszp2", [3, 40, 72]), ("pfpl", [1, 17, 72]), ("fzgpu", [8, 16, 24]), ("cusz", [24, 40, 72])]
+    {
+        let archive = compress_chunked(preset, &data, &shape, &chunk, bound);
+        let expected = f32s(&fzmod::decompress(&archive).unwrap().data);
+        let decoder = Decoder::new(Backend::Cpu);
+        let mut out = vec![f32::MAX; data.len()];
+        decoder.decompress_into(&archive, &mut out).unwrap();
+        assert!(out.iter().zip(&expected).all(|(a, b)| a.to_bits() == b.to_bits()), "{preset} {chunk:?}");
+        let mut short = vec![0f32; data.len() - 1];
+        assert!(decoder.decompress_into(&archive, &mut short).is_err(), "{preset}: a short destination");
+        for at in [archive.len() / 2, archive.len() - 100] {
+            let mut bad = archive.clone();
+            bad[at] ^= 0x10;
+            let into = decoder.decompress_into(&bad, &mut out).err().map(|e| e.to_string());
+            let fresh = decoder.decompress(&bad).err().map(|e| e.to_string());
+            assert!(into.is_some(), "{preset}: a damaged byte at {at} decoded");
+            assert_eq!(into, fresh, "{preset}: byte {at}");
+        }
+    }
+}

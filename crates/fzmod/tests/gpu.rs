@@ -1097,3 +1097,55 @@ fn outlier_runs_give_cpu_bytes() {
         }
     }
 }
+
+/// Chunked archives on the GPU's lanes (several chunks in flight on separate streams): the
+/// CPU's bytes, slabs and boxes, rel and abs bounds, NaN in some chunks; decoded on the lanes
+/// straight into the caller's array, equal to the CPU decode; a damaged chunk is named.
+#[test]
+#[ignore = "needs NVRTC and a CUDA device (scripts/gpu-check.sh)"]
+fn chunked_archives_on_lanes_give_cpu_bytes() {
+    use fzmod::{ChunkOptions, Decoder};
+    let gpu = gpu();
+    let mut state = 0x9e37_79b9_u64;
+    let cases: [(&str, Vec<usize>, Vec<usize>); 5] = [
+        ("cuszp2", vec![1 << 20], vec![40_000]),
+        ("pfpl", vec![96, 4000], vec![8, 4000]),
+        ("fzgpu", vec![64, 300, 40], vec![16, 100, 40]),
+        ("cuszp3-outlier", vec![40, 96, 64], vec![16, 40, 24]),
+        ("interp-fast", vec![24, 70, 90], vec![24, 16, 90]),
+    ];
+    for (preset, shape, chunk) in cases {
+        let n: usize = shape.iter().product();
+        let mut data: Vec<f32> = (0..n).map(|i| ((i as f32) * 0.0007).sin() * 50.0 + (i % 97) as f32 * 0.01).collect();
+        for _ in 0..20 {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            data[(state >> 33) as usize % n] = f32::NAN;
+        }
+        let input = Buffer::F32(data);
+        for bound in [ErrorBound::new(ErrorMode::Rel, 1e-3).unwrap(), ErrorBound::new(ErrorMode::Abs, 0.05).unwrap()] {
+            let mut p = fzmod::preset(preset, &shape).unwrap();
+            p.set_error_bound(bound).unwrap();
+            let opts = ChunkOptions::shape(&chunk);
+            let what = format!("{preset} {shape:?} chunks {chunk:?} {bound:?}");
+            let cpu = p.compress_chunked(&Backend::Cpu, &input, &shape, &opts, FUSED).unwrap();
+            for run in 0..2 {
+                let dev = p.compress_chunked(&gpu, &input, &shape, &opts, FUSED).unwrap();
+                assert!(dev == cpu, "{what}: GPU chunked bytes differ from the CPU's (run {run})");
+            }
+            let expected = fzmod::decompress(&cpu).unwrap().data;
+            let mut out = vec![0f32; n];
+            Decoder::new(gpu.clone()).decompress_into(&cpu, &mut out).unwrap();
+            assert!(Buffer::F32(out.clone()).native_bytes() == expected.native_bytes(), "{what}: GPU decode into");
+            let whole = Decoder::new(gpu.clone()).decompress(&cpu).unwrap().data;
+            assert!(whole.native_bytes() == expected.native_bytes(), "{what}: GPU decode");
+            // A flipped byte deep in the data area: the same error on both backends.
+            let mut bad = cpu.clone();
+            let at = bad.len() - bad.len() / 3;
+            bad[at] ^= 0x40;
+            let on_cpu = Decoder::new(Backend::Cpu).decompress_into(&bad, &mut out).err().map(|e| e.to_string());
+            let on_gpu = Decoder::new(gpu.clone()).decompress_into(&bad, &mut out).err().map(|e| e.to_string());
+            assert!(on_cpu.is_some(), "{what}: a damaged chunk decoded");
+            assert_eq!(on_gpu, on_cpu, "{what}: a damaged chunk");
+        }
+    }
+}

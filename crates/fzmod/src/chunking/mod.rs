@@ -227,8 +227,8 @@ pub(crate) fn chunk_plan(
 
 /// Compress chunks `ids` of the array `shape` from `src`, the part of the array that starts
 /// at row `row0` of dimension 0 (shape `src_shape`), each into an archive of its own with
-/// `cp`: in parallel on the CPU (collected in order, so the bytes do not depend on the
-/// thread count), one after another on a GPU.
+/// `cp`: in parallel on the CPU, on a GPU's lanes (one chunk's upload, another's kernels and
+/// a third's download at once); collected in order, so the bytes do not depend on either.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn compress_chunks(
     cp: &Pipeline,
@@ -242,35 +242,37 @@ pub(crate) fn compress_chunks(
     opts: RunOptions,
 ) -> Result<Vec<Vec<u8>>> {
     let elem = src.dtype().size();
-    let one = |i: u64| -> Result<Vec<u8>> {
+    let one = |backend: &Backend, i: u64| -> Result<Vec<u8>> {
         let (mut origin, extent) = grid.chunk_box(shape, i);
         origin[0] -= row0;
-        let count: u64 = extent.iter().product();
-        let mut part = Buffer::zeroed(src.dtype(), count as usize)?;
+        let dims: Vec<usize> = extent.iter().map(|&e| e as usize).collect();
+        let compress = |part: View| {
+            cp.compress_view(backend, part, &dims, opts).map_err(|e| match e {
+                Error::InvalidArgument(m) => Error::InvalidArgument(format!("chunk {i}: {m}")),
+                e => e,
+            })
+        };
+        // A chunk that is one run of the source (a slab, a range of a 1-D array) is read in
+        // place; any other box is gathered first.
+        if let Some(run) = decode_chunks::contiguous_run(src_shape, &origin, &extent) {
+            return compress(src.slice(run.start as usize..run.end as usize));
+        }
+        let mut part = Buffer::zeroed(src.dtype(), dims.iter().product())?;
         let zero = vec![0; extent.len()];
-        decode_chunks::copy_box(
-            src.native_bytes(),
-            src_shape,
-            &origin,
-            part.native_bytes_mut(),
-            &extent,
-            &zero,
-            &extent,
-            elem,
-        );
-        let extent: Vec<usize> = extent.iter().map(|&e| e as usize).collect();
-        cp.compress_view(backend, part.view(), &extent, opts).map_err(|e| match e {
-            Error::InvalidArgument(m) => Error::InvalidArgument(format!("chunk {i}: {m}")),
-            e => e,
-        })
+        let bytes = part.native_bytes_mut();
+        decode_chunks::copy_box(src.native_bytes(), src_shape, &origin, bytes, &extent, &zero, &extent, elem);
+        compress(part.view())
     };
     match backend {
         Backend::Cpu => {
             use rayon::prelude::*;
-            ids.into_par_iter().map(one).collect()
+            ids.into_par_iter().map(|i| one(backend, i)).collect()
         }
         #[cfg(feature = "cuda")]
-        Backend::Cuda(_) => ids.map(one).collect(),
+        Backend::Cuda(dev) => {
+            let count = (ids.end - ids.start) as usize;
+            dev.in_lanes(count, |lane, k| one(&Backend::Cuda(lane.clone()), ids.start + k as u64))
+        }
     }
 }
 
@@ -357,18 +359,31 @@ impl ChunkRunner for BackendChunks<'_> {
     fn run(&self, plan: DecodePlan<'_>) -> Result<Buffer> {
         self.0.run(plan).map(|d| d.data)
     }
+    fn run_into(&self, plan: DecodePlan<'_>, dst: &mut [u8]) -> Result<()> {
+        self.0.run_into_bytes(plan, dst).map(drop)
+    }
     fn parallel(&self) -> bool {
         matches!(self.0.backend(), Backend::Cpu)
+    }
+    fn each(&self, count: usize, work: &(dyn Fn(&dyn ChunkRunner, usize) -> Result<()> + Sync)) -> Result<()> {
+        match self.0.backend() {
+            Backend::Cpu => crate::graph::each_at_once(self, count, work),
+            #[cfg(feature = "cuda")]
+            Backend::Cuda(dev) => dev
+                .in_lanes(count, |lane, k| work(&BackendChunks(&self.0.on(Backend::Cuda(lane.clone()))), k))
+                .map(drop),
+        }
     }
     fn max_memory(&self) -> u64 {
         self.0.limits().max_memory
     }
 }
 
-/// Decode a whole chunked plan on the decoder's backend.
-pub(crate) fn run_chunked(decoder: &Decoder, plan: DecodePlan<'_>) -> Result<Buffer> {
-    let c = plan.chunked.expect("a chunked plan");
-    decode_chunks::decode(&c.head(&plan.header), &c.bytes, None, &BackendChunks(decoder))
+/// Decode a whole chunked plan on the decoder's backend into `out` (its native bytes; the
+/// caller checked its length).
+pub(crate) fn run_chunked_into(decoder: &Decoder, plan: DecodePlan<'_>, out: &mut [u8]) -> Result<()> {
+    let c = plan.chunked.ok_or_else(|| Error::Pipeline("not a chunked plan".into()))?;
+    decode_chunks::decode_into(&c.head(&plan.header), &c.bytes, out, &BackendChunks(decoder))
 }
 
 impl Decoder {

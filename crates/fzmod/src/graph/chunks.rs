@@ -15,8 +15,13 @@ use std::ops::Range;
 pub trait ChunkRunner: Sync {
     fn plan<'a>(&self, chunk: &'a [u8]) -> Result<DecodePlan<'a>>;
     fn run(&self, plan: DecodePlan<'_>) -> Result<Buffer>;
+    /// Run a chunk's plan straight into `dst`, which holds exactly its elements' bytes.
+    fn run_into(&self, plan: DecodePlan<'_>, dst: &mut [u8]) -> Result<()>;
     /// Whether chunks may decode at the same time (the CPU: yes; a GPU: one after another).
     fn parallel(&self) -> bool;
+    /// `work(runner, k)` for every k in `0..count`, each on a runner it may use alone: at once
+    /// on the CPU, on a GPU's lanes; the error of the smallest k that failed.
+    fn each(&self, count: usize, work: &(dyn Fn(&dyn ChunkRunner, usize) -> Result<()> + Sync)) -> Result<()>;
     /// Most bytes one decode may hold (the region's output is checked against it).
     fn max_memory(&self) -> u64;
 }
@@ -116,6 +121,17 @@ pub fn copy_box(
     }
 }
 
+/// The elements of a C-order array of `shape` that the box of `extent` at `origin` covers,
+/// when they are one run: the dimensions after some k whole, those before it of extent 1.
+pub fn contiguous_run(shape: &[u64], origin: &[u64], extent: &[u64]) -> Option<Range<u64>> {
+    let whole_from = (0..=shape.len()).rev().take_while(|&d| d == shape.len() || extent[d] == shape[d]).last()?;
+    if extent[..whole_from.saturating_sub(1)].iter().any(|&e| e != 1) {
+        return None;
+    }
+    let start = origin.iter().zip(shape).fold(0u64, |a, (&o, &n)| a * n + o);
+    Some(start..start + extent.iter().product::<u64>())
+}
+
 /// The chunks a region intersects, in C order over the chunk grid.
 fn chunks_in(c: &Chunking, shape: &[u64], region: &[Range<u64>]) -> Vec<u64> {
     let grid = c.grid(shape);
@@ -192,16 +208,7 @@ pub fn decode(
     })?;
     let mut out = Buffer::zeroed(header.dtype, bytes as usize / elem)?;
     let wanted = chunks_in(c, shape, region);
-    let decode_one = |i: u64| -> Result<(u64, Buffer)> {
-        let (start, len) = c.chunk_span(i, head.data_len)?;
-        let span = source.read_at(head.data_start + start, len as usize)?;
-        let inner = chunked::chunk_archive(&span, i)?;
-        let plan = runner.plan(inner).map_err(|e| in_chunk(e, i))?;
-        let (_, extent) = c.chunk_box(shape, i);
-        check_chunk(header, c, i, &extent, &plan)?;
-        let data = runner.run(plan).map_err(|e| in_chunk(e, i))?;
-        Ok((i, data))
-    };
+    let decode_one = |i: u64| with_chunk(head, source, i, runner, |plan| Ok((i, runner.run(plan)?)));
     let mut place = |i: u64, data: &Buffer| {
         let (origin, extent) = c.chunk_box(shape, i);
         let lo: Vec<u64> = origin.iter().zip(region).map(|(&o, r)| o.max(r.start)).collect();
@@ -240,6 +247,67 @@ pub fn decode(
     Ok(out)
 }
 
+/// Decode the whole chunked archive `head` in `source` into `out` (the array's native bytes).
+/// When the chunks are runs of the array (slabs; ranges of a 1-D array), each decodes
+/// straight into its place, chunks at once (see [`ChunkRunner::each`]); other grids go
+/// through [`decode`] and one copy.
+pub fn decode_into(head: &Head, source: &dyn ArchiveSource, out: &mut [u8], runner: &dyn ChunkRunner) -> Result<()> {
+    let header = &head.header;
+    let c = header.chunking.as_ref().ok_or_else(|| corrupt!("not a chunked archive"))?;
+    let shape = &header.shape;
+    let elem = header.dtype.size() as u64;
+    let count = c.num_chunks(shape).ok_or_else(|| corrupt!("the chunk grid overflows"))?;
+    let runs: Option<Vec<Range<u64>>> = (0..count)
+        .map(|i| {
+            let (origin, extent) = c.chunk_box(shape, i);
+            contiguous_run(shape, &origin, &extent)
+        })
+        .collect();
+    let tiled = |runs: &Vec<Range<u64>>| {
+        runs.windows(2).all(|w| w[0].end == w[1].start)
+            && runs.first().is_some_and(|r| r.start == 0)
+            && runs.last().is_some_and(|r| r.end.checked_mul(elem) == Some(out.len() as u64))
+    };
+    let Some(runs) = runs.filter(tiled) else {
+        let data = decode(head, source, None, runner)?;
+        out.copy_from_slice(data.native_bytes());
+        return Ok(());
+    };
+    let mut rest = out;
+    let places: Vec<std::sync::Mutex<Option<&mut [u8]>>> = runs
+        .iter()
+        .map(|r| {
+            let (place, after) = std::mem::take(&mut rest).split_at_mut(((r.end - r.start) * elem) as usize);
+            rest = after;
+            std::sync::Mutex::new(Some(place))
+        })
+        .collect();
+    runner.each(places.len(), &|runner, k| {
+        let place = places[k].lock().ok().and_then(|mut p| p.take());
+        let dst = place.ok_or_else(|| Error::Pipeline(format!("chunk {k} was handed out twice")))?;
+        with_chunk(head, source, k as u64, runner, |plan| runner.run_into(plan, dst))
+    })
+}
+
+/// Read chunk `i`, plan it, check it against the chunked header, and hand the plan to `f`.
+fn with_chunk<T>(
+    head: &Head,
+    source: &dyn ArchiveSource,
+    i: u64,
+    runner: &dyn ChunkRunner,
+    f: impl FnOnce(DecodePlan<'_>) -> Result<T>,
+) -> Result<T> {
+    let header = &head.header;
+    let c = header.chunking.as_ref().ok_or_else(|| corrupt!("not a chunked archive"))?;
+    let (start, len) = c.chunk_span(i, head.data_len)?;
+    let span = source.read_at(head.data_start + start, len as usize)?;
+    let inner = chunked::chunk_archive(&span, i)?;
+    let plan = runner.plan(inner).map_err(|e| in_chunk(e, i))?;
+    let (_, extent) = c.chunk_box(&header.shape, i);
+    check_chunk(header, c, i, &extent, &plan)?;
+    f(plan).map_err(|e| in_chunk(e, i))
+}
+
 pub(crate) fn in_chunk(e: Error, i: u64) -> Error {
     match e {
         Error::Corrupt(m) => Error::Corrupt(format!("chunk {i}: {m}")),
@@ -254,6 +322,32 @@ pub(crate) fn in_chunk(e: Error, i: u64) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn contiguous_runs_are_the_boxes_copy_box_moves_in_one_piece() {
+        let shape = [4u64, 3, 5];
+        let src: Vec<u8> = (0..60).collect();
+        let mut boxes = 0;
+        for origin in [[0u64, 0, 0], [1, 0, 0], [2, 1, 0], [3, 2, 1], [1, 1, 2]] {
+            for extent in [[1u64, 1, 1], [1, 1, 4], [1, 2, 5], [2, 3, 5], [1, 3, 5], [3, 1, 5], [2, 2, 2]] {
+                if origin.iter().zip(&extent).zip(&shape).any(|((&o, &e), &n)| o + e > n) {
+                    continue;
+                }
+                boxes += 1;
+                let mut part = vec![0u8; extent.iter().product::<u64>() as usize];
+                copy_box(&src, &shape, &origin, &mut part, &extent, &[0, 0, 0], &extent, 1);
+                let run = contiguous_run(&shape, &origin, &extent);
+                // A box is one run exactly when its elements are consecutive in the array.
+                let consecutive = part.windows(2).all(|w| w[1] == w[0] + 1);
+                assert_eq!(run.is_some(), consecutive, "origin {origin:?} extent {extent:?}");
+                if let Some(r) = run {
+                    assert_eq!(part, src[r.start as usize..r.end as usize], "origin {origin:?} extent {extent:?}");
+                }
+            }
+        }
+        assert!(boxes > 20);
+        assert_eq!(contiguous_run(&[7], &[2], &[5]), Some(2..7));
+    }
 
     #[test]
     fn copy_box_moves_a_sub_box() {

@@ -104,12 +104,33 @@ impl super::chunks::ChunkRunner for CpuChunks {
     fn run(&self, plan: DecodePlan<'_>) -> Result<Buffer> {
         plan.run_cpu_buffer().map(|(_, data)| data)
     }
+    fn run_into(&self, plan: DecodePlan<'_>, dst: &mut [u8]) -> Result<()> {
+        plan.run_cpu_into(dst).map(drop)
+    }
     fn parallel(&self) -> bool {
         true
+    }
+    fn each(
+        &self,
+        count: usize,
+        work: &(dyn Fn(&dyn super::chunks::ChunkRunner, usize) -> Result<()> + Sync),
+    ) -> Result<()> {
+        each_at_once(self, count, work)
     }
     fn max_memory(&self) -> u64 {
         self.limits.max_memory
     }
+}
+
+/// [`super::chunks::ChunkRunner::each`] on the CPU: every item at once on the thread pool.
+pub(crate) fn each_at_once(
+    runner: &dyn super::chunks::ChunkRunner,
+    count: usize,
+    work: &(dyn Fn(&dyn super::chunks::ChunkRunner, usize) -> Result<()> + Sync),
+) -> Result<()> {
+    use rayon::prelude::*;
+    let results: Vec<Result<()>> = (0..count).into_par_iter().map(|k| work(runner, k)).collect();
+    results.into_iter().collect()
 }
 
 impl<'a> DecodePlan<'a> {
@@ -268,16 +289,25 @@ impl<'a> DecodePlan<'a> {
 
     /// Run the plan on the CPU into `dst` (native bytes of exactly the header's elements).
     pub fn run_cpu_into(self, dst: &mut [u8]) -> Result<Header> {
-        let (header, data) = self.run_cpu_buffer()?;
-        let bytes = data.native_bytes();
-        if dst.len() != bytes.len() {
+        let need = self.header.num_elements()?.checked_mul(self.header.dtype.size() as u64);
+        if need != Some(dst.len() as u64) {
             return Err(Error::InvalidArgument(format!(
-                "destination of {} bytes for {} bytes",
+                "destination of {} bytes for {} {} values",
                 dst.len(),
-                bytes.len()
+                self.header.num_elements()?,
+                self.header.dtype
             )));
         }
-        dst.copy_from_slice(bytes);
+        if let Some(c) = self.chunked {
+            let runner = CpuChunks { registry: c.registry, limits: c.limits };
+            super::chunks::decode_into(&c.head(&self.header), &c.bytes, dst, &runner)?;
+            return Ok(self.header);
+        }
+        let (header, data) = self.run_cpu_buffer()?;
+        if data.native_bytes().len() != dst.len() {
+            return Err(corrupt!("decoded {} bytes into a destination of {}", data.native_bytes().len(), dst.len()));
+        }
+        dst.copy_from_slice(data.native_bytes());
         Ok(header)
     }
 

@@ -23,13 +23,16 @@ use cudarc::driver::{
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-/// One CUDA device with its stream, module cache and workspace.
+/// One CUDA device with its stream, module cache and workspace. Further *lanes* of it
+/// ([`CudaDevice::lanes`]) share its context, modules and learnt capacities and have a stream,
+/// workspace, staging ring and graphs of their own, so that a chunk pipeline's transfers and
+/// kernels overlap.
 pub struct CudaDevice {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     arch: String,
     name: String,
-    modules: Mutex<HashMap<Program, Arc<CudaModule>>>,
+    modules: Arc<Mutex<HashMap<Program, Arc<CudaModule>>>>,
     workspace: Mutex<Workspace>,
     /// Page-locked host buffer every transfer goes through (grow-only).
     staging: Mutex<Staging>,
@@ -37,7 +40,9 @@ pub struct CudaDevice {
     graphs: Mutex<launches::Graphs>,
     /// Dynamic output capacities stage-by-stage compresses measured, by pipeline, element
     /// type and shape (`learnt_capacities`).
-    learnt: Mutex<HashMap<String, Vec<usize>>>,
+    learnt: Arc<Mutex<HashMap<String, Vec<usize>>>>,
+    /// The lanes beyond this one, created on first use and kept (their staging is pinned).
+    lanes: Mutex<Vec<Arc<CudaDevice>>>,
 }
 
 /// Pipelines whose learnt capacities the device keeps (all are forgotten past this many).
@@ -94,17 +99,8 @@ fn probe() -> Result<Arc<CudaDevice>, String> {
         // SAFETY: no buffer is shared with another stream.
         unsafe { ctx.disable_event_tracking() };
         keep_freed_memory(&ctx);
-        Ok(CudaDevice {
-            ctx,
-            stream,
-            arch: format!("sm_{major}{minor}"),
-            name,
-            modules: Mutex::new(HashMap::new()),
-            workspace: Mutex::new(Workspace::default()),
-            staging: Mutex::new(Staging::default()),
-            graphs: Mutex::new(launches::Graphs::default()),
-            learnt: Mutex::new(HashMap::new()),
-        })
+        let arch = format!("sm_{major}{minor}");
+        Ok(CudaDevice::on_stream(ctx, stream, arch, name, Arc::default(), Arc::default()))
     });
     let device = match opened {
         Ok(Ok(d)) => d,
@@ -137,6 +133,83 @@ fn keep_freed_memory(ctx: &CudaContext) {
 }
 
 impl CudaDevice {
+    fn on_stream(
+        ctx: Arc<CudaContext>,
+        stream: Arc<CudaStream>,
+        arch: String,
+        name: String,
+        modules: Arc<Mutex<HashMap<Program, Arc<CudaModule>>>>,
+        learnt: Arc<Mutex<HashMap<String, Vec<usize>>>>,
+    ) -> CudaDevice {
+        CudaDevice {
+            ctx,
+            stream,
+            arch,
+            name,
+            modules,
+            workspace: Mutex::new(Workspace::default()),
+            staging: Mutex::new(Staging::default()),
+            graphs: Mutex::new(launches::Graphs::default()),
+            learnt,
+            lanes: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// `n` lanes of this device (itself first): each runs whole jobs on a stream of its own,
+    /// so one lane's upload, another's kernels and a third's download share the time. A job's
+    /// buffers stay on its lane (event tracking is off: nothing is shared between streams).
+    pub(crate) fn lanes(self: &Arc<Self>, n: usize) -> Result<Vec<Arc<CudaDevice>>> {
+        let mut extra = self.lanes.lock().map_err(|_| Error::Device("lanes poisoned".into()))?;
+        while extra.len() + 1 < n {
+            let stream = self.ctx.new_stream().map_err(device_error)?;
+            let (arch, name) = (self.arch.clone(), self.name.clone());
+            let (modules, learnt) = (Arc::clone(&self.modules), Arc::clone(&self.learnt));
+            extra.push(Arc::new(CudaDevice::on_stream(self.ctx.clone(), stream, arch, name, modules, learnt)));
+        }
+        Ok(std::iter::once(Arc::clone(self)).chain(extra.iter().take(n.saturating_sub(1)).cloned()).collect())
+    }
+
+    /// `work(lane, k)` for every k in `0..count` on up to [`LANES`] lanes: lane j takes
+    /// k = j, j + lanes, … in order on a thread of its own and stops at its first error. The
+    /// results come back in k's order, or the error of the smallest k that failed, so neither
+    /// the lanes nor their timing can change what the caller sees.
+    pub(crate) fn in_lanes<T: Send>(
+        self: &Arc<Self>,
+        count: usize,
+        work: impl Fn(&Arc<CudaDevice>, usize) -> Result<T> + Sync,
+    ) -> Result<Vec<T>> {
+        let lanes = self.lanes(LANES.min(count).max(1))?;
+        let step = lanes.len();
+        let done: Vec<Vec<(usize, Result<T>)>> = std::thread::scope(|s| {
+            let work = &work;
+            let threads: Vec<_> = lanes
+                .iter()
+                .enumerate()
+                .map(|(j, lane)| {
+                    s.spawn(move || {
+                        let mut results = Vec::new();
+                        for k in (j..count).step_by(step) {
+                            let r = work(lane, k);
+                            let failed = r.is_err();
+                            results.push((k, r));
+                            if failed {
+                                break;
+                            }
+                        }
+                        results
+                    })
+                })
+                .collect();
+            threads.into_iter().map(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+        });
+        let mut slots: Vec<Option<Result<T>>> = (0..count).map(|_| None).collect();
+        for (k, r) in done.into_iter().flatten() {
+            slots[k] = Some(r);
+        }
+        // A lane's untried items all follow its error, which this walk meets first.
+        slots.into_iter().map(|r| r.unwrap_or_else(|| Err(Error::Device("a lane stopped early".into())))).collect()
+    }
+
     /// The process-wide device (opened once), or why there is none.
     pub fn get() -> Result<Arc<CudaDevice>> {
         static DEVICE: OnceLock<Result<Arc<CudaDevice>, String>> = OnceLock::new();
@@ -358,11 +431,12 @@ impl CudaDevice {
         &self.stream
     }
 
-    /// Free the buffers the workspace keeps between calls (stream-ordered): the next call
-    /// allocates what it needs again.
+    /// Free the buffers the workspace keeps between calls (stream-ordered), its lanes' too: the
+    /// next call allocates what it needs again.
     pub fn release_workspace(&self) -> Result<()> {
         self.workspace()?.slots.clear();
-        Ok(())
+        let lanes = self.lanes.lock().map_err(|_| Error::Device("lanes poisoned".into()))?;
+        lanes.iter().try_for_each(|lane| lane.release_workspace())
     }
 
     /// The capacities an earlier compress under `key` (pipeline, element type, shape) had to
@@ -408,6 +482,11 @@ impl CudaDevice {
         module.load_function(name).map_err(device_error)
     }
 }
+
+/// Lanes of a chunk pipeline ([`CudaDevice::in_lanes`]): a chunk uploading, one in kernels,
+/// one downloading, and one more to cover the host's copies (4 kept the H200 host's link
+/// busier than 3 on 16 MiB chunks; 6 gained nothing sure: docs/PERFORMANCE.md).
+const LANES: usize = 4;
 
 /// Bytes per piece of a staged transfer, and pieces in the pinned ring: three pieces of
 /// 16 MiB kept the H100 host's link busiest in a sweep of 8–32 MiB × 2–4 (docs/PERFORMANCE.md).
