@@ -42,7 +42,7 @@ fn store_raw(pipeline: &Pipeline, input: View, shape: &[usize]) -> Result<Vec<u8
         } else {
             slots[0].copy_from_slice(&input.to_buffer()?.to_le_bytes());
         }
-        Ok(())
+        Ok(vec![None])
     })
 }
 

@@ -140,7 +140,7 @@ pub fn write(header: Header, segments: &[Vec<u8>]) -> Vec<u8> {
         for (slot, segment) in slots.iter_mut().zip(segments) {
             slot.copy_from_slice(segment);
         }
-        Ok::<(), std::convert::Infallible>(())
+        Ok::<_, std::convert::Infallible>(vec![None; slots.len()])
     });
     match copied {
         Ok(bytes) => bytes,
@@ -150,11 +150,12 @@ pub fn write(header: Header, segments: &[Vec<u8>]) -> Vec<u8> {
 
 /// Serialise a header and segments of the given lengths, which `fill` writes straight into
 /// their place in the archive (a device download lands there without a host copy). Offsets,
-/// lengths and checksums in `header.segments` are recomputed.
+/// lengths and checksums in `header.segments` are recomputed; `fill` returns, per segment, the
+/// CRC-32C it took of the bytes as it wrote them (`None`: computed here, in a pass of its own).
 pub(crate) fn write_with<E>(
     mut header: Header,
     lens: &[usize],
-    fill: impl FnOnce(&mut [&mut [u8]]) -> std::result::Result<(), E>,
+    fill: impl FnOnce(&mut [&mut [u8]]) -> std::result::Result<Vec<Option<u32>>, E>,
 ) -> std::result::Result<Vec<u8>, E> {
     assert_eq!(header.segments.len(), lens.len(), "one table entry per segment");
     let mut offset = 0u64;
@@ -182,9 +183,10 @@ pub(crate) fn write_with<E>(
         rest = after;
         at = (entry.offset + entry.len) as usize;
     }
-    fill(&mut slots)?;
-    for (entry, slot) in header.segments.iter_mut().zip(&slots) {
-        entry.crc32c = checksum(slot);
+    let taken = fill(&mut slots)?;
+    assert_eq!(taken.len(), slots.len(), "one checksum or None per segment");
+    for ((entry, slot), taken) in header.segments.iter_mut().zip(&slots).zip(taken) {
+        entry.crc32c = taken.unwrap_or_else(|| checksum(slot));
     }
     let body = encode_body(&header, data_len);
     debug_assert_eq!(body.len(), body_len, "checksums are fixed-width");
@@ -251,12 +253,12 @@ pub(crate) fn checksum(bytes: &[u8]) -> u32 {
     if bytes.len() <= PIECE {
         return crc32c::crc32c(bytes);
     }
-    bytes
-        .par_chunks(PIECE)
-        .map(|piece| (crc32c::crc32c(piece), piece.len()))
-        .collect::<Vec<_>>()
-        .into_iter()
-        .fold(0, |crc, (piece_crc, len)| crc32c::crc32c_combine(crc, piece_crc, len))
+    checksum_of_pieces(bytes.par_chunks(PIECE).map(|piece| (crc32c::crc32c(piece), piece.len())).collect())
+}
+
+/// The CRC-32C of consecutive pieces, from each piece's own CRC-32C and length, in order.
+pub(crate) fn checksum_of_pieces(pieces: Vec<(u32, usize)>) -> u32 {
+    pieces.into_iter().fold(0, |crc, (piece_crc, len)| crc32c::crc32c_combine(crc, piece_crc, len))
 }
 
 fn encode_body(h: &Header, data_len: u64) -> Vec<u8> {

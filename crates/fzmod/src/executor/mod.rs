@@ -294,10 +294,13 @@ impl CompressJob for UnfusedCompress<'_> {
                 (*stage, *port, b.dtype, len * b.dtype.size())
             })
             .collect();
-        // Each output is downloaded straight into its place in the archive.
+        // Each output is downloaded straight into its place in the archive, its checksum
+        // taken on the way.
         let run = &forward.run;
         let download = |slots: &mut [&mut [u8]]| {
-            slots.iter_mut().zip(&forward.leaves).try_for_each(|(slot, (_, _, b))| run.download_into(b, slot))
+            let checksums =
+                slots.iter_mut().zip(&forward.leaves).map(|(slot, (_, _, b))| run.download_checked(b, slot));
+            checksums.map(|c| c.map(Some)).collect()
         };
         self.pipeline.assemble_with(self.input.buffer().dtype, &self.shape, records, &leaves, download)
     }

@@ -359,7 +359,8 @@ impl Pipeline {
 
     /// [`Pipeline::assemble`] for outputs that are not on the host yet: `leaves` gives each
     /// one's (stage, port, type, byte length), and `fill` writes them into their place in the
-    /// archive (device backends download straight there).
+    /// archive (device backends download straight there, taking each one's CRC-32C as the
+    /// bytes pass: see `archive::write_with`).
     #[cfg(feature = "cuda")]
     pub(crate) fn assemble_with(
         &self,
@@ -367,7 +368,7 @@ impl Pipeline {
         shape: &[usize],
         params: Vec<Vec<u8>>,
         leaves: &[(usize, usize, DType, usize)],
-        fill: impl FnOnce(&mut [&mut [u8]]) -> Result<()>,
+        fill: impl FnOnce(&mut [&mut [u8]]) -> Result<Vec<Option<u32>>>,
     ) -> Result<Vec<u8>> {
         let header = self.header(dtype, shape, params, leaves.iter().map(|&(s, p, d, _)| (s, p, d)));
         let lens: Vec<usize> = leaves.iter().map(|l| l.3).collect();

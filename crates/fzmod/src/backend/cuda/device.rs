@@ -380,6 +380,11 @@ impl<'a> DeviceRun<'a> {
         self.dev.download_from(b.ptr(self.stream()), dst)
     }
 
+    /// [`DeviceRun::download_into`], returning the CRC-32C of the bytes, taken as they pass.
+    pub(crate) fn download_checked(&self, b: &DeviceBuffer, dst: &mut [u8]) -> Result<u32> {
+        self.dev.download_checked_from(b.ptr(self.stream()), dst)
+    }
+
     /// Declare `host` a copy of the bytes `b` holds (which no kernel of this run writes).
     pub(crate) fn mirror(&mut self, b: &DeviceBuffer, host: &'a [u8]) {
         let at = b.ptr(self.stream());

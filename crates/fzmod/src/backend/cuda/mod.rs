@@ -344,9 +344,28 @@ impl CudaDevice {
         self.download_from(device::address(src, &self.stream), dst)
     }
 
+    /// [`CudaDevice::download_into`], returning the CRC-32C of the bytes, taken by the cores
+    /// that copy them out of the pinned pieces (while the bytes are in their caches).
+    pub(crate) fn download_checked(&self, src: &CudaSlice<u8>, dst: &mut [u8]) -> Result<u32> {
+        self.download_checked_from(device::address(src, &self.stream), dst)
+    }
+
+    /// [`CudaDevice::download_from`] with the CRC-32C of the bytes (see `download_checked`).
+    pub(crate) fn download_checked_from(&self, src: u64, dst: &mut [u8]) -> Result<u32> {
+        let mut pieces = Vec::new();
+        self.download_pieces(src, dst, |out, staged| pieces.extend(parallel_copy_checked(out, staged)))?;
+        Ok(crate::archive::checksum_of_pieces(pieces))
+    }
+
     /// Device address `src` → `dst` (its whole length), in pieces through the ring of pinned
     /// pieces: the link fills the next pieces while the CPU copies the oldest one out.
     pub(crate) fn download_from(&self, src: u64, dst: &mut [u8]) -> Result<()> {
+        self.download_pieces(src, dst, parallel_copy)
+    }
+
+    /// The ring of [`CudaDevice::download_from`], `copy_out` moving each landed piece from its
+    /// pinned slot into its place in `dst`, in order.
+    fn download_pieces(&self, src: u64, dst: &mut [u8], mut copy_out: impl FnMut(&mut [u8], &[u8])) -> Result<()> {
         self.bind()?;
         let piece = TRANSFER_PIECE.min(dst.len()).max(1);
         self.with_staging(STAGING_PIECES * piece, |host| {
@@ -375,7 +394,7 @@ impl CudaDevice {
             for (k, out) in dst.chunks_mut(piece).enumerate() {
                 let done = landed.pop_front().expect("piece k was enqueued");
                 done.synchronize().map_err(device_error)?;
-                parallel_copy(out, &ring[k % slots][..out.len()]);
+                copy_out(out, &ring[k % slots][..out.len()]);
                 if k + slots < pieces {
                     landed.push_back(enqueue(k + slots, &mut *ring[k % slots])?);
                 }
@@ -503,6 +522,20 @@ fn parallel_copy(dst: &mut [u8], src: &[u8]) {
     dst.par_chunks_mut(GRAIN).zip(src.par_chunks(GRAIN)).for_each(|(d, s)| stream_copy(d, s));
 }
 
+/// [`parallel_copy`], with the CRC-32C and length of each 1 MiB grain (in order), taken by
+/// the core that copied it while the grain is in its cache.
+fn parallel_copy_checked(dst: &mut [u8], src: &[u8]) -> Vec<(u32, usize)> {
+    use rayon::prelude::*;
+    const GRAIN: usize = 1 << 20;
+    let grains = dst.par_chunks_mut(GRAIN).zip(src.par_chunks(GRAIN));
+    grains
+        .map(|(d, s)| {
+            stream_copy(d, s);
+            (crc32c::crc32c(s), s.len())
+        })
+        .collect()
+}
+
 /// `dst.copy_from_slice(src)` with non-temporal stores on x86-64: a staged transfer writes
 /// each destination line once and does not read it back soon, so skipping the cache saves
 /// the read of every line a plain store would first fetch (about 45 → 55 GB/s on 16 cores).
@@ -564,7 +597,7 @@ pub fn compile_programs(programs: &[Program], arch: &str) -> Result<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::{parallel_copy, stream_copy};
+    use super::{parallel_copy, parallel_copy_checked, stream_copy};
 
     #[test]
     fn streaming_copies_equal_plain_copies_at_every_alignment() {
@@ -581,5 +614,10 @@ mod tests {
         let mut out = vec![0u8; big.len()];
         parallel_copy(&mut out, &big);
         assert_eq!(out, big);
+        let mut again = vec![0u8; big.len()];
+        let grains = parallel_copy_checked(&mut again, &big);
+        assert_eq!(again, big);
+        assert_eq!(grains.len(), 4);
+        assert_eq!(crate::archive::checksum_of_pieces(grains), crc32c::crc32c(&big));
     }
 }

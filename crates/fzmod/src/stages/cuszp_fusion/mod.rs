@@ -656,7 +656,7 @@ impl<'a> DeviceCompress<'a> {
         let (dev, out) = (self.dev, &self.buffers.as_ref().expect("held").out);
         self.pipeline.assemble_with(self.dtype, &self.shape, params, &leaves, |slots| {
             slots[0].copy_from_slice(&channel);
-            dev.download_into(out, slots[1])
+            Ok(vec![None, Some(dev.download_checked(out, slots[1])?)])
         })
     }
 }
