@@ -270,6 +270,13 @@ pub fn decode_into(head: &Head, source: &dyn ArchiveSource, out: &mut [u8], runn
     };
     let Some(runs) = runs.filter(tiled) else {
         let data = decode(head, source, None, runner)?;
+        if data.native_bytes().len() != out.len() {
+            return Err(Error::InvalidArgument(format!(
+                "a destination of {} bytes for {} decoded bytes",
+                out.len(),
+                data.native_bytes().len()
+            )));
+        }
         out.copy_from_slice(data.native_bytes());
         return Ok(());
     };

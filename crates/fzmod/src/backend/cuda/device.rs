@@ -115,8 +115,8 @@ impl DeviceBuffer {
     }
 }
 
-/// The device address of a buffer. Event tracking is off (one stream orders everything), so
-/// taking the address records nothing.
+/// The device address of a buffer. Event tracking is off (a buffer's own stream orders all
+/// work on it), so taking the address records nothing.
 pub fn address(mem: &CudaSlice<u8>, stream: &Arc<CudaStream>) -> u64 {
     let (ptr, _sync) = mem.device_ptr(stream);
     ptr

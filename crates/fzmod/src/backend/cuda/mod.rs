@@ -95,8 +95,9 @@ fn probe() -> Result<Arc<CudaDevice>, String> {
         let (major, minor) = ctx.compute_capability()?;
         let name = ctx.name()?;
         let stream = ctx.new_stream()?;
-        // One stream orders everything: per-buffer event tracking would only add waits.
-        // SAFETY: no buffer is shared with another stream.
+        // Each stream (the device's, each lane's) orders all work on its own buffers:
+        // per-buffer event tracking would only add waits.
+        // SAFETY: no buffer is shared between streams (a job's buffers stay on its lane).
         unsafe { ctx.disable_event_tracking() };
         keep_freed_memory(&ctx);
         let arch = format!("sm_{major}{minor}");
@@ -518,16 +519,17 @@ const SMALL_UPLOAD: usize = 1 << 20;
 /// a fresh destination's page faults are spread out too.
 fn parallel_copy(dst: &mut [u8], src: &[u8]) {
     use rayon::prelude::*;
-    const GRAIN: usize = 1 << 20;
-    dst.par_chunks_mut(GRAIN).zip(src.par_chunks(GRAIN)).for_each(|(d, s)| stream_copy(d, s));
+    dst.par_chunks_mut(COPY_GRAIN).zip(src.par_chunks(COPY_GRAIN)).for_each(|(d, s)| stream_copy(d, s));
 }
+
+/// Bytes one core copies at a time in [`parallel_copy`].
+const COPY_GRAIN: usize = 1 << 20;
 
 /// [`parallel_copy`], with the CRC-32C and length of each 1 MiB grain (in order), taken by
 /// the core that copied it while the grain is in its cache.
 fn parallel_copy_checked(dst: &mut [u8], src: &[u8]) -> Vec<(u32, usize)> {
     use rayon::prelude::*;
-    const GRAIN: usize = 1 << 20;
-    let grains = dst.par_chunks_mut(GRAIN).zip(src.par_chunks(GRAIN));
+    let grains = dst.par_chunks_mut(COPY_GRAIN).zip(src.par_chunks(COPY_GRAIN));
     grains
         .map(|(d, s)| {
             stream_copy(d, s);
