@@ -19,7 +19,8 @@ pub mod fusion;
 #[cfg(feature = "cuda")]
 pub mod partition;
 #[cfg(feature = "cuda")]
-pub(crate) use decode::{check_inverse, each_at_once};
+pub(crate) use decode::check_inverse;
+pub(crate) use decode::each_at_once;
 pub use decode::{slice, ChunkedArchive, DecodeLimits, DecodePlan};
 
 /// One stage of a pipeline and where its inputs come from.
