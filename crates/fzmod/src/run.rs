@@ -166,6 +166,7 @@ impl Decoder {
     }
 
     /// The same decoder on another backend (a GPU's lane).
+    #[cfg(feature = "cuda")]
     pub(crate) fn on(&self, backend: Backend) -> Decoder {
         Decoder { backend, ..self.clone() }
     }
