@@ -133,6 +133,14 @@ fn run_plan(backend: &Backend, plan: DecodePlan, opts: RunOptions) -> Result<Dec
     }
 }
 
+/// `work(k)` for every k in `0..count` at once on the thread pool: the results in k's order,
+/// or the error of the smallest k that failed.
+pub(crate) fn at_once<T: Send>(count: usize, work: impl Fn(usize) -> Result<T> + Sync) -> Result<Vec<T>> {
+    use rayon::prelude::*;
+    let results: Vec<Result<T>> = (0..count).into_par_iter().map(&work).collect();
+    results.into_iter().collect()
+}
+
 /// Decodes archives on one backend, under memory limits: into caller memory
 /// ([`Decoder::decompress_into`]) or into a new buffer. Cheap to build and `Send + Sync`.
 ///
@@ -165,10 +173,20 @@ impl Decoder {
         &self.backend
     }
 
-    /// The same decoder on another backend (a GPU's lane).
-    #[cfg(feature = "cuda")]
-    pub(crate) fn on(&self, backend: Backend) -> Decoder {
-        Decoder { backend, ..self.clone() }
+    /// `work(decoder, k)` for every k in `0..count`, each with a decoder it may use alone: at
+    /// once on the CPU's pool, on a GPU's lanes (docs/ARCHITECTURE.md, "GPU lanes"). Results
+    /// in k's order; the error is the smallest failing k's.
+    pub(crate) fn map_chunks<T: Send>(
+        &self,
+        count: usize,
+        work: impl Fn(&Decoder, usize) -> Result<T> + Sync,
+    ) -> Result<Vec<T>> {
+        match &self.backend {
+            Backend::Cpu => at_once(count, |k| work(self, k)),
+            #[cfg(feature = "cuda")]
+            Backend::Cuda(dev) => dev
+                .in_lanes(count, |lane, k| work(&Decoder { backend: Backend::Cuda(lane.clone()), ..self.clone() }, k)),
+        }
     }
 
     /// The memory limits this decoder plans under.

@@ -410,13 +410,7 @@ impl ChunkRunner for BackendChunks<'_> {
         matches!(self.0.backend(), Backend::Cpu)
     }
     fn each(&self, count: usize, work: &(dyn Fn(&dyn ChunkRunner, usize) -> Result<()> + Sync)) -> Result<()> {
-        match self.0.backend() {
-            Backend::Cpu => crate::graph::each_at_once(self, count, work),
-            #[cfg(feature = "cuda")]
-            Backend::Cuda(dev) => dev
-                .in_lanes(count, |lane, k| work(&BackendChunks(&self.0.on(Backend::Cuda(lane.clone()))), k))
-                .map(drop),
-        }
+        self.0.map_chunks(count, |decoder, k| work(&BackendChunks(decoder), k)).map(drop)
     }
     fn max_memory(&self) -> u64 {
         self.0.limits().max_memory

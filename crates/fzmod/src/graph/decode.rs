@@ -115,22 +115,11 @@ impl super::chunks::ChunkRunner for CpuChunks {
         count: usize,
         work: &(dyn Fn(&dyn super::chunks::ChunkRunner, usize) -> Result<()> + Sync),
     ) -> Result<()> {
-        each_at_once(self, count, work)
+        crate::run::at_once(count, |k| work(self, k)).map(drop)
     }
     fn max_memory(&self) -> u64 {
         self.limits.max_memory
     }
-}
-
-/// [`super::chunks::ChunkRunner::each`] on the CPU: every item at once on the thread pool.
-pub(crate) fn each_at_once(
-    runner: &dyn super::chunks::ChunkRunner,
-    count: usize,
-    work: &(dyn Fn(&dyn super::chunks::ChunkRunner, usize) -> Result<()> + Sync),
-) -> Result<()> {
-    use rayon::prelude::*;
-    let results: Vec<Result<()>> = (0..count).into_par_iter().map(|k| work(runner, k)).collect();
-    results.into_iter().collect()
 }
 
 impl<'a> DecodePlan<'a> {

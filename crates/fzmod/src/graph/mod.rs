@@ -20,7 +20,6 @@ pub mod fusion;
 pub mod partition;
 #[cfg(feature = "cuda")]
 pub(crate) use decode::check_inverse;
-pub(crate) use decode::each_at_once;
 pub use decode::{slice, ChunkedArchive, DecodeLimits, DecodePlan};
 
 /// One stage of a pipeline and where its inputs come from.

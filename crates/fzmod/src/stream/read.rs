@@ -4,7 +4,6 @@
 use super::Slabs;
 use crate::archive::chunked::{self, CHUNK_UNIT, TRAILER_TAIL};
 use crate::archive::{self, Head, Header};
-use crate::backend::Backend;
 use crate::element::Buffer;
 use crate::error::{corrupt, Error, Result};
 use crate::graph::chunks::{check_chunk, copy_box, in_chunk};
@@ -145,20 +144,15 @@ impl<R: Read> StreamDecoder<R> {
         let header = &self.head.header;
         let c = header.chunking.as_ref().expect("a streamed header");
         let shape = &header.shape;
-        let decode = |(k, frame): (usize, &Vec<u8>)| -> Result<Buffer> {
+        // The slab's chunks at once: on the CPU's pool or a GPU's lanes.
+        let decoded = self.decoder.map_chunks(frames.len(), |decoder, k| {
             let i = ids.start + k as u64;
-            let inner = chunked::chunk_archive(frame, i)?;
-            let plan = self.decoder.plan(inner).map_err(|e| in_chunk(e, i))?;
+            let inner = chunked::chunk_archive(&frames[k], i)?;
+            let plan = decoder.plan(inner).map_err(|e| in_chunk(e, i))?;
             let (_, extent) = c.chunk_box(shape, i);
             check_chunk(header, c, i, &extent, &plan)?;
-            self.decoder.run(plan).map(|d| d.data).map_err(|e| in_chunk(e, i))
-        };
-        let decoded: Vec<Buffer> = if matches!(self.decoder.backend(), Backend::Cpu) {
-            use rayon::prelude::*;
-            frames.par_iter().enumerate().map(decode).collect::<Result<_>>()?
-        } else {
-            frames.iter().enumerate().map(decode).collect::<Result<_>>()?
-        };
+            decoder.run(plan).map(|d| d.data).map_err(|e| in_chunk(e, i))
+        })?;
         let slab_shape = self.slabs.shape_of(&rows);
         let elem = header.dtype.size();
         let n: u64 = slab_shape.iter().product();
