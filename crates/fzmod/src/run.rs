@@ -133,14 +133,6 @@ fn run_plan(backend: &Backend, plan: DecodePlan, opts: RunOptions) -> Result<Dec
     }
 }
 
-/// `work(k)` for every k in `0..count` at once on the thread pool: the results in k's order,
-/// or the error of the smallest k that failed.
-pub(crate) fn at_once<T: Send>(count: usize, work: impl Fn(usize) -> Result<T> + Sync) -> Result<Vec<T>> {
-    use rayon::prelude::*;
-    let results: Vec<Result<T>> = (0..count).into_par_iter().map(&work).collect();
-    results.into_iter().collect()
-}
-
 /// Decodes archives on one backend, under memory limits: into caller memory
 /// ([`Decoder::decompress_into`]) or into a new buffer. Cheap to build and `Send + Sync`.
 ///
@@ -182,7 +174,7 @@ impl Decoder {
         work: impl Fn(&Decoder, usize) -> Result<T> + Sync,
     ) -> Result<Vec<T>> {
         match &self.backend {
-            Backend::Cpu => at_once(count, |k| work(self, k)),
+            Backend::Cpu => crate::graph::chunks::at_once(count, |k| work(self, k)),
             #[cfg(feature = "cuda")]
             Backend::Cuda(dev) => dev
                 .in_lanes(count, |lane, k| work(&Decoder { backend: Backend::Cuda(lane.clone()), ..self.clone() }, k)),

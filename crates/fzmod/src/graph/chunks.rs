@@ -315,6 +315,14 @@ fn with_chunk<T>(
     f(plan).map_err(|e| in_chunk(e, i))
 }
 
+/// `work(k)` for every k in `0..count` at once on the thread pool: the results in k's order,
+/// or the error of the smallest k that failed.
+pub(crate) fn at_once<T: Send>(count: usize, work: impl Fn(usize) -> Result<T> + Sync) -> Result<Vec<T>> {
+    use rayon::prelude::*;
+    let results: Vec<Result<T>> = (0..count).into_par_iter().map(&work).collect();
+    results.into_iter().collect()
+}
+
 pub(crate) fn in_chunk(e: Error, i: u64) -> Error {
     match e {
         Error::Corrupt(m) => Error::Corrupt(format!("chunk {i}: {m}")),
