@@ -409,6 +409,22 @@ fn degenerate_fields_and_bench_output_read_sensibly() {
 }
 
 #[test]
+fn bench_times_chunked_archives_and_a_sweep_refuses_chunks() {
+    let mut args = vec!["bench", FIELD, "--dtype", "f32", "--shape", "132x73x144", "--backend", "cpu"];
+    args.extend(["--preset", "cuszp2", "--runs", "2", "--chunk", "16x73x144"]);
+    let o = fzmod(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    // 132 planes in slabs of 16: 9 chunks, timed as whole calls from and into host memory.
+    assert!(text.contains("chunks [16, 73, 144], 9 of them") && text.contains("chunked archive"), "{text}");
+    assert!(text.contains("compress     median") && text.contains("max abs error"), "{text}");
+    args.extend(["--sweep", "1e-2,1e-3"]);
+    args.retain(|a| *a != "--runs" && *a != "2");
+    let o = fzmod(&args);
+    assert!(!o.status.success() && stderr(&o).contains("--chunk is for a single bench"), "{}", stderr(&o));
+}
+
+#[test]
 fn bench_sweep_prints_a_rate_distortion_table_json_and_a_plot() {
     let (json, plot) = (scratch("sweep.json"), scratch("sweep.svg"));
     let mut args = vec!["bench", FIELD, "--dtype", "f32", "--shape", "132x73x144", "--backend", "cpu", "--runs", "1"];
