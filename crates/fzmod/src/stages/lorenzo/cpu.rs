@@ -79,15 +79,15 @@ pub fn nd_prefix(d: &mut [i32], [nz, ny, nx]: [usize; 3]) {
             *v = acc;
         }
     });
-    d.par_chunks_mut(nx * ny).for_each(|plane| {
-        for y in 1..ny {
-            let (prev, cur) = plane.split_at_mut(y * nx);
-            let prev = &prev[(y - 1) * nx..];
-            for (c, p) in cur[..nx].iter_mut().zip(prev) {
-                *c = c.wrapping_add(*p);
-            }
-        }
-    });
+    // Along y: planes at once; with fewer planes than threads (a 2-D array) each plane in
+    // column bands at once instead, each band walking its rows in order.
+    let threads = rayon::current_num_threads();
+    let width = nx.div_ceil(threads).next_multiple_of(16).max(MIN_BAND);
+    if nz >= threads || width >= nx {
+        d.par_chunks_mut(nx * ny).for_each(|plane| y_prefix(plane, nx));
+    } else {
+        d.chunks_mut(nx * ny).for_each(|plane| y_prefix_in_bands(plane, nx, width));
+    }
     for z in 1..nz {
         let (prev, cur) = d.split_at_mut(z * nx * ny);
         let prev = &prev[(z - 1) * nx * ny..];
@@ -97,6 +97,39 @@ pub fn nd_prefix(d: &mut [i32], [nz, ny, nx]: [usize; 3]) {
             }
         });
     }
+}
+
+/// The narrowest column band of [`y_prefix_in_bands`]: 1 KiB of each row.
+const MIN_BAND: usize = 256;
+
+/// Prefix sums along y of one plane of rows of `nx`, row after row.
+fn y_prefix(plane: &mut [i32], nx: usize) {
+    for y in 1..plane.len() / nx {
+        let (prev, cur) = plane.split_at_mut(y * nx);
+        let prev = &prev[(y - 1) * nx..];
+        for (c, p) in cur[..nx].iter_mut().zip(prev) {
+            *c = c.wrapping_add(*p);
+        }
+    }
+}
+
+/// [`y_prefix`] in bands of `width` columns at once: each band adds its rows in the same
+/// order, so every sum is the row walk's.
+fn y_prefix_in_bands(plane: &mut [i32], nx: usize, width: usize) {
+    let mut bands: Vec<Vec<&mut [i32]>> = (0..nx.div_ceil(width)).map(|_| Vec::new()).collect();
+    for row in plane.chunks_mut(nx) {
+        for (band, part) in bands.iter_mut().zip(row.chunks_mut(width)) {
+            band.push(part);
+        }
+    }
+    bands.into_par_iter().for_each(|mut rows| {
+        for y in 1..rows.len() {
+            let (prev, cur) = rows.split_at_mut(y);
+            for (c, p) in cur[0].iter_mut().zip(prev[y - 1].iter()) {
+                *c = c.wrapping_add(*p);
+            }
+        }
+    });
 }
 
 #[cfg(test)]
@@ -112,6 +145,15 @@ mod tests {
             prop_assert!(d.len() == q.len() && d.first() == q.first());
             block_prefix(&mut d, block);
             prop_assert_eq!(d, q);
+        }
+
+        #[test]
+        fn y_bands_give_the_row_walk(ny in 1usize..40, nx in 1usize..70, width in 1usize..80, seed in any::<u64>()) {
+            let plane: Vec<i32> = (0..(ny * nx) as u64).map(|i| (i.wrapping_mul(seed | 1) >> 5) as i32).collect();
+            let (mut walked, mut banded) = (plane.clone(), plane);
+            y_prefix(&mut walked, nx);
+            y_prefix_in_bands(&mut banded, nx, width);
+            prop_assert_eq!(banded, walked);
         }
 
         #[test]
