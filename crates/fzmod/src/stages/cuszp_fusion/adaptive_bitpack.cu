@@ -42,14 +42,22 @@ __device__ __forceinline__ BlockCode choose_code(const u32 (&mag)[M], int lane) 
 #endif
 }
 
-__device__ __forceinline__ void write_meta(u8* meta, u64 blk, BlockCode c) {
+// A block's metadata bits (one byte, two for the wide layout), as read_meta reads them.
+__device__ __forceinline__ u32 meta_bits(BlockCode c) {
 #if LAYOUT == 0
-    meta[blk] = (u8)c.rate;
+    return c.rate;
 #elif LAYOUT == 1
-    meta[2 * blk] = (u8)c.rate;
-    meta[2 * blk + 1] = c.ob ? (u8)(1 | ((c.ob - 1) << 1)) : 0;
+    return c.rate | (c.ob ? (1 | ((c.ob - 1) << 1)) : 0) << 8;
 #else
-    meta[blk] = c.ob ? (u8)(0x80 | ((c.ob - 1) << 5) | c.rate) : (u8)c.rate;
+    return c.ob ? 0x80 | ((c.ob - 1) << 5) | c.rate : c.rate;
+#endif
+}
+
+__device__ __forceinline__ void write_meta(u8* meta, u64 blk, u32 bits) {
+#if LAYOUT == 1
+    *(unsigned short*)(meta + 2 * blk) = (unsigned short)bits;  // little-endian: rate, then the selector
+#else
+    meta[blk] = (u8)bits;
 #endif
 }
 
@@ -76,11 +84,13 @@ __device__ __forceinline__ BlockCode read_meta(const u8* meta, u64 blk, u32* err
     return c;
 }
 
-__device__ __forceinline__ void store_word(u8* p, u32 w, bool aligned) {
+// Store a word at byte offset `at` of a warp's staging area; `aligned` (at % 4 == 0) is the
+// same on every lane that stores.
+__device__ __forceinline__ void stage_word(u8* stage, u32 at, u32 w, bool aligned) {
     if (aligned) {
-        *(u32*)p = w;
+        *(u32*)(stage + at) = w;
     } else {
-        p[0] = (u8)w; p[1] = (u8)(w >> 8); p[2] = (u8)(w >> 16); p[3] = (u8)(w >> 24);
+        stage[at] = (u8)w; stage[at + 1] = (u8)(w >> 8); stage[at + 2] = (u8)(w >> 16); stage[at + 3] = (u8)(w >> 24);
     }
 }
 
@@ -88,35 +98,37 @@ __device__ __forceinline__ u32 load_word(const u8* p) {
     return (u32)p[0] | ((u32)p[1] << 8) | ((u32)p[2] << 16) | ((u32)p[3] << 24);
 }
 
-// Write one block's payload: [|v0| (ob bytes, outlier blocks)][sign words][plane words].
-__device__ __forceinline__ void write_block(u8* p, BlockCode c, u32 (&mag)[M], const i32 (&v)[M], int lane) {
+// Stage one block's payload at byte `at` of the warp's staging area: [|v0| (ob bytes, outlier
+// blocks)][sign words][plane words].
+__device__ __forceinline__ void stage_block(u8* stage, u32 at, BlockCode c, u32 (&mag)[M], const i32 (&v)[M], int lane) {
     if (c.ob) {
         u32 first = __shfl_sync(FULL_MASK, mag[0], 0);
-        if ((u32)lane < c.ob) p[lane] = (u8)(first >> (8 * lane));
+        if ((u32)lane < c.ob) stage[at + lane] = (u8)(first >> (8 * lane));
         if (lane == 0) mag[0] = 0;
-        p += c.ob;
+        at += c.ob;
     }
-    bool aligned = (((u64)p) & 3) == 0;
-#if M == 1
-    // One word per plane: lane p stores plane p. Measured faster than the general loop for
-    // aligned (plain) payloads; unaligned ones (after an outlier block) go byte by byte.
-    u32 signs = __ballot_sync(FULL_MASK, v[0] < 0);
-    u32 plane = warp_transpose(mag[0], lane);
-    if (aligned) {
-        if (lane == 0) *(u32*)p = signs;
-        if ((u32)lane < c.rate) *(u32*)(p + 4 * (lane + 1)) = plane;
-    } else {
-        if (lane == 0) store_word(p, signs, false);
-        if ((u32)lane < c.rate) store_word(p + 4 * (lane + 1), plane, false);
-    }
-#else
+    bool aligned = (at & 3) == 0;
     for (int i = 0; i < M; i++) {
         u32 signs = __ballot_sync(FULL_MASK, v[i] < 0);
         u32 plane = warp_transpose(mag[i], lane);
-        if (lane == i) store_word(p + 4 * i, signs, aligned);
-        if ((u32)lane < c.rate) store_word(p + 4 * ((lane + 1) * M + i), plane, aligned);
+        if (lane == i) stage_word(stage, at + 4 * i, signs, aligned);
+        if ((u32)lane < c.rate) stage_word(stage, at + 4 * ((lane + 1) * M + i), plane, aligned);
     }
-#endif
+}
+
+// Copy `len` staged bytes to `dst` (any alignment) with the warp: whole 4-byte words of the
+// destination, each a funnel shift of two aligned staged words, and single bytes at the ends.
+// `stage` is 4-byte aligned and readable 4 bytes past `len`.
+__device__ __forceinline__ void copy_staged(const u8* stage, u32 len, u8* dst, int lane) {
+    u32 head = (4 - (u32)((u64)dst & 3)) & 3;
+    if (head > len) head = len;
+    if ((u32)lane < head) dst[lane] = stage[lane];
+    u32 words = (len - head) / 4, shift = 8 * (head & 3);
+    const u32* src = (const u32*)stage;  // staged byte head + 4w starts in src[w] at byte `head`
+    u32* out = (u32*)(dst + head);
+    for (u32 w = lane; w < words; w += 32) out[w] = __funnelshift_r(src[w], src[w + 1], shift);
+    u32 done = head + 4 * words;
+    if ((u32)lane < len - done) dst[done + lane] = stage[done + lane];
 }
 
 // FUSED_WARPS and BLOCKS_PER_WARP come from mod.rs (Chain::tile_shape): a tile holds at most
@@ -124,6 +136,10 @@ __device__ __forceinline__ void write_block(u8* p, BlockCode c, u32 (&mag)[M], c
 #define BLOCKS_PER_TILE (FUSED_WARPS * BLOCKS_PER_WARP)
 #define LOOK_BACK 128  // tiles inspected per look-back step
 #define LOAD_BATCH (BLOCKS_PER_WARP < 8 ? BLOCKS_PER_WARP : 8)
+// A warp's staging area: its blocks' payloads at their worst, rounded up to 16 bytes, and
+// 16 bytes more that copy_staged may read past the end (at most 4352 + 16 bytes).
+#define STAGE_BYTES ((BLOCKS_PER_WARP * (4 + 33 * S) + 15) / 16 * 16 + 16)
+static_assert(BLOCKS_PER_WARP <= 32, "lane j holds the metadata of the warp's block j");
 
 // Load this lane's natural elements of coder block `blk`; padding and the tail are invalid.
 template <int N>
@@ -162,18 +178,22 @@ fz_compress(const real* data, const Params* params, Geometry g, u8* out, u64 pay
     volatile u32* flags = state + 1;
     QParams qp = load_params(params);
 
-    // Phase 1: code every block of the tile; values, codes and outlier masks wait in shared
-    // memory for phase 2. Loads go out LOAD_BATCH blocks at a time to keep requests in flight.
-    __shared__ i32 s_values[BLOCKS_PER_TILE * BLOCK];
+    // Phase 1: code every block of the tile and stage its payload, packed, in this warp's
+    // staging area; outlier masks wait in shared memory for phase 2, and lane j keeps the
+    // metadata of the warp's block j. Loads go out LOAD_BATCH blocks at a time to keep
+    // requests in flight.
+    __shared__ __align__(16) u8 s_stage[FUSED_WARPS][STAGE_BYTES];
     __shared__ u32 s_outlier_mask[BLOCKS_PER_TILE * M];
-    __shared__ u8 s_rate[BLOCKS_PER_TILE], s_ob[BLOCKS_PER_TILE];
-    u64 warp_bytes = 0, warp_outliers = 0;
+    u8* stage = s_stage[warp];
+    u32 warp_bytes = 0, meta = 0;
+    u64 warp_outliers = 0;
+    const u64 first_blk = ((u64)tile * FUSED_WARPS + warp) * BLOCKS_PER_WARP;
     for (int j0 = 0; j0 < BLOCKS_PER_WARP; j0 += LOAD_BATCH) {
         real x[LOAD_BATCH][M];
         bool valid[LOAD_BATCH][M];
 #pragma unroll
         for (int jj = 0; jj < LOAD_BATCH; jj++) {
-            u64 blk = ((u64)tile * FUSED_WARPS + warp) * BLOCKS_PER_WARP + j0 + jj;
+            u64 blk = first_blk + j0 + jj;
             if (j0 + jj < BLOCKS_PER_WARP && blk < g.nblocks) {
                 load_lane(data, blk, lane, g, x[jj], valid[jj]);
             } else {
@@ -182,9 +202,9 @@ fz_compress(const real* data, const Params* params, Geometry g, u8* out, u64 pay
         }
 #pragma unroll
         for (int jj = 0; jj < LOAD_BATCH; jj++) {
-            int local = warp * BLOCKS_PER_WARP + j0 + jj;
-            u64 blk = (u64)tile * BLOCKS_PER_TILE + local;
-            if (j0 + jj >= BLOCKS_PER_WARP) break;
+            int j = j0 + jj, local = warp * BLOCKS_PER_WARP + j;
+            u64 blk = first_blk + j;
+            if (j >= BLOCKS_PER_WARP) break;
             i32 v[M];
             bool outlier[M];
             u32 mag[M];
@@ -193,20 +213,16 @@ fz_compress(const real* data, const Params* params, Geometry g, u8* out, u64 pay
                 mag[i] = magnitude(v[i]);
                 u32 mask = __ballot_sync(FULL_MASK, outlier[i]);
                 warp_outliers += __popc(mask);
-                s_values[local * BLOCK + lane + 32 * i] = v[i];
                 if (lane == 0) s_outlier_mask[local * M + i] = mask;
             }
             BlockCode code = choose_code(mag, lane);
-            if (lane == 0) {
-                s_rate[local] = (u8)code.rate;
-                s_ob[local] = (u8)code.ob;
-            }
-            if (blk < g.nblocks) {
-                if (lane == 0) write_meta(out, blk, code);
-                warp_bytes += block_cost(code);
-            }
+            if (lane == j) meta = meta_bits(code);
+            // Blocks past the end are all padding: rate 0, no payload.
+            if (code.rate || code.ob) stage_block(stage, warp_bytes, code, mag, v, lane);
+            warp_bytes += block_cost(code);
         }
     }
+    if (lane < BLOCKS_PER_WARP && first_blk + lane < g.nblocks) write_meta(out, first_blk + lane, meta);
     if (lane == 0) { s_bytes[warp] = warp_bytes; s_outliers[warp] = warp_outliers; }
     __syncthreads();
     if (warp == 0) {
@@ -285,11 +301,17 @@ fz_compress(const real* data, const Params* params, Geometry g, u8* out, u64 pay
         }
     }
     __syncthreads();
-    // Phase 2: write this warp's blocks at the tile's offsets.
+    // Phase 2: copy the staged payload to the warp's offset (nothing past the payload room:
+    // the host sees the total and runs again) and list the outliers, if the warp has any.
     u64 at_bytes = s_bytes[warp], at_outliers = s_outliers[warp];
+    if (at_bytes < payload_capacity) {
+        u64 room = payload_capacity - at_bytes;
+        copy_staged(stage, room < warp_bytes ? (u32)room : warp_bytes, out + g.meta_len + at_bytes, lane);
+    }
+    if (warp_outliers == 0) return;
     for (int j = 0; j < BLOCKS_PER_WARP; j++) {
         int local = warp * BLOCKS_PER_WARP + j;
-        u64 blk = (u64)tile * BLOCKS_PER_TILE + local;
+        u64 blk = first_blk + j;
         if (blk >= g.nblocks) break;
         for (int i = 0; i < M; i++) {
             u32 mask = s_outlier_mask[local * M + i];
@@ -301,18 +323,6 @@ fz_compress(const real* data, const Params* params, Geometry g, u8* out, u64 pay
             }
             at_outliers += __popc(mask);
         }
-        BlockCode code = {s_rate[local], s_ob[local]};
-        // Past the payload room nothing is written: the host sees the total and runs again.
-        if ((code.rate || code.ob) && at_bytes + block_cost(code) <= payload_capacity) {
-            i32 v[M];
-            u32 mag[M];
-            for (int i = 0; i < M; i++) {
-                v[i] = s_values[local * BLOCK + lane + 32 * i];
-                mag[i] = magnitude(v[i]);
-            }
-            write_block(out + g.meta_len + at_bytes, code, mag, v, lane);
-        }
-        at_bytes += block_cost(code);
     }
 }
 
