@@ -1,7 +1,7 @@
 """Compile a kernel source the way backend/cuda/compile.rs does, without a GPU: NVRTC to PTX
 (the same options), then ptxas for the register, shared-memory and spill report.
 
-  pip install nvidia-cuda-nvrtc-cu12 nvidia-cuda-nvcc-cu12   # a venv of its own
+  pip install nvidia-cuda-nvrtc-cu12 nvidia-cuda-nvcc-cu12 nvidia-cuda-cuobjdump  # own venv
   python scripts/nvrtc-check.py --define 'PRED 1' --define 'BLOCK 32u' ... FILE.cu ...
 
 The files are joined in order after the defines and common.cu (Program::source). Exit status 1
@@ -15,6 +15,7 @@ import nvidia.cuda_nvrtc, nvidia.cuda_nvcc
 ap = argparse.ArgumentParser()
 ap.add_argument("--define", action="append", default=[], help="'NAME VALUE'")
 ap.add_argument("--arch", default="sm_90")
+ap.add_argument("--sass", help="write the SASS here (needs cuobjdump: pip install nvidia-cuda-cuobjdump)")
 ap.add_argument("files", nargs="+")
 a = ap.parse_args()
 root = pathlib.Path(__file__).resolve().parent.parent
@@ -45,4 +46,9 @@ with tempfile.TemporaryDirectory() as d:
     r = subprocess.run([str(ptxas), "-v", f"-arch={a.arch}", str(p), "-o", str(pathlib.Path(d, "k.cubin"))],
                        capture_output=True, text=True)
     print(r.stdout + r.stderr)
+    if r.returncode == 0 and a.sass:
+        import shutil
+        tool = shutil.which("cuobjdump") or next(pathlib.Path(sys.prefix).rglob("bin/cuobjdump"))
+        sass = subprocess.run([str(tool), "-sass", str(pathlib.Path(d, "k.cubin"))], capture_output=True, text=True)
+        pathlib.Path(a.sass).write_text(sass.stdout + sass.stderr)
     sys.exit(r.returncode)

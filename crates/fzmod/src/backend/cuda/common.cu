@@ -19,15 +19,42 @@ __device__ __forceinline__ u64 warp_inclusive_scan(u64 v, int lane) {
 }
 
 // Transpose the warp's 32x32 bit matrix (row = lane): afterwards lane c holds the word whose
-// bit r is bit c of lane r's input. Five butterfly exchanges instead of 32 ballots.
-__device__ __forceinline__ u32 warp_transpose(u32 x, int lane) {
-    u32 low = 0x0000ffffu;
-    for (int j = 16; j > 0; j >>= 1, low ^= low << j) {
-        u32 y = __shfl_xor_sync(FULL_MASK, x, j);
-        x = (lane & j) ? (x & ~low) | ((y & ~low) >> j) : (x & low) | ((y & low) << j);
-    }
-    return x;
+// bit r is bit c of lane r's input. Five butterfly exchanges instead of 32 ballots. In the
+// exchange at distance j a lane keeps the half of its bits that its own lane bit j selects and
+// takes the partner's other half, shifted by j: a byte permutation for j = 16 and 8, a rotation
+// and a bit select for j = 4, 2, 1. The selectors, masks and rotations depend only on the lane:
+// a kernel that transposes many words makes them once (warp_transposer) and keeps them.
+struct WarpTransposer {
+    u32 perm16, perm8;  // __byte_perm selectors
+    u32 keep4, keep2, keep1;  // the bits a lane keeps
+    u32 rot4, rot2, rot1;  // right rotation that brings the partner's half into place
+};
+
+__device__ __forceinline__ WarpTransposer warp_transposer(int lane) {
+    WarpTransposer t;
+    t.perm16 = (lane & 16) ? 0x3276 : 0x5410;
+    t.perm8 = (lane & 8) ? 0x3715 : 0x6240;
+    t.keep4 = (lane & 4) ? 0xf0f0f0f0u : 0x0f0f0f0fu;
+    t.keep2 = (lane & 2) ? 0xccccccccu : 0x33333333u;
+    t.keep1 = (lane & 1) ? 0xaaaaaaaau : 0x55555555u;
+    t.rot4 = (lane & 4) ? 4 : 28;
+    t.rot2 = (lane & 2) ? 2 : 30;
+    t.rot1 = (lane & 1) ? 1 : 31;
+    return t;
 }
+
+__device__ __forceinline__ u32 warp_transpose(u32 x, const WarpTransposer& t) {
+    x = __byte_perm(x, __shfl_xor_sync(FULL_MASK, x, 16), t.perm16);
+    x = __byte_perm(x, __shfl_xor_sync(FULL_MASK, x, 8), t.perm8);
+    u32 y = __shfl_xor_sync(FULL_MASK, x, 4);
+    x = (x & t.keep4) | (__funnelshift_r(y, y, t.rot4) & ~t.keep4);
+    y = __shfl_xor_sync(FULL_MASK, x, 2);
+    x = (x & t.keep2) | (__funnelshift_r(y, y, t.rot2) & ~t.keep2);
+    y = __shfl_xor_sync(FULL_MASK, x, 1);
+    return (x & t.keep1) | (__funnelshift_r(y, y, t.rot1) & ~t.keep1);
+}
+
+__device__ __forceinline__ u32 warp_transpose(u32 x, int lane) { return warp_transpose(x, warp_transposer(lane)); }
 
 // Exclusive scan of one value per thread across the thread block; *total gets the sum.
 __device__ u64 block_exclusive_scan(u64 v, u64* total) {

@@ -84,13 +84,29 @@ __device__ __forceinline__ BlockCode read_meta(const u8* meta, u64 blk, u32* err
     return c;
 }
 
+// FUSED_WARPS and BLOCKS_PER_WARP come from mod.rs (Chain::tile_shape): a tile holds at most
+// 8192 elements, staged in 32 KiB of shared memory.
+#define BLOCKS_PER_TILE (FUSED_WARPS * BLOCKS_PER_WARP)
+#define LOOK_BACK 128  // tiles inspected per look-back step
+#define LOAD_BATCH (BLOCKS_PER_WARP < 8 ? BLOCKS_PER_WARP : 8)
+// A warp's staging area: its blocks' payloads at their worst, rounded up to 16 bytes, and
+// 16 bytes more that copy_staged may read past the end (at most 4352 + 16 bytes).
+#define STAGE_BYTES ((BLOCKS_PER_WARP * (4 + 33 * S) + 15) / 16 * 16 + 16)
+// Resident tiles per SM asked of the register allocator where that costs no spills (f32
+// without the N-D predictor): five at 32-element blocks (48 registers), four at 64.
+#define MIN_TILES_PER_SM (REAL_F64 || PRED == 3 ? 1 : M == 1 ? 5 : M == 2 ? 4 : 1)
+static_assert(BLOCKS_PER_WARP <= 32, "lane j holds the metadata of the warp's block j");
+
+// The warps' staging areas, one after another (file scope: indexed, not through a pointer).
+__shared__ __align__(16) u8 s_stage[FUSED_WARPS * STAGE_BYTES];
+
 // Store a word at byte offset `at` of a warp's staging area; `aligned` (at % 4 == 0) is the
 // same on every lane that stores.
-__device__ __forceinline__ void stage_word(u8* stage, u32 at, u32 w, bool aligned) {
+__device__ __forceinline__ void stage_word(u32 at, u32 w, bool aligned) {
     if (aligned) {
-        *(u32*)(stage + at) = w;
+        *(u32*)(s_stage + at) = w;
     } else {
-        stage[at] = (u8)w; stage[at + 1] = (u8)(w >> 8); stage[at + 2] = (u8)(w >> 16); stage[at + 3] = (u8)(w >> 24);
+        s_stage[at] = (u8)w; s_stage[at + 1] = (u8)(w >> 8); s_stage[at + 2] = (u8)(w >> 16); s_stage[at + 3] = (u8)(w >> 24);
     }
 }
 
@@ -99,20 +115,27 @@ __device__ __forceinline__ u32 load_word(const u8* p) {
 }
 
 // Stage one block's payload at byte `at` of the warp's staging area: [|v0| (ob bytes, outlier
-// blocks)][sign words][plane words].
-__device__ __forceinline__ void stage_block(u8* stage, u32 at, BlockCode c, u32 (&mag)[M], const i32 (&v)[M], int lane) {
+// blocks)][sign words][plane words], word i of plane p at (p + 1) M + i. Below 32 planes one
+// transpose of (magnitude << 1 | sign) gives lane 0 the sign word and lane p + 1 plane p, so
+// every word lands at (lane M + i) in one store.
+__device__ __forceinline__ void stage_block(u32 at, BlockCode c, u32 (&mag)[M], const i32 (&v)[M], int lane) {
     if (c.ob) {
         u32 first = __shfl_sync(FULL_MASK, mag[0], 0);
-        if ((u32)lane < c.ob) stage[at + lane] = (u8)(first >> (8 * lane));
+        if ((u32)lane < c.ob) s_stage[at + lane] = (u8)(first >> (8 * lane));
         if (lane == 0) mag[0] = 0;
         at += c.ob;
     }
     bool aligned = (at & 3) == 0;
     for (int i = 0; i < M; i++) {
-        u32 signs = __ballot_sync(FULL_MASK, v[i] < 0);
-        u32 plane = warp_transpose(mag[i], lane);
-        if (lane == i) stage_word(stage, at + 4 * i, signs, aligned);
-        if ((u32)lane < c.rate) stage_word(stage, at + 4 * ((lane + 1) * M + i), plane, aligned);
+        if (c.rate < 32) {
+            u32 word = warp_transpose(mag[i] << 1 | (u32)(v[i] < 0), lane);
+            if ((u32)lane <= c.rate) stage_word(at + 4 * (lane * M + i), word, aligned);
+        } else {
+            u32 signs = __ballot_sync(FULL_MASK, v[i] < 0);
+            u32 plane = warp_transpose(mag[i], lane);
+            if (lane == i) stage_word(at + 4 * i, signs, aligned);
+            stage_word(at + 4 * ((lane + 1) * M + i), plane, aligned);
+        }
     }
 }
 
@@ -130,16 +153,6 @@ __device__ __forceinline__ void copy_staged(const u8* stage, u32 len, u8* dst, i
     u32 done = head + 4 * words;
     if ((u32)lane < len - done) dst[done + lane] = stage[done + lane];
 }
-
-// FUSED_WARPS and BLOCKS_PER_WARP come from mod.rs (Chain::tile_shape): a tile holds at most
-// 8192 elements, staged in 32 KiB of shared memory.
-#define BLOCKS_PER_TILE (FUSED_WARPS * BLOCKS_PER_WARP)
-#define LOOK_BACK 128  // tiles inspected per look-back step
-#define LOAD_BATCH (BLOCKS_PER_WARP < 8 ? BLOCKS_PER_WARP : 8)
-// A warp's staging area: its blocks' payloads at their worst, rounded up to 16 bytes, and
-// 16 bytes more that copy_staged may read past the end (at most 4352 + 16 bytes).
-#define STAGE_BYTES ((BLOCKS_PER_WARP * (4 + 33 * S) + 15) / 16 * 16 + 16)
-static_assert(BLOCKS_PER_WARP <= 32, "lane j holds the metadata of the warp's block j");
 
 // Load this lane's natural elements of coder block `blk`; padding and the tail are invalid.
 template <int N>
@@ -165,7 +178,7 @@ __device__ __forceinline__ u64 warp_sum(u64 v) {
 // inclusive bytes, inclusive outliers}; totals: [payload bytes, outliers] of the whole input.
 // Outliers beyond outlier_capacity, and payload bytes beyond payload_capacity, are counted but
 // not stored; the host then grows the list or the payload to the exact size and runs again.
-extern "C" __global__ void __launch_bounds__(FUSED_WARPS * 32)
+extern "C" __global__ void __launch_bounds__(FUSED_WARPS * 32, MIN_TILES_PER_SM)
 fz_compress(const real* data, const Params* params, Geometry g, u8* out, u64 payload_capacity, u64* outlier_index,
             u64* outlier_bits, u64 outlier_capacity, u32* state, u64* sums, u64* totals) {
     __shared__ u32 s_tile;
@@ -182,22 +195,35 @@ fz_compress(const real* data, const Params* params, Geometry g, u8* out, u64 pay
     // staging area; outlier masks wait in shared memory for phase 2, and lane j keeps the
     // metadata of the warp's block j. Loads go out LOAD_BATCH blocks at a time to keep
     // requests in flight.
-    __shared__ __align__(16) u8 s_stage[FUSED_WARPS][STAGE_BYTES];
     __shared__ u32 s_outlier_mask[BLOCKS_PER_TILE * M];
-    u8* stage = s_stage[warp];
+    const u32 stage = warp * STAGE_BYTES;  // this warp's area in s_stage
     u32 warp_bytes = 0, meta = 0;
     u64 warp_outliers = 0;
     const u64 first_blk = ((u64)tile * FUSED_WARPS + warp) * BLOCKS_PER_WARP;
-    for (int j0 = 0; j0 < BLOCKS_PER_WARP; j0 += LOAD_BATCH) {
+    // Where coder element k is natural element k and the warp's blocks lie inside the input,
+    // loads need neither bounds nor index arithmetic (every warp but the last).
+    const bool inside = PRED != 2 && (first_blk + BLOCKS_PER_WARP) * BLOCK <= g.ncodes;
+    const real* at = data + first_blk * BLOCK + lane;
+    for (int j0 = 0; j0 < BLOCKS_PER_WARP; j0 += LOAD_BATCH, at += LOAD_BATCH * BLOCK) {
         real x[LOAD_BATCH][M];
         bool valid[LOAD_BATCH][M];
+        if (inside) {
 #pragma unroll
-        for (int jj = 0; jj < LOAD_BATCH; jj++) {
-            u64 blk = first_blk + j0 + jj;
-            if (j0 + jj < BLOCKS_PER_WARP && blk < g.nblocks) {
-                load_lane(data, blk, lane, g, x[jj], valid[jj]);
-            } else {
-                for (int i = 0; i < M; i++) { x[jj][i] = 0; valid[jj][i] = false; }
+            for (int jj = 0; jj < LOAD_BATCH; jj++) {
+                for (int i = 0; i < M; i++) {
+                    x[jj][i] = j0 + jj < BLOCKS_PER_WARP ? at[jj * BLOCK + 32 * i] : (real)0;
+                    valid[jj][i] = j0 + jj < BLOCKS_PER_WARP;
+                }
+            }
+        } else {
+#pragma unroll
+            for (int jj = 0; jj < LOAD_BATCH; jj++) {
+                u64 blk = first_blk + j0 + jj;
+                if (j0 + jj < BLOCKS_PER_WARP && blk < g.nblocks) {
+                    load_lane(data, blk, lane, g, x[jj], valid[jj]);
+                } else {
+                    for (int i = 0; i < M; i++) { x[jj][i] = 0; valid[jj][i] = false; }
+                }
             }
         }
 #pragma unroll
@@ -218,7 +244,7 @@ fz_compress(const real* data, const Params* params, Geometry g, u8* out, u64 pay
             BlockCode code = choose_code(mag, lane);
             if (lane == j) meta = meta_bits(code);
             // Blocks past the end are all padding: rate 0, no payload.
-            if (code.rate || code.ob) stage_block(stage, warp_bytes, code, mag, v, lane);
+            if (code.rate || code.ob) stage_block(stage + warp_bytes, code, mag, v, lane);
             warp_bytes += block_cost(code);
         }
     }
@@ -306,7 +332,7 @@ fz_compress(const real* data, const Params* params, Geometry g, u8* out, u64 pay
     u64 at_bytes = s_bytes[warp], at_outliers = s_outliers[warp];
     if (at_bytes < payload_capacity) {
         u64 room = payload_capacity - at_bytes;
-        copy_staged(stage, room < warp_bytes ? (u32)room : warp_bytes, out + g.meta_len + at_bytes, lane);
+        copy_staged(s_stage + stage, room < warp_bytes ? (u32)room : warp_bytes, out + g.meta_len + at_bytes, lane);
     }
     if (warp_outliers == 0) return;
     for (int j = 0; j < BLOCKS_PER_WARP; j++) {
