@@ -376,11 +376,22 @@ fz_decode(const u8* segment, u64 payload_len, const u64* offsets, const Params* 
     }
     const u8* p = segment + g.meta_len + start;
     u32 mag[M], neg[M];
-    for (int i = 0; i < M; i++) mag[i] = neg[i] = 0;
-    if (cost > 0) {
-        u32 first = 0;
-        for (u32 b = 0; b < c.ob; b++) first |= (u32)p[b] << (8 * b);
-        p += c.ob;
+    u32 first = 0;
+    for (u32 b = 0; b < c.ob; b++) first |= (u32)p[b] << (8 * b);
+    p += c.ob;
+    if (c.rate < 32) {
+        // The inverse of stage_block: lane q loads word q of the block's sign and plane words
+        // for register i, one transpose gives every lane its element's sign (bit 0) and
+        // magnitude (bits 1..rate).
+        WarpTransposer t = warp_transposer(lane);
+        for (int i = 0; i < M; i++) {
+            u32 word = cost > 0 && (u32)lane <= c.rate ? load_word(p + 4 * (lane * M + i)) : 0;
+            word = warp_transpose(word, t);
+            mag[i] = word >> 1;
+            neg[i] = word & 1;
+        }
+    } else {
+        for (int i = 0; i < M; i++) mag[i] = neg[i] = 0;
         for (u32 plane = 0; plane <= c.rate; plane++) {
             for (int i = 0; i < M; i++) {
                 u32 bit = (load_word(p + 4 * (plane * M + i)) >> lane) & 1;
@@ -388,8 +399,8 @@ fz_decode(const u8* segment, u64 payload_len, const u64* offsets, const Params* 
                 else mag[i] |= bit << (plane - 1);
             }
         }
-        if (c.ob && lane == 0) mag[0] = first;
     }
+    if (c.ob && lane == 0) mag[0] = first;
     i32 v[M];
     bool bad = false;
     for (int i = 0; i < M; i++) {
