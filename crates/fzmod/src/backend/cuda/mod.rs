@@ -589,12 +589,13 @@ impl Workspace {
     }
 }
 
-/// Compile `programs` for `arch` without a device (NVRTC only; fills the disk cache).
+/// Compile `programs` for `arch` without a device (NVRTC only; fills the disk cache), on all
+/// cores: NVRTC compiles separate programs concurrently (one after another, the ~100 programs
+/// took minutes of a GPU session). The error is that of the first program that fails.
 pub fn compile_programs(programs: &[Program], arch: &str) -> Result<usize> {
-    for p in programs {
-        compile::cubin(p, arch)?;
-    }
-    Ok(programs.len())
+    use rayon::prelude::*;
+    let results: Vec<Result<Vec<u8>>> = programs.par_iter().map(|p| compile::compile_and_cache(p, arch)).collect();
+    results.into_iter().find_map(|r| r.err()).map_or(Ok(programs.len()), Err)
 }
 
 #[cfg(test)]
