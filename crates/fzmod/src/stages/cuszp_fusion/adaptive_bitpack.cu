@@ -1,6 +1,6 @@
 // AdaptiveBitpack on the device, one warp per coder block of BLOCK = 32 * M elements
-// (element lane + 32 i lives in register i of that lane). Sign region and bit-planes are
-// warp ballots: ballot word i of a plane is bytes 4i..4i+3 of that plane, bit j of byte k
+// (element lane + 32 i lives in register i of that lane). Sign words and bit-planes come
+// from warp transposes: word i of a plane is bytes 4i..4i+3 of that plane, bit j of byte k
 // = element 8k + j, exactly the byte layout of docs/FORMAT.md 6.4. The value each lane
 // codes come from block_values(), supplied by the predictor source compiled before this one.
 // LAYOUT: 0 plain, 1 wide, 2 packed.
@@ -85,7 +85,7 @@ __device__ __forceinline__ BlockCode read_meta(const u8* meta, u64 blk, u32* err
 }
 
 // FUSED_WARPS and BLOCKS_PER_WARP come from mod.rs (Chain::tile_shape): a tile holds at most
-// 8192 elements, staged in 32 KiB of shared memory.
+// 8192 elements, whose payloads are staged in at most 35 KB of shared memory.
 #define BLOCKS_PER_TILE (FUSED_WARPS * BLOCKS_PER_WARP)
 #define LOOK_BACK 128  // tiles inspected per look-back step
 #define LOAD_BATCH (BLOCKS_PER_WARP < 8 ? BLOCKS_PER_WARP : 8)
@@ -203,15 +203,15 @@ fz_compress(const real* data, const Params* params, Geometry g, u8* out, u64 pay
     // Where coder element k is natural element k and the warp's blocks lie inside the input,
     // loads need neither bounds nor index arithmetic (every warp but the last).
     const bool inside = PRED != 2 && (first_blk + BLOCKS_PER_WARP) * BLOCK <= g.ncodes;
-    const real* at = data + first_blk * BLOCK + lane;
-    for (int j0 = 0; j0 < BLOCKS_PER_WARP; j0 += LOAD_BATCH, at += LOAD_BATCH * BLOCK) {
+    const real* batch = data + first_blk * BLOCK + lane;  // this lane's first element of the batch
+    for (int j0 = 0; j0 < BLOCKS_PER_WARP; j0 += LOAD_BATCH, batch += LOAD_BATCH * BLOCK) {
         real x[LOAD_BATCH][M];
         bool valid[LOAD_BATCH][M];
         if (inside) {
 #pragma unroll
             for (int jj = 0; jj < LOAD_BATCH; jj++) {
                 for (int i = 0; i < M; i++) {
-                    x[jj][i] = j0 + jj < BLOCKS_PER_WARP ? at[jj * BLOCK + 32 * i] : (real)0;
+                    x[jj][i] = j0 + jj < BLOCKS_PER_WARP ? batch[jj * BLOCK + 32 * i] : (real)0;
                     valid[jj][i] = j0 + jj < BLOCKS_PER_WARP;
                 }
             }
