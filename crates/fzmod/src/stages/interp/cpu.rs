@@ -11,6 +11,7 @@ use super::walk::{passes, Choice, Geometry, Kind, Pass, Real};
 use crate::archive::{Reader, Writer};
 use crate::element::zeroed_vec;
 use crate::error::{corrupt, Result};
+use rayon::prelude::*;
 
 /// Half bin width and its reciprocal (0.5 / step; 0 when the step is 0) of one level.
 #[derive(Clone, Copy, Debug)]
@@ -107,19 +108,19 @@ pub fn sampled_blocks(g: &Geometry) -> impl Iterator<Item = ([usize; 3], [usize;
 /// Per level (coarsest first), the candidate of least summed cost on the sampled blocks,
 /// predicting from the original values; ties go to the earlier candidate.
 pub fn select<T: Real>(x: &[T], g: &Geometry, steps: &[LevelStep<T>]) -> Vec<Choice> {
-    let mut scratch = Scratch::default();
+    let blocks: Vec<_> = sampled_blocks(g).collect();
     (1..=g.levels())
         .rev()
         .map(|l| {
-            let costs = level_costs(x, g, 1 << (l - 1), steps[l - 1].recip, &mut scratch);
+            let costs = level_costs(x, g, 1 << (l - 1), steps[l - 1].recip, &blocks);
             let best = (0..costs.len()).min_by_key(|&k| (costs[k], k)).expect("candidates");
             Choice::CANDIDATES[best]
         })
         .collect()
 }
 
-/// The choice estimate's buffers, reused across blocks and levels.
-pub struct Scratch<T> {
+/// The choice estimate's buffers, reused across the blocks a thread takes.
+struct Scratch<T> {
     lines: Lines<T>,
     v: Vec<T>,
     parity: ParityGrids<T>,
@@ -144,31 +145,50 @@ const X_FIRST_OWN: [(usize, usize); 4] = [(0b011, 1), (0b110, 0), (0b101, 0), (0
 /// in both: such points are predicted once and counted for both orders. Passes along z and y
 /// run on parity sub-grids (parity.rs); the points odd along x, all predicted along x in the
 /// z-first order, row by row. The sums are integers, so the grouping changes no total.
-pub fn level_costs<T: Real>(x: &[T], g: &Geometry, s: usize, recip: T, scratch: &mut Scratch<T>) -> [u64; 6] {
+pub fn level_costs<T: Real>(x: &[T], g: &Geometry, s: usize, recip: T, blocks: &[Block]) -> [u64; 6] {
+    // The sampled blocks on all cores, each with its own buffers; integer sums, so the
+    // totals (and the choices) do not depend on how the blocks are shared out.
+    let sums = blocks
+        .par_iter()
+        .map_init(Scratch::default, |scratch, &(lo, hi)| block_costs(x, g, s, recip, scratch, lo, hi))
+        .reduce(|| [[0; 3]; 3], |a, b| std::array::from_fn(|k| std::array::from_fn(|j| a[k][j] + b[k][j])));
+    // CANDIDATES order: kind-major, z-first before x-first.
+    std::array::from_fn(|i| sums[0][i / 2] + sums[1 + i % 2][i / 2])
+}
+
+/// An anchor block of the estimate: its first and one-past-last coordinates.
+pub type Block = ([usize; 3], [usize; 3]);
+
+/// One sampled block's part of [`level_costs`]: per kind, [shared, z-first own, x-first own].
+fn block_costs<T: Real>(
+    x: &[T],
+    g: &Geometry,
+    s: usize,
+    recip: T,
+    scratch: &mut Scratch<T>,
+    lo: [usize; 3],
+    hi: [usize; 3],
+) -> [[u64; 3]; 3] {
     let Scratch { lines, v, parity } = scratch;
     let odd = |c: usize| c / s % 2 == 1;
-    // [shared, z-first own, x-first own] per kind.
     let mut sums = [[0u64; 3]; 3];
     let add = |sum: &mut [u64; 3], c: [u64; 3]| sum.iter_mut().zip(c).for_each(|(a, b)| *a += b);
     let x_pass = Pass { axis: 2, start: [0, 0, s], step: [s, s, 2 * s] };
-    for (lo, hi) in sampled_blocks(g) {
-        parity.extract(x, g, s, lo, hi);
-        for (group, classes) in [&SHARED[..], &Z_FIRST_OWN, &X_FIRST_OWN].into_iter().enumerate() {
-            for &(class, axis) in classes {
-                add(&mut sums[group], parity.costs(class, axis, recip));
-            }
+    parity.extract(x, g, s, lo, hi);
+    for (group, classes) in [&SHARED[..], &Z_FIRST_OWN, &X_FIRST_OWN].into_iter().enumerate() {
+        for &(class, axis) in classes {
+            add(&mut sums[group], parity.costs(class, axis, recip));
         }
-        rows(g, &x_pass, lo, hi, |row| {
-            lines.gather(g, x, 2, s, row);
-            v.resize(row.count, T::ZERO);
-            strided_copy(v, &x[row.first..], row.step);
-            // x is the only odd coordinate where z and y are even.
-            let group = if odd(row.zy[0]) || odd(row.zy[1]) { 1 } else { 0 };
-            add(&mut sums[group], lines.costs(v, recip));
-        });
     }
-    // CANDIDATES order: kind-major, z-first before x-first.
-    std::array::from_fn(|i| sums[0][i / 2] + sums[1 + i % 2][i / 2])
+    rows(g, &x_pass, lo, hi, |row| {
+        lines.gather(g, x, 2, s, row);
+        v.resize(row.count, T::ZERO);
+        strided_copy(v, &x[row.first..], row.step);
+        // x is the only odd coordinate where z and y are even.
+        let group = if odd(row.zy[0]) || odd(row.zy[1]) { 1 } else { 0 };
+        add(&mut sums[group], lines.costs(v, recip));
+    });
+    sums
 }
 
 /// Output of [`forward`].

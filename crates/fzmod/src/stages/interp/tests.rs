@@ -248,7 +248,7 @@ fn level_costs_are_every_candidates_point_sums() {
         for anchor in [2, 4, 8, 16] {
             let g = Geometry { dims, anchor };
             let x: Vec<f32> = (0..g.len()).map(|i| ((i * 7919 % 1013) as f32 * 0.37).sin() * 50.0).collect();
-            let mut scratch = super::cpu::Scratch::default();
+            let blocks: Vec<_> = sampled_blocks(&g).collect();
             for l in 1..=g.levels() {
                 let s = 1 << (l - 1);
                 let want = Choice::CANDIDATES.map(|c| {
@@ -263,7 +263,7 @@ fn level_costs_are_every_candidates_point_sums() {
                     }
                     sum
                 });
-                assert_eq!(level_costs(&x, &g, s, 0.25, &mut scratch), want, "{dims:?} A={anchor} s={s}");
+                assert_eq!(level_costs(&x, &g, s, 0.25, &blocks), want, "{dims:?} A={anchor} s={s}");
             }
         }
     }
