@@ -8,12 +8,12 @@
 #   3. the Python wheel's device paths (crates/fzmod-python/tests/gpu_check.py), when
 #      prepare-gpu.sh built a wheel into .gpu/wheels;
 # and prints a short summary last. Full logs and JSON go to $OUT when set.
-# The whole run takes about 13 minutes on an H100 or H200, more than one device call allows: run
-# it as calls of `--tests-only` (GPU tests and Python, about 9–11 minutes, past the limit of a
-# call on the H200: GPU_TESTS=presets_on_shared_fields and GPU_TESTS="--skip
-# presets_on_shared_fields" split it in two), `--sanitize-only` (about 4–6) and `--bench-only`
-# (about 1.5). The test log is written to $OUT as the tests run, so a call that runs out of
-# time still brings back the results of the tests that finished.
+# The whole run takes longer than one device call allows: run it as calls of `--tests-only`
+# (GPU tests and Python: four test processes at once; one process took 9–11 minutes on the H200
+# before the programs were compiled on all cores — GPU_TESTS=NAME-or-`--skip NAME` still runs a
+# selection in one process), `--sanitize-only` (about 4–6) and `--bench-only` (about 1.5). The
+# test logs are written to $OUT as the tests run, so a call that runs out of time still brings
+# back the results of the tests that finished.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/fzmod-gpu}
@@ -31,11 +31,31 @@ MODE=${1:-}
 # Whether this run includes a part: tests, sanitize or bench.
 part() { [ -z "$MODE" ] || [ "$MODE" = "--$1-only" ]; }
 tests_rc=0
-rm -f "$out/gpu-tests.log"
-if part tests; then
-  # GPU_TESTS: test-name filters or `--skip NAME`, to split the tests over two calls.
+rm -f "$out"/gpu-tests*.log
+if part tests && [ -n "${GPU_TESTS:-}" ]; then
+  # GPU_TESTS: test-name filters or `--skip NAME`: those tests, in one process.
   ./.gpu/gpu-tests --include-ignored --test-threads 1 --nocapture ${GPU_TESTS:-} 2>&1 | tee "$out/gpu-tests.log" | grep -E "^test |GPU ==|panicked|skipping|result"
   tests_rc=${PIPESTATUS[0]}
+elif part tests; then
+  # Four processes share the GPU (the tests are bound by their CPU references, and the host
+  # has the cores): the presets × shared fields test in three groups of presets
+  # (FZMOD_GPU_PRESETS, round robin so that the slow interpolation presets part), and every
+  # other test in the fourth. Each writes its log to $OUT as it goes.
+  mapfile -t presets < <(./.gpu/fzmod presets | awk '{print $1}')
+  groups=("" "" "")
+  for i in "${!presets[@]}"; do groups[i % 3]+="${groups[i % 3]:+,}${presets[i]}"; done
+  pids=()
+  for g in 0 1 2; do
+    FZMOD_GPU_PRESETS=${groups[g]} ./.gpu/gpu-tests --include-ignored --test-threads 1 --nocapture \
+      presets_on_shared_fields > "$out/gpu-tests-presets-$g.log" 2>&1 &
+    pids+=($!)
+  done
+  ./.gpu/gpu-tests --include-ignored --test-threads 1 --nocapture --skip presets_on_shared_fields \
+    > "$out/gpu-tests-rest.log" 2>&1 &
+  pids+=($!)
+  for pid in "${pids[@]}"; do wait "$pid" || tests_rc=1; done
+  cat "$out"/gpu-tests-presets-*.log "$out/gpu-tests-rest.log" > "$out/gpu-tests.log"
+  grep -E "^test |GPU ==|FZMOD_GPU_PRESETS|panicked|skipping|result" "$out/gpu-tests.log"
 fi
 
 # compute-sanitizer: memcheck, racecheck and initcheck over the small GPU tests and a CLI round
