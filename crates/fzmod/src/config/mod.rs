@@ -93,7 +93,7 @@ pub static PRESETS: &[Preset] = &[
     },
     Preset {
         name: "cusz",
-        summary: "cuSZ: LorenzoQuant (radius-2048 u16 codes) -> Huffman (bklen 1024, codes <= 20 bits); strict bound",
+        summary: "cuSZ: LorenzoQuant (radius-512 u16 codes) -> Huffman (bklen 1024, codes <= 20 bits); strict bound",
         one_d: CUSZ,
         multi_d: CUSZ,
     },
