@@ -1,14 +1,14 @@
 """Compile a kernel source the way backend/cuda/compile.rs does, without a GPU: NVRTC to PTX
 (the same options), then ptxas for the register, shared-memory and spill report.
 
-  pip install nvidia-cuda-nvrtc-cu12 nvidia-cuda-nvcc-cu12 nvidia-cuda-cuobjdump  # own venv
+  pip install nvidia-cuda-nvrtc-cu12 nvidia-cuda-nvcc-cu12 nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm
   python scripts/nvrtc-check.py --define 'PRED 1' --define 'BLOCK 32u' ... FILE.cu ...
 
 The files are joined in order after the defines and common.cu (Program::source). Exit status 1
 with NVRTC's log when the source does not compile. A development check only: the device compiles
 its own CUBIN with its own NVRTC.
 """
-import argparse, ctypes, pathlib, subprocess, sys, tempfile
+import argparse, ctypes, os, pathlib, subprocess, sys, tempfile
 
 import nvidia.cuda_nvrtc, nvidia.cuda_nvcc
 
@@ -49,6 +49,11 @@ with tempfile.TemporaryDirectory() as d:
     if r.returncode == 0 and a.sass:
         import shutil
         tool = shutil.which("cuobjdump") or next(pathlib.Path(sys.prefix).rglob("bin/cuobjdump"))
-        sass = subprocess.run([str(tool), "-sass", str(pathlib.Path(d, "k.cubin"))], capture_output=True, text=True)
+        # cuobjdump calls nvdisasm (pip install nvidia-cuda-nvdisasm), which lands beside it.
+        env = dict(os.environ, PATH=f"{pathlib.Path(tool).parent}:{os.environ.get('PATH', '')}")
+        for nvdisasm in pathlib.Path(sys.prefix).rglob("bin/nvdisasm"):
+            env["PATH"] = f"{nvdisasm.parent}:{env['PATH']}"
+        sass = subprocess.run([str(tool), "-sass", str(pathlib.Path(d, "k.cubin"))], capture_output=True, text=True,
+                              env=env)
         pathlib.Path(a.sass).write_text(sass.stdout + sass.stderr)
     sys.exit(r.returncode)
