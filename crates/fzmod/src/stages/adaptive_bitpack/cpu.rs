@@ -438,25 +438,33 @@ pub fn decode<T: Code>(bytes: &[u8], n: usize, b: usize, layout: Layout) -> Resu
     let meta_len = meta_len
         .ok_or_else(|| corrupt!("AdaptiveBitpack: metadata for {blocks} blocks exceeds {} bytes", bytes.len()))?;
     let (meta, payload) = bytes.split_at(meta_len);
-    let codes =
-        meta.chunks_exact(mb).map(|m| BlockCode::read_meta(m, layout, T::MAX_RATE)).collect::<Result<Vec<_>>>()?;
-    // Offsets of each task's first payload byte (sequential scan over block costs).
-    let mut task_offsets = Vec::with_capacity(blocks / BLOCKS_PER_TASK + 2);
+    // Each task's block codes and payload bytes on all cores (a serial pass over every block's
+    // metadata held many-core decodes back), then the tasks' offsets in order; the error is
+    // that of the first corrupt block.
+    let tasks: Vec<Result<(Vec<BlockCode>, usize)>> = meta
+        .par_chunks(mb * BLOCKS_PER_TASK)
+        .map(|m| {
+            let codes =
+                m.chunks_exact(mb).map(|m| BlockCode::read_meta(m, layout, T::MAX_RATE)).collect::<Result<Vec<_>>>()?;
+            let bytes = codes.iter().map(|c| c.cost(s)).sum();
+            Ok((codes, bytes))
+        })
+        .collect();
+    let tasks = tasks.into_iter().collect::<Result<Vec<_>>>()?;
+    let mut task_offsets = Vec::with_capacity(tasks.len());
     let mut offset = 0usize;
-    for (i, c) in codes.iter().enumerate() {
-        if i % BLOCKS_PER_TASK == 0 {
-            task_offsets.push(offset);
-        }
-        offset += c.cost(s);
+    for (_, bytes) in &tasks {
+        task_offsets.push(offset);
+        offset += bytes;
     }
     if offset != payload.len() {
         return Err(corrupt!("AdaptiveBitpack: blocks need {offset} payload bytes, segment has {}", payload.len()));
     }
     let mut out = zeroed_vec(n);
     out.par_chunks_mut(b * BLOCKS_PER_TASK)
-        .zip(codes.par_chunks(BLOCKS_PER_TASK))
+        .zip(tasks.par_iter())
         .zip(task_offsets.par_iter())
-        .try_for_each(|((out, codes), &start)| decode_task(codes, &payload[start..], s, b, out))?;
+        .try_for_each(|((out, (codes, _)), &start)| decode_task(codes, &payload[start..], s, b, out))?;
     Ok(out)
 }
 
