@@ -322,6 +322,9 @@ fn presets_on_shared_fields_fused_unfused_and_cpu_agree() {
         .filter(|p| only.as_deref().is_none_or(|list| list.split(',').any(|name| name == p.name)))
         .collect();
     if let Some(list) = &only {
+        for name in list.split(',') {
+            assert!(fzmod::PRESETS.iter().any(|p| p.name == name), "FZMOD_GPU_PRESETS names no preset {name:?}");
+        }
         eprintln!("FZMOD_GPU_PRESETS={list}: {} of {} presets", presets.len(), fzmod::PRESETS.len());
     }
     let mut checked = 0;
