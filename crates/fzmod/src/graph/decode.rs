@@ -296,7 +296,7 @@ impl<'a> DecodePlan<'a> {
         if data.native_bytes().len() != dst.len() {
             return Err(corrupt!("decoded {} bytes into a destination of {}", data.native_bytes().len(), dst.len()));
         }
-        dst.copy_from_slice(data.native_bytes());
+        crate::element::copy_on_all_cores(dst, data.native_bytes());
         Ok(header)
     }
 
