@@ -352,6 +352,9 @@ impl Buffer {
     }
 }
 
+/// Bytes one core takes at a time in the helpers below that work on every core.
+const PIECE_BYTES: usize = 1 << 20;
+
 /// Native-order element bytes copied into a fresh vector advised for huge pages (its pages
 /// are untouched until the copy writes them once). Not zeroed first: a small vector comes
 /// from memory the allocator reuses, which zeroing would write twice (on a 740 KB field that
@@ -360,7 +363,6 @@ impl Buffer {
 /// faults were 14 % of all samples of a 2-thread `interp-fast` compress of 150 MB.
 fn advised_copy<T: bytemuck::Pod + Send>(bytes: &[u8]) -> Vec<T> {
     use rayon::prelude::*;
-    const PIECE_BYTES: usize = 1 << 20;
     let size = std::mem::size_of::<T>();
     let n = bytes.len() / size;
     let mut values = Vec::<T>::with_capacity(n);
@@ -394,7 +396,6 @@ pub(crate) fn zeroed_vec<T: bytemuck::Zeroable + Clone>(len: usize) -> Vec<T> {
 /// 2-thread `cuszp3-plain` decode of etopo5, with the faults of the caller's fresh pages).
 pub(crate) fn copy_on_all_cores(dst: &mut [u8], src: &[u8]) {
     use rayon::prelude::*;
-    const PIECE_BYTES: usize = 1 << 20;
     assert_eq!(dst.len(), src.len(), "copy_on_all_cores: lengths differ");
     dst.par_chunks_mut(PIECE_BYTES).zip(src.par_chunks(PIECE_BYTES)).for_each(|(d, s)| d.copy_from_slice(s));
 }
@@ -405,7 +406,6 @@ pub(crate) fn copy_on_all_cores(dst: &mut [u8], src: &[u8]) {
 /// and fresh pages then take their faults on every core instead of in the fill.
 pub(crate) fn cleared_vec(len: usize) -> Vec<u8> {
     use rayon::prelude::*;
-    const PIECE_BYTES: usize = 1 << 20;
     if len < 8 * PIECE_BYTES {
         return zeroed_vec(len);
     }

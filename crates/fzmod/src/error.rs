@@ -4,6 +4,14 @@
 /// Result alias used throughout fzmod.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// `work(k)` for every k in `0..count` at once on the thread pool: the results in k's order,
+/// or the error of the smallest k that failed (whatever order the pool ran them in).
+pub(crate) fn at_once<T: Send>(count: usize, work: impl Fn(usize) -> Result<T> + Sync) -> Result<Vec<T>> {
+    use rayon::prelude::*;
+    let results: Vec<Result<T>> = (0..count).into_par_iter().map(&work).collect();
+    results.into_iter().collect()
+}
+
 /// Everything that can go wrong, grouped so callers can match on the kind.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

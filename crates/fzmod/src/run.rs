@@ -174,7 +174,7 @@ impl Decoder {
         work: impl Fn(&Decoder, usize) -> Result<T> + Sync,
     ) -> Result<Vec<T>> {
         match &self.backend {
-            Backend::Cpu => crate::graph::chunks::at_once(count, |k| work(self, k)),
+            Backend::Cpu => crate::error::at_once(count, |k| work(self, k)),
             #[cfg(feature = "cuda")]
             Backend::Cuda(dev) => dev
                 .in_lanes(count, |lane, k| work(&Decoder { backend: Backend::Cuda(lane.clone()), ..self.clone() }, k)),

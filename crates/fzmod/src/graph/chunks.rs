@@ -277,7 +277,7 @@ pub fn decode_into(head: &Head, source: &dyn ArchiveSource, out: &mut [u8], runn
                 data.native_bytes().len()
             )));
         }
-        out.copy_from_slice(data.native_bytes());
+        crate::element::copy_on_all_cores(out, data.native_bytes());
         return Ok(());
     };
     let mut rest = out;
@@ -313,14 +313,6 @@ fn with_chunk<T>(
     let (_, extent) = c.chunk_box(&header.shape, i);
     check_chunk(header, c, i, &extent, &plan)?;
     f(plan).map_err(|e| in_chunk(e, i))
-}
-
-/// `work(k)` for every k in `0..count` at once on the thread pool: the results in k's order,
-/// or the error of the smallest k that failed.
-pub(crate) fn at_once<T: Send>(count: usize, work: impl Fn(usize) -> Result<T> + Sync) -> Result<Vec<T>> {
-    use rayon::prelude::*;
-    let results: Vec<Result<T>> = (0..count).into_par_iter().map(&work).collect();
-    results.into_iter().collect()
 }
 
 pub(crate) fn in_chunk(e: Error, i: u64) -> Error {

@@ -115,7 +115,7 @@ impl super::chunks::ChunkRunner for CpuChunks {
         count: usize,
         work: &(dyn Fn(&dyn super::chunks::ChunkRunner, usize) -> Result<()> + Sync),
     ) -> Result<()> {
-        super::chunks::at_once(count, |k| work(self, k)).map(drop)
+        crate::error::at_once(count, |k| work(self, k)).map(drop)
     }
     fn max_memory(&self) -> u64 {
         self.limits.max_memory

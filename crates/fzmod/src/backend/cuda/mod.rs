@@ -593,9 +593,7 @@ impl Workspace {
 /// cores: NVRTC compiles separate programs concurrently (one after another, the ~100 programs
 /// took minutes of a GPU session). The error is that of the first program that fails.
 pub fn compile_programs(programs: &[Program], arch: &str) -> Result<usize> {
-    use rayon::prelude::*;
-    let results: Vec<Result<Vec<u8>>> = programs.par_iter().map(|p| compile::compile_and_cache(p, arch)).collect();
-    results.into_iter().find_map(|r| r.err()).map_or(Ok(programs.len()), Err)
+    crate::error::at_once(programs.len(), |k| compile::compile_and_cache(&programs[k], arch)).map(|images| images.len())
 }
 
 #[cfg(test)]

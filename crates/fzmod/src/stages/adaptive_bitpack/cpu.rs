@@ -441,16 +441,15 @@ pub fn decode<T: Code>(bytes: &[u8], n: usize, b: usize, layout: Layout) -> Resu
     // Each task's block codes and payload bytes on all cores (a serial pass over every block's
     // metadata held many-core decodes back), then the tasks' offsets in order; the error is
     // that of the first corrupt block.
-    let tasks: Vec<Result<(Vec<BlockCode>, usize)>> = meta
-        .par_chunks(mb * BLOCKS_PER_TASK)
-        .map(|m| {
-            let codes =
-                m.chunks_exact(mb).map(|m| BlockCode::read_meta(m, layout, T::MAX_RATE)).collect::<Result<Vec<_>>>()?;
-            let bytes = codes.iter().map(|c| c.cost(s)).sum();
-            Ok((codes, bytes))
-        })
-        .collect();
-    let tasks = tasks.into_iter().collect::<Result<Vec<_>>>()?;
+    let task_meta: Vec<&[u8]> = meta.chunks(mb * BLOCKS_PER_TASK).collect();
+    let tasks = crate::error::at_once(task_meta.len(), |t| {
+        let codes = task_meta[t]
+            .chunks_exact(mb)
+            .map(|m| BlockCode::read_meta(m, layout, T::MAX_RATE))
+            .collect::<Result<Vec<_>>>()?;
+        let bytes: usize = codes.iter().map(|c| c.cost(s)).sum();
+        Ok((codes, bytes))
+    })?;
     let mut task_offsets = Vec::with_capacity(tasks.len());
     let mut offset = 0usize;
     for (_, bytes) in &tasks {

@@ -95,7 +95,7 @@ pub fn point_cost<T: Real>(x: T, p: T, recip: T) -> u32 {
 
 /// Anchor blocks sampled by the choice estimate: every S-th block in C order, S = max(1,
 /// ⌊blocks / 64⌋).
-pub fn sampled_blocks(g: &Geometry) -> impl Iterator<Item = ([usize; 3], [usize; 3])> + '_ {
+pub fn sampled_blocks(g: &Geometry) -> impl Iterator<Item = Block> + '_ {
     let [_, by, bx] = g.blocks_per_axis();
     let total: usize = g.blocks_per_axis().iter().product();
     let stride = (total / 64).max(1);
