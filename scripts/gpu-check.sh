@@ -31,7 +31,7 @@ MODE=${1:-}
 # Whether this run includes a part: tests, sanitize or bench.
 part() { [ -z "$MODE" ] || [ "$MODE" = "--$1-only" ]; }
 tests_rc=0
-rm -f "$out"/gpu-tests*.log
+part tests && rm -f "$out"/gpu-tests*.log
 if part tests && [ -n "${GPU_TESTS:-}" ]; then
   # GPU_TESTS: test-name filters or `--skip NAME`: those tests, in one process.
   ./.gpu/gpu-tests --include-ignored --test-threads 1 --nocapture ${GPU_TESTS:-} 2>&1 | tee "$out/gpu-tests.log" | grep -E "^test |GPU ==|panicked|skipping|result"
@@ -65,7 +65,7 @@ if part sanitize; then
   N=data/navy_uwnd_132x73x144.f32
   for tool in memcheck racecheck initcheck; do
     san="compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 5"
-    timeout 450 $san ./.gpu/gpu-tests --include-ignored --test-threads 1 integer_stages_alone embedding_api \
+    timeout 450 $san ./.gpu/gpu-tests --include-ignored --test-threads 1 integer_stages_alone embedding_api tiled_lorenzo_in_regions \
       > "/tmp/san-$tool-tests.log" 2>&1 || { echo "sanitizer $tool: GPU tests FAILED"; sanitize_rc=1; }
     for preset in cuszp cuszp2 cuszp3-fixed cuszp3-plain cuszp3-outlier fzgpu pfpl cusz mans interp interp-fast; do
       # cusz, mans and the interpolation presets have no fusion rule or region: one path (on

@@ -134,6 +134,17 @@ pub trait Stage: StageObject + Send + Sync + std::fmt::Debug {
     fn check_header(&self, _header: &Header) -> Result<()> {
         Ok(())
     }
+    /// On a stage rebuilt from its record: the largest buffer length (bytes) the record
+    /// states, which a decode allocates before the data can be checked (bounded by the plan
+    /// with [`check_stated_bytes`]).
+    fn stated_bytes(&self) -> u64 {
+        0
+    }
+    /// On a stage rebuilt from its record: the elements of its output when the record states
+    /// a layout wider than the array (padded tiles), which the plan's bounds grow to.
+    fn padded_elements(&self) -> Option<u64> {
+        None
+    }
     /// The device implementation of the same contract, if this stage has one.
     #[cfg(feature = "cuda")]
     fn device(&self) -> Option<&dyn crate::backend::cuda::device::DeviceStage> {
@@ -196,8 +207,9 @@ impl std::fmt::Debug for StageKind {
     }
 }
 
-/// The most bytes any buffer of a pipeline holds per element of its input: every element type
-/// is at most 8 bytes wide, and no stage widens its data beyond that.
+/// The most bytes any buffer of a pipeline holds per element of its widest stream (the input,
+/// or a padded layout a stage records): every element type is at most 8 bytes wide, and no
+/// stage widens its data beyond that.
 pub const MAX_BYTES_PER_ELEMENT: u64 = 8;
 
 /// Bytes any buffer may hold beyond [`MAX_BYTES_PER_ELEMENT`] per element, whatever the array's
@@ -205,14 +217,14 @@ pub const MAX_BYTES_PER_ELEMENT: u64 = 8;
 /// Huffman on a 97-element array states more than 8 bytes per element).
 pub const MAX_FIXED_BYTES: u64 = 1 << 16;
 
-/// Refuse a record that states a buffer length (`bytes`) no archive with this header needs:
-/// decoding would allocate it before any other check could refuse the archive.
-pub fn check_stated_bytes(stage: &str, bytes: u64, header: &Header) -> Result<()> {
-    let most = header.num_elements()?.saturating_mul(MAX_BYTES_PER_ELEMENT).saturating_add(MAX_FIXED_BYTES);
+/// Refuse a record that states a buffer length (`bytes`) no archive whose widest stream has
+/// `widest` elements needs: decoding would allocate it before any other check could refuse
+/// the archive.
+pub fn check_stated_bytes(stage: &str, bytes: u64, widest: u64) -> Result<()> {
+    let most = widest.saturating_mul(MAX_BYTES_PER_ELEMENT).saturating_add(MAX_FIXED_BYTES);
     if bytes > most {
         return Err(Error::Corrupt(format!(
-            "{stage} states {bytes} bytes, more than the {most} an array of shape {:?} can need",
-            header.shape
+            "{stage} states {bytes} bytes, more than the {most} a stream of {widest} elements can need"
         )));
     }
     Ok(())

@@ -238,6 +238,45 @@ fn block_deltas_in_regions_give_cpu_bytes() {
     }
 }
 
+/// TiledLorenzo gathers the tiles of a region from the natural grid (and scatters them back):
+/// cuSZp3's default tiles (specialised copies), other tiles (runtime extents), tiles too small
+/// to fuse (the standalone kernels), with and without deltas, before a coder or a map, on 1-D,
+/// 2-D and 3-D grids whose extents are no multiples of the tile.
+#[test]
+#[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
+fn tiled_lorenzo_in_regions_gives_cpu_bytes() {
+    let mut rng = Rng(0x7_11ed);
+    let tiles = ["", "tile_x = 64\n", "tile_x = 8\ntile_y = 8\n", "tile_x = 4\ntile_y = 4\ntile_z = 4\n"];
+    let others = [
+        "tile_x = 5\ntile_y = 3\ntile_z = 2\n",
+        "tile_x = 16\ntile_y = 2\n",
+        "tile_x = 16\n",
+        "tile_x = 2\ntile_y = 2\ntile_z = 2\n",
+    ];
+    let shapes = [vec![70_001], vec![301, 67], vec![9, 31, 45], vec![3, 7, 1, 130]];
+    for (k, tile) in tiles.iter().chain(&others).enumerate() {
+        for shape in &shapes {
+            let (data, shape) = field_of_shape(&mut rng, k % 3 == 2, shape.clone());
+            let delta = rng.below(4) != 0;
+            let head = format!(
+                "[[stage]]\nname = \"q\"\ntype = \"Quantizer\"\nerror_bound_mode = \"rel\"\nerror_bound = 1e-4\n\
+                 [[stage]]\nname = \"t\"\ntype = \"TiledLorenzo\"\n{tile}delta = {delta}\n\
+                 inputs = [{{from = \"q\", port = \"codes\"}}]\n"
+            );
+            let map = "[[stage]]\nname = \"m\"\ntype = \"Zigzag\"\ninput_type = \"int32\"\ninputs = [{from = \"t\"}]\n";
+            let coded = "[[stage]]\nname = \"n\"\ntype = \"Negabinary\"\ninput_type = \"int32\"\ninputs = [{from = \"t\"}]\n\
+                         [[stage]]\nname = \"b\"\ntype = \"Bitshuffle\"\ndata_type = \"uint32\"\nelement_width = 4\n\
+                         block_size = 16384\ninputs = [{from = \"n\"}]\n\
+                         [[stage]]\nname = \"r\"\ntype = \"RZE\"\nchunk_size = 16384\nword_size = 1\ninputs = [{from = \"b\"}]\n";
+            for toml in [format!("{head}{map}"), format!("{head}{coded}")] {
+                let mut p = fzmod::from_toml(&toml).unwrap_or_else(|e| panic!("{e}\n{toml}"));
+                p.set_input_dtype(data.dtype()).unwrap();
+                assert_backends_agree(&p, &data, &shape, &format!("shape {shape:?}\n{toml}"));
+            }
+        }
+    }
+}
+
 /// The seeds of the fusable-chain tests (the GPU test and its CPU twin take the same cases).
 const FUSABLE_SALT: u64 = 0xD1B5_4A32_D192_ED03;
 

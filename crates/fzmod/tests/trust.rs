@@ -356,3 +356,36 @@ fn recorded_lengths_beyond_the_array_are_refused_before_decoding() {
         assert!(err.to_string().contains("more than the 73536"), "{preset}: {err}");
     }
 }
+
+/// TiledLorenzo's padded layout is wider than the array (a 1-D array under 8×8 tiles pads
+/// eightfold): the coder after it states that many bytes, and the archive decodes — the bound
+/// on stated lengths follows the padded stream its record states, and still refuses past it.
+#[test]
+fn a_padded_tile_layout_decodes_and_bounds_the_lengths_after_it() {
+    let n = 70_001;
+    let data = Buffer::F32((0..n).map(|i| (i as f32 * 0.01).sin() * 100.0).collect());
+    let toml = "[[stage]]\nname = \"q\"\ntype = \"Quantizer\"\nerror_bound_mode = \"abs\"\nerror_bound = 1e-4\n\
+        [[stage]]\nname = \"t\"\ntype = \"TiledLorenzo\"\ntile_x = 8\ntile_y = 8\ndelta = false\n\
+        inputs = [{from = \"q\", port = \"codes\"}]\n\
+        [[stage]]\nname = \"n\"\ntype = \"Negabinary\"\ninput_type = \"int32\"\ninputs = [{from = \"t\"}]\n\
+        [[stage]]\nname = \"b\"\ntype = \"Bitshuffle\"\ndata_type = \"uint32\"\nelement_width = 4\nblock_size = 16384\n\
+        inputs = [{from = \"n\"}]\n\
+        [[stage]]\nname = \"r\"\ntype = \"RZE\"\nchunk_size = 16384\nword_size = 1\ninputs = [{from = \"b\"}]\n";
+    let mut p = fzmod::from_toml(toml).unwrap();
+    p.set_input_dtype(DType::F32).unwrap();
+    let archive = p.compress(&data, &[n]).unwrap();
+    let padded = n.div_ceil(8) * 64;
+    let back = fzmod::decompress(&archive).unwrap();
+    let Buffer::F32(back) = back.data else { panic!("f32 out") };
+    let Buffer::F32(orig) = &data else { unreachable!() };
+    assert!(back.iter().zip(orig).all(|(a, b)| (a - b).abs() <= 1e-4));
+    let forged = rewrite(&archive, |h| {
+        let rec = h.stages.iter_mut().find(|s| fzmod::stages::kind_by_id(s.type_id).unwrap().name == "RZE").unwrap();
+        // Chunk 16384, word 1, then an input length of 2^40 (LEB128).
+        rec.params = [&[0x80, 0x80, 0x01, 1][..], &[0x80, 0x80, 0x80, 0x80, 0x80, 0x20]].concat();
+    });
+    let err = DecodePlan::new(&forged).err().expect("refused");
+    assert_eq!(err.kind(), ErrorKind::CorruptArchive, "{err}");
+    let most = 8 * padded as u64 + 65536;
+    assert!(err.to_string().contains(&format!("more than the {most}")), "{err}");
+}

@@ -17,7 +17,8 @@ use crate::stage::{self, Stage};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DecodeLimits {
     /// Most bytes of host memory one decode may need (the estimate of
-    /// [`DecodePlan::memory_needed`]).
+    /// [`DecodePlan::memory_needed`], plus 8 bytes per element of a padded layout beyond the
+    /// array).
     pub max_memory: u64,
 }
 
@@ -156,18 +157,6 @@ impl<'a> DecodePlan<'a> {
             };
             return Ok(DecodePlan { header, stages: Vec::new(), archived: Vec::new(), chunked: Some(chunked) });
         }
-        let need = DecodePlan::memory_needed(&header)?;
-        if need > limits.max_memory {
-            return Err(Error::InvalidArgument(format!(
-                "decoding needs ~{} ({} {} values of shape {:?}), above the limit of {}; \
-                 raise the decode limit (the CLI's --max-memory, the library's DecodeLimits)",
-                crate::metrics::human_bytes(need),
-                header.num_elements()?,
-                header.dtype,
-                header.shape,
-                crate::metrics::human_bytes(limits.max_memory)
-            )));
-        }
         let mut stages: Vec<Box<dyn Stage>> = Vec::with_capacity(header.stages.len());
         for rec in &header.stages {
             let kind =
@@ -183,6 +172,24 @@ impl<'a> DecodePlan<'a> {
             }
             s.check_header(&header).map_err(|e| e.in_stage(&rec.name))?;
             stages.push(s);
+        }
+        // A padded layout (TiledLorenzo's tiles) widens every buffer after it.
+        let n = header.num_elements()?;
+        let widest = stages.iter().filter_map(|s| s.padded_elements()).fold(n, u64::max);
+        let need = DecodePlan::memory_needed(&header)?.saturating_add((widest - n).saturating_mul(8));
+        if need > limits.max_memory {
+            return Err(Error::InvalidArgument(format!(
+                "decoding needs ~{} ({} {} values of shape {:?}), above the limit of {}; \
+                 raise the decode limit (the CLI's --max-memory, the library's DecodeLimits)",
+                crate::metrics::human_bytes(need),
+                header.num_elements()?,
+                header.dtype,
+                header.shape,
+                crate::metrics::human_bytes(limits.max_memory)
+            )));
+        }
+        for (s, rec) in stages.iter().zip(&header.stages) {
+            stage::check_stated_bytes(s.kind().name, s.stated_bytes(), widest).map_err(|e| e.in_stage(&rec.name))?;
         }
         let consumed = consumed_outputs(&header, &stages)?;
         let mut archived: Vec<Vec<Option<&[u8]>>> = stages.iter().map(|s| vec![None; s.outputs().len()]).collect();

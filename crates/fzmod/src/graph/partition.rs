@@ -1,6 +1,7 @@
 //! Which stages form a fused region (backend/cuda/region.rs generates and runs them):
 //! consecutive stages that each read only their predecessor's first output, which nothing else
-//! reads, that all have fragments, with a coder only last, and a tile that fits them all. The
+//! reads, that all have fragments, with a coder only last, a gatherer only first, and a tile
+//! that fits them all. The
 //! same rule finds regions in a pipeline (forward) and in a decode plan (inverse).
 
 use crate::archive::InputRef;
@@ -40,6 +41,9 @@ impl<'p> Chain<'p> {
         }
         let (fragments, geometries): (Vec<_>, Vec<_>) =
             (start..end).map(|k| self.geometry(k)).collect::<Option<Vec<_>>>()?.into_iter().unzip();
+        if fragments[1..].iter().any(|f| f.gathers()) {
+            return None;
+        }
         let tile = tile_elements(&geometries)?;
         Some(Found { start, end, region: Region { fragments, geometries, tile } })
     }
@@ -49,7 +53,7 @@ impl<'p> Chain<'p> {
         k + 1 < self.stages.len()
             && self.links(k)
             && self.geometry(k).is_some_and(|(_, g)| !g.coder)
-            && self.geometry(k + 1).is_some()
+            && self.geometry(k + 1).is_some_and(|(f, _)| !f.gathers())
     }
 
     /// The longest region that starts at stage `start` (the forward walk).
@@ -96,5 +100,39 @@ impl<'p> Chain<'p> {
     /// "a → b → c" for a region, from stage names.
     pub fn describe(&self, r: &Found, name: impl Fn(usize) -> String) -> String {
         (r.start..r.end).map(name).collect::<Vec<_>>().join(" → ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn regions(toml: &str) -> Vec<(usize, usize)> {
+        let p = crate::config::from_toml(toml).expect("a valid pipeline");
+        Chain::of_pipeline(&p).forward_regions().iter().map(|r| (r.start, r.end)).collect()
+    }
+
+    const QUANT: &str = "[[stage]]\nname = \"q\"\ntype = \"Quantizer\"\nerror_bound = 1e-3\n";
+    const CODED: &str = "[[stage]]\nname = \"n\"\ntype = \"Negabinary\"\ninput_type = \"int32\"\ninputs = [{from = \"t\"}]\n\
+        [[stage]]\nname = \"b\"\ntype = \"Bitshuffle\"\ndata_type = \"uint32\"\nelement_width = 4\nblock_size = 16384\ninputs = [{from = \"n\"}]\n\
+        [[stage]]\nname = \"r\"\ntype = \"RZE\"\nchunk_size = 16384\nword_size = 1\ninputs = [{from = \"b\"}]\n";
+
+    #[test]
+    fn a_gatherer_starts_a_region() {
+        let tiled = |tile: &str| {
+            format!("{QUANT}[[stage]]\nname = \"t\"\ntype = \"TiledLorenzo\"\n{tile}inputs = [{{from = \"q\", port = \"codes\"}}]\n{CODED}")
+        };
+        // The Quantizer cannot hand its codes on to a gatherer: TiledLorenzo starts the region.
+        assert_eq!(regions(&tiled("")), [(1, 5)]);
+        assert_eq!(regions(&tiled("tile_x = 16\ntile_y = 2\n")), [(1, 5)]);
+        // Tiles whose origins overflow the scratch area do not fuse; tiles that no coder chunk
+        // holds whole end their region before the coder.
+        assert_eq!(regions(&tiled("tile_x = 2\ntile_y = 2\n")), [(2, 5)]);
+        assert_eq!(regions(&tiled("tile_x = 5\ntile_y = 3\n")), [(1, 3), (3, 5)]);
+        // A stream stage passes its output on.
+        let block = format!(
+            "{QUANT}[[stage]]\nname = \"t\"\ntype = \"Lorenzo\"\nblock_size = 64\ninputs = [{{from = \"q\", port = \"codes\"}}]\n{CODED}"
+        );
+        assert_eq!(regions(&block), [(0, 5)]);
     }
 }

@@ -157,6 +157,22 @@ pub trait Fragment: Sync {
     /// tile `$tile` of `$seg` into `$out` (`$stage` is a second tile buffer), false when the
     /// tile is inconsistent.
     fn inverse_code(&self) -> Code;
+    /// Whether it gathers its tiles from anywhere in its input (a reshape into tiles): such a
+    /// stage comes first in a region, reads the region's input as `$global_in` (its inverse
+    /// writes the region's output as `$global_out`), and the region's elements are those of
+    /// its output.
+    fn gathers(&self) -> bool {
+        false
+    }
+    /// Region elements when it comes first on `n` elements of its input (a gatherer's output).
+    fn region_elements(&self, _run: &DeviceRun, n: usize) -> Result<usize> {
+        Ok(n)
+    }
+    /// Elements of the region's output when it comes first in an inverse of `n` region
+    /// elements (a gatherer's input; it has checked `n` against its record).
+    fn inverse_elements(&self, n: usize) -> Result<usize> {
+        Ok(n)
+    }
     /// Prepare the forward on `n` elements of its input: `input` is the region's input when
     /// this stage comes first.
     fn forward(&self, run: &mut DeviceRun, input: Option<&DeviceBuffer>, n: usize) -> Result<ForwardPart>;
@@ -342,7 +358,12 @@ impl Region<'_> {
         let mut body = String::new();
         for k in 0..transforms {
             let bytes = format!("count * {}u", rates[k]);
-            let names = [("$in", if k == 0 { "src" } else { buffer(k - 1) }), ("$out", buffer(k)), ("$bytes", &bytes)];
+            let names = [
+                ("$global_in", "input"),
+                ("$in", if k == 0 { "src" } else { buffer(k - 1) }),
+                ("$out", buffer(k)),
+                ("$bytes", &bytes),
+            ];
             body.push_str(&format!(
                 "        {};\n        __syncthreads();\n",
                 expand(&codes[k], bases[k], &with_common(&names))
@@ -428,8 +449,12 @@ impl Region<'_> {
         };
         for k in (0..transforms).rev() {
             let bytes = format!("count * {}u", rates[k + 1]);
-            let names =
-                [("$in", buffer(k + 1)), ("$out", if k == 0 { "dst" } else { buffer(k) }), ("$bytes", bytes.as_str())];
+            let names = [
+                ("$global_out", "out"),
+                ("$in", buffer(k + 1)),
+                ("$out", if k == 0 { "dst" } else { buffer(k) }),
+                ("$bytes", bytes.as_str()),
+            ];
             body.push_str(&format!(
                 "        {};\n        __syncthreads();\n",
                 expand(&codes[k], bases[k], &with_common(&names))
@@ -446,15 +471,16 @@ impl Region<'_> {
         Ok(program(&self.fragments, kernel))
     }
 
-    /// Enqueue the region on `input` (`n` elements of the first stage's input); the last
+    /// Enqueue the region on `input` (`len` elements of the first stage's input); the last
     /// stage's output stream has element type `out_dtype`.
     pub fn forward(
         &self,
         run: &mut DeviceRun,
         input: &DeviceBuffer,
-        n: usize,
+        len: usize,
         out_dtype: DType,
     ) -> Result<ForwardOutput> {
+        let n = self.fragments[0].region_elements(run, len)?;
         let program = self.forward_program()?;
         let codes = self.forward_codes();
         let bases = bases(&codes)?;
@@ -464,7 +490,7 @@ impl Region<'_> {
         let rates = rates(&self.geometries);
         for (k, (f, g)) in self.fragments.iter().zip(&self.geometries).enumerate() {
             // Each stage is told the length of its own input, in its elements.
-            let len = n * rates[k] / g.in_width;
+            let len = if k == 0 { len } else { n * rates[k] / g.in_width };
             match f.forward(run, (k == 0).then_some(input), len)? {
                 ForwardPart::Transform { args: a, finish } => {
                     args.push(a);
@@ -568,7 +594,7 @@ impl Region<'_> {
             return Err(corrupt!("stage {k} of a fused region states {b} bytes, stage {k0} {b0}"));
         }
         let ntiles = n.div_ceil(self.tile) as u64;
-        let out = run.alloc(out_dtype, n * rates[0] / out_dtype.size())?;
+        let out = run.alloc(out_dtype, self.fragments[0].inverse_elements(n)? * rates[0] / out_dtype.size())?;
         let err = run.error_flag("a fused region's coded tiles do not match their table".into())?;
         let f = region_kernel(run, &program, "region_inverse")?;
         let s = run.stream().clone();

@@ -11,7 +11,7 @@ mod cpu;
 #[cfg(feature = "cuda")]
 pub(crate) mod device;
 
-use crate::archive::{Header, Reader, Writer};
+use crate::archive::{Reader, Writer};
 use crate::element::{Buffer, DType};
 use crate::error::{corrupt, Error, Result};
 use crate::params::TomlParams;
@@ -121,9 +121,8 @@ impl Stage for Adm {
         t
     }
 
-    fn check_header(&self, header: &Header) -> Result<()> {
-        let bytes = self.num_elements.unwrap_or(0).saturating_mul(self.input.size() as u64);
-        stage::check_stated_bytes("ADM", bytes, header)
+    fn stated_bytes(&self) -> u64 {
+        self.num_elements.unwrap_or(0).saturating_mul(self.input.size() as u64)
     }
 
     #[cfg(feature = "cuda")]

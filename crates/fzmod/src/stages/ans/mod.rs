@@ -9,7 +9,7 @@ mod cpu;
 #[cfg(feature = "cuda")]
 pub(crate) mod device;
 
-use crate::archive::{Header, Reader, Writer};
+use crate::archive::{Reader, Writer};
 use crate::element::{Buffer, DType};
 use crate::error::{corrupt, Error, Result};
 use crate::params::TomlParams;
@@ -109,8 +109,8 @@ impl Stage for Ans {
         t
     }
 
-    fn check_header(&self, header: &Header) -> Result<()> {
-        stage::check_stated_bytes("ANS", self.num_bytes.unwrap_or(0), header)
+    fn stated_bytes(&self) -> u64 {
+        self.num_bytes.unwrap_or(0)
     }
 
     #[cfg(feature = "cuda")]

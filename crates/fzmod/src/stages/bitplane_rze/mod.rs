@@ -9,7 +9,7 @@ mod cpu;
 #[cfg(feature = "cuda")]
 pub(crate) mod device;
 
-use crate::archive::{Header, Reader, Writer};
+use crate::archive::{Reader, Writer};
 use crate::element::{Buffer, DType};
 use crate::error::{corrupt, Error, Result};
 use crate::params::TomlParams;
@@ -94,8 +94,8 @@ impl Stage for BitplaneRze {
         t
     }
 
-    fn check_header(&self, header: &Header) -> Result<()> {
-        stage::check_stated_bytes("BitplaneRZE", self.num_codes.unwrap_or(0).saturating_mul(2), header)
+    fn stated_bytes(&self) -> u64 {
+        self.num_codes.unwrap_or(0).saturating_mul(2)
     }
 
     #[cfg(feature = "cuda")]

@@ -12,7 +12,7 @@ mod cpu;
 #[cfg(feature = "cuda")]
 pub(crate) mod device;
 
-use crate::archive::{Header, Reader, Writer};
+use crate::archive::{Reader, Writer};
 use crate::element::{Buffer, DType};
 use crate::error::{corrupt, Error, Result};
 use crate::params::TomlParams;
@@ -140,9 +140,8 @@ impl Stage for Huffman {
         t
     }
 
-    fn check_header(&self, header: &Header) -> Result<()> {
-        let n = self.num_symbols.unwrap_or(0);
-        stage::check_stated_bytes("Huffman", n.saturating_mul(self.input.size() as u64), header)
+    fn stated_bytes(&self) -> u64 {
+        self.num_symbols.unwrap_or(0).saturating_mul(self.input.size() as u64)
     }
 
     #[cfg(feature = "cuda")]

@@ -59,20 +59,25 @@ extern "C" __global__ void tl_gather(const i32* d, TileGeometry g, i32* out) {
     out[i] = d[t * g.tz * g.ty * g.tx + local];
 }
 
-// The whole inverse for tiles of at most TL_TILE_MAX elements (cuSZp3's 8×8 and 4×4×4): a
-// thread block loads a group of consecutive tile-major tiles (contiguous in `d`) into shared
-// memory, undoes the deltas there and writes every element to its natural position — one pass
-// instead of a copy, tl_undelta (a thread walking a whole tile) and tl_gather. cpu.rs's chain
-// (left, else up, else front) sums to: the plane starts along z, then the row starts along y,
-// then each row along x; the sums wrap, so this order gives cpu.rs's bits.
-#define TL_TILE_MAX 4096
-#define TL_THREADS 256
-#define TL_GROUP 64
+// Tile groups in shared memory: the standalone inverse below and the region fragments (a
+// region tile holds whole tiles) share these. Called with literal tile extents (the
+// fragments), they inline to constant divisions.
+
+// Origins [z, y, x] of `tiles` consecutive tile-major tiles from tile `first`.
+__device__ __forceinline__ void tl_origins(u64 first, u32 tiles, u64 ny, u64 nx, u32 tz, u32 ty, u32 tx, u64* origin) {
+    const u64 nty = (ny + ty - 1) / ty, ntx = (nx + tx - 1) / tx;
+    for (u32 t = threadIdx.x; t < tiles; t += blockDim.x) {
+        u64 tile = first + t;
+        origin[3 * t] = tile / (ntx * nty) * tz;
+        origin[3 * t + 1] = tile / ntx % nty * ty;
+        origin[3 * t + 2] = tile % ntx * tx;
+    }
+}
 
 // Inclusive sums along `lines` lines of `len` elements, line l at l * pitch, stepping by
 // `stride`, one thread a line.
 __device__ __forceinline__ void tl_lines(u32* v, u32 lines, u32 pitch, u32 len, u32 stride) {
-    for (u32 l = threadIdx.x; l < lines; l += TL_THREADS) {
+    for (u32 l = threadIdx.x; l < lines; l += blockDim.x) {
         u32 at = l * pitch, sum = 0;
         for (u32 k = 0; k < len; k++, at += stride) {
             sum += v[at];
@@ -82,46 +87,123 @@ __device__ __forceinline__ void tl_lines(u32* v, u32 lines, u32 pitch, u32 len, 
     __syncthreads();
 }
 
+// Undo the deltas of `tiles` whole tiles in `v`, in place. cpu.rs's chain (left, else up, else
+// front) sums to: the plane starts along z, then the row starts along y, then each row along x;
+// the sums wrap, so this order gives cpu.rs's bits. Rows along x: a warp takes 32 / tx rows
+// at once when tx is a power of two up to 32 (segmented shuffles, consecutive lanes on
+// consecutive words), else a thread a row.
+__device__ __forceinline__ void tl_undelta_tiles(u32* v, u32 tiles, u32 tz, u32 ty, u32 tx) {
+    const u32 plane = tx * ty, te = plane * tz, size = tiles * te, lane = threadIdx.x & 31;
+    if (tz > 1) tl_lines(v, tiles, te, tz, plane);
+    if (ty > 1) tl_lines(v, tiles * tz, plane, ty, tx);
+    if (tx > 1 && tx <= 32 && (tx & (tx - 1)) == 0) {
+        for (u32 i = threadIdx.x; i < (size + 31) / 32 * 32; i += blockDim.x) {
+            u32 val = i < size ? v[i] : 0u, pos = lane & (tx - 1);
+            for (u32 o = 1; o < tx; o <<= 1) {
+                u32 t = __shfl_up_sync(FULL_MASK, val, o);
+                if (pos >= o) val += t;
+            }
+            if (i < size) v[i] = val;
+        }
+        __syncthreads();
+    } else if (tx > 1) {
+        tl_lines(v, tiles * tz * ty, tx, tx, 1);
+    }
+}
+
+// Every element of the `size` tile-major slots in `v` that lies inside the grid, to its
+// natural position in `out`.
+__device__ __forceinline__ void tl_scatter(const u32* v, u32 size, const u64* origin, u32 tz, u32 ty, u32 tx, u64 nz,
+                                           u64 ny, u64 nx, i32* out) {
+    const u32 te = tz * ty * tx;
+    for (u32 i = threadIdx.x; i < size; i += blockDim.x) {
+        u32 t = i / te, local = i - t * te, r = local / tx, lz = r / ty;
+        u64 x = origin[3 * t + 2] + (local - r * tx), y = origin[3 * t + 1] + (r - lz * ty), z = origin[3 * t] + lz;
+        if (x < nx && y < ny && z < nz) out[(z * ny + y) * nx + x] = (i32)v[i];
+    }
+}
+
+// The whole inverse for tiles of at most TL_TILE_MAX elements (cuSZp3's 8×8 and 4×4×4): a
+// thread block loads a group of consecutive tile-major tiles (contiguous in `d`) into shared
+// memory, undoes the deltas there and writes every element to its natural position — one pass
+// instead of a copy, tl_undelta (a thread walking a whole tile) and tl_gather.
+#define TL_TILE_MAX 4096
+#define TL_THREADS 256
+#define TL_GROUP 64
+
 extern "C" __global__ void __launch_bounds__(TL_THREADS) tl_inverse(const i32* d, TileGeometry g, u64 ntiles, u32 delta, i32* out) {
     __shared__ u32 v[TL_TILE_MAX];
     __shared__ u64 origin[3 * TL_GROUP];
-    const u32 tx = (u32)g.tx, ty = (u32)g.ty, tz = (u32)g.tz, plane = tx * ty, te = plane * tz;
-    const u32 group = min((u32)TL_GROUP, TL_TILE_MAX / te), lane = threadIdx.x & 31;
-    // Rows along x: a warp takes 32 / tx rows at once when tx is a power of two up to 32
-    // (segmented shuffles, consecutive lanes on consecutive words), else a thread a row.
-    const bool segmented = tx <= 32 && (tx & (tx - 1)) == 0;
+    const u32 tx = (u32)g.tx, ty = (u32)g.ty, tz = (u32)g.tz, te = tx * ty * tz;
+    const u32 group = min((u32)TL_GROUP, TL_TILE_MAX / te);
     for (u64 first = (u64)blockIdx.x * group; first < ntiles; first += (u64)gridDim.x * group) {
         u32 tiles = (u32)min((u64)group, ntiles - first), size = tiles * te;
-        for (u32 t = threadIdx.x; t < tiles; t += TL_THREADS) {
-            u64 tile = first + t;
-            origin[3 * t] = tile / (g.ntx * g.nty) * g.tz;
-            origin[3 * t + 1] = tile / g.ntx % g.nty * g.ty;
-            origin[3 * t + 2] = tile % g.ntx * g.tx;
-        }
+        tl_origins(first, tiles, g.ny, g.nx, tz, ty, tx, origin);
         for (u32 i = threadIdx.x; i < size; i += TL_THREADS) v[i] = (u32)d[first * te + i];
         __syncthreads();
-        if (delta) {
-            if (tz > 1) tl_lines(v, tiles, te, tz, plane);
-            if (ty > 1) tl_lines(v, tiles * tz, plane, ty, tx);
-            if (segmented && tx > 1) {
-                for (u32 i = threadIdx.x; i < (size + 31) / 32 * 32; i += TL_THREADS) {
-                    u32 val = i < size ? v[i] : 0u, pos = lane & (tx - 1);
-                    for (u32 o = 1; o < tx; o <<= 1) {
-                        u32 t = __shfl_up_sync(FULL_MASK, val, o);
-                        if (pos >= o) val += t;
-                    }
-                    if (i < size) v[i] = val;
-                }
-                __syncthreads();
-            } else if (tx > 1) {
-                tl_lines(v, tiles * tz * ty, tx, tx, 1);
-            }
-        }
-        for (u32 i = threadIdx.x; i < size; i += TL_THREADS) {
-            u32 t = i / te, local = i - t * te, r = local / tx, lz = r / ty;
-            u64 x = origin[3 * t + 2] + (local - r * tx), y = origin[3 * t + 1] + (r - lz * ty), z = origin[3 * t] + lz;
-            if (x < g.nx && y < g.ny && z < g.nz) out[(z * g.ny + y) * g.nx + x] = (i32)v[i];
-        }
+        if (delta) tl_undelta_tiles(v, tiles, tz, ty, tx);
+        tl_scatter(v, size, origin, tz, ty, tx, g.nz, g.ny, g.nx, out);
         __syncthreads();
     }
+}
+
+// Region fragments (contract: backend/cuda/region.rs). The region's elements are the
+// tile-major slots, and a region tile of `count` slots from slot `first` holds whole tiles;
+// their origins take 24 bytes each of `scratch`. The forward gathers from the region's input
+// `q` (the natural grid, global memory) into the shared tile `out`.
+__device__ __forceinline__ void tl_region_forward(const i32* q, u32* out, u64 first, u32 count, u8* scratch, u64 nz,
+                                                  u64 ny, u64 nx, u32 tz, u32 ty, u32 tx, bool delta) {
+    const u32 te = tz * ty * tx;
+    u64* origin = (u64*)scratch;
+    tl_origins(first / te, count / te, ny, nx, tz, ty, tx, origin);
+    __syncthreads();
+    for (u32 i = threadIdx.x; i < count; i += blockDim.x) {
+        u32 t = i / te, local = i - t * te, r = local / tx, lz = r / ty, ly = r - lz * ty, lx = local - r * tx;
+        u64 x = origin[3 * t + 2] + lx, y = origin[3 * t + 1] + ly, z = origin[3 * t] + lz;
+        u32 v = 0;
+        if (x < nx && y < ny && z < nz) {
+            u64 at = (z * ny + y) * nx + x;
+            v = (u32)q[at];
+            // The predictions of tl_forward; the neighbour is inside the tile and the grid.
+            if (delta) v -= lx > 0 ? (u32)q[at - 1] : ly > 0 ? (u32)q[at - nx] : lz > 0 ? (u32)q[at - nx * ny] : 0u;
+        }
+        out[i] = v;
+    }
+}
+
+// The inverse: deltas undone in `v` (the region's shared tile), elements scattered to `out`.
+__device__ __forceinline__ void tl_region_inverse(u32* v, i32* out, u64 first, u32 count, u8* scratch, u64 nz, u64 ny,
+                                                  u64 nx, u32 tz, u32 ty, u32 tx, bool delta) {
+    const u32 te = tz * ty * tx;
+    u64* origin = (u64*)scratch;
+    tl_origins(first / te, count / te, ny, nx, tz, ty, tx, origin);
+    __syncthreads();
+    if (delta) tl_undelta_tiles(v, count / te, tz, ty, tx);
+    tl_scatter(v, count, origin, tz, ty, tx, nz, ny, nx, out);
+}
+
+// A region's fragment calls these two with the tile packed as tz << 16 | ty << 8 | tx (a
+// runtime value, so that one program serves every tile): cuSZp3's defaults (mod.rs,
+// Tile::default_for) run as specialised copies, other tiles with runtime extents.
+#define TL_PACK(tz, ty, tx) (((u64)(tz) << 16) | ((u64)(ty) << 8) | (u64)(tx))
+#define TL_BY_TILE(call, tile)                                                     \
+    switch (tile) {                                                                \
+        case TL_PACK(1, 1, 64): call(1u, 1u, 64u); break;                          \
+        case TL_PACK(1, 8, 8): call(1u, 8u, 8u); break;                            \
+        case TL_PACK(4, 4, 4): call(4u, 4u, 4u); break;                            \
+        default: call((u32)(tile >> 16), (u32)(tile >> 8) & 255u, (u32)tile & 255u); \
+    }
+
+__device__ __forceinline__ void tl_region_forward_packed(const i32* q, u32* out, u64 first, u32 count, u8* scratch,
+                                                         u64 nz, u64 ny, u64 nx, u64 tile, bool delta) {
+#define TL_FORWARD(tz, ty, tx) tl_region_forward(q, out, first, count, scratch, nz, ny, nx, tz, ty, tx, delta)
+    TL_BY_TILE(TL_FORWARD, tile)
+#undef TL_FORWARD
+}
+
+__device__ __forceinline__ void tl_region_inverse_packed(u32* v, i32* out, u64 first, u32 count, u8* scratch, u64 nz,
+                                                         u64 ny, u64 nx, u64 tile, bool delta) {
+#define TL_INVERSE(tz, ty, tx) tl_region_inverse(v, out, first, count, scratch, nz, ny, nx, tz, ty, tx, delta)
+    TL_BY_TILE(TL_INVERSE, tile)
+#undef TL_INVERSE
 }

@@ -2,6 +2,7 @@
 
 use super::{cpu, TiledLorenzo};
 use crate::backend::cuda::device::{grid, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage, THREADS};
+use crate::backend::cuda::region::{self, Code, ForwardPart, Fragment, Geometry, InversePart};
 use crate::backend::cuda::{device_error, Program};
 use crate::element::DType;
 use crate::error::{corrupt, Error, Result};
@@ -35,8 +36,10 @@ impl TileGeometry {
     }
 }
 
+static SOURCE: &str = include_str!("device.cu");
+
 pub(crate) fn program() -> Program {
-    Program::new(include_str!("device.cu"), String::new())
+    Program::new(SOURCE, String::new())
 }
 
 /// Largest tile (elements) whose inverse runs in shared memory (`TL_TILE_MAX`), that kernel's
@@ -72,9 +75,7 @@ impl DeviceStage for TiledLorenzo {
     }
 
     fn inverse(&self, run: &mut DeviceRun, outputs: &[&DeviceBuffer]) -> Result<Vec<DeviceBuffer>> {
-        let (Some(g), Some(tile)) = (self.grid, self.tile) else {
-            return Err(Error::Pipeline("TiledLorenzo inverse needs a decoded record".into()));
-        };
+        let (g, tile) = self.decoded()?;
         let [d] = outputs else { return Err(Error::Pipeline("TiledLorenzo inverse takes one buffer".into())) };
         let padded = d.known_len()?;
         if Some(padded) != cpu::padded_len(g, tile) {
@@ -124,4 +125,94 @@ impl DeviceStage for TiledLorenzo {
         }
         Ok(vec![out])
     }
+}
+
+/// A region's tile-major slots are this stage's output: it gathers each tile from the natural
+/// grid (the region's input) and, inverse, scatters it back, so it comes first in a region.
+/// Its tiles' origins live in the region's scratch area, which bounds how small a tile may be.
+impl Fragment for TiledLorenzo {
+    fn sources(&self) -> Vec<&'static str> {
+        vec![SOURCE]
+    }
+
+    fn geometry(&self) -> Option<Geometry> {
+        // Every default tile (1-D, 2-D, 3-D) has 64 elements.
+        let te = self.tile.map_or(64, Tile::elems);
+        let most_tiles = region::TILE_BUFFER_BYTES / 4 / te;
+        (24 * most_tiles <= region::SCRATCH_BYTES).then_some(Geometry {
+            in_width: 4,
+            out_width: 4,
+            same_count: true,
+            granule: 4 * te,
+            coder: false,
+        })
+    }
+
+    fn gathers(&self) -> bool {
+        true
+    }
+
+    fn forward_code(&self) -> Code {
+        format!(
+            "tl_region_forward_packed((const i32*)$global_in, (u32*)$out, $first, $count, $scratch, $0, $1, $2, $3, {})",
+            self.delta
+        )
+    }
+
+    fn inverse_code(&self) -> Code {
+        format!(
+            "tl_region_inverse_packed((u32*)$in, (i32*)$global_out, $first, $count, $scratch, $0, $1, $2, $3, {})",
+            self.delta
+        )
+    }
+
+    fn region_elements(&self, run: &DeviceRun, n: usize) -> Result<usize> {
+        let g = Grid::for_stage(&run.shape, n, "TiledLorenzo")?;
+        cpu::padded_len(g, self.tile_for(g)).ok_or_else(|| Error::InvalidArgument("TiledLorenzo grid too large".into()))
+    }
+
+    fn inverse_elements(&self, n: usize) -> Result<usize> {
+        let (g, tile) = self.decoded()?;
+        if Some(n) != cpu::padded_len(g, tile) {
+            return Err(corrupt!("TiledLorenzo: {n} elements for grid {:?}, tile {:?}", g.dims, tile.0));
+        }
+        Ok(g.len())
+    }
+
+    fn forward(&self, run: &mut DeviceRun, _input: Option<&DeviceBuffer>, n: usize) -> Result<ForwardPart> {
+        let g = Grid::for_stage(&run.shape, n, "TiledLorenzo")?;
+        let tile = self.tile_for(g);
+        let record = self.record(tile, g);
+        Ok(ForwardPart::Transform {
+            args: region_args(g, tile),
+            finish: Box::new(move |_| Ok((Vec::new(), Box::new(move |_| Ok(record))))),
+        })
+    }
+
+    fn inverse(&self, _run: &mut DeviceRun, _outputs: &[Option<&DeviceBuffer>]) -> Result<InversePart> {
+        let (g, tile) = self.decoded()?;
+        let padded = cpu::padded_len(g, tile).ok_or_else(|| corrupt!("TiledLorenzo grid {:?}", g.dims))?;
+        Ok(InversePart::Transform {
+            args: region_args(g, tile),
+            input_bytes: Some(4 * padded),
+            finish: Box::new(|_, _| Ok(())),
+        })
+    }
+}
+
+impl TiledLorenzo {
+    /// The grid and tile of a decoded record.
+    fn decoded(&self) -> Result<(Grid, Tile)> {
+        match (self.grid, self.tile) {
+            (Some(g), Some(t)) => Ok((g, t)),
+            _ => Err(Error::Pipeline("TiledLorenzo inverse needs a decoded record".into())),
+        }
+    }
+}
+
+/// A region fragment's runtime values: the grid's extents and the packed tile (`TL_PACK`).
+fn region_args(g: Grid, tile: Tile) -> Vec<u64> {
+    let [nz, ny, nx] = g.dims.map(|d| d as u64);
+    let [tz, ty, tx] = tile.0.map(|t| t as u64);
+    vec![nz, ny, nx, tz << 16 | ty << 8 | tx]
 }

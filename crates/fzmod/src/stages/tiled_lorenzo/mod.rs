@@ -175,8 +175,18 @@ impl Stage for TiledLorenzo {
         self.grid.map_or(Ok(()), |grid| grid.check_header(header, "TiledLorenzo"))
     }
 
+    fn padded_elements(&self) -> Option<u64> {
+        // from_record checked that the padded length fits a usize.
+        Some(cpu::padded_len(self.grid?, self.tile?)? as u64)
+    }
+
     #[cfg(feature = "cuda")]
     fn device(&self) -> Option<&dyn crate::backend::cuda::device::DeviceStage> {
+        Some(self)
+    }
+
+    #[cfg(feature = "cuda")]
+    fn fragment(&self) -> Option<&dyn crate::backend::cuda::region::Fragment> {
         Some(self)
     }
 }
