@@ -65,7 +65,7 @@ if part sanitize; then
   N=data/navy_uwnd_132x73x144.f32
   for tool in memcheck racecheck initcheck; do
     san="compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 5"
-    timeout 450 $san ./.gpu/gpu-tests --include-ignored --test-threads 1 integer_stages_alone embedding_api tiled_lorenzo_in_regions \
+    timeout 450 $san ./.gpu/gpu-tests --include-ignored --test-threads 1 integer_stages_alone embedding_api gatherers_in_regions \
       > "/tmp/san-$tool-tests.log" 2>&1 || { echo "sanitizer $tool: GPU tests FAILED"; sanitize_rc=1; }
     for preset in cuszp cuszp2 cuszp3-fixed cuszp3-plain cuszp3-outlier fzgpu pfpl cusz mans interp interp-fast; do
       # cusz, mans and the interpolation presets have no fusion rule or region: one path (on
@@ -128,9 +128,11 @@ for preset in interp interp-fast; do
   bench "2d-$preset" $E f32 2161x4320 $preset 1e-3
   bench "x8-2d-$preset" $E8 f32 17288x4320 $preset 1e-3
 done
-# Composed chains (scripts/chains/): the region compiler fuses what follows a global-pass
-# stage (N-D Lorenzo) or a stage without a fragment, and all of quant-negabinary-rze.
+# Composed chains (scripts/chains/): the region compiler starts a region at a gatherer
+# (N-D Lorenzo, TiledLorenzo: the Quantizer runs before it), fuses what follows a stage
+# without a fragment, and all of quant-negabinary-rze.
 bench x8-chain-nd-lorenzo $E8 f32 74684160 scripts/chains/nd-lorenzo-zigzag-rze.toml 1e-3
+bench x8-2d-chain-nd-lorenzo $E8 f32 17288x4320 scripts/chains/nd-lorenzo-zigzag-rze.toml 1e-3
 bench x8-chain-tiled-negabinary $E8 f32 17288x4320 scripts/chains/tiled-negabinary-rze.toml 1e-3
 bench x8-chain-block-lorenzo $E8 f32 74684160 scripts/chains/block-lorenzo-zigzag-rze.toml 1e-3
 bench x8-chain-quant-negabinary $E8 f32 74684160 scripts/chains/quant-negabinary-rze.toml 1e-3

@@ -168,10 +168,11 @@ fn random_fusable_chain(rng: &mut Rng) -> String {
                 [8192, 16384][rng.below(2) as usize]
             )
         } else {
-            // A block Lorenzo (int32 codes only) joins a region as a chunked Difference.
+            // A block Lorenzo (int32 codes only) joins a region as a chunked Difference, an
+            // N-D Lorenzo (block 0) starts one.
             match rng.below(if ty == "int32" { 4 } else { 3 }) {
                 3 => {
-                    let block = [1, 2, 8, 32, 64, 100, 512, 4096][rng.below(8) as usize];
+                    let block = [1, 2, 8, 32, 64, 100, 512, 4096, 0][rng.below(9) as usize];
                     format!("type = \"Lorenzo\"\nblock_size = {block}\n")
                 }
                 0 => {
@@ -238,30 +239,35 @@ fn block_deltas_in_regions_give_cpu_bytes() {
     }
 }
 
-/// TiledLorenzo gathers the tiles of a region from the natural grid (and scatters them back):
-/// cuSZp3's default tiles (specialised copies), other tiles (runtime extents), tiles too small
-/// to fuse (the standalone kernels), with and without deltas, before a coder or a map, on 1-D,
-/// 2-D and 3-D grids whose extents are no multiples of the tile.
+/// Gatherers start regions: TiledLorenzo gathers each tile from the natural grid (and scatters
+/// it back) — cuSZp3's default tiles (specialised copies), other tiles (runtime extents),
+/// tiles too small to fuse (the standalone kernels), with and without deltas — and N-D
+/// Lorenzo gathers each element's neighbours (its inverse runs alone); before a coder or a
+/// map, on 1-D, 2-D and 3-D grids whose extents are no multiples of the tile.
 #[test]
 #[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
-fn tiled_lorenzo_in_regions_gives_cpu_bytes() {
+fn gatherers_in_regions_give_cpu_bytes() {
     let mut rng = Rng(0x7_11ed);
-    let tiles = ["", "tile_x = 64\n", "tile_x = 8\ntile_y = 8\n", "tile_x = 4\ntile_y = 4\ntile_z = 4\n"];
-    let others = [
-        "tile_x = 5\ntile_y = 3\ntile_z = 2\n",
-        "tile_x = 16\ntile_y = 2\n",
-        "tile_x = 16\n",
-        "tile_x = 2\ntile_y = 2\ntile_z = 2\n",
-    ];
+    let tiled = |tile: &str, delta: bool| format!("type = \"TiledLorenzo\"\n{tile}delta = {delta}\n");
+    let mut predictors: Vec<String> =
+        ["", "tile_x = 64\n", "tile_x = 8\ntile_y = 8\n", "tile_x = 4\ntile_y = 4\ntile_z = 4\n"]
+            .iter()
+            .chain(&[
+                "tile_x = 5\ntile_y = 3\ntile_z = 2\n",
+                "tile_x = 16\ntile_y = 2\n",
+                "tile_x = 16\n",
+                "tile_x = 2\ntile_y = 2\ntile_z = 2\n",
+            ])
+            .map(|tile| tiled(tile, rng.below(4) != 0))
+            .collect();
+    predictors.push("type = \"Lorenzo\"\nblock_size = 0\n".into());
     let shapes = [vec![70_001], vec![301, 67], vec![9, 31, 45], vec![3, 7, 1, 130]];
-    for (k, tile) in tiles.iter().chain(&others).enumerate() {
+    for (k, predictor) in predictors.iter().enumerate() {
         for shape in &shapes {
             let (data, shape) = field_of_shape(&mut rng, k % 3 == 2, shape.clone());
-            let delta = rng.below(4) != 0;
             let head = format!(
                 "[[stage]]\nname = \"q\"\ntype = \"Quantizer\"\nerror_bound_mode = \"rel\"\nerror_bound = 1e-4\n\
-                 [[stage]]\nname = \"t\"\ntype = \"TiledLorenzo\"\n{tile}delta = {delta}\n\
-                 inputs = [{{from = \"q\", port = \"codes\"}}]\n"
+                 [[stage]]\nname = \"t\"\n{predictor}inputs = [{{from = \"q\", port = \"codes\"}}]\n"
             );
             let map = "[[stage]]\nname = \"m\"\ntype = \"Zigzag\"\ninput_type = \"int32\"\ninputs = [{from = \"t\"}]\n";
             let coded = "[[stage]]\nname = \"n\"\ntype = \"Negabinary\"\ninput_type = \"int32\"\ninputs = [{from = \"t\"}]\n\

@@ -363,6 +363,7 @@ impl<'a> UnfusedDecompress<'a> {
         Chain {
             stages: self.plan.stages.iter().map(|s| s.as_ref()).collect(),
             inputs: (0..self.plan.stages.len()).map(|i| self.plan.inputs_of(i).to_vec()).collect(),
+            inverse: true,
         }
     }
 }

@@ -15,10 +15,13 @@ pub struct Found<'p> {
     pub region: Region<'p>,
 }
 
-/// A graph as the partition sees it: each stage and the references of its inputs.
+/// A graph as the partition sees it: each stage and the references of its inputs, walked
+/// forward (a pipeline) or inverse (a decode plan: stages whose inverse needs a global pass
+/// join no region there).
 pub struct Chain<'p> {
     pub stages: Vec<&'p dyn Stage>,
     pub inputs: Vec<Vec<InputRef>>,
+    pub inverse: bool,
 }
 
 impl<'p> Chain<'p> {
@@ -30,7 +33,7 @@ impl<'p> Chain<'p> {
     }
 
     fn geometry(&self, k: usize) -> Option<(&'p dyn Fragment, Geometry)> {
-        let f = self.stages[k].fragment()?;
+        let f = self.stages[k].fragment().filter(|f| !self.inverse || f.inverse_fuses())?;
         Some((f, f.geometry()?))
     }
 
@@ -79,7 +82,13 @@ impl<'p> Chain<'p> {
         Chain {
             stages: p.nodes().iter().map(|n| n.stage.as_ref()).collect(),
             inputs: p.nodes().iter().map(|n| n.inputs.iter().map(|r| r.expect("finalized")).collect()).collect(),
+            inverse: false,
         }
+    }
+
+    /// The same graph walked as its decode is.
+    pub fn inverted(self) -> Chain<'p> {
+        Chain { inverse: true, ..self }
     }
 
     /// Every region of the forward walk, in order.
@@ -92,6 +101,21 @@ impl<'p> Chain<'p> {
                     found.push(r);
                 }
                 None => k += 1,
+            }
+        }
+        found
+    }
+
+    /// Every region of the inverse walk, last first (the decode's order).
+    pub fn inverse_regions(&self) -> Vec<Found<'p>> {
+        let (mut found, mut done) = (Vec::new(), self.stages.len());
+        while done > 0 {
+            match self.ending_at(done - 1) {
+                Some(r) => {
+                    done = r.start;
+                    found.push(r);
+                }
+                None => done -= 1,
             }
         }
         found
@@ -134,5 +158,15 @@ mod tests {
             "{QUANT}[[stage]]\nname = \"t\"\ntype = \"Lorenzo\"\nblock_size = 64\ninputs = [{{from = \"q\", port = \"codes\"}}]\n{CODED}"
         );
         assert_eq!(regions(&block), [(0, 5)]);
+        // N-D Lorenzo gathers its neighbours forward; its inverse (prefix sums over the whole
+        // grid) joins no region.
+        let nd = format!(
+            "{QUANT}[[stage]]\nname = \"t\"\ntype = \"Lorenzo\"\nblock_size = 0\ninputs = [{{from = \"q\", port = \"codes\"}}]\n{CODED}"
+        );
+        assert_eq!(regions(&nd), [(1, 5)]);
+        let p = crate::config::from_toml(&nd).expect("a valid pipeline");
+        let inverse: Vec<_> =
+            Chain::of_pipeline(&p).inverted().inverse_regions().iter().map(|r| (r.start, r.end)).collect();
+        assert_eq!(inverse, [(2, 5)]);
     }
 }

@@ -127,10 +127,10 @@ fn region_programs() -> Vec<crate::backend::cuda::Program> {
                 if p.set_input_dtype(real).is_err() || p.finalize().is_err() {
                     continue;
                 }
-                for r in crate::graph::partition::Chain::of_pipeline(&p).forward_regions() {
-                    programs.extend(r.region.forward_program());
-                    programs.extend(r.region.inverse_program());
-                }
+                let chain = crate::graph::partition::Chain::of_pipeline(&p);
+                programs.extend(chain.forward_regions().iter().flat_map(|r| r.region.forward_program()));
+                let chain = chain.inverted();
+                programs.extend(chain.inverse_regions().iter().flat_map(|r| r.region.inverse_program()));
             }
         }
     }

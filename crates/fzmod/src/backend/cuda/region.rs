@@ -164,6 +164,11 @@ pub trait Fragment: Sync {
     fn gathers(&self) -> bool {
         false
     }
+    /// Whether its inverse joins regions too (not when it needs a global pass, as N-D
+    /// Lorenzo's prefix sums do, though its forward gathers).
+    fn inverse_fuses(&self) -> bool {
+        true
+    }
     /// Region elements when it comes first on `n` elements of its input (a gatherer's output).
     fn region_elements(&self, _run: &DeviceRun, n: usize) -> Result<usize> {
         Ok(n)

@@ -8,11 +8,9 @@ extern "C" __global__ void lz_block_delta(const i32* q, u64 n, u64 block, i32* d
     d[i] = (i32)((u32)q[i] - prev);
 }
 
-// N-D mode: inclusion-exclusion over the unit cube behind each element, zero outside the grid.
-extern "C" __global__ void lz_nd_delta(const i32* q, u64 nz, u64 ny, u64 nx, i32* d) {
-    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= nz * ny * nx) return;
-    u64 x = i % nx, row = i / nx, y = row % ny, z = row / ny;
+// N-D mode: inclusion-exclusion over the unit cube behind element i at (z, y, x), zero outside
+// the grid.
+__device__ __forceinline__ u32 lz_nd_delta_at(const i32* q, u64 i, u64 z, u64 y, u64 x, u64 ny, u64 nx) {
     u32 s = (u32)q[i];
     for (int c = 1; c < 8; c++) {
         u64 dz = c >> 2, dy = (c >> 1) & 1, dx = c & 1;
@@ -20,7 +18,38 @@ extern "C" __global__ void lz_nd_delta(const i32* q, u64 nz, u64 ny, u64 nx, i32
         u32 v = (u32)q[i - dz * ny * nx - dy * nx - dx];
         s = ((dz + dy + dx) & 1) ? s - v : s + v;
     }
-    d[i] = (i32)s;
+    return s;
+}
+
+extern "C" __global__ void lz_nd_delta(const i32* q, u64 nz, u64 ny, u64 nx, i32* d) {
+    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= nz * ny * nx) return;
+    u64 x = i % nx, row = i / nx, y = row % ny, z = row / ny;
+    d[i] = (i32)lz_nd_delta_at(q, i, z, y, x, ny, nx);
+}
+
+// The same deltas as a region fragment (backend/cuda/region.rs): a gatherer, its neighbours
+// lie anywhere in the grid `q` (global memory). A 1-D grid takes the plain difference; grids
+// of fewer than 2^32 elements split indices in 32 bits.
+__device__ __forceinline__ void lz_region_nd_forward(const i32* q, u32* out, u64 first, u32 count, u64 nz, u64 ny,
+                                                     u64 nx) {
+    if (nz == 1 && ny == 1) {
+        for (u32 i = threadIdx.x; i < count; i += blockDim.x) {
+            u64 k = first + i;
+            out[i] = (u32)q[k] - (k > 0 ? (u32)q[k - 1] : 0u);
+        }
+    } else if (nz * ny * nx <= 0xffffffffull) {
+        const u32 w = (u32)nx, h = (u32)ny;
+        for (u32 i = threadIdx.x; i < count; i += blockDim.x) {
+            u32 k = (u32)first + i, row = k / w, x = k - row * w, z = row / h, y = row - z * h;
+            out[i] = lz_nd_delta_at(q, k, z, y, x, ny, nx);
+        }
+    } else {
+        for (u32 i = threadIdx.x; i < count; i += blockDim.x) {
+            u64 k = first + i, row = k / nx, x = k - row * nx, z = row / ny, y = row - z * ny;
+            out[i] = lz_nd_delta_at(q, k, z, y, x, ny, nx);
+        }
+    }
 }
 
 // Inclusive prefix sum of `len` elements starting at `base`, stride `stride`, by one warp,

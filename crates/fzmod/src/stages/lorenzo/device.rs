@@ -15,8 +15,10 @@ const CHUNK: u64 = 8192;
 /// Elements of a strided line per thread (`LZ_COLUMN`).
 const COLUMN: u64 = 256;
 
+static SOURCE: &str = include_str!("device.cu");
+
 pub(crate) fn program() -> Program {
-    Program::new(include_str!("device.cu"), String::new())
+    Program::new(SOURCE, String::new())
 }
 
 impl DeviceStage for Lorenzo {
@@ -88,23 +90,33 @@ impl DeviceStage for Lorenzo {
 
 /// Block mode is the chunked Difference of i32 words with no map (cpu.rs: the same wrapping
 /// delta, restarting every block), so it joins a region through the Difference's tile
-/// functions; N-D mode needs the whole grid and ends one.
+/// functions. N-D mode's forward reads neighbours across the grid: a gatherer that starts a
+/// region; its inverse (prefix sums over the whole grid) joins none.
 impl Fragment for Lorenzo {
     fn sources(&self) -> Vec<&'static str> {
+        if self.block_size == 0 {
+            return vec![SOURCE];
+        }
         vec![crate::stages::words::device::SOURCE, crate::stages::difference::device::SOURCE]
     }
 
     fn geometry(&self) -> Option<Geometry> {
-        (self.block_size > 0).then(|| Geometry {
-            in_width: 4,
-            out_width: 4,
-            same_count: true,
-            granule: 4 * self.block_size as usize,
-            coder: false,
-        })
+        let granule = if self.block_size == 0 { 4 } else { 4 * self.block_size as usize };
+        Some(Geometry { in_width: 4, out_width: 4, same_count: true, granule, coder: false })
+    }
+
+    fn gathers(&self) -> bool {
+        self.block_size == 0
+    }
+
+    fn inverse_fuses(&self) -> bool {
+        self.block_size > 0
     }
 
     fn forward_code(&self) -> Code {
+        if self.block_size == 0 {
+            return "lz_region_nd_forward((const i32*)$global_in, (u32*)$out, $first, $count, $0, $1, $2)".into();
+        }
         format!("diff_tile_forward($in, $out, $bytes, 32u, {}u, 0u)", self.block_size)
     }
 
@@ -113,7 +125,12 @@ impl Fragment for Lorenzo {
     }
 
     fn forward(&self, run: &mut DeviceRun, _input: Option<&DeviceBuffer>, n: usize) -> Result<ForwardPart> {
-        Ok(ForwardPart::fixed(self.record(self.grid_for(&run.shape, n)?)))
+        let g = self.grid_for(&run.shape, n)?;
+        let record = self.record(g);
+        Ok(ForwardPart::Transform {
+            args: g.dims.map(|d| d as u64).to_vec(),
+            finish: Box::new(move |_| Ok((Vec::new(), Box::new(move |_| Ok(record))))),
+        })
     }
 
     fn inverse(&self, _run: &mut DeviceRun, _outputs: &[Option<&DeviceBuffer>]) -> Result<InversePart> {
