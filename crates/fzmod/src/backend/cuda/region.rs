@@ -99,10 +99,12 @@ pub enum ForwardPart {
 impl ForwardPart {
     /// A transform with no runtime values, no other outputs and a record known up front.
     pub fn fixed(record: Vec<u8>) -> ForwardPart {
-        ForwardPart::Transform {
-            args: Vec::new(),
-            finish: Box::new(move |_| Ok((Vec::new(), Box::new(move |_| Ok(record))))),
-        }
+        ForwardPart::with_args(Vec::new(), record)
+    }
+
+    /// A transform with runtime values, no other outputs and a record known up front.
+    pub fn with_args(args: Vec<u64>, record: Vec<u8>) -> ForwardPart {
+        ForwardPart::Transform { args, finish: Box::new(move |_| Ok((Vec::new(), Box::new(move |_| Ok(record))))) }
     }
 }
 
@@ -157,10 +159,10 @@ pub trait Fragment: Sync {
     /// tile `$tile` of `$seg` into `$out` (`$stage` is a second tile buffer), false when the
     /// tile is inconsistent.
     fn inverse_code(&self) -> Code;
-    /// Whether it gathers its tiles from anywhere in its input (a reshape into tiles): such a
-    /// stage comes first in a region, reads the region's input as `$global_in` (its inverse
-    /// writes the region's output as `$global_out`), and the region's elements are those of
-    /// its output.
+    /// Whether it reads its input out of stream order (a reshape into tiles, a stencil over
+    /// the grid): such a stage comes first in a region, reads the region's input as
+    /// `$global_in` (its inverse writes the region's output as `$global_out`), and the
+    /// region's elements are those of its output.
     fn gathers(&self) -> bool {
         false
     }

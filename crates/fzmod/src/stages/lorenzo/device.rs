@@ -126,11 +126,7 @@ impl Fragment for Lorenzo {
 
     fn forward(&self, run: &mut DeviceRun, _input: Option<&DeviceBuffer>, n: usize) -> Result<ForwardPart> {
         let g = self.grid_for(&run.shape, n)?;
-        let record = self.record(g);
-        Ok(ForwardPart::Transform {
-            args: g.dims.map(|d| d as u64).to_vec(),
-            finish: Box::new(move |_| Ok((Vec::new(), Box::new(move |_| Ok(record))))),
-        })
+        Ok(ForwardPart::with_args(g.dims.map(|d| d as u64).to_vec(), self.record(g)))
     }
 
     fn inverse(&self, _run: &mut DeviceRun, _outputs: &[Option<&DeviceBuffer>]) -> Result<InversePart> {

@@ -182,11 +182,7 @@ impl Fragment for TiledLorenzo {
     fn forward(&self, run: &mut DeviceRun, _input: Option<&DeviceBuffer>, n: usize) -> Result<ForwardPart> {
         let g = Grid::for_stage(&run.shape, n, "TiledLorenzo")?;
         let tile = self.tile_for(g);
-        let record = self.record(tile, g);
-        Ok(ForwardPart::Transform {
-            args: region_args(g, tile),
-            finish: Box::new(move |_| Ok((Vec::new(), Box::new(move |_| Ok(record))))),
-        })
+        Ok(ForwardPart::with_args(region_args(g, tile), self.record(tile, g)))
     }
 
     fn inverse(&self, _run: &mut DeviceRun, _outputs: &[Option<&DeviceBuffer>]) -> Result<InversePart> {
