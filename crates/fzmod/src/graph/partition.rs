@@ -44,9 +44,6 @@ impl<'p> Chain<'p> {
         }
         let (fragments, geometries): (Vec<_>, Vec<_>) =
             (start..end).map(|k| self.geometry(k)).collect::<Option<Vec<_>>>()?.into_iter().unzip();
-        if fragments[1..].iter().any(|f| f.gathers()) {
-            return None;
-        }
         let tile = tile_elements(&geometries)?;
         Some(Found { start, end, region: Region { fragments, geometries, tile } })
     }
