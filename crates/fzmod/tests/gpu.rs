@@ -283,6 +283,28 @@ fn gatherers_in_regions_give_cpu_bytes() {
     }
 }
 
+/// N-D Lorenzo's inverse over a line runs inside its decode region as a prefix sum with a
+/// look-back: lines of more tiles than the launch has blocks (each block takes several tiles
+/// by ticket), as one axis or inside a 2-D shape with one row, with the Quantizer in the
+/// region or not (f64 values).
+#[test]
+#[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
+fn line_scans_in_regions_give_cpu_bytes() {
+    let mut rng = Rng(0x5ca7);
+    let chain = "[[stage]]\nname = \"q\"\ntype = \"Quantizer\"\nerror_bound_mode = \"abs\"\nerror_bound = 1e-3\n\
+                 [[stage]]\nname = \"t\"\ntype = \"Lorenzo\"\nblock_size = 0\ninputs = [{from = \"q\", port = \"codes\"}]\n\
+                 [[stage]]\nname = \"m\"\ntype = \"Zigzag\"\ninput_type = \"int32\"\ninputs = [{from = \"t\"}]\n\
+                 [[stage]]\nname = \"b\"\ntype = \"Bitshuffle\"\ndata_type = \"uint32\"\nelement_width = 4\n\
+                 block_size = 16384\ninputs = [{from = \"m\"}]\n\
+                 [[stage]]\nname = \"r\"\ntype = \"RZE\"\nchunk_size = 16384\nword_size = 1\ninputs = [{from = \"b\"}]\n";
+    for (shape, f64_values) in [(vec![9_000_003], false), (vec![1, 9_437_184], false), (vec![3_000_001], true)] {
+        let (data, shape) = field_of_shape(&mut rng, f64_values, shape);
+        let mut p = fzmod::from_toml(chain).unwrap();
+        p.set_input_dtype(data.dtype()).unwrap();
+        assert_backends_agree(&p, &data, &shape, &format!("shape {shape:?} f64 {f64_values}"));
+    }
+}
+
 /// The seeds of the fusable-chain tests (the GPU test and its CPU twin take the same cases).
 const FUSABLE_SALT: u64 = 0xD1B5_4A32_D192_ED03;
 

@@ -53,7 +53,9 @@ impl<'p> Chain<'p> {
         k + 1 < self.stages.len()
             && self.links(k)
             && self.geometry(k).is_some_and(|(_, g)| !g.coder)
-            && self.geometry(k + 1).is_some_and(|(f, _)| !f.gathers())
+            && self
+                .geometry(k + 1)
+                .is_some_and(|(f, _)| if self.inverse { !f.inverse_scatters() } else { !f.gathers() })
     }
 
     /// The longest region that starts at stage `start` (the forward walk).
@@ -165,5 +167,18 @@ mod tests {
         let inverse: Vec<_> =
             Chain::of_pipeline(&p).inverted().inverse_regions().iter().map(|r| (r.start, r.end)).collect();
         assert_eq!(inverse, [(2, 5)]);
+        // Over a line (the grid a decoded record states) its inverse is one prefix sum in
+        // stream order: the whole decode is one region.
+        let line = crate::stages::lorenzo::Lorenzo {
+            block_size: 0,
+            grid: Some(crate::shape::Grid { dims: [1, 1, 1000], ndim: 1 }),
+        };
+        let mut chain = Chain::of_pipeline(&p).inverted();
+        chain.stages[1] = &line;
+        assert_eq!(chain.inverse_regions().iter().map(|r| (r.start, r.end)).collect::<Vec<_>>(), [(0, 5)]);
+        let square =
+            crate::stages::lorenzo::Lorenzo { grid: Some(crate::shape::Grid { dims: [1, 10, 100], ndim: 2 }), ..line };
+        chain.stages[1] = &square;
+        assert_eq!(chain.inverse_regions().iter().map(|r| (r.start, r.end)).collect::<Vec<_>>(), [(2, 5)]);
     }
 }

@@ -167,9 +167,23 @@ pub trait Fragment: Sync {
         false
     }
     /// Whether its inverse joins regions too (not when it needs a global pass, as N-D
-    /// Lorenzo's prefix sums do, though its forward gathers).
+    /// Lorenzo's prefix sums over a 2-D or 3-D grid do, though its forward gathers).
     fn inverse_fuses(&self) -> bool {
         true
+    }
+    /// Whether its inverse writes the region's output out of stream order (a gatherer's
+    /// scatter), so that it must come first in an inverse region. A gatherer whose inverse
+    /// keeps stream order (a stencil along a line) says no.
+    fn inverse_scatters(&self) -> bool {
+        self.gathers()
+    }
+    /// A stage whose inverse is an inclusive prefix sum of u32 words (wrapping) over the whole
+    /// stream: its statement adding `$carry`, the sum of every earlier tile's words, to the
+    /// tile's `$count` words at `$out`. Its `inverse_code` is then an expression: the prefix
+    /// sums within the tile from `$in` to `$out`, whose value is the tile's total. The region
+    /// finds each carry by a decoupled look-back in ticket order.
+    fn inverse_carry_code(&self) -> Option<Code> {
+        None
     }
     /// Region elements when it comes first on `n` elements of its input (a gatherer's output).
     fn region_elements(&self, _run: &DeviceRun, n: usize) -> Result<usize> {
@@ -434,7 +448,26 @@ impl Region<'_> {
         format!("        if (count == {tile}u) {{\n        const u32 count = {tile}u;\n{code}        }} else {{\n{code}        }}\n")
     }
 
-    /// The inverse kernel `region_inverse`.
+    /// Stages whose inverse is a prefix sum over the stream (`Fragment::inverse_carry_code`).
+    fn scans(&self) -> usize {
+        self.fragments.iter().filter(|f| f.inverse_carry_code().is_some()).count()
+    }
+
+    /// A scanning stage's inverse: the tile's sums, then the look-back for the sum of the
+    /// tiles before it (scan `j` publishes in its own part of `state`), then the carry added.
+    fn scanned(sums: &str, carry: &str, j: usize) -> String {
+        format!(
+            "        {{\n        u32 scan_total = {sums};\n        __syncthreads();\n        if (threadIdx.x < 32) {{\n            \
+             volatile u64* published = (volatile u64*)(state + 1 + {j}ull * ntiles);\n            \
+             if (threadIdx.x == 0 && t > 0) published[t] = FZ_AGGREGATE | scan_total;\n            \
+             u64 before = fz_look_back(published, t);\n            if (threadIdx.x == 0) {{\n                \
+             published[t] = FZ_INCLUSIVE | ((before + scan_total) & 0xffffffffull);\n                \
+             scan_carry = (u32)before;\n            }}\n        }}\n        __syncthreads();\n        {carry};\n        }}\n"
+        )
+    }
+
+    /// The inverse kernel `region_inverse`. Tiles are independent, or, when a stage scans,
+    /// taken by ticket so that the look-back waits only for tiles that blocks are working on.
     pub fn inverse_program(&self) -> Result<Program> {
         let codes: Vec<Code> = self.fragments.iter().map(|f| f.inverse_code()).collect();
         let bases = bases(&codes)?;
@@ -454,6 +487,7 @@ impl Region<'_> {
                 "        fz_block_copy({top}, seg + first * {w}ull, (u64)count * {w}u);\n        __syncthreads();\n"
             )
         };
+        let mut scan = 0;
         for k in (0..transforms).rev() {
             let bytes = format!("count * {}u", rates[k + 1]);
             let names = [
@@ -461,20 +495,38 @@ impl Region<'_> {
                 ("$in", buffer(k + 1)),
                 ("$out", if k == 0 { "dst" } else { buffer(k) }),
                 ("$bytes", bytes.as_str()),
+                ("$carry", "scan_carry"),
             ];
-            body.push_str(&format!(
-                "        {};\n        __syncthreads();\n",
-                expand(&codes[k], bases[k], &with_common(&names))
-            ));
+            let code = expand(&codes[k], bases[k], &with_common(&names));
+            match self.fragments[k].inverse_carry_code() {
+                Some(carry) => {
+                    body.push_str(&Self::scanned(&code, &expand(&carry, bases[k], &with_common(&names)), scan));
+                    scan += 1;
+                }
+                None => body.push_str(&format!("        {code};\n")),
+            }
+            body.push_str("        __syncthreads();\n");
         }
         let (tile, out_width) = (self.tile, rates[0]);
-        let kernel = format!(
-            "extern \"C\" __global__ void __launch_bounds__({THREADS}, {MIN_BLOCKS}) region_inverse(RegionArgs A, const u8* seg, u64 n, \
-             u64 ntiles, u8* out, u32* err) {{\n{SHARED}    for (u64 t = blockIdx.x; t < ntiles; t += gridDim.x) {{\n        \
-             u64 first = t * {tile}ull;\n        u32 count = (u32)min((u64){tile}, n - first);\n        \
-             u8* dst = out + first * {out_width}ull;\n{}    }}\n}}\n",
+        let tile_head = format!(
+            "        u64 first = t * {tile}ull;\n        u32 count = (u32)min((u64){tile}, n - first);\n        \
+             u8* dst = out + first * {out_width}ull;\n{}",
             self.specialised(&body)
         );
+        let signature = format!(
+            "extern \"C\" __global__ void __launch_bounds__({THREADS}, {MIN_BLOCKS}) region_inverse(RegionArgs A, const u8* seg, u64 n, \
+             u64 ntiles, u8* out, u32* err"
+        );
+        let kernel = if scan == 0 {
+            format!("{signature}) {{\n{SHARED}    for (u64 t = blockIdx.x; t < ntiles; t += gridDim.x) {{\n{tile_head}    }}\n}}\n")
+        } else {
+            format!(
+                "{signature}, u64* state) {{\n{SHARED}    __shared__ u64 ticket;\n    __shared__ u32 scan_carry;\n    \
+                 if (threadIdx.x == 0) ticket = atomicAdd((unsigned long long*)state, 1ull);\n    __syncthreads();\n    \
+                 for (;;) {{\n        u64 t = ticket;\n        if (t >= ntiles) return;\n{tile_head}        __syncthreads();\n        \
+                 if (threadIdx.x == 0) ticket = atomicAdd((unsigned long long*)state, 1ull);\n        __syncthreads();\n    }}\n}}\n"
+            )
+        };
         Ok(program(&self.fragments, kernel))
     }
 
@@ -604,23 +656,31 @@ impl Region<'_> {
         let out = run.alloc(out_dtype, self.fragments[0].inverse_elements(n)? * rates[0] / out_dtype.size())?;
         let err = run.error_flag("a fused region's coded tiles do not match their table".into())?;
         let f = region_kernel(run, &program, "region_inverse")?;
+        // The scans' look-back: the ticket counter, then each scan's tile words.
+        let state = match self.scans() {
+            0 => None,
+            scans => {
+                let state = run.alloc(DType::U64, 1 + scans * ntiles as usize)?;
+                run.zero(&state)?;
+                Some(state)
+            }
+        };
         let s = run.stream().clone();
         if ntiles > 0 {
             let config = grid(ntiles.min(MAX_BLOCKS) * u64::from(THREADS), u64::from(THREADS));
-            // SAFETY: the argument list matches the generated kernel; `out` holds n region
-            // elements, and the fragments' values were validated by their stages against the
-            // buffers they read.
-            unsafe {
-                s.launch_builder(&f)
-                    .arg(&block(&args, &codes, &bases)?)
-                    .arg(&last_output.ptr(&s))
-                    .arg(&(n as u64))
-                    .arg(&ntiles)
-                    .arg(&out.ptr(&s))
-                    .arg(&err)
-                    .launch(config)
-                    .map_err(device_error)?;
+            let block = block(&args, &codes, &bases)?;
+            let (seg, n64, dst) = (last_output.ptr(&s), n as u64, out.ptr(&s));
+            let mut launch = s.launch_builder(&f);
+            launch.arg(&block).arg(&seg).arg(&n64).arg(&ntiles).arg(&dst).arg(&err);
+            let state_ptr = state.as_ref().map(|b| b.ptr(&s));
+            if let Some(p) = &state_ptr {
+                launch.arg(p);
             }
+            // SAFETY: the argument list matches the generated kernel (the look-back state
+            // exactly when it scans, one word per tile and scan beyond the ticket); `out`
+            // holds n region elements, and the fragments' values were validated by their
+            // stages against the buffers they read.
+            unsafe { launch.launch(config) }.map_err(device_error)?;
         }
         // Freed stream-ordered, after the kernel that reads them.
         drop(keep);

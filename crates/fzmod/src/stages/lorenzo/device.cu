@@ -52,6 +52,42 @@ __device__ __forceinline__ void lz_region_nd_forward(const i32* q, u32* out, u64
     }
 }
 
+// The inverse over a line in a region: the tile's inclusive prefix sums (each warp scans a
+// run of consecutive elements in rounds of 32, then adds the totals of the warps before it,
+// kept in `scratch`); returns the tile's total to every thread. The region adds the sum of
+// the tiles before it (lz_region_add_carry). Wrapping u32 sums: any split gives cpu.rs's.
+__device__ __forceinline__ u32 lz_region_line_sums(const u32* in, u32* out, u32 count, u32* scratch) {
+    const u32 warps = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const u32 span = (count + warps - 1) / warps, start = min(count, warp * span), end = min(count, start + span);
+    u32 carry = 0;
+    for (u32 k0 = start; k0 < end; k0 += 32) {
+        u32 k = k0 + lane, v = k < end ? in[k] : 0u;
+        for (int o = 1; o < 32; o <<= 1) {
+            u32 t = __shfl_up_sync(FULL_MASK, v, o);
+            if (lane >= o) v += t;
+        }
+        v += carry;
+        if (k < end) out[k] = v;
+        carry = __shfl_sync(FULL_MASK, v, 31);
+    }
+    if (lane == 0) scratch[warp] = carry;
+    __syncthreads();
+    u32 before = 0, total = 0;
+    for (u32 w = 0; w < warps; w++) {
+        u32 s = scratch[w];
+        if (w < warp) before += s;
+        total += s;
+    }
+    if (before)
+        for (u32 k = start + lane; k < end; k += 32) out[k] += before;
+    return total;
+}
+
+__device__ __forceinline__ void lz_region_add_carry(u32* out, u32 count, u32 carry) {
+    if (carry)
+        for (u32 i = threadIdx.x; i < count; i += blockDim.x) out[i] += carry;
+}
+
 // Inclusive prefix sum of `len` elements starting at `base`, stride `stride`, by one warp,
 // starting from `carry` (the sum of what precedes them on their line).
 __device__ __forceinline__ void warp_prefix(i32* d, u64 base, u64 stride, u64 len, u32 carry = 0) {

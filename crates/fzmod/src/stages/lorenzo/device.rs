@@ -91,7 +91,9 @@ impl DeviceStage for Lorenzo {
 /// Block mode is the chunked Difference of i32 words with no map (cpu.rs: the same wrapping
 /// delta, restarting every block), so it joins a region through the Difference's tile
 /// functions. N-D mode's forward reads neighbours across the grid: a gatherer that starts a
-/// region; its inverse (prefix sums over the whole grid) joins none.
+/// region. Its inverse over a line is one prefix sum in stream order, which a region runs
+/// tile by tile with a look-back for the carry; over a 2-D or 3-D grid (sums along every
+/// axis) it joins no region.
 impl Fragment for Lorenzo {
     fn sources(&self) -> Vec<&'static str> {
         if self.block_size == 0 {
@@ -110,7 +112,15 @@ impl Fragment for Lorenzo {
     }
 
     fn inverse_fuses(&self) -> bool {
-        self.block_size > 0
+        self.block_size > 0 || self.grid.is_some_and(|g| g.dims[..2] == [1, 1])
+    }
+
+    fn inverse_scatters(&self) -> bool {
+        false
+    }
+
+    fn inverse_carry_code(&self) -> Option<Code> {
+        (self.block_size == 0).then(|| "lz_region_add_carry((u32*)$out, $count, $carry)".into())
     }
 
     fn forward_code(&self) -> Code {
@@ -121,6 +131,9 @@ impl Fragment for Lorenzo {
     }
 
     fn inverse_code(&self) -> Code {
+        if self.block_size == 0 {
+            return "lz_region_line_sums((const u32*)$in, (u32*)$out, $count, (u32*)$scratch)".into();
+        }
         format!("diff_tile_inverse($in, $out, $bytes, 32u, {}u, 0u, $scratch)", self.block_size)
     }
 
