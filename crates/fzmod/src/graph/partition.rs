@@ -1,8 +1,8 @@
 //! Which stages form a fused region (backend/cuda/region.rs generates and runs them):
 //! consecutive stages that each read only their predecessor's first output, which nothing else
-//! reads, that all have fragments, with a coder only last, a gatherer only first, and a tile
-//! that fits them all. The
-//! same rule finds regions in a pipeline (forward) and in a decode plan (inverse).
+//! reads, that all have fragments, with a coder only last, a gatherer only first (or second,
+//! after a stage it runs inside its loads), and a tile that fits them all. The same rule finds
+//! regions in a pipeline (forward) and in a decode plan (inverse).
 
 use crate::archive::InputRef;
 use crate::backend::cuda::region::{tile_elements, Fragment, Geometry, Region};
@@ -44,24 +44,35 @@ impl<'p> Chain<'p> {
         }
         let (fragments, geometries): (Vec<_>, Vec<_>) =
             (start..end).map(|k| self.geometry(k)).collect::<Option<Vec<_>>>()?.into_iter().unzip();
-        let tile = tile_elements(&geometries)?;
-        Some(Found { start, end, region: Region { fragments, geometries, tile } })
+        let loaded = self.loads_into(start);
+        let tile = tile_elements(&geometries[usize::from(loaded)..])?;
+        Some(Found { start, end, region: Region { fragments, geometries, tile, loaded } })
     }
 
-    /// Whether stage `k` can pass its main output on to stage `k + 1` inside a region.
-    fn passes_on(&self, k: usize) -> bool {
+    /// Whether stage `k` runs inside the loads of the gatherer after it (forward only).
+    fn loads_into(&self, k: usize) -> bool {
+        !self.inverse
+            && self.geometry(k).is_some_and(|(f, _)| f.load_code().is_some())
+            && self.geometry(k + 1).is_some_and(|(f, _)| f.gathers())
+    }
+
+    /// Whether stage `k` can pass its main output on to stage `k + 1` inside a region that
+    /// starts at `start`: a gatherer takes it only as the stage that runs in its loads.
+    fn passes_on(&self, start: usize, k: usize) -> bool {
+        let takes = |f: &dyn Fragment| match self.inverse {
+            true => !f.inverse_scatters(),
+            false => !f.gathers() || (k == start && self.loads_into(k)),
+        };
         k + 1 < self.stages.len()
             && self.links(k)
             && self.geometry(k).is_some_and(|(_, g)| !g.coder)
-            && self
-                .geometry(k + 1)
-                .is_some_and(|(f, _)| if self.inverse { !f.inverse_scatters() } else { !f.gathers() })
+            && self.geometry(k + 1).is_some_and(|(f, _)| takes(f))
     }
 
     /// The longest region that starts at stage `start` (the forward walk).
     pub fn starting_at(&self, start: usize) -> Option<Found<'p>> {
         let mut end = start + 1;
-        while self.passes_on(end - 1) {
+        while self.passes_on(start, end - 1) {
             end += 1;
         }
         (start + 2..=end).rev().find_map(|end| self.region(start, end))
@@ -70,7 +81,7 @@ impl<'p> Chain<'p> {
     /// The longest region that ends at stage `last` (the inverse walk).
     pub fn ending_at(&self, last: usize) -> Option<Found<'p>> {
         let mut start = last;
-        while start > 0 && self.passes_on(start - 1) {
+        while start > 0 && self.passes_on(start - 1, start - 1) {
             start -= 1;
         }
         (start..last).find_map(|start| self.region(start, last + 1))
@@ -145,13 +156,14 @@ mod tests {
         let tiled = |tile: &str| {
             format!("{QUANT}[[stage]]\nname = \"t\"\ntype = \"TiledLorenzo\"\n{tile}inputs = [{{from = \"q\", port = \"codes\"}}]\n{CODED}")
         };
-        // The Quantizer cannot hand its codes on to a gatherer: TiledLorenzo starts the region.
-        assert_eq!(regions(&tiled("")), [(1, 5)]);
-        assert_eq!(regions(&tiled("tile_x = 16\ntile_y = 2\n")), [(1, 5)]);
-        // Tiles whose origins overflow the scratch area do not fuse; tiles that no coder chunk
-        // holds whole end their region before the coder.
+        // The Quantizer runs inside the gatherer's loads: one region, the codes never reach
+        // memory.
+        assert_eq!(regions(&tiled("")), [(0, 5)]);
+        assert_eq!(regions(&tiled("tile_x = 16\ntile_y = 2\n")), [(0, 5)]);
+        // Tiles whose origins overflow the scratch area do not fuse (the Quantizer runs alone);
+        // tiles that no coder chunk holds whole end their region before the coder.
         assert_eq!(regions(&tiled("tile_x = 2\ntile_y = 2\n")), [(2, 5)]);
-        assert_eq!(regions(&tiled("tile_x = 5\ntile_y = 3\n")), [(1, 3), (3, 5)]);
+        assert_eq!(regions(&tiled("tile_x = 5\ntile_y = 3\n")), [(0, 3), (3, 5)]);
         // A stream stage passes its output on.
         let block = format!(
             "{QUANT}[[stage]]\nname = \"t\"\ntype = \"Lorenzo\"\nblock_size = 64\ninputs = [{{from = \"q\", port = \"codes\"}}]\n{CODED}"
@@ -162,7 +174,7 @@ mod tests {
         let nd = format!(
             "{QUANT}[[stage]]\nname = \"t\"\ntype = \"Lorenzo\"\nblock_size = 0\ninputs = [{{from = \"q\", port = \"codes\"}}]\n{CODED}"
         );
-        assert_eq!(regions(&nd), [(1, 5)]);
+        assert_eq!(regions(&nd), [(0, 5)]);
         let p = crate::config::from_toml(&nd).expect("a valid pipeline");
         let inverse: Vec<_> =
             Chain::of_pipeline(&p).inverted().inverse_regions().iter().map(|r| (r.start, r.end)).collect();

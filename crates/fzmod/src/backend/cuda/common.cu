@@ -144,6 +144,22 @@ extern "C" __global__ void __launch_bounds__(SCAN_THREADS) fz_scan_small(const u
 // *out = *a + b (a stage's archived length: a scanned total plus a fixed header).
 extern "C" __global__ void fz_add_u64(const u64* a, u64 b, u64* out) { *out = *a + b; }
 
+// How a gatherer (backend/cuda/region.rs) reads a fused region's input: element i of
+// `fz_elements<T>(input)`, either the input itself as T, or — when the stage before the
+// gatherer runs inside its loads (the Quantizer) — a loader whose element i is that stage's
+// output for input element i, computed where it is read.
+template <class F>
+struct fz_loader {
+    F f;
+    __device__ __forceinline__ auto operator[](u64 i) const { return f(i); }
+};
+template <class F>
+__device__ __forceinline__ fz_loader<F> fz_load(F f) { return {f}; }
+template <class T>
+__device__ __forceinline__ const T* fz_elements(const u8* input) { return (const T*)input; }
+template <class T, class F>
+__device__ __forceinline__ const fz_loader<F>& fz_elements(const fz_loader<F>& loader) { return loader; }
+
 // Copy `len` bytes with the whole thread block (staging tiles between global and shared
 // memory). Whatever the alignments, the bulk moves as 4-byte words into an aligned destination
 // (a source off by 1-3 bytes is realigned with funnel shifts; RZE's chunks start anywhere), and

@@ -185,6 +185,19 @@ pub trait Fragment: Sync {
     fn inverse_carry_code(&self) -> Option<Code> {
         None
     }
+    /// An element-wise stage that the gatherer right after it runs inside its loads (the
+    /// Quantizer before TiledLorenzo or N-D Lorenzo): each element the gatherer reads from
+    /// the region's input goes through this stage where it is read, so this stage's main
+    /// output never reaches memory. A statement run once per tile (e.g. its runtime values
+    /// into registers) and an expression, its output for element `$index` of `$global_in`.
+    fn load_code(&self) -> Option<(Code, Code)> {
+        None
+    }
+    /// Prepare the forward when it runs inside a gatherer's loads (`load_code`): its runtime
+    /// values, and a finisher that makes its other outputs and its record after the region.
+    fn forward_loaded(&self, _run: &mut DeviceRun, _input: &DeviceBuffer, _n: usize) -> Result<ForwardPart> {
+        Err(Error::Pipeline("this stage does not run inside a gatherer's loads".into()))
+    }
     /// Region elements when it comes first on `n` elements of its input (a gatherer's output).
     fn region_elements(&self, _run: &DeviceRun, n: usize) -> Result<usize> {
         Ok(n)
@@ -330,11 +343,15 @@ fn block(args: &[Vec<u64>], codes: &[Code], bases: &[usize]) -> Result<RegionArg
     Ok(RegionArgs(block))
 }
 
-/// A region: its stages' fragments and geometries in forward order, and its tile.
+/// A region: its stages' fragments and geometries in forward order, and its tile (of the
+/// stages after a loaded one).
 pub struct Region<'f> {
     pub fragments: Vec<&'f dyn Fragment>,
     pub geometries: Vec<Geometry>,
     pub tile: usize,
+    /// The first stage runs inside the loads of the gatherer after it (`Fragment::load_code`;
+    /// forward only).
+    pub loaded: bool,
 }
 
 /// What a forward region produced: each transform's finisher, and the coder's segment and
@@ -354,9 +371,18 @@ impl Region<'_> {
         self.fragments.len() - usize::from(self.coded())
     }
 
-    /// The forward codes: each stage's, then the coder's emit and table entry.
+    /// A loaded first stage's setup and load expression.
+    fn load_code(&self) -> Option<(Code, Code)> {
+        self.loaded.then(|| self.fragments[0].load_code()).flatten()
+    }
+
+    /// The forward codes: each stage's (a loaded stage's setup and load together), then the
+    /// coder's emit and table entry.
     fn forward_codes(&self) -> Vec<Code> {
         let mut codes: Vec<Code> = self.fragments.iter().map(|f| f.forward_code()).collect();
+        if let Some((setup, load)) = self.load_code() {
+            codes[0] = format!("{setup} {load}");
+        }
         if self.coded() {
             let coder = self.fragments.last().expect("a region has stages");
             codes.extend([coder.emit_code(), coder.entry_code()]);
@@ -376,11 +402,22 @@ impl Region<'_> {
         let bases = bases(&codes)?;
         let rates = rates(&self.geometries);
         let transforms = self.transforms();
-        let mut body = String::new();
-        for k in 0..transforms {
+        // A loaded stage becomes the loader the gatherer reads the region's input through.
+        let mut body = match self.load_code() {
+            Some((setup, load)) => {
+                let names = [("$global_in", "input"), ("$index", "i")];
+                format!(
+                    "        {};\n        auto load = fz_load([&](u64 i) {{ return {}; }});\n",
+                    expand(&setup, bases[0], &names),
+                    expand(&load, bases[0], &names)
+                )
+            }
+            None => String::new(),
+        };
+        for k in usize::from(self.loaded)..transforms {
             let bytes = format!("count * {}u", rates[k]);
             let names = [
-                ("$global_in", "input"),
+                ("$global_in", if self.loaded { "load" } else { "input" }),
                 ("$in", if k == 0 { "src" } else { buffer(k - 1) }),
                 ("$out", buffer(k)),
                 ("$bytes", &bytes),
@@ -539,7 +576,8 @@ impl Region<'_> {
         len: usize,
         out_dtype: DType,
     ) -> Result<ForwardOutput> {
-        let n = self.fragments[0].region_elements(run, len)?;
+        let loaded = usize::from(self.loaded);
+        let n = self.fragments[loaded].region_elements(run, len)?;
         let program = self.forward_program()?;
         let codes = self.forward_codes();
         let bases = bases(&codes)?;
@@ -548,9 +586,15 @@ impl Region<'_> {
         let mut coder = None;
         let rates = rates(&self.geometries);
         for (k, (f, g)) in self.fragments.iter().zip(&self.geometries).enumerate() {
-            // Each stage is told the length of its own input, in its elements.
-            let len = if k == 0 { len } else { n * rates[k] / g.in_width };
-            match f.forward(run, (k == 0).then_some(input), len)? {
+            // Each stage is told the length of its own input, in its elements (a loaded
+            // stage keeps the count).
+            let len = if k <= loaded { len } else { n * rates[k] / g.in_width };
+            let part = if k < loaded {
+                f.forward_loaded(run, input, len)?
+            } else {
+                f.forward(run, (k == 0).then_some(input), len)?
+            };
+            match part {
                 ForwardPart::Transform { args: a, finish } => {
                     args.push(a);
                     finishers.push(finish);

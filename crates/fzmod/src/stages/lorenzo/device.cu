@@ -10,7 +10,8 @@ extern "C" __global__ void lz_block_delta(const i32* q, u64 n, u64 block, i32* d
 
 // N-D mode: inclusion-exclusion over the unit cube behind element i at (z, y, x), zero outside
 // the grid.
-__device__ __forceinline__ u32 lz_nd_delta_at(const i32* q, u64 i, u64 z, u64 y, u64 x, u64 ny, u64 nx) {
+template <class Q>
+__device__ __forceinline__ u32 lz_nd_delta_at(Q q, u64 i, u64 z, u64 y, u64 x, u64 ny, u64 nx) {
     u32 s = (u32)q[i];
     for (int c = 1; c < 8; c++) {
         u64 dz = c >> 2, dy = (c >> 1) & 1, dx = c & 1;
@@ -29,9 +30,10 @@ extern "C" __global__ void lz_nd_delta(const i32* q, u64 nz, u64 ny, u64 nx, i32
 }
 
 // The same deltas as a region fragment (backend/cuda/region.rs): a gatherer, its neighbours
-// lie anywhere in the grid `q` (global memory). A 1-D grid takes the plain difference; grids
-// of fewer than 2^32 elements split indices in 32 bits.
-__device__ __forceinline__ void lz_region_nd_forward(const i32* q, u32* out, u64 first, u32 count, u64 nz, u64 ny,
+// lie anywhere in the grid `q` (global memory, or a loader: fz_elements in common.cu). A 1-D
+// grid takes the plain difference; grids of fewer than 2^32 elements split indices in 32 bits.
+template <class Q>
+__device__ __forceinline__ void lz_region_nd_forward(Q q, u32* out, u64 first, u32 count, u64 nz, u64 ny,
                                                      u64 nx) {
     if (nz == 1 && ny == 1) {
         for (u32 i = threadIdx.x; i < count; i += blockDim.x) {

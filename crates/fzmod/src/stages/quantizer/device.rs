@@ -125,6 +125,28 @@ impl Quantizer {
         Ok(Encoding { params, tile_count, tile_next, n, ntiles })
     }
 
+    /// `q_encode` on the input at device address `x`: the codes into `codes` (n elements; none
+    /// when 0) and the tile statistics.
+    pub(super) fn encode(&self, run: &DeviceRun, x: u64, enc: &Encoding, codes: u64) -> Result<()> {
+        let encode = run.kernel(&program(self.input), "q_encode")?;
+        let tile_next = enc.tile_next.as_ref().ok_or_else(|| Error::Device("no tile_next".into()))?;
+        let s = run.stream();
+        // SAFETY: argument list matches device.cu; `x` and `codes` (when not null) hold n
+        // elements, the tile arrays ntiles.
+        unsafe {
+            s.launch_builder(&encode)
+                .arg(&x)
+                .arg(&(enc.n as u64))
+                .arg(&enc.params.ptr(s))
+                .arg(&codes)
+                .arg(&enc.tile_count.ptr(s))
+                .arg(&tile_next.ptr(s))
+                .launch(grid(enc.ntiles * 256, 256))
+                .map_err(device_error)?;
+        }
+        Ok(())
+    }
+
     /// The outlier channel and the record, after the codes: the channel kernels read the
     /// input (at device address `x`) again, only in tiles that have outliers.
     pub(super) fn channel(
@@ -440,21 +462,7 @@ impl DeviceStage for Quantizer {
             words
         } else {
             let codes = run.alloc(DType::I32, enc.n)?;
-            let encode = run.kernel(&program, "q_encode")?;
-            let tile_next = enc.tile_next.as_ref().ok_or_else(|| Error::Device("no tile_next".into()))?;
-            // SAFETY: argument list matches device.cu; `codes` holds n elements, the tile
-            // arrays ntiles.
-            unsafe {
-                s.launch_builder(&encode)
-                    .arg(&p(x))
-                    .arg(&n64)
-                    .arg(&p(&enc.params))
-                    .arg(&p(&codes))
-                    .arg(&p(&enc.tile_count))
-                    .arg(&p(tile_next))
-                    .launch(tile_grid)
-                    .map_err(device_error)?;
-            }
+            self.encode(run, p(x), &enc, p(&codes))?;
             codes
         };
         let words = self.inline_outliers.then(|| p(&codes));

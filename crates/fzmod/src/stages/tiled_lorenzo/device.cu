@@ -150,8 +150,10 @@ extern "C" __global__ void __launch_bounds__(TL_THREADS) tl_inverse(const i32* d
 // Region fragments (contract: backend/cuda/region.rs). The region's elements are the
 // tile-major slots, and a region tile of `count` slots from slot `first` holds whole tiles;
 // their origins take 24 bytes each of `scratch`. The forward gathers from the region's input
-// `q` (the natural grid, global memory) into the shared tile `out`.
-__device__ __forceinline__ void tl_region_forward(const i32* q, u32* out, u64 first, u32 count, u8* scratch, u64 nz,
+// `q` (the natural grid in global memory, or a loader: fz_elements in common.cu) into the
+// shared tile `out`.
+template <class Q>
+__device__ __forceinline__ void tl_region_forward(Q q, u32* out, u64 first, u32 count, u8* scratch, u64 nz,
                                                   u64 ny, u64 nx, u32 tz, u32 ty, u32 tx, bool delta) {
     const u32 te = tz * ty * tx;
     u64* origin = (u64*)scratch;
@@ -194,7 +196,8 @@ __device__ __forceinline__ void tl_region_inverse(u32* v, i32* out, u64 first, u
         default: call((u32)(tile >> 16), (u32)(tile >> 8) & 255u, (u32)tile & 255u); \
     }
 
-__device__ __forceinline__ void tl_region_forward_packed(const i32* q, u32* out, u64 first, u32 count, u8* scratch,
+template <class Q>
+__device__ __forceinline__ void tl_region_forward_packed(Q q, u32* out, u64 first, u32 count, u8* scratch,
                                                          u64 nz, u64 ny, u64 nx, u64 tile, bool delta) {
 #define TL_FORWARD(tz, ty, tx) tl_region_forward(q, out, first, count, scratch, nz, ny, nx, tz, ty, tx, delta)
     TL_BY_TILE(TL_FORWARD, tile)

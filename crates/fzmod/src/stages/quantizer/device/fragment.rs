@@ -1,7 +1,9 @@
 //! The Quantizer as the first fragment of a fused region: codes (or PFPL inline words) are made
 //! tile by tile on chip and handed to the next fragment. The bound is resolved before the
 //! region; the outlier channel is written after it, reading the input again only in tiles that
-//! have outliers. The inverse reconstructs on chip and puts the outliers back afterwards.
+//! have outliers. Before a gatherer (TiledLorenzo, N-D Lorenzo) the codes are made inside the
+//! gatherer's loads instead, and the tile statistics by the standalone encode without codes.
+//! The inverse reconstructs on chip and puts the outliers back afterwards.
 
 use super::inline::tiles;
 use super::{real_define, Quantizer, SOURCE, TILE};
@@ -32,6 +34,31 @@ impl Fragment for Quantizer {
             "q_region_forward((const real*)$in, $out, $first, $count, (const Params*)$0, (u32*)$1, (u64*)$2, {})",
             self.inline_outliers
         )
+    }
+
+    fn load_code(&self) -> Option<(Code, Code)> {
+        // PFPL's inline words feed no gatherer (Lorenzo and TiledLorenzo read i32 codes).
+        (!self.inline_outliers).then(|| {
+            (
+                "const QParams q_params = load_params((const Params*)$0)".into(),
+                "q_load((const real*)$global_in, $index, q_params)".into(),
+            )
+        })
+    }
+
+    fn forward_loaded(&self, run: &mut DeviceRun, input: &DeviceBuffer, _n: usize) -> Result<ForwardPart> {
+        let bound = self.bound.ok_or_else(|| Error::InvalidArgument("no error bound set".into()))?;
+        let enc = self.begin(run, input, bound)?;
+        let s = run.stream().clone();
+        let (stage, x) = (self.clone(), input.ptr(&s));
+        Ok(ForwardPart::Transform {
+            args: vec![enc.params.ptr(&s)],
+            finish: Box::new(move |run| {
+                stage.encode(run, x, &enc, 0)?;
+                let (channel, record) = stage.channel(run, x, None, enc, bound)?;
+                Ok((vec![channel], record))
+            }),
+        })
     }
 
     fn inverse_code(&self) -> Code {
