@@ -466,6 +466,21 @@ impl DecompressJob for UnfusedDecompress<'_> {
     }
 
     fn notes(&self) -> Vec<String> {
-        cpu_stage_notes(self.plan.stages.iter().enumerate().map(|(i, s)| (self.plan.name(i), s.as_ref())))
+        let mut notes =
+            cpu_stage_notes(self.plan.stages.iter().enumerate().map(|(i, s)| (self.plan.name(i), s.as_ref())));
+        if self.fuse {
+            // Last region first, as the decode runs them.
+            let chain = self.chain();
+            let regions = chain.inverse_regions();
+            if !regions.is_empty() {
+                notes[0] = "device walk with generated region kernels".into();
+            }
+            notes.extend(
+                regions
+                    .iter()
+                    .map(|r| format!("decode region: {}", chain.describe(r, |k| self.plan.name(k).to_string()))),
+            );
+        }
+        notes
     }
 }
