@@ -129,7 +129,7 @@ for preset in interp interp-fast; do
   bench "x8-2d-$preset" $E8 f32 17288x4320 $preset 1e-3
 done
 # Composed chains (scripts/chains/): the region compiler starts a region at a gatherer
-# (N-D Lorenzo, TiledLorenzo: the Quantizer runs before it), fuses what follows a stage
+# (N-D Lorenzo, TiledLorenzo: the Quantizer runs inside its loads), fuses what follows a stage
 # without a fragment, and all of quant-negabinary-rze.
 bench x8-chain-nd-lorenzo $E8 f32 74684160 scripts/chains/nd-lorenzo-zigzag-rze.toml 1e-3
 bench x8-2d-chain-nd-lorenzo $E8 f32 17288x4320 scripts/chains/nd-lorenzo-zigzag-rze.toml 1e-3

@@ -242,8 +242,9 @@ fn block_deltas_in_regions_give_cpu_bytes() {
 /// Gatherers start regions: TiledLorenzo gathers each tile from the natural grid (and scatters
 /// it back) — cuSZp3's default tiles (specialised copies), other tiles (runtime extents),
 /// tiles too small to fuse (the standalone kernels), with and without deltas — and N-D
-/// Lorenzo gathers each element's neighbours (its inverse runs alone); before a coder or a
-/// map, on 1-D, 2-D and 3-D grids whose extents are no multiples of the tile.
+/// Lorenzo gathers each element's neighbours (its inverse joins the decode region over a
+/// line only), the Quantizer running inside their loads; before a coder or a map, on 1-D, 2-D
+/// and 3-D grids whose extents are no multiples of the tile.
 #[test]
 #[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
 fn gatherers_in_regions_give_cpu_bytes() {
@@ -285,8 +286,7 @@ fn gatherers_in_regions_give_cpu_bytes() {
 
 /// N-D Lorenzo's inverse over a line runs inside its decode region as a prefix sum with a
 /// look-back: lines of more tiles than the launch has blocks (each block takes several tiles
-/// by ticket), as one axis or inside a 2-D shape with one row, with the Quantizer in the
-/// region or not (f64 values).
+/// by ticket), as one axis or inside a 2-D shape with one row, f32 and f64 values.
 #[test]
 #[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
 fn line_scans_in_regions_give_cpu_bytes() {

@@ -81,6 +81,7 @@ impl<'p> Chain<'p> {
     /// The longest region that ends at stage `last` (the inverse walk).
     pub fn ending_at(&self, last: usize) -> Option<Found<'p>> {
         let mut start = last;
+        // (The region's start matters only to a forward walk's loads.)
         while start > 0 && self.passes_on(start - 1, start - 1) {
             start -= 1;
         }
@@ -169,8 +170,8 @@ mod tests {
             "{QUANT}[[stage]]\nname = \"t\"\ntype = \"Lorenzo\"\nblock_size = 64\ninputs = [{{from = \"q\", port = \"codes\"}}]\n{CODED}"
         );
         assert_eq!(regions(&block), [(0, 5)]);
-        // N-D Lorenzo gathers its neighbours forward; its inverse (prefix sums over the whole
-        // grid) joins no region.
+        // N-D Lorenzo gathers its neighbours forward (the Quantizer in its loads); without a
+        // decoded grid its inverse (prefix sums along every axis) joins no region.
         let nd = format!(
             "{QUANT}[[stage]]\nname = \"t\"\ntype = \"Lorenzo\"\nblock_size = 0\ninputs = [{{from = \"q\", port = \"codes\"}}]\n{CODED}"
         );
