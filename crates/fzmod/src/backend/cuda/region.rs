@@ -162,7 +162,8 @@ pub trait Fragment: Sync {
     /// Whether it reads its input out of stream order (a reshape into tiles, a stencil over
     /// the grid): such a stage comes first in a region, reads the region's input as
     /// `$global_in` (its inverse writes the region's output as `$global_out`), and the
-    /// region's elements are those of its output.
+    /// region's elements are those of its output. Reading no `$in`, it may use the other tile
+    /// buffer, `$spare`, as scratch.
     fn gathers(&self) -> bool {
         false
     }
@@ -420,6 +421,7 @@ impl Region<'_> {
                 ("$global_in", if self.loaded { "load" } else { "input" }),
                 ("$in", if k == 0 { "src" } else { buffer(k - 1) }),
                 ("$out", buffer(k)),
+                ("$spare", buffer(k + 1)),
                 ("$bytes", &bytes),
             ];
             body.push_str(&format!(

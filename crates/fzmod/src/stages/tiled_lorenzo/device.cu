@@ -150,26 +150,37 @@ extern "C" __global__ void __launch_bounds__(TL_THREADS) tl_inverse(const i32* d
 // Region fragments (contract: backend/cuda/region.rs). The region's elements are the
 // tile-major slots, and a region tile of `count` slots from slot `first` holds whole tiles;
 // their origins take 24 bytes each of `scratch`. The forward gathers from the region's input
-// `q` (the natural grid in global memory, or a loader: fz_elements in common.cu) into the
-// shared tile `out`.
+// `q` (the natural grid in global memory, or a loader: fz_elements in common.cu) each element
+// once (a loader quantizes it there), into the shared tile `out`, or with deltas into the
+// spare tile buffer first, from which it takes the deltas of tl_forward: every neighbour lies
+// inside the tile and the grid.
+__device__ __forceinline__ bool tl_slot_at(u32 i, u32 te, const u64* origin, u64 nz, u64 ny, u64 nx, u32 ty, u32 tx,
+                                           u32* lz, u32* ly, u32* lx, u64* at) {
+    u32 t = i / te, local = i - t * te, r = local / tx;
+    *lz = r / ty, *ly = r - *lz * ty, *lx = local - r * tx;
+    u64 x = origin[3 * t + 2] + *lx, y = origin[3 * t + 1] + *ly, z = origin[3 * t] + *lz;
+    *at = (z * ny + y) * nx + x;
+    return x < nx && y < ny && z < nz;
+}
+
 template <class Q>
-__device__ __forceinline__ void tl_region_forward(Q q, u32* out, u64 first, u32 count, u8* scratch, u64 nz,
+__device__ __forceinline__ void tl_region_forward(Q q, u32* out, u32* spare, u64 first, u32 count, u8* scratch, u64 nz,
                                                   u64 ny, u64 nx, u32 tz, u32 ty, u32 tx, bool delta) {
     const u32 te = tz * ty * tx;
     u64* origin = (u64*)scratch;
     tl_origins(first / te, count / te, ny, nx, tz, ty, tx, origin);
     __syncthreads();
+    u32* codes = delta ? spare : out;
+    u32 lz, ly, lx;
+    u64 at;
+    for (u32 i = threadIdx.x; i < count; i += blockDim.x)
+        codes[i] = tl_slot_at(i, te, origin, nz, ny, nx, ty, tx, &lz, &ly, &lx, &at) ? (u32)q[at] : 0u;
+    if (!delta) return;
+    __syncthreads();
     for (u32 i = threadIdx.x; i < count; i += blockDim.x) {
-        u32 t = i / te, local = i - t * te, r = local / tx, lz = r / ty, ly = r - lz * ty, lx = local - r * tx;
-        u64 x = origin[3 * t + 2] + lx, y = origin[3 * t + 1] + ly, z = origin[3 * t] + lz;
-        u32 v = 0;
-        if (x < nx && y < ny && z < nz) {
-            u64 at = (z * ny + y) * nx + x;
-            v = (u32)q[at];
-            // The predictions of tl_forward; the neighbour is inside the tile and the grid.
-            if (delta) v -= lx > 0 ? (u32)q[at - 1] : ly > 0 ? (u32)q[at - nx] : lz > 0 ? (u32)q[at - nx * ny] : 0u;
-        }
-        out[i] = v;
+        bool inside = tl_slot_at(i, te, origin, nz, ny, nx, ty, tx, &lz, &ly, &lx, &at);
+        u32 pred = lx > 0 ? codes[i - 1] : ly > 0 ? codes[i - tx] : lz > 0 ? codes[i - tx * ty] : 0u;
+        out[i] = inside ? codes[i] - pred : 0u;
     }
 }
 
@@ -197,9 +208,9 @@ __device__ __forceinline__ void tl_region_inverse(u32* v, i32* out, u64 first, u
     }
 
 template <class Q>
-__device__ __forceinline__ void tl_region_forward_packed(Q q, u32* out, u64 first, u32 count, u8* scratch,
+__device__ __forceinline__ void tl_region_forward_packed(Q q, u32* out, u32* spare, u64 first, u32 count, u8* scratch,
                                                          u64 nz, u64 ny, u64 nx, u64 tile, bool delta) {
-#define TL_FORWARD(tz, ty, tx) tl_region_forward(q, out, first, count, scratch, nz, ny, nx, tz, ty, tx, delta)
+#define TL_FORWARD(tz, ty, tx) tl_region_forward(q, out, spare, first, count, scratch, nz, ny, nx, tz, ty, tx, delta)
     TL_BY_TILE(TL_FORWARD, tile)
 #undef TL_FORWARD
 }

@@ -154,7 +154,7 @@ impl Fragment for TiledLorenzo {
 
     fn forward_code(&self) -> Code {
         format!(
-            "tl_region_forward_packed(fz_elements<i32>($global_in), (u32*)$out, $first, $count, $scratch, $0, $1, $2, $3, {})",
+            "tl_region_forward_packed(fz_elements<i32>($global_in), (u32*)$out, (u32*)$spare, $first, $count, $scratch, $0, $1, $2, $3, {})",
             self.delta
         )
     }
