@@ -243,8 +243,9 @@ fn block_deltas_in_regions_give_cpu_bytes() {
 /// it back) — cuSZp3's default tiles (specialised copies), other tiles (runtime extents),
 /// tiles too small to fuse (the standalone kernels), with and without deltas — and N-D
 /// Lorenzo gathers each element's neighbours (its inverse joins the decode region over a
-/// line only), the Quantizer running inside their loads; before a coder or a map, on 1-D, 2-D
-/// and 3-D grids whose extents are no multiples of the tile.
+/// line only), the Quantizer running inside their loads (and, in the decode, inside
+/// TiledLorenzo's scatter: its outliers put back after the region); before a coder or a map,
+/// on 1-D, 2-D and 3-D grids whose extents are no multiples of the tile.
 #[test]
 #[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
 fn gatherers_in_regions_give_cpu_bytes() {

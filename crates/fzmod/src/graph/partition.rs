@@ -1,8 +1,9 @@
 //! Which stages form a fused region (backend/cuda/region.rs generates and runs them):
 //! consecutive stages that each read only their predecessor's first output, which nothing else
 //! reads, that all have fragments, with a coder only last, a gatherer only first (or second,
-//! after a stage it runs inside its loads), and a tile that fits them all. The same rule finds
-//! regions in a pipeline (forward) and in a decode plan (inverse).
+//! after a stage it runs inside its loads, or in the inverse its stores), and a tile that fits
+//! them all. The same rule finds regions in a pipeline (forward) and in a decode plan
+//! (inverse).
 
 use crate::archive::InputRef;
 use crate::backend::cuda::region::{tile_elements, Fragment, Geometry, Region};
@@ -44,24 +45,32 @@ impl<'p> Chain<'p> {
         }
         let (fragments, geometries): (Vec<_>, Vec<_>) =
             (start..end).map(|k| self.geometry(k)).collect::<Option<Vec<_>>>()?.into_iter().unzip();
-        let loaded = self.loads_into(start);
-        let tile = tile_elements(&geometries[usize::from(loaded)..])?;
-        Some(Found { start, end, region: Region { fragments, geometries, tile, loaded } })
+        let nested = self.nests(start);
+        let tile = tile_elements(&geometries[usize::from(nested)..])?;
+        Some(Found { start, end, region: Region { fragments, geometries, tile, nested } })
     }
 
-    /// Whether stage `k` runs inside the loads of the gatherer after it (forward only).
-    fn loads_into(&self, k: usize) -> bool {
-        !self.inverse
-            && self.geometry(k).is_some_and(|(f, _)| f.load_code().is_some())
-            && self.geometry(k + 1).is_some_and(|(f, _)| f.gathers())
+    /// Whether stage `k` runs inside the gatherer after it: in its loads (forward), in its
+    /// scatter's stores (inverse).
+    fn nests(&self, k: usize) -> bool {
+        k + 1 < self.stages.len()
+            && self.geometry(k).is_some_and(|(f, _)| match self.inverse {
+                false => f.load_code().is_some(),
+                true => f.store_code().is_some(),
+            })
+            && self.geometry(k + 1).is_some_and(|(f, _)| match self.inverse {
+                false => f.gathers(),
+                true => f.inverse_scatters(),
+            })
     }
 
     /// Whether stage `k` can pass its main output on to stage `k + 1` inside a region that
-    /// starts at `start`: a gatherer takes it only as the stage that runs in its loads.
+    /// starts at `start` (in the inverse walk, `start` is `k`): a gatherer takes it only from
+    /// the stage that runs inside it.
     fn passes_on(&self, start: usize, k: usize) -> bool {
         let takes = |f: &dyn Fragment| match self.inverse {
-            true => !f.inverse_scatters(),
-            false => !f.gathers() || (k == start && self.loads_into(k)),
+            true => !f.inverse_scatters() || self.nests(k),
+            false => !f.gathers() || (k == start && self.nests(k)),
         };
         k + 1 < self.stages.len()
             && self.links(k)
@@ -81,8 +90,8 @@ impl<'p> Chain<'p> {
     /// The longest region that ends at stage `last` (the inverse walk).
     pub fn ending_at(&self, last: usize) -> Option<Found<'p>> {
         let mut start = last;
-        // (The region's start matters only to a forward walk's loads.)
-        while start > 0 && self.passes_on(start - 1, start - 1) {
+        // A stage that runs inside the scatter after it is the region's first.
+        while start > 0 && !(start < last && self.nests(start)) && self.passes_on(start - 1, start - 1) {
             start -= 1;
         }
         (start..last).find_map(|start| self.region(start, last + 1))
@@ -161,6 +170,15 @@ mod tests {
         // memory.
         assert_eq!(regions(&tiled("")), [(0, 5)]);
         assert_eq!(regions(&tiled("tile_x = 16\ntile_y = 2\n")), [(0, 5)]);
+        // And inside its scatter's stores in the decode.
+        let inverse = |toml: &str| {
+            let p = crate::config::from_toml(toml).expect("a valid pipeline");
+            let found = Chain::of_pipeline(&p).inverted().inverse_regions();
+            found.iter().map(|r| (r.start, r.end, r.region.nested)).collect::<Vec<_>>()
+        };
+        assert_eq!(inverse(&tiled("")), [(0, 5, true)]);
+        assert_eq!(inverse(&tiled("tile_x = 5\ntile_y = 3\n")), [(2, 5, false), (0, 2, true)]);
+        assert_eq!(inverse(&tiled("tile_x = 2\ntile_y = 2\n")), [(2, 5, false)]);
         // Tiles whose origins overflow the scratch area do not fuse (the Quantizer runs alone);
         // tiles that no coder chunk holds whole end their region before the coder.
         assert_eq!(regions(&tiled("tile_x = 2\ntile_y = 2\n")), [(2, 5)]);

@@ -160,6 +160,23 @@ __device__ __forceinline__ const T* fz_elements(const u8* input) { return (const
 template <class T, class F>
 __device__ __forceinline__ const fz_loader<F>& fz_elements(const fz_loader<F>& loader) { return loader; }
 
+// The inverse's counterpart: a scattering gatherer stores element i of its output (a u32 code)
+// through `fz_stores(output)`, either as an i32 into the output itself, or — when the stage
+// before the gatherer runs inside its stores (the Quantizer's reconstruction) — through a
+// storer that writes that stage's inverse of the code instead.
+template <class F>
+struct fz_storer {
+    F f;
+    __device__ __forceinline__ void operator()(u64 i, u32 v) const { f(i, v); }
+};
+template <class F>
+__device__ __forceinline__ fz_storer<F> fz_store(F f) { return {f}; }
+__device__ __forceinline__ auto fz_stores(u8* output) {
+    return fz_store([=](u64 i, u32 v) { ((i32*)output)[i] = (i32)v; });
+}
+template <class F>
+__device__ __forceinline__ const fz_storer<F>& fz_stores(const fz_storer<F>& storer) { return storer; }
+
 // Copy `len` bytes with the whole thread block (staging tiles between global and shared
 // memory). Whatever the alignments, the bulk moves as 4-byte words into an aligned destination
 // (a source off by 1-3 bytes is realigned with funnel shifts; RZE's chunks start anywhere), and

@@ -199,6 +199,15 @@ pub trait Fragment: Sync {
     fn forward_loaded(&self, _run: &mut DeviceRun, _input: &DeviceBuffer, _n: usize) -> Result<ForwardPart> {
         Err(Error::Pipeline("this stage does not run inside a gatherer's loads".into()))
     }
+    /// The same in the inverse: an element-wise stage whose inverse the scattering stage right
+    /// after it runs inside its stores (the Quantizer's reconstruction after TiledLorenzo's
+    /// scatter), so that the codes between them never reach memory. A statement run once per
+    /// tile and a statement storing its inverse of code `$value` (a u32) as element `$index`
+    /// of `$global_out`; its `inverse` part is prepared as usually (its values, named alike,
+    /// and its finisher, which gets the region's output).
+    fn store_code(&self) -> Option<(Code, Code)> {
+        None
+    }
     /// Region elements when it comes first on `n` elements of its input (a gatherer's output).
     fn region_elements(&self, _run: &DeviceRun, n: usize) -> Result<usize> {
         Ok(n)
@@ -345,14 +354,14 @@ fn block(args: &[Vec<u64>], codes: &[Code], bases: &[usize]) -> Result<RegionArg
 }
 
 /// A region: its stages' fragments and geometries in forward order, and its tile (of the
-/// stages after a loaded one).
+/// stages after a nested one).
 pub struct Region<'f> {
     pub fragments: Vec<&'f dyn Fragment>,
     pub geometries: Vec<Geometry>,
     pub tile: usize,
-    /// The first stage runs inside the loads of the gatherer after it (`Fragment::load_code`;
-    /// forward only).
-    pub loaded: bool,
+    /// The first stage runs inside the gatherer after it: in its loads forward
+    /// (`Fragment::load_code`), in its stores inverse (`Fragment::store_code`).
+    pub nested: bool,
 }
 
 /// What a forward region produced: each transform's finisher, and the coder's segment and
@@ -372,9 +381,23 @@ impl Region<'_> {
         self.fragments.len() - usize::from(self.coded())
     }
 
-    /// A loaded first stage's setup and load expression.
+    /// A nested first stage's setup and load expression.
     fn load_code(&self) -> Option<(Code, Code)> {
-        self.loaded.then(|| self.fragments[0].load_code()).flatten()
+        self.nested.then(|| self.fragments[0].load_code()).flatten()
+    }
+
+    /// A nested first stage's setup and store statement.
+    fn store_code(&self) -> Option<(Code, Code)> {
+        self.nested.then(|| self.fragments[0].store_code()).flatten()
+    }
+
+    /// The inverse codes: each stage's (a nested stage's setup and store together).
+    fn inverse_codes(&self) -> Vec<Code> {
+        let mut codes: Vec<Code> = self.fragments.iter().map(|f| f.inverse_code()).collect();
+        if let Some((setup, store)) = self.store_code() {
+            codes[0] = format!("{setup} {store}");
+        }
+        codes
     }
 
     /// The forward codes: each stage's (a loaded stage's setup and load together), then the
@@ -415,10 +438,10 @@ impl Region<'_> {
             }
             None => String::new(),
         };
-        for k in usize::from(self.loaded)..transforms {
+        for k in usize::from(self.nested)..transforms {
             let bytes = format!("count * {}u", rates[k]);
             let names = [
-                ("$global_in", if self.loaded { "load" } else { "input" }),
+                ("$global_in", if self.nested { "load" } else { "input" }),
                 ("$in", if k == 0 { "src" } else { buffer(k - 1) }),
                 ("$out", buffer(k)),
                 ("$spare", buffer(k + 1)),
@@ -508,7 +531,7 @@ impl Region<'_> {
     /// The inverse kernel `region_inverse`. Tiles are independent, or, when a stage scans,
     /// taken by ticket so that the look-back waits only for tiles that blocks are working on.
     pub fn inverse_program(&self) -> Result<Program> {
-        let codes: Vec<Code> = self.fragments.iter().map(|f| f.inverse_code()).collect();
+        let codes = self.inverse_codes();
         let bases = bases(&codes)?;
         let rates = rates(&self.geometries);
         let transforms = self.transforms();
@@ -526,11 +549,20 @@ impl Region<'_> {
                 "        fz_block_copy({top}, seg + first * {w}ull, (u64)count * {w}u);\n        __syncthreads();\n"
             )
         };
+        // A nested stage becomes the storer the gatherer writes the region's output through.
+        if let Some((setup, store)) = self.store_code() {
+            let names = [("$global_out", "out"), ("$index", "i"), ("$value", "v")];
+            body = format!(
+                "        {};\n        auto store = fz_store([&](u64 i, u32 v) {{ {}; }});\n{body}",
+                expand(&setup, bases[0], &names),
+                expand(&store, bases[0], &names)
+            );
+        }
         let mut scan = 0;
-        for k in (0..transforms).rev() {
+        for k in (usize::from(self.nested)..transforms).rev() {
             let bytes = format!("count * {}u", rates[k + 1]);
             let names = [
-                ("$global_out", "out"),
+                ("$global_out", if self.nested { "store" } else { "out" }),
                 ("$in", buffer(k + 1)),
                 ("$out", if k == 0 { "dst" } else { buffer(k) }),
                 ("$bytes", bytes.as_str()),
@@ -578,7 +610,7 @@ impl Region<'_> {
         len: usize,
         out_dtype: DType,
     ) -> Result<ForwardOutput> {
-        let loaded = usize::from(self.loaded);
+        let loaded = usize::from(self.nested);
         let n = self.fragments[loaded].region_elements(run, len)?;
         let program = self.forward_program()?;
         let codes = self.forward_codes();
@@ -671,16 +703,22 @@ impl Region<'_> {
         out_dtype: DType,
     ) -> Result<(DeviceBuffer, Vec<FinishInverse>)> {
         let program = self.inverse_program()?;
-        let codes: Vec<Code> = self.fragments.iter().map(|f| f.inverse_code()).collect();
+        let codes = self.inverse_codes();
         let bases = bases(&codes)?;
         let rates = rates(&self.geometries);
+        let nested = usize::from(self.nested);
         let (mut args, mut finishers, mut stated, mut keep) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut nested_bytes = None;
         for (k, part) in parts.into_iter().enumerate() {
             match part {
+                // A nested stage states the length of the gatherer's grid, not of its elements.
                 InversePart::Transform { args: a, input_bytes, finish } => {
                     args.push(a);
                     finishers.push(finish);
-                    stated.extend(input_bytes.map(|b| (k, b)));
+                    match k < nested {
+                        true => nested_bytes = input_bytes,
+                        false => stated.extend(input_bytes.map(|b| (k, b))),
+                    }
                 }
                 InversePart::Coder { args: a, input_bytes, keep: buffers } => {
                     args.push(a);
@@ -699,7 +737,11 @@ impl Region<'_> {
             return Err(corrupt!("stage {k} of a fused region states {b} bytes, stage {k0} {b0}"));
         }
         let ntiles = n.div_ceil(self.tile) as u64;
-        let out = run.alloc(out_dtype, self.fragments[0].inverse_elements(n)? * rates[0] / out_dtype.size())?;
+        let elements = self.fragments[nested].inverse_elements(n)?;
+        if let Some(b) = nested_bytes.filter(|&b| b != elements * rates[0]) {
+            return Err(corrupt!("stage 0 of a fused region states {b} bytes, stage 1 {elements} elements"));
+        }
+        let out = run.alloc(out_dtype, elements * rates[0] / out_dtype.size())?;
         let err = run.error_flag("a fused region's coded tiles do not match their table".into())?;
         let f = region_kernel(run, &program, "region_inverse")?;
         // The scans' look-back: the ticket counter, then each scan's tile words.

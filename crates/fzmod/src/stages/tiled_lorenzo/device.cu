@@ -112,14 +112,15 @@ __device__ __forceinline__ void tl_undelta_tiles(u32* v, u32 tiles, u32 tz, u32 
 }
 
 // Every element of the `size` tile-major slots in `v` that lies inside the grid, to its
-// natural position in `out`.
+// natural position: `store(index, code)` (a plain store, or fz_stores in common.cu).
+template <class W>
 __device__ __forceinline__ void tl_scatter(const u32* v, u32 size, const u64* origin, u32 tz, u32 ty, u32 tx, u64 nz,
-                                           u64 ny, u64 nx, i32* out) {
+                                           u64 ny, u64 nx, W store) {
     const u32 te = tz * ty * tx;
     for (u32 i = threadIdx.x; i < size; i += blockDim.x) {
         u32 t = i / te, local = i - t * te, r = local / tx, lz = r / ty;
         u64 x = origin[3 * t + 2] + (local - r * tx), y = origin[3 * t + 1] + (r - lz * ty), z = origin[3 * t] + lz;
-        if (x < nx && y < ny && z < nz) out[(z * ny + y) * nx + x] = (i32)v[i];
+        if (x < nx && y < ny && z < nz) store((z * ny + y) * nx + x, v[i]);
     }
 }
 
@@ -142,7 +143,7 @@ extern "C" __global__ void __launch_bounds__(TL_THREADS) tl_inverse(const i32* d
         for (u32 i = threadIdx.x; i < size; i += TL_THREADS) v[i] = (u32)d[first * te + i];
         __syncthreads();
         if (delta) tl_undelta_tiles(v, tiles, tz, ty, tx);
-        tl_scatter(v, size, origin, tz, ty, tx, g.nz, g.ny, g.nx, out);
+        tl_scatter(v, size, origin, tz, ty, tx, g.nz, g.ny, g.nx, [&](u64 at, u32 code) { out[at] = (i32)code; });
         __syncthreads();
     }
 }
@@ -184,15 +185,17 @@ __device__ __forceinline__ void tl_region_forward(Q q, u32* out, u32* spare, u64
     }
 }
 
-// The inverse: deltas undone in `v` (the region's shared tile), elements scattered to `out`.
-__device__ __forceinline__ void tl_region_inverse(u32* v, i32* out, u64 first, u32 count, u8* scratch, u64 nz, u64 ny,
+// The inverse: deltas undone in `v` (the region's shared tile), elements scattered through
+// `store` (fz_stores: to the region's output, or through the Quantizer's reconstruction).
+template <class W>
+__device__ __forceinline__ void tl_region_inverse(u32* v, W store, u64 first, u32 count, u8* scratch, u64 nz, u64 ny,
                                                   u64 nx, u32 tz, u32 ty, u32 tx, bool delta) {
     const u32 te = tz * ty * tx;
     u64* origin = (u64*)scratch;
     tl_origins(first / te, count / te, ny, nx, tz, ty, tx, origin);
     __syncthreads();
     if (delta) tl_undelta_tiles(v, count / te, tz, ty, tx);
-    tl_scatter(v, count, origin, tz, ty, tx, nz, ny, nx, out);
+    tl_scatter(v, count, origin, tz, ty, tx, nz, ny, nx, store);
 }
 
 // A region's fragment calls these two with the tile packed as tz << 16 | ty << 8 | tx (a
@@ -215,9 +218,10 @@ __device__ __forceinline__ void tl_region_forward_packed(Q q, u32* out, u32* spa
 #undef TL_FORWARD
 }
 
-__device__ __forceinline__ void tl_region_inverse_packed(u32* v, i32* out, u64 first, u32 count, u8* scratch, u64 nz,
+template <class W>
+__device__ __forceinline__ void tl_region_inverse_packed(u32* v, W store, u64 first, u32 count, u8* scratch, u64 nz,
                                                          u64 ny, u64 nx, u64 tile, bool delta) {
-#define TL_INVERSE(tz, ty, tx) tl_region_inverse(v, out, first, count, scratch, nz, ny, nx, tz, ty, tx, delta)
+#define TL_INVERSE(tz, ty, tx) tl_region_inverse(v, store, first, count, scratch, nz, ny, nx, tz, ty, tx, delta)
     TL_BY_TILE(TL_INVERSE, tile)
 #undef TL_INVERSE
 }

@@ -161,7 +161,7 @@ impl Fragment for TiledLorenzo {
 
     fn inverse_code(&self) -> Code {
         format!(
-            "tl_region_inverse_packed((u32*)$in, (i32*)$global_out, $first, $count, $scratch, $0, $1, $2, $3, {})",
+            "tl_region_inverse_packed((u32*)$in, fz_stores($global_out), $first, $count, $scratch, $0, $1, $2, $3, {})",
             self.delta
         )
     }

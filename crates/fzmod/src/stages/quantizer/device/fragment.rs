@@ -3,7 +3,8 @@
 //! region; the outlier channel is written after it, reading the input again only in tiles that
 //! have outliers. Before a gatherer (TiledLorenzo, N-D Lorenzo) the codes are made inside the
 //! gatherer's loads instead, and the tile statistics by the standalone encode without codes.
-//! The inverse reconstructs on chip and puts the outliers back afterwards.
+//! The inverse reconstructs on chip (after a gatherer, inside its scatter's stores) and puts
+//! the outliers back afterwards.
 
 use super::inline::tiles;
 use super::{real_define, Quantizer, SOURCE, TILE};
@@ -58,6 +59,16 @@ impl Fragment for Quantizer {
                 let (channel, record) = stage.channel(run, x, None, enc, bound)?;
                 Ok((vec![channel], record))
             }),
+        })
+    }
+
+    fn store_code(&self) -> Option<(Code, Code)> {
+        // The same reconstruction as q_region_inverse; outliers are put back after the region.
+        (!self.inline_outliers).then(|| {
+            (
+                "const real q_step = (real)__longlong_as_double((i64)$0)".into(),
+                "((real*)$global_out)[$index] = reconstruct((i32)$value, q_step)".into(),
+            )
         })
     }
 
