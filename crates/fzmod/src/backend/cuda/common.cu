@@ -147,12 +147,19 @@ extern "C" __global__ void fz_add_u64(const u64* a, u64 b, u64* out) { *out = *a
 // How a gatherer (backend/cuda/region.rs) reads a fused region's input: element i of
 // `fz_elements<T>(input)`, either the input itself as T, or — when the stage before the
 // gatherer runs inside its loads (the Quantizer) — a loader whose element i is that stage's
-// output for input element i, computed where it is read.
+// output for input element i, computed where it is read. A gatherer reads each element of the
+// grid once as `fz_own(q, i)` (its own slot; neighbours as `q[i]`): a loaded stage that
+// counts something per element (the Quantizer's outliers) counts on that read only.
 template <class F>
 struct fz_loader {
     F f;
-    __device__ __forceinline__ auto operator[](u64 i) const { return f(i); }
+    __device__ __forceinline__ auto operator[](u64 i) const { return f(i, false); }
+    __device__ __forceinline__ auto own(u64 i) const { return f(i, true); }
 };
+template <class T>
+__device__ __forceinline__ T fz_own(const T* q, u64 i) { return q[i]; }
+template <class F>
+__device__ __forceinline__ auto fz_own(const fz_loader<F>& q, u64 i) { return q.own(i); }
 template <class F>
 __device__ __forceinline__ fz_loader<F> fz_load(F f) { return {f}; }
 template <class T>

@@ -190,7 +190,10 @@ pub trait Fragment: Sync {
     /// Quantizer before TiledLorenzo or N-D Lorenzo): each element the gatherer reads from
     /// the region's input goes through this stage where it is read, so this stage's main
     /// output never reaches memory. A statement run once per tile (e.g. its runtime values
-    /// into registers) and an expression, its output for element `$index` of `$global_in`.
+    /// into registers) and an expression, its output for element `$index` of `$global_in`;
+    /// `$own` is true on the one read of each element the gatherer makes as that element's
+    /// own (`fz_own` in common.cu), where the stage may count (atomically: in any order, the
+    /// same totals).
     fn load_code(&self) -> Option<(Code, Code)> {
         None
     }
@@ -429,9 +432,9 @@ impl Region<'_> {
         // A loaded stage becomes the loader the gatherer reads the region's input through.
         let mut body = match self.load_code() {
             Some((setup, load)) => {
-                let names = [("$global_in", "input"), ("$index", "i")];
+                let names = [("$global_in", "input"), ("$index", "i"), ("$own", "own")];
                 format!(
-                    "        {};\n        auto load = fz_load([&](u64 i) {{ return {}; }});\n",
+                    "        {};\n        auto load = fz_load([&](u64 i, bool own) {{ return {}; }});\n",
                     expand(&setup, bases[0], &names),
                     expand(&load, bases[0], &names)
                 )

@@ -12,7 +12,7 @@ extern "C" __global__ void lz_block_delta(const i32* q, u64 n, u64 block, i32* d
 // the grid.
 template <class Q>
 __device__ __forceinline__ u32 lz_nd_delta_at(Q q, u64 i, u64 z, u64 y, u64 x, u64 ny, u64 nx) {
-    u32 s = (u32)q[i];
+    u32 s = (u32)fz_own(q, i);
     for (int c = 1; c < 8; c++) {
         u64 dz = c >> 2, dy = (c >> 1) & 1, dx = c & 1;
         if (z < dz || y < dy || x < dx) continue;
@@ -38,7 +38,7 @@ __device__ __forceinline__ void lz_region_nd_forward(Q q, u32* out, u64 first, u
     if (nz == 1 && ny == 1) {
         for (u32 i = threadIdx.x; i < count; i += blockDim.x) {
             u64 k = first + i;
-            out[i] = (u32)q[k] - (k > 0 ? (u32)q[k - 1] : 0u);
+            out[i] = (u32)fz_own(q, k) - (k > 0 ? (u32)q[k - 1] : 0u);
         }
     } else if (nz * ny * nx <= 0xffffffffull) {
         const u32 w = (u32)nx, h = (u32)ny;

@@ -251,14 +251,13 @@ __device__ void q_tile_summary(u32 count, u64 next, u32* tile_count, u64* tile_n
 
 // The codes of one tile of `len` elements (x and codes point at its start, `base` is its
 // first index): thread 0 gets the tile's outlier count and (last outlier index) + 1, or 0.
-// Without `codes` only the counts (the codes are made inside a gatherer's loads: q_load).
 __device__ void q_code_tile(const real* x, u32 len, u64 base, const QParams& p, i32* codes, u32* tile_count, u64* tile_next) {
     u32 count = 0;
     u64 next = 0;
     for (u32 i = threadIdx.x; i < len; i += Q_THREADS) {
         bool outlier;
         i32 code = quant_code(x[i], p, &outlier);
-        if (codes) codes[i] = code;
+        codes[i] = code;
         if (outlier) {
             count++;
             next = base + i + 1;
@@ -267,13 +266,12 @@ __device__ void q_code_tile(const real* x, u32 len, u64 base, const QParams& p, 
     q_tile_summary(count, next, tile_count, tile_next);
 }
 
-// Codes (none when `codes` is null) and per-tile outlier counts; tile_next[t] = (last outlier
-// index in tile t) + 1, or 0.
+// Codes and per-tile outlier counts; tile_next[t] = (last outlier index in tile t) + 1, or 0.
 extern "C" __global__ void __launch_bounds__(Q_THREADS)
 q_encode(const real* x, u64 n, const Params* params, i32* codes, u32* tile_count, u64* tile_next) {
     u64 base = (u64)blockIdx.x * Q_TILE;
     u32 len = (u32)min((u64)Q_TILE, n - base);
-    q_code_tile(x + base, len, base, load_params(params), codes ? codes + base : nullptr, tile_count + blockIdx.x, tile_next + blockIdx.x);
+    q_code_tile(x + base, len, base, load_params(params), codes + base, tile_count + blockIdx.x, tile_next + blockIdx.x);
 }
 
 // Exclusive max-scan of one value per thread across the block, starting from `carry`.
@@ -714,10 +712,16 @@ qi_decode(const u32* words, u64 n, double step, const u64* offsets, const u8* ch
 // ---- Fragment of a fused region (backend/cuda/region.rs): whole outlier tiles per tile ----
 
 // The code of element i of x, as a gatherer after the Quantizer reads it (region.rs,
-// Fragment::load_code): the outlier statistics come from q_encode without codes.
-__device__ __forceinline__ i32 q_load(const real* x, u64 i, const QParams& p) {
+// Fragment::load_code). On the element's own read an outlier counts in its tile's statistics
+// (zeroed before the region): sums and maxima, the same whatever the order of the atomics.
+__device__ __forceinline__ i32 q_load(const real* x, u64 i, const QParams& p, bool own, u32* tile_count, u64* tile_next) {
     bool outlier;
-    return quant_code(x[i], p, &outlier);
+    i32 code = quant_code(x[i], p, &outlier);
+    if (outlier && own) {
+        atomicAdd(tile_count + i / Q_TILE, 1u);
+        atomicMax((unsigned long long*)tile_next + i / Q_TILE, (unsigned long long)(i + 1));
+    }
+    return code;
 }
 
 // Forward: the codes (or inline words) of `count` elements from x (global memory, the tile's

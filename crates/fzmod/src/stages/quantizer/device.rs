@@ -125,14 +125,14 @@ impl Quantizer {
         Ok(Encoding { params, tile_count, tile_next, n, ntiles })
     }
 
-    /// `q_encode` on the input at device address `x`: the codes into `codes` (n elements; none
-    /// when 0) and the tile statistics.
+    /// `q_encode` on the input at device address `x`: the codes into `codes` (n elements) and
+    /// the tile statistics.
     pub(super) fn encode(&self, run: &DeviceRun, x: u64, enc: &Encoding, codes: u64) -> Result<()> {
         let encode = run.kernel(&program(self.input), "q_encode")?;
         let tile_next = enc.tile_next.as_ref().ok_or_else(|| Error::Device("no tile_next".into()))?;
         let s = run.stream();
-        // SAFETY: argument list matches device.cu; `x` and `codes` (when not null) hold n
-        // elements, the tile arrays ntiles.
+        // SAFETY: argument list matches device.cu; `x` and `codes` hold n elements, the tile
+        // arrays ntiles.
         unsafe {
             s.launch_builder(&encode)
                 .arg(&x)

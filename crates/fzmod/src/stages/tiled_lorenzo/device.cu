@@ -152,7 +152,7 @@ extern "C" __global__ void __launch_bounds__(TL_THREADS) tl_inverse(const i32* d
 // tile-major slots, and a region tile of `count` slots from slot `first` holds whole tiles;
 // their origins take 24 bytes each of `scratch`. The forward gathers from the region's input
 // `q` (the natural grid in global memory, or a loader: fz_elements in common.cu) each element
-// once (a loader quantizes it there), into the shared tile `out`, or with deltas into the
+// once, as its own read (a loader quantizes it there), into the shared tile `out`, or with deltas into the
 // spare tile buffer first, from which it takes the deltas of tl_forward: every neighbour lies
 // inside the tile and the grid.
 __device__ __forceinline__ bool tl_slot_at(u32 i, u32 te, const u64* origin, u64 nz, u64 ny, u64 nx, u32 ty, u32 tx,
@@ -175,7 +175,7 @@ __device__ __forceinline__ void tl_region_forward(Q q, u32* out, u32* spare, u64
     u32 lz, ly, lx;
     u64 at;
     for (u32 i = threadIdx.x; i < count; i += blockDim.x)
-        codes[i] = tl_slot_at(i, te, origin, nz, ny, nx, ty, tx, &lz, &ly, &lx, &at) ? (u32)q[at] : 0u;
+        codes[i] = tl_slot_at(i, te, origin, nz, ny, nx, ty, tx, &lz, &ly, &lx, &at) ? (u32)fz_own(q, at) : 0u;
     if (!delta) return;
     __syncthreads();
     for (u32 i = threadIdx.x; i < count; i += blockDim.x) {

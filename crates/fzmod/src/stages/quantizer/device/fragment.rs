@@ -2,7 +2,8 @@
 //! tile by tile on chip and handed to the next fragment. The bound is resolved before the
 //! region; the outlier channel is written after it, reading the input again only in tiles that
 //! have outliers. Before a gatherer (TiledLorenzo, N-D Lorenzo) the codes are made inside the
-//! gatherer's loads instead, and the tile statistics by the standalone encode without codes.
+//! gatherer's loads instead, and each element's own read counts its outlier in the tile
+//! statistics.
 //! The inverse reconstructs on chip (after a gatherer, inside its scatter's stores) and puts
 //! the outliers back afterwards.
 
@@ -42,7 +43,7 @@ impl Fragment for Quantizer {
         (!self.inline_outliers).then(|| {
             (
                 "const QParams q_params = load_params((const Params*)$0)".into(),
-                "q_load((const real*)$global_in, $index, q_params)".into(),
+                "q_load((const real*)$global_in, $index, q_params, $own, (u32*)$1, (u64*)$2)".into(),
             )
         })
     }
@@ -50,12 +51,16 @@ impl Fragment for Quantizer {
     fn forward_loaded(&self, run: &mut DeviceRun, input: &DeviceBuffer, _n: usize) -> Result<ForwardPart> {
         let bound = self.bound.ok_or_else(|| Error::InvalidArgument("no error bound set".into()))?;
         let enc = self.begin(run, input, bound)?;
+        let tile_next = enc.tile_next.as_ref().ok_or_else(|| Error::Device("no tile_next".into()))?;
+        // The gatherer's loads count into them.
+        run.zero(&enc.tile_count)?;
+        run.zero(tile_next)?;
         let s = run.stream().clone();
+        let args = vec![enc.params.ptr(&s), enc.tile_count.ptr(&s), tile_next.ptr(&s)];
         let (stage, x) = (self.clone(), input.ptr(&s));
         Ok(ForwardPart::Transform {
-            args: vec![enc.params.ptr(&s)],
+            args,
             finish: Box::new(move |run| {
-                stage.encode(run, x, &enc, 0)?;
                 let (channel, record) = stage.channel(run, x, None, enc, bound)?;
                 Ok((vec![channel], record))
             }),
