@@ -261,14 +261,16 @@ fn main() {
 /// Let glibc's malloc keep freed memory for the next call. By default a freed block of a few
 /// hundred KiB or more is unmapped, or trimmed off the top of the heap, so every call of a
 /// repeated run (`bench`, several files) faults its buffers' pages in afresh: a quarter of a
-/// sub-megabyte array's compress time on one thread. Blocks below 64 MiB now come from the
-/// heap, which keeps up to 128 MiB free; larger ones are still mapped and returned.
+/// sub-megabyte array's compress time on one thread, and on many cores the part of a large
+/// array's call that does not shrink with threads (the kernel clears each fresh page). Blocks
+/// below 1 GiB now come from the heap, which keeps up to 2 GiB free; larger ones are still
+/// mapped and returned.
 fn keep_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets allocator parameters, under the allocator's own lock.
     unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 64 << 20);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 128 << 20);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 30);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
     }
 }
 
