@@ -3,8 +3,11 @@
 # Compute's gpu__time_duration of every launch of `fzmod bench --runs 1` (its warm-up call,
 # then the timed one: each launch appears twice), in launch order, on etopo5 x8 (299 MB).
 # On the GPU machine after scripts/prepare-gpu.sh here (carry [".gpu"]):
-#   bash scripts/kernel-times.sh PRESET-or-TOML BOUND [MODE [SHAPE]]
+#   [FUSION=off] bash scripts/kernel-times.sh PRESET-or-TOML BOUND [MODE [SHAPE]]
 # e.g. `scripts/kernel-times.sh scripts/chains/tiled-negabinary-rze.toml 1e-3 rel 17288x4320`.
+# With FUSION=off every stage runs its own kernels (their names start with the stage's
+# prefix: q_, tl_, lz_, bs_, rze_, ...): each stage's time alone, for its share of the
+# DRAM roofline over its input and output bytes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pipeline=(--preset "$1")
@@ -20,7 +23,7 @@ PY
 fi
 ncu --metrics gpu__time_duration.sum --csv --print-units base \
   ./.gpu/fzmod bench "$e8" --dtype f32 --shape "$shape" "${pipeline[@]}" -m "$mode" -e "$bound" \
-  --backend cuda --runs 1 2>/dev/null | python3 -c '
+  --backend cuda --runs 1 --fusion "${FUSION:-on}" 2>/dev/null | python3 -c '
 import csv, sys
 rows = [r for r in csv.reader(l for l in sys.stdin if l.startswith("\""))]
 head, rows = rows[0], rows[1:]

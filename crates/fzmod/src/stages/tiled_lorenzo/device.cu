@@ -152,9 +152,9 @@ extern "C" __global__ void __launch_bounds__(TL_THREADS) tl_inverse(const i32* d
 // tile-major slots, and a region tile of `count` slots from slot `first` holds whole tiles;
 // their origins take 24 bytes each of `scratch`. The forward gathers from the region's input
 // `q` (the natural grid in global memory, or a loader: fz_elements in common.cu) each element
-// once, as its own read (a loader quantizes it there), into the shared tile `out`, or with deltas into the
-// spare tile buffer first, from which it takes the deltas of tl_forward: every neighbour lies
-// inside the tile and the grid.
+// once, as its own read (a loader quantizes it there), into the shared tile `out`, or with
+// deltas into the spare tile buffer first, from which it takes the deltas of tl_forward: every
+// neighbour lies inside the tile and the grid.
 __device__ __forceinline__ bool tl_slot_at(u32 i, u32 te, const u64* origin, u64 nz, u64 ny, u64 nx, u32 ty, u32 tx,
                                            u32* lz, u32* ly, u32* lx, u64* at) {
     u32 t = i / te, local = i - t * te, r = local / tx;
