@@ -5,7 +5,7 @@
 # On the GPU machine after scripts/prepare-gpu.sh here (carry [".gpu"]):
 #   [FUSION=off] bash scripts/kernel-times.sh PRESET-or-TOML BOUND [MODE [SHAPE]]
 # e.g. `scripts/kernel-times.sh scripts/chains/tiled-negabinary-rze.toml 1e-3 rel 17288x4320`.
-# With FUSION=off every stage runs its own kernels (their names start with the stage's
+# With FUSION=off every stage runs its own kernels (named, mostly, by the stage's
 # prefix: q_, tl_, lz_, bs_, rze_, ...): each stage's time alone, for its share of the
 # DRAM roofline over its input and output bytes.
 set -euo pipefail
