@@ -177,6 +177,20 @@ mod tests {
             found.iter().map(|r| (r.start, r.end, r.region.nested)).collect::<Vec<_>>()
         };
         assert_eq!(inverse(&tiled("")), [(0, 5, true)]);
+        // The generated decode reconstructs through the scatter's storer: no codes array.
+        let p = crate::config::from_toml(&tiled("")).expect("a valid pipeline");
+        let chain = Chain::of_pipeline(&p).inverted();
+        let source = chain.inverse_regions()[0].region.inverse_program().expect("a program").source();
+        let kernel = &source[source.find("region_inverse(").expect("the kernel")..];
+        assert!(kernel.contains("auto store = fz_store(") && kernel.contains("fz_stores(store)"));
+        assert!(!kernel.contains("q_region_inverse("));
+        // Forward, the codes are made (and outliers counted) where the gatherer reads them.
+        let source = Chain::of_pipeline(&p).forward_regions()[0].region.forward_program().expect("a program").source();
+        let kernel = &source[source.find("region_forward(").expect("the kernel")..];
+        assert!(
+            kernel.contains("fz_load([&](u64 i, bool own)")
+                && kernel.contains("q_load((const real*)input, i, q_params, own")
+        );
         assert_eq!(inverse(&tiled("tile_x = 5\ntile_y = 3\n")), [(2, 5, false), (0, 2, true)]);
         assert_eq!(inverse(&tiled("tile_x = 2\ntile_y = 2\n")), [(2, 5, false)]);
         // Tiles whose origins overflow the scratch area do not fuse (the Quantizer runs alone);
