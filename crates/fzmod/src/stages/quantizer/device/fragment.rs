@@ -8,12 +8,13 @@
 //! the outliers back afterwards.
 
 use super::inline::tiles;
-use super::{real_define, Quantizer, SOURCE, TILE};
+use super::{real_define, Encoding, Quantizer, SOURCE, TILE};
 use crate::backend::cuda::device::{grid, DeviceBuffer, DeviceRun};
 use crate::backend::cuda::device_error;
 use crate::backend::cuda::region::{Code, ForwardPart, Fragment, Geometry, InversePart};
 use crate::element::DType;
 use crate::error::{corrupt, Error, Result};
+use crate::stage::ErrorBound;
 use cudarc::driver::PushKernelArg;
 
 impl Fragment for Quantizer {
@@ -57,14 +58,7 @@ impl Fragment for Quantizer {
         run.zero(tile_next)?;
         let s = run.stream().clone();
         let args = vec![enc.params.ptr(&s), enc.tile_count.ptr(&s), tile_next.ptr(&s)];
-        let (stage, x) = (self.clone(), input.ptr(&s));
-        Ok(ForwardPart::Transform {
-            args,
-            finish: Box::new(move |run| {
-                let (channel, record) = stage.channel(run, x, None, enc, bound)?;
-                Ok((vec![channel], record))
-            }),
-        })
+        Ok(self.then_channel(args, input.ptr(&s), enc, bound))
     }
 
     fn store_code(&self) -> Option<(Code, Code)> {
@@ -87,14 +81,7 @@ impl Fragment for Quantizer {
         let enc = self.begin(run, x, bound)?;
         let s = run.stream().clone();
         let args = vec![enc.params.ptr(&s), enc.tile_count.ptr(&s), enc.tile_next.as_ref().map_or(0, |b| b.ptr(&s))];
-        let (stage, x) = (self.clone(), x.ptr(&s));
-        Ok(ForwardPart::Transform {
-            args,
-            finish: Box::new(move |run| {
-                let (channel, record) = stage.channel(run, x, None, enc, bound)?;
-                Ok((vec![channel], record))
-            }),
-        })
+        Ok(self.then_channel(args, x.ptr(&s), enc, bound))
     }
 
     fn inverse(&self, run: &mut DeviceRun, outputs: &[Option<&DeviceBuffer>]) -> Result<InversePart> {
@@ -157,5 +144,21 @@ impl Fragment for Quantizer {
                 stage.scatter_runs(run, &runs, count, out.ptr(run.stream()))
             }),
         })
+    }
+}
+
+impl Quantizer {
+    /// The region part of a forward with runtime values `args`: after the region, the outlier
+    /// channel (reading the input at device address `x` again where there are outliers) and
+    /// the record.
+    fn then_channel(&self, args: Vec<u64>, x: u64, enc: Encoding, bound: ErrorBound) -> ForwardPart {
+        let stage = self.clone();
+        ForwardPart::Transform {
+            args,
+            finish: Box::new(move |run| {
+                let (channel, record) = stage.channel(run, x, None, enc, bound)?;
+                Ok((vec![channel], record))
+            }),
+        }
     }
 }
