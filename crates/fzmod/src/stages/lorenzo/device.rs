@@ -60,7 +60,9 @@ impl DeviceStage for Lorenzo {
         if n != g.len() {
             return Err(corrupt!("Lorenzo: {n} elements for grid {:?}", g.dims));
         }
-        let out = run.copy(d, n)?;
+        // Deltas nothing else reads (a decode region's output) take the sums in place: no
+        // copy pass, and one full-size buffer less.
+        let out = if run.may_consume(d) { d.share() } else { run.copy(d, n)? };
         let s = run.stream().clone();
         let op = out.ptr(&s);
         if self.block_size > 0 {
