@@ -9,11 +9,12 @@
 #      prepare-gpu.sh built a wheel into .gpu/wheels;
 # and prints a short summary last. Full logs and JSON go to $OUT when set.
 # The whole run takes longer than one device call allows: run it as calls of `--tests-only`
-# (GPU tests and Python: four test processes at once; one process took 9–11 minutes on the H200
-# before the programs were compiled on all cores — GPU_TESTS=NAME-or-`--skip NAME` still runs a
-# selection in one process), `--sanitize-only` (about 4–6) and `--bench-only` (about 1.5). The
-# test logs are written to $OUT as the tests run, so a call that runs out of time still brings
-# back the results of the tests that finished.
+# (GPU tests and Python: eight test processes at once, the seeded random tests in four shards;
+# one process took 9–11 minutes on the H200 before the programs were compiled on all cores —
+# GPU_TESTS=NAME-or-`--skip NAME` still runs a selection in one process, and FZMOD_GPU_SHARD=k/n
+# a shard of the seeded tests' seeds), `--sanitize-only` (about 4–6) and `--bench-only` (about
+# 1.5). Each test process's log is appended to $OUT/gpu-tests.log when it ends, so a call that
+# runs out of time still brings back the results of the processes that finished.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/fzmod-gpu}
@@ -37,24 +38,46 @@ if part tests && [ -n "${GPU_TESTS:-}" ]; then
   ./.gpu/gpu-tests --include-ignored --test-threads 1 --nocapture ${GPU_TESTS:-} 2>&1 | tee "$out/gpu-tests.log" | grep -E "^test |GPU ==|panicked|skipping|result"
   tests_rc=${PIPESTATUS[0]}
 elif part tests; then
-  # Four processes share the GPU (the tests are bound by their CPU references, and the host
-  # has the cores): the presets × shared fields test in three groups of presets
-  # (FZMOD_GPU_PRESETS, round robin so that the slow interpolation presets part), and every
-  # other test in the fourth. Each writes its log to $OUT as it goes.
+  # Eight processes share the GPU (the tests wait on NVRTC compiles and their CPU references,
+  # and the host has the cores): the presets × shared fields test in three groups of presets
+  # (FZMOD_GPU_PRESETS, round robin so that the slow interpolation presets part), the seeded
+  # random tests in four shards of their seeds (FZMOD_GPU_SHARD), and every other test in the
+  # eighth. Each writes its log as it goes; a finished one is appended to $OUT/gpu-tests.log,
+  # so a call that runs out of time still brings back the tests that finished ($OUT takes
+  # eight files).
   mapfile -t presets < <(./.gpu/fzmod presets | awk '{print $1}')
   groups=("" "" "")
   for i in "${!presets[@]}"; do groups[i % 3]+="${groups[i % 3]:+,}${presets[i]}"; done
+  seeded=(random_pipelines_give_cpu_bytes_fused_and_unfused random_fused_regions_give_cpu_bytes
+    fzgpu_and_pfpl_integer_stages_alone_give_cpu_bytes fzgpu_and_pfpl_float_stages_and_presets_give_cpu_bytes
+    masked_pipelines_give_cpu_bytes huffman_alone_gives_cpu_bytes)
+  logs=/tmp/gpu-test-logs
+  rm -rf "$logs" && mkdir -p "$logs"
+  tests=(./.gpu/gpu-tests --include-ignored --test-threads 1 --nocapture)
+  run_logged() { # log-name command...: run, then append the log to $OUT/gpu-tests.log
+    "${@:2}" > "$logs/$1.log" 2>&1
+    local rc=$?
+    if command -v flock >/dev/null; then
+      flock "$out/gpu-tests.log" cat "$logs/$1.log" >> "$out/gpu-tests.log"
+    else
+      cat "$logs/$1.log" >> "$out/gpu-tests.log"
+    fi
+    return $rc
+  }
   pids=()
   for g in 0 1 2; do
-    FZMOD_GPU_PRESETS=${groups[g]} ./.gpu/gpu-tests --include-ignored --test-threads 1 --nocapture \
-      presets_on_shared_fields > "$out/gpu-tests-presets-$g.log" 2>&1 &
+    FZMOD_GPU_PRESETS=${groups[g]} run_logged "presets-$g" "${tests[@]}" presets_on_shared_fields &
     pids+=($!)
   done
-  ./.gpu/gpu-tests --include-ignored --test-threads 1 --nocapture --skip presets_on_shared_fields \
-    > "$out/gpu-tests-rest.log" 2>&1 &
+  for k in 0 1 2 3; do
+    FZMOD_GPU_SHARD=$k/4 run_logged "seeded-$k" "${tests[@]}" --exact "${seeded[@]}" &
+    pids+=($!)
+  done
+  skips=(--skip presets_on_shared_fields)
+  for t in "${seeded[@]}"; do skips+=(--skip "$t"); done
+  run_logged rest "${tests[@]}" "${skips[@]}" &
   pids+=($!)
   for pid in "${pids[@]}"; do wait "$pid" || tests_rc=1; done
-  cat "$out"/gpu-tests-presets-*.log "$out/gpu-tests-rest.log" > "$out/gpu-tests.log"
   grep -E "^test |GPU ==|FZMOD_GPU_PRESETS|panicked|skipping|result" "$out/gpu-tests.log"
 fi
 

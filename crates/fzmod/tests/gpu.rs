@@ -123,12 +123,27 @@ fn seeded_case(salt: u64, seed: u64, generate: fn(&mut Rng) -> String) -> (Strin
     (toml, p, data, shape)
 }
 
+/// The seeds of a seeded GPU test this process runs: all of `seeds`, or with
+/// `FZMOD_GPU_SHARD=k/n` those equal to k modulo n (gpu-check.sh runs n shards at once: the
+/// tests wait on NVRTC compiles and CPU references, and the GPU machine has the cores).
+fn shard(seeds: std::ops::RangeInclusive<u64>) -> impl Iterator<Item = u64> {
+    let (k, n) = match std::env::var("FZMOD_GPU_SHARD") {
+        Err(_) => (0, 1),
+        Ok(s) => s
+            .split_once('/')
+            .and_then(|(k, n)| Some((k.parse::<u64>().ok()?, n.parse::<u64>().ok()?)))
+            .filter(|&(k, n)| k < n)
+            .unwrap_or_else(|| panic!("FZMOD_GPU_SHARD={s}: expected k/n with k < n")),
+    };
+    seeds.filter(move |seed| seed % n == k)
+}
+
 /// Property test with a fixed seed list: random pipelines of every stage (block sizes 1..5000,
 /// N-D and block Lorenzo, any tile, every layout, abs and rel) on random shapes and values.
 #[test]
 #[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
 fn random_pipelines_give_cpu_bytes_fused_and_unfused() {
-    for seed in 1..=60u64 {
+    for seed in shard(1..=60u64) {
         let (toml, p, data, shape) = seeded_case(0x9E37_79B9_7F4A_7C15, seed, random_pipeline);
         assert_backends_agree(&p, &data, &shape, &format!("seed {seed} shape {shape:?}\n{toml}"));
     }
@@ -315,7 +330,7 @@ const FUSABLE_SALT: u64 = 0xD1B5_4A32_D192_ED03;
 #[test]
 #[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
 fn random_fused_regions_give_cpu_bytes() {
-    for seed in 1..=48u64 {
+    for seed in shard(1..=48u64) {
         let (toml, p, data, shape) = seeded_case(FUSABLE_SALT, seed, random_fusable_chain);
         assert_backends_agree(&p, &data, &shape, &format!("seed {seed} shape {shape:?}\n{toml}"));
     }
@@ -712,7 +727,7 @@ fn random_word_stage(rng: &mut Rng, which: u64) -> (String, Buffer, Vec<usize>) 
 #[test]
 #[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
 fn fzgpu_and_pfpl_integer_stages_alone_give_cpu_bytes() {
-    for seed in 1..=12u64 {
+    for seed in shard(1..=12u64) {
         let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1);
         for which in 0..8 {
             let (stage, data, shape) = random_word_stage(&mut rng, which);
@@ -745,7 +760,7 @@ fn fzgpu_and_pfpl_integer_cases_round_trip_on_the_cpu() {
 #[test]
 #[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
 fn fzgpu_and_pfpl_float_stages_and_presets_give_cpu_bytes() {
-    for seed in 1..=16u64 {
+    for seed in shard(1..=16u64) {
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xf00d);
         let f64_values = rng.below(3) == 0;
         let (mut data, shape) = random_field(&mut rng, f64_values);
@@ -868,7 +883,7 @@ fn masked_pipelines_give_cpu_bytes() {
     use common::reseal::{fix_crcs, layout};
     let examples = ["masked-cuszp2", "masked-cuszp3-outlier", "masked-fzgpu", "masked-pfpl"];
     let alone = MASK_ALONE;
-    for seed in 1..=24u64 {
+    for seed in shard(1..=24u64) {
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x3a5c);
         let f64_values = rng.below(3) == 0;
         let (data, shape) = masked_field(&mut rng, f64_values);
@@ -1019,7 +1034,7 @@ fn random_huffman_case(rng: &mut Rng) -> (String, Buffer) {
 #[test]
 #[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
 fn huffman_alone_gives_cpu_bytes() {
-    for seed in 1..=40u64 {
+    for seed in shard(1..=40u64) {
         let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1);
         let (stage, data) = random_huffman_case(&mut rng);
         let mut p = fzmod::from_toml(&format!("[[stage]]\nname = \"s\"\n{stage}")).unwrap();
