@@ -14,16 +14,7 @@ presets=("$@")
 [ ${#presets[@]} -gt 0 ] || presets=(cuszp2 pfpl fzgpu cusz mans interp-fast interp)
 cores=$(nproc)
 threads=${THREADS:-$(t=1; while [ $t -lt "$cores" ]; do echo -n "$t "; t=$((2 * t)); done; echo "$cores")}
-e8=/tmp/etopo5x8_74684160.f32
-if [ ! -f $e8 ]; then
-  python3 - "${DATA:-.gpu/data}" $e8 <<'PY'
-import lzma, pathlib, sys
-d = pathlib.Path(sys.argv[1])
-xz, raw = d / "etopo5_2161x4320.f32.xz", d / "etopo5_2161x4320.f32"
-e = lzma.decompress(xz.read_bytes()) if xz.exists() else raw.read_bytes()
-pathlib.Path(sys.argv[2]).write_bytes(e * 8)
-PY
-fi
+e8=$(bash scripts/etopo5x8.sh)
 echo "$(lscpu | sed -n 's/^Model name: *//p'), $cores cores; fzmod bench --backend cpu, etopo5 x8, rel 1e-3, median of $runs"
 printf '%-12s %8s %18s %18s\n' preset threads "compress GB/s (x)" "decompress GB/s (x)"
 for p in "${presets[@]}"; do

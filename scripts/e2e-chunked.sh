@@ -8,12 +8,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/fzmod-e2e}
 mkdir -p "$out"
-E8=/tmp/etopo5x8_74684160.f32
-[ -f $E8 ] || python3 - <<'PY'
-import lzma, pathlib
-e = lzma.decompress(pathlib.Path(".gpu/data/etopo5_2161x4320.f32.xz").read_bytes())
-pathlib.Path("/tmp/etopo5x8_74684160.f32").write_bytes(e * 8)
-PY
+E8=$(bash scripts/etopo5x8.sh)
 bench() { # label bench-arguments...: prints compress / decompress GB/s including transfers
   local label=$1; shift
   ./.gpu/fzmod bench $E8 --dtype f32 --shape 74684160 --preset cuszp2 --backend cuda --runs "${RUNS:-10}" "$@" \

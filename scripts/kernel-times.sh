@@ -13,14 +13,7 @@ cd "$(dirname "$0")/.."
 pipeline=(--preset "$1")
 [[ "$1" == *.toml ]] && pipeline=(--config "$1")
 bound=$2 mode=${3:-rel} shape=${4:-74684160}
-e8=/tmp/etopo5x8_74684160.f32
-if [ ! -f "$e8" ]; then
-  python3 - <<'PY'
-import lzma, pathlib
-e = lzma.decompress(pathlib.Path(".gpu/data/etopo5_2161x4320.f32.xz").read_bytes())
-pathlib.Path("/tmp/etopo5x8_74684160.f32").write_bytes(e * 8)
-PY
-fi
+e8=$(bash scripts/etopo5x8.sh)
 ncu --metrics gpu__time_duration.sum --csv --print-units base \
   ./.gpu/fzmod bench "$e8" --dtype f32 --shape "$shape" "${pipeline[@]}" -m "$mode" -e "$bound" \
   --backend cuda --runs 1 --fusion "${FUSION:-on}" 2>/dev/null | python3 -c '

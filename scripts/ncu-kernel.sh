@@ -9,14 +9,7 @@ cd "$(dirname "$0")/.."
 kernel=$1 preset=$2 bound=$3 mode=${4:-rel} shape=${5:-74684160}
 out=${OUT:-/tmp/fzmod-ncu}
 mkdir -p "$out"
-e8=/tmp/etopo5x8_74684160.f32
-if [ ! -f "$e8" ]; then
-  python3 - <<'PY'
-import lzma, pathlib
-e = lzma.decompress(pathlib.Path(".gpu/data/etopo5_2161x4320.f32.xz").read_bytes())
-pathlib.Path("/tmp/etopo5x8_74684160.f32").write_bytes(e * 8)
-PY
-fi
+e8=$(bash scripts/etopo5x8.sh)
 name="$kernel-$preset-$mode-$bound"
 ncu --kernel-name "$kernel" --launch-skip 3 --launch-count 1 \
   --section SpeedOfLight --section Occupancy --section LaunchStats --section SchedulerStats \

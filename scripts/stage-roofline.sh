@@ -14,14 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp}/stage-roofline
 mkdir -p "$out"
-e8=/tmp/etopo5x8_74684160.f32
-if [ ! -f "$e8" ]; then
-  python3 - <<'PY'
-import lzma, pathlib
-e = lzma.decompress(pathlib.Path(".gpu/data/etopo5_2161x4320.f32.xz").read_bytes())
-pathlib.Path("/tmp/etopo5x8_74684160.f32").write_bytes(e * 8)
-PY
-fi
+e8=$(bash scripts/etopo5x8.sh)
 python3 - <<'PY'
 import cupy as cp
 n = 74684160
