@@ -736,15 +736,17 @@ impl Region<'_> {
         // Every length a record states must describe the same number of region elements.
         let &(k0, b0) = stated.first().ok_or_else(|| corrupt!("no stage of a fused region states its length"))?;
         let n = b0 / rates[k0];
-        if let Some(&(k, b)) = stated.iter().find(|&&(k, b)| b != n * rates[k]) {
+        if let Some(&(k, b)) = stated.iter().find(|&&(k, b)| n.checked_mul(rates[k]) != Some(b)) {
             return Err(corrupt!("stage {k} of a fused region states {b} bytes, stage {k0} {b0}"));
         }
         let ntiles = n.div_ceil(self.tile) as u64;
         let elements = self.fragments[nested].inverse_elements(n)?;
-        if let Some(b) = nested_bytes.filter(|&b| b != elements * rates[0]) {
+        let out_bytes =
+            elements.checked_mul(rates[0]).ok_or_else(|| corrupt!("a fused region of {elements} elements"))?;
+        if let Some(b) = nested_bytes.filter(|&b| b != out_bytes) {
             return Err(corrupt!("stage 0 of a fused region states {b} bytes, stage 1 {elements} elements"));
         }
-        let out = run.alloc(out_dtype, elements * rates[0] / out_dtype.size())?;
+        let out = run.alloc(out_dtype, out_bytes / out_dtype.size())?;
         let err = run.error_flag("a fused region's coded tiles do not match their table".into())?;
         let f = region_kernel(run, &program, "region_inverse")?;
         // The scans' look-back: the ticket counter, then each scan's tile words.

@@ -146,7 +146,9 @@ impl Fragment for Lorenzo {
 
     fn inverse(&self, _run: &mut DeviceRun, _outputs: &[Option<&DeviceBuffer>]) -> Result<InversePart> {
         let g = self.grid.ok_or_else(|| Error::Pipeline("Lorenzo inverse needs a decoded record".into()))?;
-        Ok(InversePart::Transform { args: Vec::new(), input_bytes: Some(4 * g.len()), finish: Box::new(|_, _| Ok(())) })
+        // A record's grid fits a usize; its bytes need not (a corrupt one must not wrap).
+        let bytes = g.len().checked_mul(4).ok_or_else(|| corrupt!("Lorenzo grid {:?}", g.dims))?;
+        Ok(InversePart::Transform { args: Vec::new(), input_bytes: Some(bytes), finish: Box::new(|_, _| Ok(())) })
     }
 }
 

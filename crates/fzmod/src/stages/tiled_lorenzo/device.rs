@@ -185,10 +185,12 @@ impl Fragment for TiledLorenzo {
 
     fn inverse(&self, _run: &mut DeviceRun, _outputs: &[Option<&DeviceBuffer>]) -> Result<InversePart> {
         let (g, tile) = self.decoded()?;
-        let padded = cpu::padded_len(g, tile).ok_or_else(|| corrupt!("TiledLorenzo grid {:?}", g.dims))?;
+        let bytes = cpu::padded_len(g, tile)
+            .and_then(|padded| padded.checked_mul(4))
+            .ok_or_else(|| corrupt!("TiledLorenzo grid {:?}", g.dims))?;
         Ok(InversePart::Transform {
             args: region_args(g, tile),
-            input_bytes: Some(4 * padded),
+            input_bytes: Some(bytes),
             finish: Box::new(|_, _| Ok(())),
         })
     }
