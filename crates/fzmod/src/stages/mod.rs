@@ -134,6 +134,9 @@ fn region_programs() -> Vec<crate::backend::cuda::Program> {
             }
         }
     }
+    // Presets share regions (and 1-D and 2-D shapes mostly fuse alike): each program once.
+    let mut seen = std::collections::BTreeSet::new();
+    programs.retain(|p| seen.insert(p.source()));
     programs
 }
 
