@@ -1,6 +1,7 @@
 //! Any bytes and any box given to the region decoder (chunked archives, docs/FORMAT.md §8): a
 //! typed error, or exactly the box's elements, which equal those of a full decode. Seed the
-//! corpus with tests/golden/*.fzm (v2.0_chunked_*.fzm reaches the chunk index).
+//! corpus with `python3 fuzz/region_seeds.py DIR` (the golden archives in this target's input
+//! encoding; v2.0_chunked_*.fzm reaches the chunk index).
 #![no_main]
 
 use std::ops::Range;
