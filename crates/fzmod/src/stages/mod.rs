@@ -115,9 +115,11 @@ pub(crate) fn device_programs() -> Vec<crate::backend::cuda::Program> {
     programs
 }
 
-/// The fused-region kernels of every preset, both element types and both directions.
+/// The fused-region kernels of every preset, both element types and both directions, and
+/// those of each of its stages alone (`Region::alone`).
 #[cfg(feature = "cuda")]
 fn region_programs() -> Vec<crate::backend::cuda::Program> {
+    use crate::backend::cuda::region::Region;
     use crate::element::DType;
     let mut programs = Vec::new();
     for preset in crate::config::PRESETS {
@@ -131,10 +133,15 @@ fn region_programs() -> Vec<crate::backend::cuda::Program> {
                 programs.extend(chain.forward_regions().iter().flat_map(|r| r.region.forward_program()));
                 let chain = chain.inverted();
                 programs.extend(chain.inverse_regions().iter().flat_map(|r| r.region.inverse_program()));
+                for f in p.nodes().iter().filter_map(|n| n.stage.fragment()) {
+                    programs.extend(Region::alone(f, false).and_then(|r| r.forward_program().ok()));
+                    programs.extend(Region::alone(f, true).and_then(|r| r.inverse_program().ok()));
+                }
             }
         }
     }
-    // Presets share regions (and 1-D and 2-D shapes mostly fuse alike): each program once.
+    // Presets share regions and stages (and 1-D and 2-D shapes mostly fuse alike): each
+    // program once.
     let mut seen = std::collections::BTreeSet::new();
     programs.retain(|p| seen.insert(p.source()));
     programs

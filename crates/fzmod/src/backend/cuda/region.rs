@@ -12,7 +12,7 @@
 //! of the first stage's inverse), which are global. An inverse may use its `$in` as scratch.
 //! Every call is made by all threads of the block; the generator puts a barrier after each.
 
-use super::device::{grid, DeviceBuffer, DeviceRun, PendingRecord};
+use super::device::{grid, DeviceBuffer, DeviceForwarded, DeviceRun, PendingRecord};
 use super::{device_error, Program};
 use crate::element::DType;
 use crate::error::{corrupt, Error, Result};
@@ -462,7 +462,13 @@ impl Region<'_> {
         );
         let kernel = if self.coded() {
             let bytes = format!("count * {}u", rates[transforms]);
-            let coded_in = if transforms == 0 { "src" } else { buffer(transforms - 1) };
+            // A coder alone reads its tile staged in shared memory, as it would in a chain.
+            if transforms == 0 {
+                body.push_str(&format!(
+                    "        fz_block_load(buf1, src, (u64)count * {in_width}u);\n        __syncthreads();\n"
+                ));
+            }
+            let coded_in = if transforms == 0 { buffer(1) } else { buffer(transforms - 1) };
             let staged = buffer(transforms);
             let names = [("$in", coded_in), ("$out", staged), ("$bytes", bytes.as_str())];
             let encode = expand(&codes[transforms], bases[transforms], &with_common(&names));
@@ -549,7 +555,7 @@ impl Region<'_> {
         } else {
             let w = rates[transforms];
             format!(
-                "        fz_block_copy({top}, seg + first * {w}ull, (u64)count * {w}u);\n        __syncthreads();\n"
+                "        fz_block_load({top}, seg + first * {w}ull, (u64)count * {w}u);\n        __syncthreads();\n"
             )
         };
         // A nested stage becomes the storer the gatherer writes the region's output through.
@@ -582,6 +588,12 @@ impl Region<'_> {
             body.push_str("        __syncthreads();\n");
         }
         let (tile, out_width) = (self.tile, rates[0]);
+        if transforms == 0 {
+            // A coder alone: its decoded tile is the region's output.
+            body.push_str(&format!(
+                "        fz_block_copy(dst, {top}, (u64)count * {out_width}u);\n        __syncthreads();\n"
+            ));
+        }
         let tile_head = format!(
             "        u64 first = t * {tile}ull;\n        u32 count = (u32)min((u64){tile}, n - first);\n        \
              u8* dst = out + first * {out_width}ull;\n{}",
@@ -781,6 +793,60 @@ impl Region<'_> {
     }
 }
 
+/// A stage's own device path through its fragment: a region of that stage alone, whose
+/// generated kernel moves the stage's bytes faster than a kernel written for the stage
+/// (docs/PERFORMANCE.md, "Every stage alone against the DRAM roofline"). The stage keeps kernels of its own for the
+/// instances no tile holds.
+impl<'f> Region<'f> {
+    /// The region of `f` alone (for its inverse when `inverse`), `None` when `f` does not fit
+    /// a tile or its inverse needs a global pass.
+    pub fn alone(f: &'f dyn Fragment, inverse: bool) -> Option<Region<'f>> {
+        if inverse && !f.inverse_fuses() {
+            return None;
+        }
+        let geometry = f.geometry()?;
+        let tile = tile_elements(&[geometry])?;
+        Some(Region { fragments: vec![f], geometries: vec![geometry], tile, nested: false })
+    }
+
+    /// `DeviceStage::forward` of the stage alone on `input`; its main output has element type
+    /// `out_dtype`.
+    pub fn forward_alone(
+        &self,
+        run: &mut DeviceRun,
+        input: &DeviceBuffer,
+        out_dtype: DType,
+    ) -> Result<DeviceForwarded> {
+        let out = self.forward(run, input, input.known_len()?, out_dtype)?;
+        match (out.coder_record, out.finishers.into_iter().next()) {
+            (Some(record), _) => Ok(DeviceForwarded { outputs: vec![out.output], record }),
+            (None, Some(finish)) => {
+                let (side, record) = finish(run)?;
+                Ok(DeviceForwarded { outputs: std::iter::once(out.output).chain(side).collect(), record })
+            }
+            (None, None) => Err(Error::Device("a region of one transform has no finisher".into())),
+        }
+    }
+
+    /// `DeviceStage::inverse` of the stage alone from its output ports; its input has element
+    /// type `in_dtype`.
+    pub fn inverse_alone(
+        &self,
+        run: &mut DeviceRun,
+        outputs: &[&DeviceBuffer],
+        in_dtype: DType,
+    ) -> Result<Vec<DeviceBuffer>> {
+        let main = outputs.first().ok_or_else(|| Error::Pipeline("an inverse without its output".into()))?;
+        let ports: Vec<Option<&DeviceBuffer>> = outputs.iter().map(|b| Some(*b)).collect();
+        let part = self.fragments[0].inverse(run, &ports)?;
+        let (input, finishers) = self.inverse(run, vec![part], main, in_dtype)?;
+        for finish in finishers {
+            finish(run, Some(&input))?;
+        }
+        Ok(vec![input])
+    }
+}
+
 /// A region kernel, asking for the largest shared-memory carveout: its occupancy is bounded
 /// by the tile buffers.
 fn region_kernel(run: &DeviceRun, program: &Program, name: &str) -> Result<cudarc::driver::CudaFunction> {
@@ -822,6 +888,28 @@ mod tests {
         assert_eq!(tile_elements(&[g(4, 1, 4096, true), g(4, 4, 4, false)]), None);
         assert_eq!(tile_elements(&[g(4, 4, 32768, false), g(4, 4, 4, false)]), None);
         assert_eq!(tile_elements(&[g(4, 4, 12, false), g(4, 4, 4096, false)]), Some(3072));
+    }
+
+    #[test]
+    fn a_stage_alone_is_a_region_of_one() {
+        let p =
+            crate::config::from_toml("[[stage]]\nname = \"r\"\ntype = \"RZE\"\nchunk_size = 16384\nword_size = 1\n")
+                .expect("a valid pipeline");
+        let rze = p.nodes()[0].stage.fragment().expect("RZE has a fragment");
+        let alone = Region::alone(rze, false).expect("a chunk fits a tile");
+        assert_eq!(alone.tile, 16384);
+        // A coder alone encodes its tile staged in shared memory, and decodes into the output.
+        let source = alone.forward_program().expect("a program").source();
+        assert!(
+            source.contains("fz_block_load(buf1, src, (u64)count * 1u)") && source.contains("rze_region_size(buf1,")
+        );
+        let source = alone.inverse_program().expect("a program").source();
+        assert!(source.contains("fz_block_copy(dst, buf0, (u64)count * 1u)"));
+        // An instance no tile holds keeps the stage's own kernels.
+        let p =
+            crate::config::from_toml("[[stage]]\nname = \"r\"\ntype = \"RZE\"\nchunk_size = 32768\nword_size = 1\n")
+                .expect("a valid pipeline");
+        assert!(Region::alone(p.nodes()[0].stage.fragment().expect("a fragment"), false).is_none());
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use super::Bitshuffle;
 use crate::backend::cuda::device::{grid, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage, THREADS};
-use crate::backend::cuda::region::{Code, ForwardPart, Fragment, Geometry, InversePart};
+use crate::backend::cuda::region::{Code, ForwardPart, Fragment, Geometry, InversePart, Region};
 use crate::backend::cuda::{device_error, Program};
 use crate::element::DType;
 use crate::error::{corrupt, Error, Result};
@@ -54,6 +54,9 @@ impl Bitshuffle {
 impl DeviceStage for Bitshuffle {
     fn forward(&self, run: &mut DeviceRun, inputs: &[&DeviceBuffer]) -> Result<DeviceForwarded> {
         let [x] = inputs else { return Err(Error::Pipeline("Bitshuffle takes one input".into())) };
+        if let Some(alone) = Region::alone(self, false) {
+            return alone.forward_alone(run, x, DType::U8);
+        }
         let len = x.known_len()? * self.data_type.size();
         let out = run.alloc(DType::U8, len)?;
         self.launch(run, x, &out, len as u64, false)?;
@@ -67,6 +70,9 @@ impl DeviceStage for Bitshuffle {
         let size = self.data_type.size();
         if !len.is_multiple_of(size) {
             return Err(corrupt!("Bitshuffle: {len} bytes are not whole {} elements", self.data_type));
+        }
+        if let Some(alone) = Region::alone(self, true) {
+            return alone.inverse_alone(run, outputs, self.data_type);
         }
         let out = run.alloc(self.data_type, len / size)?;
         self.launch(run, bytes, &out, len as u64, true)?;

@@ -2,7 +2,7 @@
 
 use super::Lorenzo;
 use crate::backend::cuda::device::{grid, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage, THREADS};
-use crate::backend::cuda::region::{Code, ForwardPart, Fragment, Geometry, InversePart};
+use crate::backend::cuda::region::{Code, ForwardPart, Fragment, Geometry, InversePart, Region};
 use crate::backend::cuda::{device_error, Program};
 use crate::element::DType;
 use crate::error::{corrupt, Error, Result};
@@ -24,6 +24,9 @@ pub(crate) fn program() -> Program {
 impl DeviceStage for Lorenzo {
     fn forward(&self, run: &mut DeviceRun, inputs: &[&DeviceBuffer]) -> Result<DeviceForwarded> {
         let [q] = inputs else { return Err(Error::Pipeline("Lorenzo takes one input".into())) };
+        if let Some(alone) = Region::alone(self, false) {
+            return alone.forward_alone(run, q, DType::I32);
+        }
         let n = q.known_len()?;
         let g = self.grid_for(&run.shape, n)?;
         let out = run.alloc(DType::I32, n)?;
@@ -59,6 +62,9 @@ impl DeviceStage for Lorenzo {
         let n = d.known_len()?;
         if n != g.len() {
             return Err(corrupt!("Lorenzo: {n} elements for grid {:?}", g.dims));
+        }
+        if let Some(alone) = Region::alone(self, true) {
+            return alone.inverse_alone(run, outputs, DType::I32);
         }
         // Deltas nothing else reads (a decode region's output) take the sums in place: no
         // copy pass, and one full-size buffer less.

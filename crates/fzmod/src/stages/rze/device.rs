@@ -5,7 +5,7 @@
 
 use super::{cpu, Rze};
 use crate::backend::cuda::device::{first_guess, grid, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage};
-use crate::backend::cuda::region::{Code, ForwardPart, Fragment, Geometry, InversePart, TILE_BUFFER_BYTES};
+use crate::backend::cuda::region::{Code, ForwardPart, Fragment, Geometry, InversePart, Region, TILE_BUFFER_BYTES};
 use crate::backend::cuda::{device_error, Program};
 use crate::element::DType;
 use crate::error::{corrupt, Error, Result};
@@ -41,6 +41,9 @@ fn segment_guess(n: usize, nchunks: usize) -> usize {
 impl DeviceStage for Rze {
     fn forward(&self, run: &mut DeviceRun, inputs: &[&DeviceBuffer]) -> Result<DeviceForwarded> {
         let [x] = inputs else { return Err(Error::Pipeline("RZE takes one input".into())) };
+        if let Some(alone) = Region::alone(self, false) {
+            return alone.forward_alone(run, x, DType::U8);
+        }
         let n = x.known_len()?;
         let nchunks = n.div_ceil(self.chunk_bytes as usize);
         let (out, out_len) = run.alloc_dynamic(DType::U8, segment_guess(n, nchunks))?;

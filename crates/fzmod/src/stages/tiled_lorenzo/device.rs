@@ -2,7 +2,7 @@
 
 use super::{cpu, TiledLorenzo};
 use crate::backend::cuda::device::{grid, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage, THREADS};
-use crate::backend::cuda::region::{self, Code, ForwardPart, Fragment, Geometry, InversePart};
+use crate::backend::cuda::region::{self, Code, ForwardPart, Fragment, Geometry, InversePart, Region};
 use crate::backend::cuda::{device_error, Program};
 use crate::element::DType;
 use crate::error::{corrupt, Error, Result};
@@ -51,6 +51,9 @@ const GROUP: u64 = 64;
 impl DeviceStage for TiledLorenzo {
     fn forward(&self, run: &mut DeviceRun, inputs: &[&DeviceBuffer]) -> Result<DeviceForwarded> {
         let [q] = inputs else { return Err(Error::Pipeline("TiledLorenzo takes one input".into())) };
+        if let Some(alone) = Region::alone(self, false) {
+            return alone.forward_alone(run, q, DType::I32);
+        }
         let g = Grid::for_stage(&run.shape, q.known_len()?, "TiledLorenzo")?;
         let tile = self.tile_for(g);
         let padded =
@@ -77,6 +80,9 @@ impl DeviceStage for TiledLorenzo {
     fn inverse(&self, run: &mut DeviceRun, outputs: &[&DeviceBuffer]) -> Result<Vec<DeviceBuffer>> {
         let (g, tile) = self.decoded()?;
         let [d] = outputs else { return Err(Error::Pipeline("TiledLorenzo inverse takes one buffer".into())) };
+        if let Some(alone) = Region::alone(self, true) {
+            return alone.inverse_alone(run, outputs, DType::I32);
+        }
         let padded = d.known_len()?;
         if Some(padded) != cpu::padded_len(g, tile) {
             return Err(corrupt!("TiledLorenzo: {padded} elements for grid {:?}, tile {:?}", g.dims, tile.0));
