@@ -12,7 +12,8 @@ pub(crate) trait Real: Float + Add<Output = Self> + Sub<Output = Self> + Mul<Out
     fn lit(v: f32) -> Self;
     /// True IEEE division (the natural spline's /40; never a reciprocal multiply).
     fn div(self, d: Self) -> Self;
-    /// For v ≥ 0: ⌊log2 v⌋ + 1 when v ≥ 1, else 0, read from the exponent bits.
+    /// For v ≥ 0: ⌊log2 v⌋ + 1 when v ≥ 1, else 0, read from the exponent bits; more than 21
+    /// for ±Inf and for NaN of either sign.
     fn exponent_bits(self) -> u32;
 }
 
