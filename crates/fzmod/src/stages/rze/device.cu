@@ -246,6 +246,56 @@ __device__ __forceinline__ bool padding_ok(const u8* map, u32 bytes, u32 valid) 
     return valid % 8 == 0 || bytes == 0 || (map[bytes - 1] >> (valid % 8)) == 0;
 }
 
+#define RZE_BAD 0xffffffffu
+
+// B3 -> B2 -> B1 of a chunk's decode (B3 read from `enc`; B2 and B1 hold at most 128 and 1024
+// bytes) by warp 0 alone: a block walk of so few bits is mostly its barriers. Byte k of map
+// l - 1 is the next kept byte where bit k of map l is set, else a repeat of the one before.
+// Returns where B0's kept bytes start in `enc`, or RZE_BAD when a map's padding or its kept
+// bytes disagree with `size`. Every thread of the block must call it.
+__device__ u32 rze_expand_upper(const u8* enc, u32 size, const Maps& m) {
+    __shared__ u32 upper;
+    if (threadIdx.x < 32) {
+        const u32 lane = threadIdx.x;
+        for (u32 i = lane; i < m.len[3]; i += 32) m.at[3][i] = enc[i];
+        __syncwarp();
+        u32 pos = m.len[3];
+        for (int l = 3; l > 1 && pos != RZE_BAD; l--) {
+            const u32 items = m.len[l - 1];
+            u32 count = 0;
+            for (u32 first = 8 * lane; first < items; first += 256) count += __popc(map_bits<8>(m.at[l], first, items));
+            for (int o = 16; o > 0; o >>= 1) count += __shfl_xor_sync(FULL_MASK, count, o);
+            if (!padding_ok(m.at[l], m.len[l], items) || count > size - pos) {
+                pos = RZE_BAD;
+                break;
+            }
+            u8* below = m.at[l - 1];
+            u32 rank = 0;
+            for (u32 base = 0; base < items; base += 256) {
+                const u32 first = base + 8 * lane;
+                const u32 bits = first < items ? map_bits<8>(m.at[l], first, items) : 0u;
+                u32 inclusive = __popc(bits);
+                for (int o = 1; o < 32; o <<= 1) {
+                    u32 t = __shfl_up_sync(FULL_MASK, inclusive, o);
+                    if ((int)lane >= o) inclusive += t;
+                }
+                u32 r = rank + inclusive - __popc(bits);
+                for (u32 j = 0; j < 8 && first + j < items; j++) {
+                    const u32 set = bits >> j & 1u;
+                    below[first + j] = set ? enc[pos + r] : r ? enc[pos + r - 1] : 0;
+                    r += set;
+                }
+                rank += __shfl_sync(FULL_MASK, inclusive, 31);
+            }
+            __syncwarp();
+            pos += count;
+        }
+        if (lane == 0) upper = pos;
+    }
+    __syncthreads();
+    return upper;
+}
+
 // Decode one chunk of `size` encoded bytes at `enc` into `len` bytes at `dst` (shared or global
 // memory); false when its bitmaps and payload disagree. `input` is a shared-memory staging
 // buffer of RZE_STAGE bytes, `shared` RZE_MAP_BYTES for the bitmaps.
@@ -262,20 +312,17 @@ __device__ bool rze_decode_chunk(const u8* enc, u32 size, u32 len, u32 word, u8*
         enc = input;
     }
     if (size < m.len[3]) return false;
-    for (u32 i = threadIdx.x; i < m.len[3]; i += blockDim.x) m.at[3][i] = enc[i];
+    u32 pos = rze_expand_upper(enc, size, m);
+    if (pos == RZE_BAD) return false;
+    // B1 -> B0 (up to 8192 bytes) by the whole block.
+    if (!padding_ok(m.at[1], m.len[1], m.len[0])) return false;
+    auto fits = [&](u32 count) { return count <= size - pos; };
+    u32 expanded = rank_walk(m.at[1], m.len[0], fits, [&](u32 k, u32 set, u32 rank) {
+        m.at[0][k] = set ? enc[pos + rank] : rank ? enc[pos + rank - 1] : 0;
+    });
+    if (!fits(expanded)) return false;
     __syncthreads();
-    u32 pos = m.len[3];
-    for (int l = 3; l > 0; l--) {
-        if (!padding_ok(m.at[l], m.len[l], m.len[l - 1])) return false;
-        u8* below = m.at[l - 1];
-        auto fits = [&](u32 count) { return count <= size - pos; };
-        u32 count = rank_walk(m.at[l], m.len[l - 1], fits, [&](u32 k, u32 set, u32 rank) {
-            below[k] = set ? enc[pos + rank] : rank ? enc[pos + rank - 1] : 0;
-        });
-        if (!fits(count)) return false;
-        __syncthreads();
-        pos += count;
-    }
+    pos += expanded;
     if (!padding_ok(m.at[0], m.len[0], words)) return false;
     auto exact = [&](u32 count) { return pos + count * word + len % word == size; };
     u32 count;
@@ -313,9 +360,10 @@ rze_decode(const u8* seg, const u64* starts, u64 n, u64 chunk, u32 word, u64 nch
         u32 size = (u32)seg[2 * c] | (u32)seg[2 * c + 1] << 8;
         u32 len = (u32)min(chunk, n - c * chunk);
         // Coded chunks that fit are decoded into shared memory, then stored by consecutive
-        // threads; raw ones are copied straight.
-        bool staged = len <= RZE_STAGE && size != len;
+        // threads, unless their words are bytes on an 8-byte boundary: the byte path's lanes
+        // store 8 consecutive bytes each, coalesced already. Raw ones are copied straight.
         u8* dst = out + c * chunk;
+        bool staged = len <= RZE_STAGE && size != len && !(word == 1 && ((u64)dst & 7) == 0);
         if (!rze_decode_chunk(seg + starts[c], size, len, word, shared, input, staged ? stage : dst)) {
             if (threadIdx.x == 0) atomicOr(err, 1u);
         } else if (staged) {
