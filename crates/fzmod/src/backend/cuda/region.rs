@@ -795,8 +795,8 @@ impl Region<'_> {
 
 /// A stage's own device path through its fragment: a region of that stage alone, whose
 /// generated kernel moves the stage's bytes faster than a kernel written for the stage
-/// (docs/PERFORMANCE.md, "Every stage alone against the DRAM roofline"). The stage keeps kernels of its own for the
-/// instances no tile holds.
+/// (docs/PERFORMANCE.md, "Every stage alone against the DRAM roofline"). The stage keeps
+/// kernels of its own for the instances no tile holds.
 impl<'f> Region<'f> {
     /// The region of `f` alone (for its inverse when `inverse`), `None` when `f` does not fit
     /// a tile or its inverse needs a global pass.

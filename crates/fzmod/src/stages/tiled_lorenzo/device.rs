@@ -80,12 +80,12 @@ impl DeviceStage for TiledLorenzo {
     fn inverse(&self, run: &mut DeviceRun, outputs: &[&DeviceBuffer]) -> Result<Vec<DeviceBuffer>> {
         let (g, tile) = self.decoded()?;
         let [d] = outputs else { return Err(Error::Pipeline("TiledLorenzo inverse takes one buffer".into())) };
-        if let Some(alone) = Region::alone(self, true) {
-            return alone.inverse_alone(run, outputs, DType::I32);
-        }
         let padded = d.known_len()?;
         if Some(padded) != cpu::padded_len(g, tile) {
             return Err(corrupt!("TiledLorenzo: {padded} elements for grid {:?}, tile {:?}", g.dims, tile.0));
+        }
+        if let Some(alone) = Region::alone(self, true) {
+            return alone.inverse_alone(run, outputs, DType::I32);
         }
         let geometry = TileGeometry::new(g, tile);
         let s = run.stream().clone();
