@@ -1,13 +1,15 @@
 // RZE on the device: one thread block per chunk (chunks <= 65535 bytes, so every bitmap
-// fits in shared memory). Bit ranks come from a block scan over runs of consecutive bits, so
-// kept bytes and words land in index order exactly as cpu.rs writes them.
+// fits in shared memory). Bit ranks come from a block scan over runs of consecutive bits (a
+// warp scan for the decoder's two small upper levels), so kept bytes and words land in index
+// order exactly as cpu.rs writes them.
 
 #define RZE_THREADS 256
 // Bitmap bytes of a 65535-byte chunk: B0 <= 8192, B1 <= 1024, B2 <= 128, B3 <= 16.
 #define RZE_MAP_BYTES (8192 + 1024 + 128 + 16)
 // Chunks up to this many bytes (PFPL's 16 KiB) are assembled in shared memory and then copied
 // out by consecutive threads: each thread of the rank walks writes a run of consecutive bytes,
-// which straight to global memory would be 32 scattered byte stores per warp instruction.
+// which straight to global memory would be 32 scattered byte stores per warp instruction. (The
+// decoder's byte words are the exception: a lane stores 8 consecutive bytes, coalesced.)
 #define RZE_STAGE 16384
 
 // The decoder reads each encoded chunk into shared memory first (fz_block_copy), so that its
