@@ -73,23 +73,37 @@ pub fn quantize_point<T: Real>(x: T, p: T, lv: LevelStep<T>, radius: u32, abs_bo
 
 /// The cost of a point in the choice estimate: the bit length of |q| (0 for q = 0), 21 when
 /// the error does not quantize into 2^20 bins or is not finite. Integer, so sums are exact in
-/// any order.
+/// any order. [`cost_field`] less the exponent field of 1/2.
+#[inline(always)]
+pub fn point_cost<T: Real>(x: T, p: T, recip: T) -> u32 {
+    (cost_field(x, p, recip).into() - u64::from(T::HALF_FIELD)) as u32
+}
+
+/// [`point_cost`] plus the exponent field of 1/2 (which a sum subtracts once per point at
+/// its end), in the element's own width: the estimate's loops are a third of a small
+/// field's encode, and this is the fewest vector operations per point found.
 ///
 /// q is `Float::quantize`'s code: t = trunc(y), y = e·recip + 0.5, less one when y < 0. So
 /// |q| = ⌊y⌋ for y ≥ 0 and ⌊1 − y⌋ for y < 0, and its bit length is the exponent of y or 1 − y
-/// (both exact below 2^22). No float → integer conversion and no branch: loops vectorise.
+/// (both exact below 2^22) less that of 1/2 when z = y or 1 − y is at least 1/2, else 0. No
+/// float → integer conversion and no branch: loops vectorise. y is never −0 (−1/2 + 1/2 =
+/// +0), so z is positive or NaN.
 ///
-/// The cap at 21 is the test |d| < 2^20: where |d| < 2^20, z < 2^20 + 1/2 and its bit length
-/// is at most 21; where not, z ≥ 2^20 (21 bits or more), or z is ±Inf or NaN, whose exponent
-/// field is all ones (with the sign bit above it for a negative NaN): more than 21 too. y is
-/// never −0 (−1/2 + 1/2 = +0), so a finite z has no sign bit. One integer minimum in place of
-/// two comparisons and a select: the estimate's loops are a third of a small field's encode.
+/// z is clamped to [1/2, 2^20] before its exponent is read: below 1/2 the cost is 0, from
+/// 2^20 on (where |d| < 2^20 fails) 21, the cap. The clamp is two selects in the operand order
+/// of x86's max and min, which return their second operand when either is NaN: a NaN z
+/// passes the first and becomes 2^20 at the second, cost 21 as an error that is not finite
+/// must be (+Inf is above 2^20). Each is one instruction, where the exponent's saturating
+/// subtraction, minimum and narrowing to 32 bits were four.
 #[inline(always)]
-pub fn point_cost<T: Real>(x: T, p: T, recip: T) -> u32 {
+pub fn cost_field<T: Real>(x: T, p: T, recip: T) -> T::Field {
+    let (half, cap) = (T::lit(0.5), T::lit(1048576.0));
     let d = (x - p) * recip;
-    let y = d + T::lit(0.5);
+    let y = d + half;
     let z = if y >= T::ZERO { y } else { T::lit(1.0) - y };
-    z.exponent_bits().min(21)
+    let z = if half > z { half } else { z };
+    let z = if z < cap { z } else { cap };
+    z.exponent_field()
 }
 
 /// Anchor blocks sampled by the choice estimate: every S-th block in C order, S = max(1,
@@ -276,7 +290,8 @@ impl<T: Real> RowCodes<T> {
     /// reconstruction is within `accept` in T (which proves [`quantize_point`]'s f64 check, so
     /// both give the same code and value), else the outlier code as a placeholder for
     /// [`quantize_point`]. Returns whether it placed any. A padded point (x = p = 0) gets
-    /// code 0 and passes (accept ≥ 0): it never sets the flag.
+    /// level code 0 and, for a finite step, passes (accept ≥ 0); where it does not, the flag
+    /// only costs the row's real points a second look. Its code is never written.
     fn quantize(&mut self, p: &mut Vec<T>, r: &Row, lv: LevelStep<T>, accept: T, q: Params) -> bool {
         p.truncate(r.count);
         p.resize(self.x.len(), T::ZERO);

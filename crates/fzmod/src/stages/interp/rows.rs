@@ -8,7 +8,7 @@
 //! operation; a form computed from a neighbour that does not exist is never the one selected. Only the visiting order differs
 //! from `walk::walk`, which changes nothing (points of one pass never read each other).
 
-use super::cpu::point_cost;
+use super::cpu::{cost_field, point_cost};
 use super::walk::{neighbours, Geometry, Kind, Pass, Real};
 
 /// The points of one row of a pass: element indices `first + k·step`, k < count; `zy` its z
@@ -426,15 +426,29 @@ impl<T: Real> Lines<T> {
             let mut sums = form_costs(lines, v, recip, FOUR);
             let [a, b, c, d] = lines;
             for &(k, f) in &self.edges {
-                for (sum, kind) in sums.iter_mut().zip(KINDS) {
-                    *sum += u64::from(point_cost(v[k], stencil(kind, f, a[k], b[k], c[k], d[k]), recip));
-                    *sum -= u64::from(point_cost(v[k], stencil(kind, FOUR, a[k], b[k], c[k], d[k]), recip));
-                }
+                edge_costs(&mut sums, [a[k], b[k], c[k], d[k]], v[k], recip, f);
             }
             return sums;
         };
         form_costs(lines, v, recip, f)
     }
+}
+
+/// Replace in `sums` (per kind of [`KINDS`]) the four-point cost of the point `v` by its cost
+/// in its own form `f` (not the four-point one), from its line neighbours `abcd`. The kinds
+/// share what they can, as [`form_costs`]: linear predicts (b + c)/2 in every form but
+/// [`ONLY_B`], so its cost changes only there; the cubic kinds differ only in the four-point
+/// form, so the own form is predicted once (the segment ends are a third of the x rows' costs
+/// on short rows, each computed scalar).
+#[inline(always)]
+fn edge_costs<T: Real>(sums: &mut [u64; 3], [a, b, c, d]: [T; 4], v: T, recip: T, f: u32) {
+    let cost = |p: T| u64::from(point_cost(v, p, recip));
+    if f == ONLY_B {
+        sums[0] = sums[0] + cost(b) - cost(stencil(Kind::Linear, FOUR, a, b, c, d));
+    }
+    let own = cost(stencil(Kind::Cubic, f, a, b, c, d));
+    sums[1] = sums[1] + own - cost(stencil(Kind::Cubic, FOUR, a, b, c, d));
+    sums[2] = sums[2] + own - cost(stencil(Kind::Natural, FOUR, a, b, c, d));
 }
 
 /// The summed [`point_cost`] per kind of [`KINDS`] when every point takes form `f`. Only the
@@ -464,19 +478,20 @@ fn cost_sums<T: Real, const K: usize>(
     p: impl Fn(T, T, T, T) -> [T; K],
 ) -> [u64; K] {
     let mut total = [0u64; K];
-    // u32 sums of at most 2^20 points (21 bits each) vectorise twice as wide as u64.
+    // Sums of exponent fields in the element's width (a u32 sum of f32 fields, at most 2^8
+    // each, holds 2^20 points), each point's field of 1/2 taken off per run.
     for lo in (0..v.len()).step_by(1 << 20) {
         let hi = (lo + (1 << 20)).min(v.len());
         let (a, b, c, d, v) = (&a[lo..hi], &b[lo..hi], &c[lo..hi], &d[lo..hi], &v[lo..hi]);
-        let mut sums = [0u32; K];
+        let mut sums = [T::Field::default(); K];
         for k in 0..v.len() {
             let p = p(a[k], b[k], c[k], d[k]);
             for j in 0..K {
-                sums[j] += point_cost(v[k], p[j], recip);
+                sums[j] = sums[j] + cost_field(v[k], p[j], recip);
             }
         }
         for j in 0..K {
-            total[j] += u64::from(sums[j]);
+            total[j] += sums[j].into() - u64::from(T::HALF_FIELD) * v.len() as u64;
         }
     }
     total

@@ -12,9 +12,13 @@ pub(crate) trait Real: Float + Add<Output = Self> + Sub<Output = Self> + Mul<Out
     fn lit(v: f32) -> Self;
     /// True IEEE division (the natural spline's /40; never a reciprocal multiply).
     fn div(self, d: Self) -> Self;
-    /// For v ≥ 0: ⌊log2 v⌋ + 1 when v ≥ 1, else 0, read from the exponent bits; more than 21
-    /// for ±Inf and for NaN of either sign.
-    fn exponent_bits(self) -> u32;
+    /// The integer the choice estimate sums a point's exponent field in: as wide as the
+    /// element (u32 for f32, u64 for f64), so a vector of fields needs no narrowing.
+    type Field: Copy + Default + Add<Output = Self::Field> + Into<u64>;
+    /// The exponent field of 1/2: for v ≥ 1/2, ⌊log2 v⌋ + 1 = exponent field − this.
+    const HALF_FIELD: u32;
+    /// For positive v: its exponent field, read from the bits.
+    fn exponent_field(self) -> Self::Field;
 }
 
 impl Real for f32 {
@@ -26,9 +30,11 @@ impl Real for f32 {
     fn div(self, d: Self) -> Self {
         self / d
     }
+    type Field = u32;
+    const HALF_FIELD: u32 = 126;
     #[inline]
-    fn exponent_bits(self) -> u32 {
-        (self.to_bits() >> 23).saturating_sub(126)
+    fn exponent_field(self) -> u32 {
+        self.to_bits() >> 23
     }
 }
 
@@ -41,9 +47,11 @@ impl Real for f64 {
     fn div(self, d: Self) -> Self {
         self / d
     }
+    type Field = u64;
+    const HALF_FIELD: u32 = 1022;
     #[inline]
-    fn exponent_bits(self) -> u32 {
-        ((self.to_bits() >> 52) as u32).saturating_sub(1022)
+    fn exponent_field(self) -> u64 {
+        self.to_bits() >> 52
     }
 }
 
