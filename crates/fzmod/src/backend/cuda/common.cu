@@ -10,13 +10,17 @@ typedef unsigned long long u64;
 typedef long long i64;
 
 #define FULL_MASK 0xffffffffu
-__device__ __forceinline__ u64 warp_inclusive_scan(u64 v, int lane) {
+// The sum of `v` over lanes 0..lane of the warp (Kogge–Stone), in u64 and in wrapping u32.
+template <class T>
+__device__ __forceinline__ T warp_inclusive_sum(T v, int lane) {
     for (int d = 1; d < 32; d <<= 1) {
-        u64 t = __shfl_up_sync(FULL_MASK, v, d);
+        T t = __shfl_up_sync(FULL_MASK, v, d);
         if (lane >= d) v += t;
     }
     return v;
 }
+__device__ __forceinline__ u64 warp_inclusive_scan(u64 v, int lane) { return warp_inclusive_sum(v, lane); }
+__device__ __forceinline__ u32 warp_inclusive_scan(u32 v, int lane) { return warp_inclusive_sum(v, lane); }
 
 // Transpose the warp's 32x32 bit matrix (row = lane): afterwards lane c holds the word whose
 // bit r is bit c of lane r's input. Five butterfly exchanges instead of 32 ballots. In the
@@ -166,6 +170,25 @@ template <class T>
 __device__ __forceinline__ const T* fz_elements(const u8* input) { return (const T*)input; }
 template <class T, class F>
 __device__ __forceinline__ const fz_loader<F>& fz_elements(const fz_loader<F>& loader) { return loader; }
+
+// out[i] = value(i) for the `count` elements of a gatherer's tile, FZ_GATHER loads in flight a
+// thread: `out` (shared memory) may alias the grid as far as the compiler knows, so a load
+// placed after a store waits for that store's own load, one round trip to DRAM an element.
+#define FZ_GATHER 4
+template <class F>
+__device__ __forceinline__ void fz_gather(u32* out, u32 count, F value) {
+    for (u32 i0 = threadIdx.x; i0 < count; i0 += FZ_GATHER * blockDim.x) {
+        u32 got[FZ_GATHER];
+#pragma unroll
+        for (u32 k = 0; k < FZ_GATHER; k++) {
+            u32 i = i0 + k * blockDim.x;
+            got[k] = i < count ? value(i) : 0u;
+        }
+#pragma unroll
+        for (u32 k = 0; k < FZ_GATHER; k++)
+            if (i0 + k * blockDim.x < count) out[i0 + k * blockDim.x] = got[k];
+    }
+}
 
 // The inverse's counterpart: a scattering gatherer stores element i of its output (a u32 code)
 // through `fz_stores(output)`, either as an i32 into the output itself, or — when the stage

@@ -27,10 +27,7 @@ __device__ __forceinline__ void decode_store(i32 (&v)[N], int lane, u64 blk, con
     u32 carry = 0;
     for (int i = 0; i < N; i++) {
         u32 s = (u32)v[i];
-        for (int d = 1; d < 32; d <<= 1) {
-            u32 t = __shfl_up_sync(FULL_MASK, s, d);
-            if (lane >= d) s += t;
-        }
+        s = warp_inclusive_scan(s, lane);
         s += carry;
         carry = __shfl_sync(FULL_MASK, s, 31);
         u64 k = blk * BLOCK + lane + 32 * i;
@@ -87,10 +84,7 @@ extern "C" __global__ void fz_prefix_x(i32* d, Geometry g) {
     for (u64 x0 = 0; x0 < g.nx; x0 += 32) {
         u64 x = x0 + lane;
         u32 s = x < g.nx ? (u32)d[row * g.nx + x] : 0;
-        for (int o = 1; o < 32; o <<= 1) {
-            u32 t = __shfl_up_sync(FULL_MASK, s, o);
-            if (lane >= o) s += t;
-        }
+        s = warp_inclusive_scan(s, lane);
         s += carry;
         if (x < g.nx) d[row * g.nx + x] = (i32)s;
         carry = __shfl_sync(FULL_MASK, s, 31);

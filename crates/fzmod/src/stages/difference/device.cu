@@ -48,10 +48,7 @@ extern "C" __global__ void __launch_bounds__(DIFF_THREADS) diff_inverse_chunks(c
         u32 lo = min(len, warp * per), hi = min(len, lo + per), carry = 0;
         for (u32 k0 = lo; k0 < hi; k0 += 32) {
             u32 k = k0 + lane, val = k < hi ? w[k] : 0u;
-            for (int o = 1; o < 32; o <<= 1) {
-                u32 t = __shfl_up_sync(FULL_MASK, val, o);
-                if ((int)lane >= o) val += t;
-            }
+            val = warp_inclusive_scan(val, lane);
             val += carry;
             if (k < hi) w[k] = val;
             carry = __shfl_sync(FULL_MASK, val, 31);
@@ -95,10 +92,7 @@ __device__ void diff_tile_inverse_x4(void* in, void* out, u32 n, u32 chunk, u32 
             v.z = word_undo(v.z, 32, op) + v.y;
             v.w = word_undo(v.w, 32, op) + v.z;
             u32 inclusive = v.w;
-            for (int d = 1; d < 32; d <<= 1) {
-                u32 t = __shfl_up_sync(FULL_MASK, inclusive, d);
-                if ((int)lane >= d) inclusive += t;
-            }
+            inclusive = warp_inclusive_scan(inclusive, lane);
             u32 before = carry + inclusive - v.w;
             w[q] = make_uint4(v.x + before, v.y + before, v.z + before, v.w + before);
             carry += __shfl_sync(FULL_MASK, inclusive, 31);
@@ -122,10 +116,7 @@ __device__ __forceinline__ u32 diff_warp_scan(const void* in, void* dst, u32 sta
     const u32 lane = threadIdx.x & 31;
     for (u32 k0 = lo; k0 < hi; k0 += 32) {
         u32 k = k0 + lane, v = k < hi ? word_undo(word_load(in, start + k, bits), bits, op) : 0u;
-        for (int o = 1; o < 32; o <<= 1) {
-            u32 t = __shfl_up_sync(FULL_MASK, v, o);
-            if ((int)lane >= o) v += t;
-        }
+        v = warp_inclusive_scan(v, lane);
         v += carry;
         if (k < hi) word_store(dst, start + k, bits, v & word_mask(bits));
         carry = __shfl_sync(FULL_MASK, v, 31);

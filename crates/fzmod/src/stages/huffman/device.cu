@@ -480,10 +480,7 @@ __device__ bool huf_decode_chunk(const u32* payload, const u64* starts, u64 n, c
         from = start;
         todo = count;
         at = todo;
-        for (int o = 1; o < 32; o <<= 1) {
-            u32 v = __shfl_up_sync(FULL_MASK, at, o);
-            if (lane >= (u32)o) at += v;
-        }
+        at = warp_inclusive_scan(at, lane);
         at -= todo;
         u32 before_last = __shfl_sync(FULL_MASK, at, 31);
         parallel = before_last <= len;

@@ -503,10 +503,7 @@ __device__ __forceinline__ void lq_tile_lines(u32* v, u32 lines, u32 len, u32 st
             u32 base = l / inner * outer + l % inner, carry = 0;
             for (u32 k0 = 0; k0 < len; k0 += 32) {
                 u32 k = k0 + lane, val = k < len ? v[base + k] : 0u;
-                for (int o = 1; o < 32; o <<= 1) {
-                    u32 t = __shfl_up_sync(FULL_MASK, val, o);
-                    if ((int)lane >= o) val += t;
-                }
+                val = warp_inclusive_scan(val, lane);
                 val += carry;
                 if (k < len) v[base + k] = val;
                 carry = __shfl_sync(FULL_MASK, val, 31);

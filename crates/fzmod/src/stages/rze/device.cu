@@ -74,10 +74,7 @@ __device__ __forceinline__ u64 rank_walk_maps(const u8* const* maps, const u32* 
             u32 first = base + B * lane;
             u32 bits = first < hi[l] ? map_bits<B>(maps[l], first, hi[l]) : 0u;
             u32 count = __popc(bits), inclusive = count;
-            for (int o = 1; o < 32; o <<= 1) {
-                u32 t = __shfl_up_sync(FULL_MASK, inclusive, o);
-                if ((int)lane >= o) inclusive += t;
-            }
+            inclusive = warp_inclusive_scan(inclusive, lane);
             if (first < hi[l]) g(l, first, bits, rank + inclusive - count);
             rank += __shfl_sync(FULL_MASK, inclusive, 31);
         }
@@ -277,10 +274,7 @@ __device__ u32 rze_expand_upper(const u8* enc, u32 size, const Maps& m) {
                 const u32 first = base + 8 * lane;
                 const u32 bits = first < items ? map_bits<8>(m.at[l], first, items) : 0u;
                 u32 inclusive = __popc(bits);
-                for (int o = 1; o < 32; o <<= 1) {
-                    u32 t = __shfl_up_sync(FULL_MASK, inclusive, o);
-                    if ((int)lane >= o) inclusive += t;
-                }
+                inclusive = warp_inclusive_scan(inclusive, lane);
                 u32 r = rank + inclusive - __popc(bits);
                 for (u32 j = 0; j < 8 && first + j < items; j++) {
                     const u32 set = bits >> j & 1u;

@@ -172,12 +172,15 @@ __device__ __forceinline__ void tl_region_forward(Q q, u32* out, u32* spare, u64
     tl_origins(first / te, count / te, ny, nx, tz, ty, tx, origin);
     __syncthreads();
     u32* codes = delta ? spare : out;
-    u32 lz, ly, lx;
-    u64 at;
-    for (u32 i = threadIdx.x; i < count; i += blockDim.x)
-        codes[i] = tl_slot_at(i, te, origin, nz, ny, nx, ty, tx, &lz, &ly, &lx, &at) ? (u32)fz_own(q, at) : 0u;
+    fz_gather(codes, count, [&](u32 i) {
+        u32 lz, ly, lx;
+        u64 at;
+        return tl_slot_at(i, te, origin, nz, ny, nx, ty, tx, &lz, &ly, &lx, &at) ? (u32)fz_own(q, at) : 0u;
+    });
     if (!delta) return;
     __syncthreads();
+    u32 lz, ly, lx;
+    u64 at;
     for (u32 i = threadIdx.x; i < count; i += blockDim.x) {
         bool inside = tl_slot_at(i, te, origin, nz, ny, nx, ty, tx, &lz, &ly, &lx, &at);
         u32 pred = lx > 0 ? codes[i - 1] : ly > 0 ? codes[i - tx] : lz > 0 ? codes[i - tx * ty] : 0u;
