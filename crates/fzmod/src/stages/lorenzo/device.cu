@@ -64,10 +64,7 @@ __device__ __forceinline__ u32 lz_region_line_sums(const u32* in, u32* out, u32 
     u32 carry = 0;
     for (u32 k0 = start; k0 < end; k0 += 32) {
         u32 k = k0 + lane, v = k < end ? in[k] : 0u;
-        for (int o = 1; o < 32; o <<= 1) {
-            u32 t = __shfl_up_sync(FULL_MASK, v, o);
-            if (lane >= o) v += t;
-        }
+        v = warp_inclusive_scan(v, lane);
         v += carry;
         if (k < end) out[k] = v;
         carry = __shfl_sync(FULL_MASK, v, 31);
@@ -97,10 +94,7 @@ __device__ __forceinline__ void warp_prefix(i32* d, u64 base, u64 stride, u64 le
     for (u64 k0 = 0; k0 < len; k0 += 32) {
         u64 k = k0 + lane;
         u32 v = k < len ? (u32)d[base + k * stride] : 0u;
-        for (int o = 1; o < 32; o <<= 1) {
-            u32 t = __shfl_up_sync(FULL_MASK, v, o);
-            if (lane >= o) v += t;
-        }
+        v = warp_inclusive_scan(v, lane);
         v += carry;
         if (k < len) d[base + k * stride] = (i32)v;
         carry = __shfl_sync(FULL_MASK, v, 31);
@@ -161,10 +155,7 @@ extern "C" __global__ void __launch_bounds__(LZ_WARPS * 32) lz_chunk_carries(u32
     for (u64 c0 = 0; c0 < chunks; c0 += 32) {
         u64 c = c0 + lane;
         u32 v = c < chunks ? sums[l * chunks + c] : 0u, incl = v;
-        for (int o = 1; o < 32; o <<= 1) {
-            u32 t = __shfl_up_sync(FULL_MASK, incl, o);
-            if (lane >= o) incl += t;
-        }
+        incl = warp_inclusive_scan(incl, lane);
         if (c < chunks) sums[l * chunks + c] = carry + incl - v;
         carry += __shfl_sync(FULL_MASK, incl, 31);
     }
@@ -219,5 +210,111 @@ extern "C" __global__ void lz_column_prefix(i32* d, u64 lines, u64 inner, u64 ou
     for (u64 k = start; k < end; k++) {
         s += (u32)d[base + k * stride];
         d[base + k * stride] = (i32)s;
+    }
+}
+
+// Planes whose rows fit one block (nx ≤ LZ_PLANE_ROW): the x and y sums of a plane together,
+// in three passes over bands of `band` rows (a band never crosses a plane), which reads the
+// deltas twice and writes the values once, where an axis at a time reads them three times and
+// writes them twice. out[y][x] = out[y - 1][x] + (the prefix sum of row y up to x), so a block
+// walks its band row by row, each thread keeping its columns of the row above in registers;
+// the row above its band's first is the x prefix of the column sums of the bands above. A
+// block holds only about a row of loads in flight, so narrower rows take fewer warps a block
+// (as few as hold the row in LZ_PLANE_ROUNDS rounds; host: plane_warps) and more blocks an SM.
+#define LZ_PLANE_WARPS 16
+#define LZ_PLANE_ROUNDS 12
+#define LZ_PLANE_ROW (LZ_PLANE_WARPS * LZ_PLANE_ROUNDS * 32)
+
+// Pass 1: sums[b * nx + x] = the sum of column x over the rows of band b, a thread a column.
+extern "C" __global__ void lz_band_sums(const i32* d, u64 ny, u64 nx, u64 band, u64 plane_bands, u64 bands, u32* sums) {
+    u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= bands * nx) return;
+    u64 b = t / nx, x = t - b * nx, plane = b / plane_bands, y0 = (b - plane * plane_bands) * band;
+    u64 rows = min(band, ny - y0);
+    const i32* p = d + (plane * ny + y0) * nx + x;
+    u32 s = 0;
+    for (u64 k = 0; k < rows; k++) s += (u32)p[k * nx];
+    sums[t] = s;
+}
+
+// Pass 2: each band's column sums become the sums of the bands above it in its plane. A block
+// takes 32 columns (lanes) of one plane, each warp a run of its bands.
+extern "C" __global__ void __launch_bounds__(1024) lz_band_carries(u32* sums, u64 nx, u64 plane_bands, u64 column_groups) {
+    __shared__ u32 totals[32][33];
+    const u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const u64 plane = blockIdx.x / column_groups, x = (blockIdx.x - plane * column_groups) * 32 + lane;
+    const u64 run = (plane_bands + 31) / 32, first = min(plane_bands, warp * run), end = min(plane_bands, first + run);
+    u32* column = sums + plane * plane_bands * nx + x;
+    u32 s = 0;
+    if (x < nx)
+        for (u64 b = first; b < end; b++) s += column[b * nx];
+    totals[warp][lane] = s;
+    __syncthreads();
+    u32 carry = 0;
+    for (u32 w = 0; w < warp; w++) carry += totals[w][lane];
+    if (x < nx)
+        for (u64 b = first; b < end; b++) {
+            u32 v = column[b * nx];
+            column[b * nx] = carry;
+            carry += v;
+        }
+}
+
+// The inclusive prefix sum along x of one row held by the block, up to LZ_PLANE_ROUNDS values
+// a thread (warp w holds columns [w·rounds·32, (w + 1)·rounds·32), a round 32 of them).
+// `totals` holds each warp's sum; callers alternate two so one barrier a row suffices.
+__device__ __forceinline__ void lz_plane_row(u32 (&v)[LZ_PLANE_ROUNDS], u32 rounds, u32* totals) {
+    const u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    u32 carry = 0;
+#pragma unroll
+    for (u32 r = 0; r < LZ_PLANE_ROUNDS; r++) {
+        if (r >= rounds) break;
+        v[r] = warp_inclusive_scan(v[r], lane);
+        u32 round_total = __shfl_sync(FULL_MASK, v[r], 31);
+        v[r] += carry;
+        carry += round_total;
+    }
+    if (lane == 0) totals[warp] = carry;
+    __syncthreads();
+    u32 before = lane < warp ? totals[lane] : 0u;
+    for (int o = 16; o > 0; o >>= 1) before += __shfl_xor_sync(FULL_MASK, before, o);
+#pragma unroll
+    for (u32 r = 0; r < LZ_PLANE_ROUNDS; r++) v[r] += before;
+}
+
+// Pass 3: a block a band; `in` may be `out`, each element being read and then written by
+// the same thread. Columns fit a u32 (nx ≤ LZ_PLANE_ROW): rows are stepped by pointer.
+extern "C" __global__ void __launch_bounds__(LZ_PLANE_WARPS * 32, 2)
+lz_band_prefix(const i32* in, i32* out, u64 ny, u64 nx, u64 band, u64 plane_bands, const u32* carries) {
+    __shared__ u32 totals[2][LZ_PLANE_WARPS];
+    const u64 b = blockIdx.x, plane = b / plane_bands, y0 = (b - plane * plane_bands) * band;
+    const u32 rows = (u32)min(band, ny - y0), width = (u32)nx;
+    const u32 rounds = (width + blockDim.x - 1) / blockDim.x;
+    const u32 x0 = (threadIdx.x >> 5) * rounds * 32 + (threadIdx.x & 31);
+    const u32 mine = x0 < width ? min(rounds, (width - x0 + 31) / 32) : 0u;  // rounds inside the row
+    in += (plane * ny + y0) * nx;
+    out += (plane * ny + y0) * nx;
+    carries += b * nx;
+    u32 above[LZ_PLANE_ROUNDS], next[LZ_PLANE_ROUNDS];
+#pragma unroll
+    for (u32 r = 0; r < LZ_PLANE_ROUNDS; r++) {
+        above[r] = r < mine ? carries[x0 + r * 32] : 0u;
+        next[r] = r < mine ? (u32)in[x0 + r * 32] : 0u;
+    }
+    lz_plane_row(above, rounds, totals[1]);
+    for (u32 k = 0; k < rows; k++, in += width, out += width) {
+        u32 v[LZ_PLANE_ROUNDS];
+        const bool more = k + 1 < rows;
+#pragma unroll
+        for (u32 r = 0; r < LZ_PLANE_ROUNDS; r++) {
+            v[r] = next[r];
+            next[r] = more && r < mine ? (u32)in[width + x0 + r * 32] : 0u;
+        }
+        lz_plane_row(v, rounds, totals[k & 1]);
+#pragma unroll
+        for (u32 r = 0; r < LZ_PLANE_ROUNDS; r++) {
+            above[r] += v[r];
+            if (r < mine) out[x0 + r * 32] = (i32)above[r];
+        }
     }
 }

@@ -14,6 +14,14 @@ const WARPS: u64 = 4;
 const CHUNK: u64 = 8192;
 /// Elements of a strided line per thread (`LZ_COLUMN`).
 const COLUMN: u64 = 256;
+/// The longest row a block of the plane scan holds (`LZ_PLANE_ROW`), the most warps a block
+/// has (`LZ_PLANE_WARPS`) and the most columns a thread takes (`LZ_PLANE_ROUNDS` · 32).
+const PLANE_ROW: u64 = 6144;
+const PLANE_WARPS: u64 = 16;
+const PLANE_THREAD_COLUMNS: u64 = 12 * 32;
+/// Narrower rows keep the axis-at-a-time scans: a plane block of one warp would hold too few
+/// loads in flight (about a row a block, 32 blocks an SM).
+const PLANE_MIN_ROW: u64 = 256;
 
 static SOURCE: &str = include_str!("device.cu");
 
@@ -66,8 +74,17 @@ impl DeviceStage for Lorenzo {
         if let Some(alone) = Region::alone(self, true) {
             return alone.inverse_alone(run, outputs, DType::I32);
         }
-        // Deltas nothing else reads (a decode region's output) take the sums in place: no
-        // copy pass, and one full-size buffer less.
+        let [nz, ny, nx] = g.dims.map(|d| d as u64);
+        if self.block_size == 0 && nz > 0 && ny > 1 && (PLANE_MIN_ROW..=PLANE_ROW).contains(&nx) {
+            // Deltas nothing else reads (a decode region's output) take the sums in place.
+            let out = if run.may_consume(d) { d.share() } else { run.alloc(DType::I32, n)? };
+            let s = run.stream().clone();
+            let op = out.ptr(&s);
+            plane_prefix(run, d.ptr(&s), op, [nz, ny, nx])?;
+            strided_prefix(run, op, [ny * nx, ny * nx, 0, nz, ny * nx])?;
+            return Ok(vec![out]);
+        }
+        // As above; the axis-at-a-time sums below work in place, so others' deltas are copied.
         let out = if run.may_consume(d) { d.share() } else { run.copy(d, n)? };
         let s = run.stream().clone();
         let op = out.ptr(&s);
@@ -85,7 +102,6 @@ impl DeviceStage for Lorenzo {
                     .map_err(device_error)?;
             }
         } else {
-            let [nz, ny, nx] = g.dims.map(|d| d as u64);
             contiguous_prefix(run, op, nz * ny, nx)?;
             // (lines, inner, outer stride, length, stride) of the y and z axes.
             for axis in [[nz * nx, nx, ny * nx, ny, nx], [ny * nx, ny * nx, 0, nz, ny * nx]] {
@@ -262,4 +278,58 @@ fn strided_prefix(run: &DeviceRun, d: u64, axis: [u64; 5]) -> Result<()> {
         }
     }
     pieces_pass(&f_prefix)
+}
+
+/// The x and y prefix sums of each of `nz` planes of `ny` rows of `nx` ≤ `PLANE_ROW` elements,
+/// from the deltas at `d` into `out` (which may be `d`), in bands of rows (device.cu): the
+/// bands' column sums, their carries down each plane, then a block a band, row by row.
+fn plane_prefix(run: &DeviceRun, d: u64, out: u64, [nz, ny, nx]: [u64; 3]) -> Result<()> {
+    // Bands of 8–32 rows, about a thousand blocks where the planes have the rows: shorter bands
+    // would grow the sums (4 words of traffic per band and column), fewer would idle SMs.
+    let band = (nz * ny).div_ceil(1024).clamp(8, 32);
+    let plane_bands = ny.div_ceil(band);
+    let bands = nz * plane_bands;
+    let column_groups = nx.div_ceil(32);
+    // As few warps as hold a row: more blocks, so more rows in flight, on each SM.
+    let threads = 32 * nx.div_ceil(PLANE_THREAD_COLUMNS).min(PLANE_WARPS);
+    let s = run.stream().clone();
+    let sums = run.alloc(DType::U32, (bands * nx) as usize)?;
+    let sp = sums.ptr(&s);
+    let (f_sums, f_carries, f_prefix) = (
+        run.kernel(&program(), "lz_band_sums")?,
+        run.kernel(&program(), "lz_band_carries")?,
+        run.kernel(&program(), "lz_band_prefix")?,
+    );
+    // SAFETY (each launch): argument lists match device.cu; every band lies inside its plane,
+    // `sums` holds a word per band and column.
+    unsafe {
+        s.launch_builder(&f_sums)
+            .arg(&d)
+            .arg(&ny)
+            .arg(&nx)
+            .arg(&band)
+            .arg(&plane_bands)
+            .arg(&bands)
+            .arg(&sp)
+            .launch(grid(bands * nx, u64::from(THREADS)))
+            .map_err(device_error)?;
+        s.launch_builder(&f_carries)
+            .arg(&sp)
+            .arg(&nx)
+            .arg(&plane_bands)
+            .arg(&column_groups)
+            .launch(grid(nz * column_groups * 1024, 1024))
+            .map_err(device_error)?;
+        s.launch_builder(&f_prefix)
+            .arg(&d)
+            .arg(&out)
+            .arg(&ny)
+            .arg(&nx)
+            .arg(&band)
+            .arg(&plane_bands)
+            .arg(&sp)
+            .launch(grid(bands * threads, threads))
+            .map_err(device_error)?;
+    }
+    Ok(())
 }
