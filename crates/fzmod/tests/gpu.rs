@@ -356,6 +356,9 @@ fn integer_stages_alone_give_cpu_bytes() {
         "type = \"TiledLorenzo\"\ntile_z = 2\ntile_y = 3\ntile_x = 5\ndelta = true\n",
         "type = \"AdaptiveBitpack\"\nblock_size = 77\noutlier_selection = true\nmetadata = \"wide\"\n",
         "type = \"AdaptiveBitpack\"\ninput_type = \"int16\"\nblock_size = 1000\noutlier_selection = true\nmetadata = \"packed\"\n",
+        // Lane groups of 4 (8 blocks a warp) and of 1 (32 blocks a warp).
+        "type = \"AdaptiveBitpack\"\nblock_size = 32\n",
+        "type = \"AdaptiveBitpack\"\nblock_size = 5\noutlier_selection = true\nmetadata = \"packed\"\n",
     ];
     for seed in 1..=10u64 {
         let mut rng = Rng(seed * 7919);
@@ -378,9 +381,24 @@ fn integer_stages_alone_give_cpu_bytes() {
         }
     }
     // Long lines take the N-D Lorenzo inverse's multi-pass scans: x beyond one 8192-element
-    // piece, y and z beyond one 256-element column piece.
+    // piece, y and z beyond one 256-element column piece. Rows of 256–6144 elements take the
+    // plane scan by bands (the widest and one wider, the narrowest and one narrower, blocks of
+    // one to sixteen warps, bands of 8 and of 32 rows).
     let mut rng = Rng(17);
-    for shape in [vec![70_001], vec![3, 700, 40], vec![600, 2, 9000], vec![257, 1, 3]] {
+    let shapes = [
+        vec![70_001],
+        vec![3, 700, 40],
+        vec![600, 2, 9000],
+        vec![257, 1, 3],
+        vec![2, 33, 6144],
+        vec![2, 31, 6145],
+        vec![3, 65, 256],
+        vec![1, 4097, 255],
+        vec![1, 40_000, 385],
+        vec![5, 17, 700],
+        vec![2, 9, 5000],
+    ];
+    for shape in shapes {
         let n: usize = shape.iter().product();
         let data = Buffer::I32((0..n).map(|_| rng.below(1 << 31) as i32 - (1 << 30)).collect());
         let mut p = fzmod::from_toml("[[stage]]\nname = \"s\"\ntype = \"Lorenzo\"\nblock_size = 0\n").unwrap();

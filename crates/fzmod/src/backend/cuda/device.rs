@@ -266,7 +266,7 @@ impl<'a> DeviceRun<'a> {
         Ok((slot, address(&self.scalars, &self.dev.stream) + 8 * slot.0 as u64))
     }
 
-    /// An error flag (a zeroed slot; kernels `atomicOr` a u32 into its address) that
+    /// An error flag (a zeroed u64 slot; kernels `atomicOr` a u32 into its low word, or a u64) that
     /// [`DeviceRun::check_flags`] turns into a corrupt-archive error saying `message`. Kernels
     /// after the one that sets it must stay within their buffers whatever it found.
     pub fn error_flag(&mut self, message: String) -> Result<u64> {

@@ -1,5 +1,6 @@
-// AdaptiveBitpack on the device: the block codes and byte layout of cpu.rs. One warp per coder
-// block; lane k builds byte k of the sign region and of every plane (elements 8k..8k+7).
+// AdaptiveBitpack on the device: the block codes and byte layout of cpu.rs. A group of lanes per
+// coder block; its lane j builds bytes j, j + lanes, … of the sign region and of every plane
+// (byte k: elements 8k..8k+7).
 // CODE_I16 selects i16 codes (max rate 16); otherwise i32. LAYOUT: 0 plain, 1 wide, 2 packed.
 
 #if CODE_I16
@@ -12,6 +13,20 @@ typedef int code_t;
 
 #define AB_WARPS 4
 
+// A coder block's byte columns (8 elements each) go to a group of `lanes` lanes, a power of
+// two up to 32 (host: group_lanes): blocks of 32 elements take 4 lanes, 8 blocks a warp, so
+// that no lane idles where a warp per block left 28 of 32 without a column.
+struct AbLanes {
+    u64 blk;     // the group's block
+    u32 j;       // this lane's place in its group
+};
+__device__ __forceinline__ AbLanes ab_lanes(u32 lanes) {
+    const u32 lane = threadIdx.x & 31, per_warp = 32 / lanes;
+    u64 warp = (u64)blockIdx.x * AB_WARPS + (threadIdx.x >> 5);
+    u32 group = lane / lanes;
+    return {warp * per_warp + group, lane - group * lanes};
+}
+
 __device__ __forceinline__ u32 magnitude(code_t v) { return v < 0 ? (u32)0 - (u32)(i32)v : (u32)v; }
 __device__ __forceinline__ u32 bitlen(u32 v) { return 32 - __clz(v); }
 
@@ -23,16 +38,14 @@ __device__ __forceinline__ u64 block_cost(u32 rate, u32 ob, u64 s) {
 
 // Encode pass 1: choose each block's code, write its metadata and its payload size.
 extern "C" __global__ void __launch_bounds__(AB_WARPS * 32)
-ab_choose(const code_t* v, u64 n, u64 b, u8* meta, u32* cost) {
-    u64 blk = (u64)blockIdx.x * AB_WARPS + (threadIdx.x >> 5);
-    int lane = threadIdx.x & 31;
-    u64 start = blk * b;
-    if (start >= n) return;
-    u64 count = min(b, n - start);
+ab_choose(const code_t* v, u64 n, u64 b, u32 lanes, u8* meta, u32* cost) {
+    const AbLanes g = ab_lanes(lanes);
+    const u64 start = g.blk * b;
+    const u64 count = start < n ? min(b, n - start) : 0;
     u32 rest = 0;
-    for (u64 i = 1 + lane; i < count; i += 32) rest |= magnitude(v[start + i]);
-    for (int o = 16; o > 0; o >>= 1) rest |= __shfl_xor_sync(FULL_MASK, rest, o);
-    if (lane != 0) return;
+    for (u64 i = 1 + g.j; i < count; i += lanes) rest |= magnitude(v[start + i]);
+    for (u32 o = lanes / 2; o > 0; o >>= 1) rest |= __shfl_xor_sync(FULL_MASK, rest, o, lanes);
+    if (g.j != 0 || count == 0) return;
     u32 first = magnitude(v[start]);
     u64 s = (b + 7) / 8;
     u32 rate = bitlen(first | rest), ob = 0;
@@ -44,6 +57,7 @@ ab_choose(const code_t* v, u64 n, u64 b, u8* meta, u32* cost) {
             ob = ob_alt;
         }
     }
+    const u64 blk = g.blk;
     if (LAYOUT == 0) {
         meta[blk] = (u8)rate;
     } else if (LAYOUT == 1) {
@@ -73,10 +87,9 @@ __device__ __forceinline__ void read_code(const u8* meta, u64 blk, u32* rate, u3
 }
 
 extern "C" __global__ void __launch_bounds__(AB_WARPS * 32)
-ab_write(const code_t* v, u64 n, u64 b, const u64* offsets, u8* out, u64 meta_len, u64 capacity) {
-    u64 blk = (u64)blockIdx.x * AB_WARPS + (threadIdx.x >> 5);
-    int lane = threadIdx.x & 31;
-    u64 start = blk * b;
+ab_write(const code_t* v, u64 n, u64 b, u32 lanes, const u64* offsets, u8* out, u64 meta_len, u64 capacity) {
+    const AbLanes g = ab_lanes(lanes);
+    const u64 blk = g.blk, start = blk * b;
     // A block past the room is left out: the archived length tells the host to rerun.
     if (start >= n || meta_len + offsets[blk + 1] > capacity) return;
     u64 count = min(b, n - start), s = (b + 7) / 8;
@@ -84,10 +97,10 @@ ab_write(const code_t* v, u64 n, u64 b, const u64* offsets, u8* out, u64 meta_le
     read_code(out, blk, &rate, &ob);
     if (rate == 0 && ob == 0) return;
     u8* dst = out + meta_len + offsets[blk];
-    if (lane == 0)
+    if (g.j == 0)
         for (u32 j = 0; j < ob; j++) dst[j] = (u8)(magnitude(v[start]) >> (8 * j));
     u8* region = dst + ob;
-    for (u64 k = lane; k < s; k += 32) {
+    for (u64 k = g.j; k < s; k += lanes) {
         u32 signs = 0, mags[8];
         for (int j = 0; j < 8; j++) {
             u64 i = 8 * k + j;
@@ -106,7 +119,7 @@ ab_write(const code_t* v, u64 n, u64 b, const u64* offsets, u8* out, u64 meta_le
 
 // Decode pass 1: validate each block's metadata and give its payload size; *err != 0 marks
 // an invalid block (which one does not matter: the archive is refused).
-extern "C" __global__ void ab_costs(const u8* meta, u64 nblocks, u64 b, u32* cost, u32* err) {
+extern "C" __global__ void ab_costs(const u8* meta, u64 nblocks, u64 b, u32* cost, u64* err) {
     u64 blk = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (blk >= nblocks) return;
     u32 rate, ob;
@@ -116,27 +129,39 @@ extern "C" __global__ void ab_costs(const u8* meta, u64 nblocks, u64 b, u32* cos
         u8 sel = meta[2 * blk + 1];
         bad = bad || (sel & ~7u) != 0 || ((sel & 1) == 0 && sel != 0);
     }
-    if (bad) atomicOr(err, 1u);
+    if (bad) atomicOr(err, 1ull);
     cost[blk] = bad ? 0 : (u32)block_cost(rate, ob, (b + 7) / 8);
 }
 
-// Decode pass 2: one warp per block; a magnitude that does not fit the code type is an error,
-// and so is a sign on a zero magnitude (a second encoding of 0; cpu.rs refuses it too).
+// The scanned payload sizes must fill the payload exactly.
+extern "C" __global__ void ab_check_total(const u64* offsets, u64 nblocks, u64 payload, u64* err) {
+    if (offsets[nblocks] != payload) atomicOr(err, 1ull);
+}
+
+// Decode pass 2: a group of lanes per block, as the encode; a block not where its code puts it
+// is not read (a flag is up), a magnitude that does not fit the code type is an error, and
+// so is a sign on a zero magnitude (a second encoding of 0; cpu.rs refuses it too).
 extern "C" __global__ void __launch_bounds__(AB_WARPS * 32)
-ab_decode(const u8* in, u64 meta_len, const u64* offsets, u64 n, u64 b, code_t* v, u32* err) {
-    u64 blk = (u64)blockIdx.x * AB_WARPS + (threadIdx.x >> 5);
-    int lane = threadIdx.x & 31;
-    u64 start = blk * b;
+ab_decode(const u8* in, u64 meta_len, const u64* offsets, u64 payload, u64 n, u64 b, u32 lanes, code_t* v,
+          u64* err) {
+    const AbLanes g = ab_lanes(lanes);
+    const u64 blk = g.blk, start = blk * b;
     if (start >= n) return;
     u64 count = min(b, n - start), s = (b + 7) / 8;
     u32 rate, ob;
     read_code(in, blk, &rate, &ob);
+    // Only a block whose code gives exactly its scanned place inside the payload is read; the
+    // others (a flag is up) leave zeros, so that no later kernel reads unwritten memory.
+    if (rate > MAX_RATE || offsets[blk + 1] > payload || offsets[blk] + block_cost(rate, ob, s) != offsets[blk + 1]) {
+        for (u64 i = g.j; i < count; i += lanes) v[start + i] = 0;
+        return;
+    }
     const u8* src = in + meta_len + offsets[blk];
     u32 first = 0;
     for (u32 j = 0; j < ob; j++) first |= (u32)src[j] << (8 * j);
     const u8* region = src + ob;
     bool empty = rate == 0 && ob == 0;
-    for (u64 k = lane; k < s; k += 32) {
+    for (u64 k = g.j; k < s; k += lanes) {
         u32 signs = empty ? 0 : region[k], mags[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         for (u32 p = 0; p < rate; p++) {
             u32 byte = region[s * (p + 1) + k];
@@ -148,7 +173,7 @@ ab_decode(const u8* in, u64 meta_len, const u64* offsets, u64 n, u64 b, code_t* 
             u32 m = (i == 0 && ob) ? first : mags[j];
             bool neg = (signs >> j) & 1;
             u32 limit = neg ? (1u << (MAX_RATE - 1)) : (1u << (MAX_RATE - 1)) - 1u;
-            if (m > limit || (neg && m == 0)) atomicOr(err, 2u);
+            if (m > limit || (neg && m == 0)) atomicOr(err, 1ull);
             v[start + i] = (code_t)(neg ? (i32)((u32)0 - m) : (i32)m);
         }
     }

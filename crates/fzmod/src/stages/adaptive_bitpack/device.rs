@@ -25,6 +25,18 @@ impl AdaptiveBitpack {
         let rate = self.input.size() * 8;
         rate / 8 + (self.block_size as usize).div_ceil(8) * (rate + 1)
     }
+
+    /// Lanes per block in the kernels (`lanes`): a lane per byte column (8 elements) up to a
+    /// warp, rounded up to a power of two.
+    fn group_lanes(&self) -> u32 {
+        self.block_size.div_ceil(8).next_power_of_two().min(32)
+    }
+
+    /// The launch of a kernel with a lane group per block.
+    fn block_groups(&self, nblocks: u64) -> cudarc::driver::LaunchConfig {
+        let per_warp = u64::from(32 / self.group_lanes());
+        grid(nblocks.div_ceil(per_warp) * 32, WARPS * 32)
+    }
 }
 
 impl DeviceStage for AdaptiveBitpack {
@@ -45,6 +57,7 @@ impl DeviceStage for AdaptiveBitpack {
         let p = |x: &DeviceBuffer| x.ptr(&s);
         let (n64, b64, nb, ml, capacity) =
             (n as u64, b as u64, nblocks as u64, meta_len as u64, out.len.capacity() as u64);
+        let (lanes, groups) = (self.group_lanes(), self.block_groups(nblocks as u64));
         // SAFETY: argument lists match device.cu; `out` holds the metadata, and `ab_write`
         // writes no block whose payload ends past `capacity`.
         unsafe {
@@ -52,9 +65,10 @@ impl DeviceStage for AdaptiveBitpack {
                 .arg(&p(v))
                 .arg(&n64)
                 .arg(&b64)
+                .arg(&lanes)
                 .arg(&p(&out))
                 .arg(&p(&cost))
-                .launch(grid(nb * 32, WARPS * 32))
+                .launch(groups)
                 .map_err(device_error)?;
         }
         exclusive_scan(run, &program, p(&cost), nb, p(&partials), p(&offsets))?;
@@ -64,11 +78,12 @@ impl DeviceStage for AdaptiveBitpack {
                 .arg(&p(v))
                 .arg(&n64)
                 .arg(&b64)
+                .arg(&lanes)
                 .arg(&p(&offsets))
                 .arg(&p(&out))
                 .arg(&ml)
                 .arg(&capacity)
-                .launch(grid(nb * 32, WARPS * 32))
+                .launch(groups)
                 .map_err(device_error)?;
         }
         // The archived length: metadata plus the scanned payload total.
@@ -100,15 +115,28 @@ impl DeviceStage for AdaptiveBitpack {
         let meta_len =
             meta_len.ok_or_else(|| corrupt!("AdaptiveBitpack: metadata for {nblocks} blocks exceeds {len} bytes"))?;
         let program = program(self.input, self.layout);
-        let (costs, decode) = (run.kernel(&program, "ab_costs")?, run.kernel(&program, "ab_decode")?);
+        let (costs, check_total, decode) = (
+            run.kernel(&program, "ab_costs")?,
+            run.kernel(&program, "ab_check_total")?,
+            run.kernel(&program, "ab_decode")?,
+        );
         let cost = run.alloc(DType::U32, nblocks as usize)?;
         let offsets = run.alloc(DType::U64, nblocks as usize + 1)?;
         let partials = run.alloc(DType::U64, scan_partials_len(nblocks))?;
-        let err = run.alloc(DType::U32, 1)?;
-        run.zero(&err)?;
+        let payload = len as u64 - meta_len;
+        // Flags, not host waits: a block the flags condemn is skipped by the decode, which
+        // reads no byte outside its own scanned place.
+        let layout_err = run.error_flag(format!(
+            "AdaptiveBitpack: a block's code is invalid, or the blocks do not need the segment's {payload} payload bytes"
+        ))?;
+        let value_err = run.error_flag(format!(
+            "AdaptiveBitpack: a magnitude does not fit {}, or a zero has a sign (non-canonical)",
+            self.input
+        ))?;
+        let out = run.alloc(self.input, n as usize)?;
         let s = run.stream().clone();
         let p = |x: &DeviceBuffer| x.ptr(&s);
-        let b64 = u64::from(self.block_size);
+        let (b64, lanes) = (u64::from(self.block_size), self.group_lanes());
         // SAFETY: argument lists match device.cu; the metadata lies inside `bytes`.
         unsafe {
             s.launch_builder(&costs)
@@ -116,39 +144,33 @@ impl DeviceStage for AdaptiveBitpack {
                 .arg(&nblocks)
                 .arg(&b64)
                 .arg(&p(&cost))
-                .arg(&p(&err))
+                .arg(&layout_err)
                 .launch(grid(nblocks, u64::from(THREADS)))
                 .map_err(device_error)?;
         }
         exclusive_scan(run, &program, p(&cost), nblocks, p(&partials), p(&offsets))?;
-        // Decoding reads at the scanned offsets: check them against the payload first.
-        let total = run.read_u64(&offsets, nblocks as usize)?;
-        let flag = run.download(&err, 1)?;
-        if flag != [0, 0, 0, 0] || total != len as u64 - meta_len {
-            return Err(corrupt!(
-                "AdaptiveBitpack: blocks need {total} payload bytes, segment has {} (or a block is invalid)",
-                len as u64 - meta_len
-            ));
-        }
-        let out = run.alloc(self.input, n as usize)?;
-        // SAFETY: every block's payload lies inside the segment (checked above).
+        // SAFETY: as above; each block is read only inside its scanned place, which the decode
+        // checks against the payload and against the block's own code.
         unsafe {
+            s.launch_builder(&check_total)
+                .arg(&p(&offsets))
+                .arg(&nblocks)
+                .arg(&payload)
+                .arg(&layout_err)
+                .launch(grid(1, 1))
+                .map_err(device_error)?;
             s.launch_builder(&decode)
                 .arg(&p(bytes))
                 .arg(&meta_len)
                 .arg(&p(&offsets))
+                .arg(&payload)
                 .arg(&n)
                 .arg(&b64)
+                .arg(&lanes)
                 .arg(&p(&out))
-                .arg(&p(&err))
-                .launch(grid(nblocks * 32, WARPS * 32))
+                .arg(&value_err)
+                .launch(self.block_groups(nblocks))
                 .map_err(device_error)?;
-        }
-        if run.download(&err, 1)? != [0, 0, 0, 0] {
-            return Err(corrupt!(
-                "AdaptiveBitpack: a magnitude does not fit {}, or a zero has a sign (non-canonical)",
-                self.input
-            ));
         }
         Ok(vec![out])
     }
