@@ -272,3 +272,83 @@ fn decoding_into_the_callers_array_equals_a_new_buffer() {
         }
     }
 }
+
+/// Format 2 bytes of an f32 array of `n` elements in chunks of one, its index implicit (one
+/// unit per chunk): the header of a seekable archive (minor 0, the index in the header), or
+/// of a streamed one (minor 1) followed by a trailer holding that index and nothing else.
+fn implicit_index_archive(n: u64, streamed: bool) -> Vec<u8> {
+    fn varint(out: &mut Vec<u8>, mut v: u64) {
+        while v >= 0x80 {
+            out.push(v as u8 | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+    let implicit = |out: &mut Vec<u8>| {
+        out.push(IndexClass::Implicit.code());
+        varint(out, n); // blocks
+        varint(out, 1); // units per block
+    };
+    let mut body = Vec::new();
+    varint(&mut body, if streamed { 0 } else { n * 64 }); // data_len
+    body.push(8); // f32
+    varint(&mut body, 1);
+    varint(&mut body, n); // shape
+    body.push(0); // abs
+    body.extend_from_slice(&0.1f64.to_le_bytes());
+    varint(&mut body, 0); // no preset
+    varint(&mut body, 1); // chunk shape
+    body.push(0); // chunks: abs, the header's bound
+    body.extend_from_slice(&0.1f64.to_le_bytes());
+    if streamed {
+        body.extend_from_slice(&[0, 1, 0, 0]); // no chunks stated, an empty verbatim index
+    } else {
+        varint(&mut body, n);
+        implicit(&mut body);
+    }
+    let mut archive = vec![0x89, b'F', b'Z', b'M', b'\r', b'\n', 0x1a, b'\n', 2, 0, u8::from(streamed), 0];
+    archive.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    archive.extend_from_slice(&body);
+    archive.extend_from_slice(&crc32c::crc32c(&archive).to_le_bytes());
+    archive.resize(archive.len().div_ceil(64) * 64, 0);
+    if streamed {
+        let mut record = Vec::new();
+        implicit(&mut record);
+        archive.extend_from_slice(&record);
+        archive.extend_from_slice(&(record.len() as u64).to_le_bytes());
+        archive.extend_from_slice(&crc32c::crc32c(&record).to_le_bytes());
+        archive.extend_from_slice(b"FZMI");
+    }
+    archive
+}
+
+/// An implicit chunk index is three fields whatever its block count: a header (or trailer)
+/// stating 2^40 chunks is checked in constant time and the missing data refused. Found while
+/// fuzzing (reproduced with the decode target): the check walked the blocks one by one, and
+/// a 100-byte archive kept `inspect` and `decompress` busy for hours.
+#[test]
+fn a_huge_implicit_chunk_index_is_refused_without_walking_its_blocks() {
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for streamed in [false, true] {
+            let archive = implicit_index_archive(1 << 40, streamed);
+            let errors = [
+                fzmod::inspect(&archive).err(),
+                fzmod::decompress(&archive).err(),
+                fzmod::decompress_region(&archive, std::slice::from_ref(&(5..9))).err(),
+            ];
+            for e in errors {
+                // Past the index checks: the seekable header's data is missing, the trailer's
+                // index does not place the frames where they are.
+                match e {
+                    Some(fzmod::Error::Truncated(_)) if !streamed => {}
+                    Some(fzmod::Error::Corrupt(m)) if streamed && m.contains("places the frames") => {}
+                    e => panic!("streamed: {streamed}: {e:?}"),
+                }
+            }
+        }
+        done.send(()).unwrap();
+    });
+    let outcome = finished.recv_timeout(std::time::Duration::from_secs(60));
+    assert!(outcome.is_ok(), "an implicit index of 2^40 chunks was not refused within a minute (or panicked)");
+}
