@@ -273,52 +273,21 @@ fn decoding_into_the_callers_array_equals_a_new_buffer() {
     }
 }
 
-/// Format 2 bytes of an f32 array of `n` elements in chunks of one, its index implicit (one
-/// unit per chunk): the header of a seekable archive (minor 0, the index in the header), or
-/// of a streamed one (minor 1) followed by a trailer holding that index and nothing else.
+/// An f32 array of `n` elements in chunks of one, its index implicit (one unit per chunk):
+/// the header of a seekable archive (the index in it, no data), or of a streamed one followed
+/// by a trailer holding that index and nothing else.
 fn implicit_index_archive(n: u64, streamed: bool) -> Vec<u8> {
-    fn varint(out: &mut Vec<u8>, mut v: u64) {
-        while v >= 0x80 {
-            out.push(v as u8 | 0x80);
-            v >>= 7;
-        }
-        out.push(v as u8);
+    let mut record = vec![IndexClass::Implicit.code()];
+    varint(&mut record, n); // blocks
+    varint(&mut record, 1); // units per block
+    if !streamed {
+        return chunked_header(&[n], &[1], n * 64, Some((n, &record)));
     }
-    let implicit = |out: &mut Vec<u8>| {
-        out.push(IndexClass::Implicit.code());
-        varint(out, n); // blocks
-        varint(out, 1); // units per block
-    };
-    let mut body = Vec::new();
-    varint(&mut body, if streamed { 0 } else { n * 64 }); // data_len
-    body.push(8); // f32
-    varint(&mut body, 1);
-    varint(&mut body, n); // shape
-    body.push(0); // abs
-    body.extend_from_slice(&0.1f64.to_le_bytes());
-    varint(&mut body, 0); // no preset
-    varint(&mut body, 1); // chunk shape
-    body.push(0); // chunks: abs, the header's bound
-    body.extend_from_slice(&0.1f64.to_le_bytes());
-    if streamed {
-        body.extend_from_slice(&[0, 1, 0, 0]); // no chunks stated, an empty verbatim index
-    } else {
-        varint(&mut body, n);
-        implicit(&mut body);
-    }
-    let mut archive = vec![0x89, b'F', b'Z', b'M', b'\r', b'\n', 0x1a, b'\n', 2, 0, u8::from(streamed), 0];
-    archive.extend_from_slice(&(body.len() as u32).to_le_bytes());
-    archive.extend_from_slice(&body);
-    archive.extend_from_slice(&crc32c::crc32c(&archive).to_le_bytes());
-    archive.resize(archive.len().div_ceil(64) * 64, 0);
-    if streamed {
-        let mut record = Vec::new();
-        implicit(&mut record);
-        archive.extend_from_slice(&record);
-        archive.extend_from_slice(&(record.len() as u64).to_le_bytes());
-        archive.extend_from_slice(&crc32c::crc32c(&record).to_le_bytes());
-        archive.extend_from_slice(b"FZMI");
-    }
+    let mut archive = chunked_header(&[n], &[1], 0, None);
+    archive.extend_from_slice(&record);
+    archive.extend_from_slice(&(record.len() as u64).to_le_bytes());
+    archive.extend_from_slice(&crc32c::crc32c(&record).to_le_bytes());
+    archive.extend_from_slice(b"FZMI");
     archive
 }
 

@@ -404,3 +404,19 @@ fn decompress_stream_writes_the_values_of_any_archive() {
         }
     }
 }
+
+/// A streamed header whose shape, [1, 2^32, 2^32], holds more values than 64 bits count
+/// (its chunk grid is one chunk, so the grid's own checked product passed): refused as
+/// corrupt by every reader. The pipe reader multiplied the rows' extents unchecked: a panic
+/// with overflow checks (as in the stream fuzz target), without them a slab size wrapped to
+/// 0 bytes that passed the memory check.
+#[test]
+fn a_shape_whose_values_overflow_64_bits_is_refused() {
+    let shape = [1, 1 << 32, 1 << 32];
+    let archive = chunked_header(&shape, &shape, 0, None);
+    let e = StreamDecoder::new(archive.as_slice(), Decoder::new(Backend::Cpu)).err();
+    assert!(matches!(&e, Some(fzmod::Error::Corrupt(m)) if m.contains("overflows")), "{e:?}");
+    for e in [fzmod::inspect(&archive).err(), fzmod::decompress(&archive).err()] {
+        assert_eq!(e.map(|e| e.kind()), Some(ErrorKind::CorruptArchive));
+    }
+}

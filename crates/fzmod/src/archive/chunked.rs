@@ -163,6 +163,12 @@ pub(crate) fn decode_fields(r: &mut Reader<'_>, header: &Header, data_len: u64) 
     if shape.is_empty() || shape.contains(&0) {
         return Err(corrupt!("a chunked archive of shape {shape:?}: needs at least one dimension, none empty"));
     }
+    // The array's bytes fit in 64 bits: with no dimension empty, every product over some of
+    // its dimensions (a slab's rows, a chunk grid step) is then at most this one.
+    let bytes = header.num_elements()?.checked_mul(header.dtype.size() as u64);
+    if bytes.is_none() {
+        return Err(corrupt!("a chunked array of {} values of shape {shape:?} overflows 64 bits", header.dtype));
+    }
     let chunk_shape = (0..shape.len()).map(|_| r.varint()).collect::<Result<Vec<_>>>()?;
     if let Some(d) = (0..shape.len()).find(|&d| chunk_shape[d] == 0 || chunk_shape[d] > shape[d]) {
         return Err(corrupt!("chunk shape {chunk_shape:?} does not fit the shape {shape:?} (dimension {d})"));

@@ -215,3 +215,43 @@ pub fn reseal_header(archive: &mut [u8], crc_at: usize) {
     let crc = crc32c::crc32c(&archive[..crc_at]);
     archive[crc_at..crc_at + 4].copy_from_slice(&crc.to_le_bytes());
 }
+
+/// Unsigned LEB128 (docs/FORMAT.md, "Encodings").
+pub fn varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// A format 2 header (docs/FORMAT.md §8) built field by field, padded to its data region: an
+/// f32 array of `shape` in chunks of `chunk`, abs 0.1 for the array and every chunk. `index`:
+/// the chunk count and index record of a seekable archive (minor 0) over `data_len` bytes;
+/// `None`: a streamed one (minor 1, data length 0, an empty verbatim index).
+pub fn chunked_header(shape: &[u64], chunk: &[u64], data_len: u64, index: Option<(u64, &[u8])>) -> Vec<u8> {
+    let mut body = Vec::new();
+    varint(&mut body, data_len);
+    body.push(8); // f32
+    varint(&mut body, shape.len() as u64);
+    shape.iter().for_each(|&n| varint(&mut body, n));
+    body.push(0); // abs
+    body.extend_from_slice(&0.1f64.to_le_bytes());
+    varint(&mut body, 0); // no preset
+    chunk.iter().for_each(|&n| varint(&mut body, n));
+    body.push(0); // chunks: abs, the header's bound
+    body.extend_from_slice(&0.1f64.to_le_bytes());
+    match index {
+        Some((chunks, record)) => {
+            varint(&mut body, chunks);
+            body.extend_from_slice(record);
+        }
+        None => body.extend_from_slice(&[0, 1, 0, 0]), // no chunks stated, an empty verbatim index
+    }
+    let mut archive = vec![0x89, b'F', b'Z', b'M', b'\r', b'\n', 0x1a, b'\n', 2, 0, u8::from(index.is_none()), 0];
+    archive.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    archive.extend_from_slice(&body);
+    archive.extend_from_slice(&crc32c::crc32c(&archive).to_le_bytes());
+    archive.resize(archive.len().div_ceil(64) * 64, 0);
+    archive
+}
