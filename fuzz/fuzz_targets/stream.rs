@@ -1,6 +1,8 @@
 //! Any bytes given to the pipe reader of streamed archives (docs/FORMAT.md §8.5), with any
 //! slab size: a typed error, or slabs in row order whose values are exactly those of the
-//! seekable decode of the same bytes. Seed the corpus with tests/golden/v2.1_*.fzm.
+//! seekable decode of the same bytes. Seed the corpus with `python3 fuzz/region_seeds.py
+//! --stream DIR` (tests/golden/v2.1_*.fzm in this target's input encoding: raw archives are
+//! read as a few bytes of archive and a slab size).
 #![no_main]
 
 use fzmod::backend::Backend;
