@@ -220,7 +220,7 @@ extern "C" __global__ void lz_column_prefix(i32* d, u64 lines, u64 inner, u64 ou
 // walks its band row by row, each thread keeping its columns of the row above in registers;
 // the row above its band's first is the x prefix of the column sums of the bands above. A
 // block holds only about a row of loads in flight, so narrower rows take fewer warps a block
-// (as few as hold the row in LZ_PLANE_ROUNDS rounds; host: plane_warps) and more blocks an SM.
+// (as few as hold the row in LZ_PLANE_ROUNDS rounds; host: plane_prefix) and more blocks an SM.
 #define LZ_PLANE_WARPS 16
 #define LZ_PLANE_ROUNDS 12
 #define LZ_PLANE_ROW (LZ_PLANE_WARPS * LZ_PLANE_ROUNDS * 32)
