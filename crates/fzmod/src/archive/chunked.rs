@@ -165,8 +165,7 @@ pub(crate) fn decode_fields(r: &mut Reader<'_>, header: &Header, data_len: u64) 
     }
     // The array's bytes fit in 64 bits: with no dimension empty, every product over some of
     // its dimensions (a slab's rows, a chunk grid step) is then at most this one.
-    let bytes = header.num_elements()?.checked_mul(header.dtype.size() as u64);
-    if bytes.is_none() {
+    if header.num_elements()?.checked_mul(header.dtype.size() as u64).is_none() {
         return Err(corrupt!("a chunked array of {} values of shape {shape:?} overflows 64 bits", header.dtype));
     }
     let chunk_shape = (0..shape.len()).map(|_| r.varint()).collect::<Result<Vec<_>>>()?;
