@@ -321,6 +321,41 @@ fn line_scans_in_regions_give_cpu_bytes() {
     }
 }
 
+/// N-D Lorenzo's inverse over a 2-D or 3-D grid is a global pass whose last kernel stores the
+/// Quantizer's reconstruction (the codes never reach memory; outliers put back afterwards):
+/// the band pass over one plane, the z pass after the bands, the last strided pass of the
+/// axis-at-a-time sums (rows narrower than a band row or wider than a block holds, columns
+/// of several pieces, a y axis of one row), f32 and f64, after a region and alone.
+#[test]
+#[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
+fn global_inverses_store_through_the_quantizer() {
+    let mut rng = Rng(0x5707_ed);
+    let head = "[[stage]]\nname = \"q\"\ntype = \"Quantizer\"\nerror_bound_mode = \"rel\"\nerror_bound = 1e-4\n\
+                [[stage]]\nname = \"t\"\ntype = \"Lorenzo\"\nblock_size = 0\ninputs = [{from = \"q\", port = \"codes\"}]\n";
+    let coded = "[[stage]]\nname = \"m\"\ntype = \"Zigzag\"\ninput_type = \"int32\"\ninputs = [{from = \"t\"}]\n\
+                 [[stage]]\nname = \"b\"\ntype = \"Bitshuffle\"\ndata_type = \"uint32\"\nelement_width = 4\n\
+                 block_size = 16384\ninputs = [{from = \"m\"}]\n\
+                 [[stage]]\nname = \"r\"\ntype = \"RZE\"\nchunk_size = 16384\nword_size = 1\ninputs = [{from = \"b\"}]\n";
+    let shapes = [
+        vec![300, 700],
+        vec![3, 40, 300],
+        vec![500, 100],
+        vec![4, 30, 50],
+        vec![5, 1, 300],
+        vec![2000, 100],
+        vec![40, 7000],
+        vec![2, 257, 6144],
+    ];
+    for (k, shape) in shapes.iter().enumerate() {
+        let (data, shape) = field_of_shape(&mut rng, k % 2 == 1, shape.clone());
+        for toml in [head.to_string(), format!("{head}{coded}")] {
+            let mut p = fzmod::from_toml(&toml).unwrap_or_else(|e| panic!("{e}\n{toml}"));
+            p.set_input_dtype(data.dtype()).unwrap();
+            assert_backends_agree(&p, &data, &shape, &format!("shape {shape:?}\n{toml}"));
+        }
+    }
+}
+
 /// The seeds of the fusable-chain tests (the GPU test and its CPU twin take the same cases).
 const FUSABLE_SALT: u64 = 0xD1B5_4A32_D192_ED03;
 

@@ -9,6 +9,7 @@
 
 use crate::archive::{Header, InputRef};
 use crate::backend::cuda::device::{DeviceBuffer, DeviceRun, Len, PendingRecord};
+use crate::backend::cuda::region::{Fragment, StoredInverse};
 use crate::backend::cuda::{device_error, CudaDevice};
 use crate::element::{Buffer, DType};
 use crate::error::{corrupt, Error, Result};
@@ -358,6 +359,26 @@ impl<'a> UnfusedDecompress<'a> {
         Ok(UnfusedDecompress { dev, plan, fuse, segments, result: None })
     }
 
+    /// Stage `i`'s output ports: reconstructed by a later stage, or archived.
+    fn outputs_of<'b>(&'b self, pending: &'b [Vec<Option<DeviceBuffer>>], i: usize) -> Result<Vec<&'b DeviceBuffer>> {
+        let name = self.plan.name(i);
+        let ports = pending[i].iter().zip(&self.segments[i]).enumerate();
+        ports
+            .map(|(p, (made, archived))| {
+                made.as_ref()
+                    .or(archived.as_ref())
+                    .ok_or_else(|| corrupt!("stage '{name}' output {p} was not reconstructed"))
+            })
+            .collect()
+    }
+
+    /// Stage `i`'s fragment (the partition found one).
+    fn fragment(&self, i: usize) -> Result<&dyn Fragment> {
+        self.plan.stages[i]
+            .fragment()
+            .ok_or_else(|| Error::Pipeline(format!("stage '{}' has no fragment", self.plan.name(i))))
+    }
+
     /// The plan as the region partition sees it.
     fn chain(&self) -> Chain<'_> {
         Chain {
@@ -416,14 +437,30 @@ impl DecompressJob for UnfusedDecompress<'_> {
                     }
                     (r.start, vec![out])
                 }
+                None if self.fuse && chain.stores_through(i) => {
+                    // Stage i's global pass stores stage i - 1's inverse: its main output is made
+                    // in those stores, its other ports are reconstructed or archived.
+                    let k = i - 1;
+                    let names = format!("{} → {}", plan.name(k), plan.name(i));
+                    let (global, stored) = (self.fragment(i)?, self.fragment(k)?);
+                    let outputs = self.outputs_of(&pending, i)?;
+                    let ports: Vec<Option<&DeviceBuffer>> = (0..pending[k].len())
+                        .map(|p| if p == 0 { None } else { pending[k][p].as_ref().or(self.segments[k][p].as_ref()) })
+                        .collect();
+                    let part = stored.inverse(&mut run, &ports).map_err(|e| e.in_stage(plan.name(k)))?;
+                    let dtype = plan.stages[k].inputs()[0].dtype;
+                    let (stored, finish) = StoredInverse::new(stored, part, dtype).map_err(|e| e.in_stage(&names))?;
+                    run.set_consumable(&pending[i].iter().flatten().collect::<Vec<_>>());
+                    let out = global.inverse_stored(&mut run, &outputs, &stored);
+                    run.set_consumable(&[]);
+                    let out = out.map_err(|e| e.in_stage(&names))?;
+                    finish(&mut run, Some(&out)).map_err(|e| e.in_stage(&names))?;
+                    (k, vec![out])
+                }
                 None => {
                     let stage = &plan.stages[i];
                     let name = plan.name(i);
-                    let mut outputs = Vec::with_capacity(pending[i].len());
-                    for (p, (made, archived)) in pending[i].iter().zip(&self.segments[i]).enumerate() {
-                        let b = made.as_ref().or(archived.as_ref());
-                        outputs.push(b.ok_or_else(|| corrupt!("stage '{name}' output {p} was not reconstructed"))?);
-                    }
+                    let outputs = self.outputs_of(&pending, i)?;
                     run.set_consumable(&pending[i].iter().flatten().collect::<Vec<_>>());
                     let inputs = match stage.device() {
                         Some(d) => d.inverse(&mut run, &outputs),
@@ -480,6 +517,9 @@ impl DecompressJob for UnfusedDecompress<'_> {
                     .iter()
                     .map(|r| format!("decode region: {}", chain.describe(r, |k| self.plan.name(k).to_string()))),
             );
+            let name = |k| self.plan.name(k);
+            let stored = (1..self.plan.stages.len()).filter(|&i| chain.stores_through(i));
+            notes.extend(stored.map(|i| format!("decode pass: {} stores through {}", name(i), name(i - 1))));
         }
         notes
     }

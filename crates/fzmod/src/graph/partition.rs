@@ -78,6 +78,17 @@ impl<'p> Chain<'p> {
             && self.geometry(k + 1).is_some_and(|(f, _)| takes(f))
     }
 
+    /// Whether stage `k`'s inverse, a global pass that ends no region, stores through stage
+    /// `k - 1` (`Fragment::inverse_stores`): the element-wise stage whose main output it alone
+    /// reconstructs. The decode walk then takes both at once.
+    pub fn stores_through(&self, k: usize) -> bool {
+        self.inverse
+            && k > 0
+            && self.links(k - 1)
+            && self.geometry(k - 1).is_some_and(|(f, _)| f.store_code().is_some())
+            && self.stages[k].fragment().is_some_and(|f| f.inverse_stores())
+    }
+
     /// The longest region that starts at stage `start` (the forward walk).
     pub fn starting_at(&self, start: usize) -> Option<Found<'p>> {
         let mut end = start + 1;
@@ -225,5 +236,13 @@ mod tests {
             crate::stages::lorenzo::Lorenzo { grid: Some(crate::shape::Grid { dims: [1, 10, 100], ndim: 2 }), ..line };
         chain.stages[1] = &square;
         assert_eq!(chain.inverse_regions().iter().map(|r| (r.start, r.end)).collect::<Vec<_>>(), [(2, 5)]);
+        // There its global pass stores the Quantizer's reconstruction instead; over a line (a
+        // region) it does not, nor does a forward walk.
+        assert!(chain.stores_through(1) && !chain.stores_through(2) && !chain.stores_through(0));
+        chain.stages[1] = &line;
+        assert!(!chain.stores_through(1));
+        chain.stages[1] = &square;
+        let forward = Chain { inverse: false, ..chain };
+        assert!(!forward.stores_through(1));
     }
 }

@@ -140,6 +140,18 @@ fn region_programs() -> Vec<crate::backend::cuda::Program> {
             }
         }
     }
+    // N-D Lorenzo's last passes storing the Quantizer's reconstruction (no preset has them).
+    for real in [DType::F32, DType::F64] {
+        let Ok(q) = quantizer::Quantizer::new(real, None) else { continue };
+        let stored = crate::backend::cuda::region::StoredInverse::new(
+            &q,
+            crate::backend::cuda::region::InversePart::fixed(),
+            real,
+        );
+        if let Ok((stored, _)) = stored {
+            programs.extend([lorenzo::device::band_program(&stored), lorenzo::device::column_program(&stored)]);
+        }
+    }
     // Presets share regions and stages (and 1-D and 2-D shapes mostly fuse alike): each
     // program once.
     let mut seen = std::collections::BTreeSet::new();

@@ -211,6 +211,22 @@ pub trait Fragment: Sync {
     fn store_code(&self) -> Option<(Code, Code)> {
         None
     }
+    /// Whether its inverse is a global pass (not a region) whose last kernel can store through
+    /// the element-wise stage before it (that stage's `store_code`), given as a
+    /// [`StoredInverse`] to `inverse_stored`.
+    fn inverse_stores(&self) -> bool {
+        false
+    }
+    /// That inverse from its output ports: the stored stage's output, made by the kernels only
+    /// (`stored`'s finisher runs after it).
+    fn inverse_stored(
+        &self,
+        _run: &mut DeviceRun,
+        _outputs: &[&DeviceBuffer],
+        _stored: &StoredInverse,
+    ) -> Result<DeviceBuffer> {
+        Err(Error::Pipeline("this stage's inverse does not store through another stage".into()))
+    }
     /// Region elements when it comes first on `n` elements of its input (a gatherer's output).
     fn region_elements(&self, _run: &DeviceRun, n: usize) -> Result<usize> {
         Ok(n)
@@ -265,7 +281,7 @@ fn lcm(a: usize, b: usize) -> Option<usize> {
 /// `struct RegionArgs` of the generated kernel, passed by value.
 #[repr(C)]
 #[derive(Clone, Copy)]
-struct RegionArgs([u64; MAX_ARGS]);
+pub struct RegionArgs([u64; MAX_ARGS]);
 // SAFETY: plain #[repr(C)] integers, laid out as the CUDA struct.
 unsafe impl DeviceRepr for RegionArgs {}
 
@@ -844,6 +860,74 @@ impl<'f> Region<'f> {
             finish(run, Some(&input))?;
         }
         Ok(vec![input])
+    }
+}
+
+/// An element-wise stage's inverse run inside the stores of the last kernel of the global pass
+/// after it (N-D Lorenzo's prefix sums storing the Quantizer's reconstruction): the stage's
+/// `store_code` wrapped around the global stage's kernel, so the codes between them never
+/// reach memory (docs/ARCHITECTURE.md, "Global passes that store through a stage").
+pub struct StoredInverse<'f> {
+    fragment: &'f dyn Fragment,
+    args: Vec<u64>,
+    input_bytes: Option<usize>,
+    dtype: DType,
+}
+
+impl<'f> StoredInverse<'f> {
+    /// `fragment` (with `store_code`) prepared by its `Fragment::inverse` as `part`; its output
+    /// (the decode's next buffer) has element type `dtype`.
+    pub fn new(
+        fragment: &'f dyn Fragment,
+        part: InversePart,
+        dtype: DType,
+    ) -> Result<(StoredInverse<'f>, FinishInverse)> {
+        match part {
+            InversePart::Transform { args, input_bytes, finish } => {
+                Ok((StoredInverse { fragment, args, input_bytes, dtype }, finish))
+            }
+            InversePart::Coder { .. } => Err(Error::Pipeline("a coder cannot store through a global pass".into())),
+        }
+    }
+
+    /// The program of kernel `name` (with `attributes`, e.g. launch bounds) taking `params`
+    /// after the stored stage's values and output, whose body is `call`: a global stage's
+    /// function from `sources` that stores element `i` of value `v` through `store`.
+    pub fn program(&self, sources: &[&'static str], name: &str, attributes: &str, params: &str, call: &str) -> Program {
+        let store_code = self.fragment.store_code();
+        let (setup, store) = store_code.as_ref().map_or(("", ""), |(a, b)| (a.as_str(), b.as_str()));
+        let names = [("$global_out", "stored_out"), ("$index", "i"), ("$value", "v")];
+        let mut text = self.fragment.defines();
+        for source in self.fragment.sources().into_iter().chain(sources.iter().copied()) {
+            text.push_str(source);
+            text.push('\n');
+        }
+        text.push_str(&format!(
+            "struct RegionArgs {{ u64 a[{MAX_ARGS}]; }};\n\
+             extern \"C\" __global__ void {attributes} {name}(RegionArgs A, u8* stored_out, {params}) {{\n    \
+             {};\n    auto store = fz_store([&](u64 i, u32 v) {{ {}; }});\n    {call};\n}}\n",
+            expand(setup, 0, &names),
+            expand(store, 0, &names)
+        ));
+        Program::generated(text)
+    }
+
+    /// The stored stage's values, passed to the kernel by value.
+    pub fn values(&self) -> Result<RegionArgs> {
+        let code = self.fragment.store_code().map(|(setup, store)| format!("{setup} {store}"));
+        let code = code.ok_or_else(|| Error::Pipeline("this stage does not store through a global pass".into()))?;
+        block(std::slice::from_ref(&self.args), &[code], &[0])
+    }
+
+    /// The output of `elements` elements, which must be the length the stage's record states.
+    pub fn output(&self, run: &DeviceRun, elements: usize) -> Result<DeviceBuffer> {
+        let bytes = elements.checked_mul(self.dtype.size()).ok_or_else(|| corrupt!("{elements} elements"))?;
+        if let Some(stated) = self.input_bytes.filter(|&b| b != bytes) {
+            return Err(corrupt!(
+                "a stage stored through a global pass states {stated} bytes, the pass makes {elements} elements"
+            ));
+        }
+        run.alloc(self.dtype, elements)
     }
 }
 

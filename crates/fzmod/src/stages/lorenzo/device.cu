@@ -202,15 +202,22 @@ extern "C" __global__ void lz_column_carries(u32* sums, u64 lines, u64 pieces) {
     }
 }
 
-// Strided lines, pass 3: each piece scanned from its carry (all carries 0 when one piece).
-extern "C" __global__ void lz_column_prefix(i32* d, u64 lines, u64 inner, u64 outer_stride, u64 len, u64 stride, u64 pieces, const u32* carries) {
+// Strided lines, pass 3: each piece scanned from its carry (all carries 0 when one piece),
+// each sum stored through `store` (fz_stores in common.cu): in place as an i32, or through the
+// inverse of the element-wise stage before Lorenzo (Lorenzo::inverse_stored).
+template <class S>
+__device__ __forceinline__ void lz_column_prefix_run(const i32* d, const S& store, u64 lines, u64 inner, u64 outer_stride, u64 len, u64 stride, u64 pieces, const u32* carries) {
     u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x, base, start, end;
     if (t >= lines * pieces || !column_piece(t, lines, inner, outer_stride, len, &base, &start, &end)) return;
     u32 s = pieces > 1 ? carries[t] : 0u;
     for (u64 k = start; k < end; k++) {
         s += (u32)d[base + k * stride];
-        d[base + k * stride] = (i32)s;
+        store(base + k * stride, s);
     }
+}
+
+extern "C" __global__ void lz_column_prefix(i32* d, u64 lines, u64 inner, u64 outer_stride, u64 len, u64 stride, u64 pieces, const u32* carries) {
+    lz_column_prefix_run(d, fz_stores((u8*)d), lines, inner, outer_stride, len, stride, pieces, carries);
 }
 
 // Planes whose rows fit one block (nx ≤ LZ_PLANE_ROW): the x and y sums of a plane together,
@@ -282,18 +289,20 @@ __device__ __forceinline__ void lz_plane_row(u32 (&v)[LZ_PLANE_ROUNDS], u32 roun
     for (u32 r = 0; r < LZ_PLANE_ROUNDS; r++) v[r] += before;
 }
 
-// Pass 3: a block a band; `in` may be `out`, each element being read and then written by
-// the same thread. Columns fit a u32 (nx ≤ LZ_PLANE_ROW): rows are stepped by pointer.
-extern "C" __global__ void __launch_bounds__(LZ_PLANE_WARPS * 32, 2)
-lz_band_prefix(const i32* in, i32* out, u64 ny, u64 nx, u64 band, u64 plane_bands, const u32* carries) {
+// Pass 3: a block a band, each value stored through `store` as in lz_column_prefix_run; the
+// deltas `in` may be the stored-to grid, each element being read and then written by the same
+// thread. Columns fit a u32 (nx ≤ LZ_PLANE_ROW): rows are stepped by pointer.
+template <class S>
+__device__ __forceinline__ void lz_band_prefix_run(const i32* in, const S& store, u64 ny, u64 nx, u64 band, u64 plane_bands,
+                                                   const u32* carries) {
     __shared__ u32 totals[2][LZ_PLANE_WARPS];
     const u64 b = blockIdx.x, plane = b / plane_bands, y0 = (b - plane * plane_bands) * band;
     const u32 rows = (u32)min(band, ny - y0), width = (u32)nx;
     const u32 rounds = (width + blockDim.x - 1) / blockDim.x;
     const u32 x0 = (threadIdx.x >> 5) * rounds * 32 + (threadIdx.x & 31);
     const u32 mine = x0 < width ? min(rounds, (width - x0 + 31) / 32) : 0u;  // rounds inside the row
-    in += (plane * ny + y0) * nx;
-    out += (plane * ny + y0) * nx;
+    u64 row = (plane * ny + y0) * nx;
+    in += row;
     carries += b * nx;
     u32 above[LZ_PLANE_ROUNDS], next[LZ_PLANE_ROUNDS];
 #pragma unroll
@@ -302,7 +311,7 @@ lz_band_prefix(const i32* in, i32* out, u64 ny, u64 nx, u64 band, u64 plane_band
         next[r] = r < mine ? (u32)in[x0 + r * 32] : 0u;
     }
     lz_plane_row(above, rounds, totals[1]);
-    for (u32 k = 0; k < rows; k++, in += width, out += width) {
+    for (u32 k = 0; k < rows; k++, in += width, row += width) {
         u32 v[LZ_PLANE_ROUNDS];
         const bool more = k + 1 < rows;
 #pragma unroll
@@ -314,7 +323,14 @@ lz_band_prefix(const i32* in, i32* out, u64 ny, u64 nx, u64 band, u64 plane_band
 #pragma unroll
         for (u32 r = 0; r < LZ_PLANE_ROUNDS; r++) {
             above[r] += v[r];
-            if (r < mine) out[x0 + r * 32] = (i32)above[r];
+            if (r < mine) store(row + x0 + r * 32, above[r]);
         }
     }
+}
+
+#define LZ_BAND_PREFIX_BOUNDS __launch_bounds__(LZ_PLANE_WARPS * 32, 2)
+
+extern "C" __global__ void LZ_BAND_PREFIX_BOUNDS
+lz_band_prefix(const i32* in, i32* out, u64 ny, u64 nx, u64 band, u64 plane_bands, const u32* carries) {
+    lz_band_prefix_run(in, fz_stores((u8*)out), ny, nx, band, plane_bands, carries);
 }

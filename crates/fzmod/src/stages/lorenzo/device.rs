@@ -2,7 +2,7 @@
 
 use super::Lorenzo;
 use crate::backend::cuda::device::{grid, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage, THREADS};
-use crate::backend::cuda::region::{Code, ForwardPart, Fragment, Geometry, InversePart, Region};
+use crate::backend::cuda::region::{Code, ForwardPart, Fragment, Geometry, InversePart, Region, StoredInverse};
 use crate::backend::cuda::{device_error, Program};
 use crate::element::DType;
 use crate::error::{corrupt, Error, Result};
@@ -74,39 +74,26 @@ impl DeviceStage for Lorenzo {
         if let Some(alone) = Region::alone(self, true) {
             return alone.inverse_alone(run, outputs, DType::I32);
         }
-        let [nz, ny, nx] = g.dims.map(|d| d as u64);
-        if self.block_size == 0 && nz > 0 && ny > 1 && (PLANE_MIN_ROW..=PLANE_ROW).contains(&nx) {
-            // Deltas nothing else reads (a decode region's output) take the sums in place.
-            let out = if run.may_consume(d) { d.share() } else { run.alloc(DType::I32, n)? };
-            let s = run.stream().clone();
-            let op = out.ptr(&s);
-            plane_prefix(run, d.ptr(&s), op, [nz, ny, nx])?;
-            strided_prefix(run, op, [ny * nx, ny * nx, 0, nz, ny * nx])?;
-            return Ok(vec![out]);
+        if self.block_size == 0 {
+            let grid = nd_prefix(run, d, g.dims.map(|d| d as u64), None)?;
+            return Ok(vec![grid]);
         }
-        // As above; the axis-at-a-time sums below work in place, so others' deltas are copied.
+        // Deltas nothing else reads (a decode region's output) take the sums in place; others'
+        // are copied.
         let out = if run.may_consume(d) { d.share() } else { run.copy(d, n)? };
         let s = run.stream().clone();
         let op = out.ptr(&s);
-        if self.block_size > 0 {
-            let f = run.kernel(&program(), "lz_block_prefix")?;
-            let (n64, block) = (n as u64, u64::from(self.block_size));
-            let blocks = n64.div_ceil(block);
-            // SAFETY: argument list matches device.cu; every block lies inside the n elements.
-            unsafe {
-                s.launch_builder(&f)
-                    .arg(&op)
-                    .arg(&n64)
-                    .arg(&block)
-                    .launch(grid(blocks * 32, WARPS * 32))
-                    .map_err(device_error)?;
-            }
-        } else {
-            contiguous_prefix(run, op, nz * ny, nx)?;
-            // (lines, inner, outer stride, length, stride) of the y and z axes.
-            for axis in [[nz * nx, nx, ny * nx, ny, nx], [ny * nx, ny * nx, 0, nz, ny * nx]] {
-                strided_prefix(run, op, axis)?;
-            }
+        let f = run.kernel(&program(), "lz_block_prefix")?;
+        let (n64, block) = (n as u64, u64::from(self.block_size));
+        let blocks = n64.div_ceil(block);
+        // SAFETY: argument list matches device.cu; every block lies inside the n elements.
+        unsafe {
+            s.launch_builder(&f)
+                .arg(&op)
+                .arg(&n64)
+                .arg(&block)
+                .launch(grid(blocks * 32, WARPS * 32))
+                .map_err(device_error)?;
         }
         Ok(vec![out])
     }
@@ -143,6 +130,27 @@ impl Fragment for Lorenzo {
         false
     }
 
+    fn inverse_stores(&self) -> bool {
+        self.block_size == 0 && self.grid.is_some() && !self.inverse_fuses()
+    }
+
+    fn inverse_stored(
+        &self,
+        run: &mut DeviceRun,
+        outputs: &[&DeviceBuffer],
+        stored: &StoredInverse,
+    ) -> Result<DeviceBuffer> {
+        let g = self.grid.ok_or_else(|| Error::Pipeline("Lorenzo inverse needs a decoded record".into()))?;
+        let [d] = outputs else { return Err(Error::Pipeline("Lorenzo inverse takes one buffer".into())) };
+        let n = d.known_len()?;
+        if n != g.len() {
+            return Err(corrupt!("Lorenzo: {n} elements for grid {:?}", g.dims));
+        }
+        let out = stored.output(run, n)?;
+        nd_prefix(run, d, g.dims.map(|d| d as u64), Some((stored, &out)))?;
+        Ok(out)
+    }
+
     fn inverse_carry_code(&self) -> Option<Code> {
         (self.block_size == 0).then(|| "lz_region_add_carry((u32*)$out, $count, $carry)".into())
     }
@@ -172,6 +180,53 @@ impl Fragment for Lorenzo {
         let bytes = g.len().checked_mul(4).ok_or_else(|| corrupt!("Lorenzo grid {:?}", g.dims))?;
         Ok(InversePart::Transform { args: Vec::new(), input_bytes: Some(bytes), finish: Box::new(|_, _| Ok(())) })
     }
+}
+
+/// Where the last pass of the N-D sums puts each value: into the i32 grid at an address (in
+/// place), or through the stage stored in it into that stage's output.
+#[derive(Clone, Copy)]
+enum Sink<'a, 'f> {
+    Grid(u64),
+    Stored(&'a StoredInverse<'f>, &'a DeviceBuffer),
+}
+
+/// The N-D inverse of the deltas `d` over grid `[nz, ny, nx]` (not a line: a region takes
+/// those): the prefix sums along every axis into an i32 grid, which it returns, or with
+/// `stored`, its last pass storing through that stage into its output (the grid returned is
+/// then scratch, or `d` itself). Deltas nothing else reads take the sums in place.
+fn nd_prefix(
+    run: &mut DeviceRun,
+    d: &DeviceBuffer,
+    [nz, ny, nx]: [u64; 3],
+    stored: Option<(&StoredInverse, &DeviceBuffer)>,
+) -> Result<DeviceBuffer> {
+    let n = (nz * ny * nx) as usize;
+    let s = run.stream().clone();
+    // (lines, inner, outer stride, length, stride) of the y and z axes.
+    let (y_axis, z_axis) = ([nz * nx, nx, ny * nx, ny, nx], [ny * nx, ny * nx, 0, nz, ny * nx]);
+    if nz > 0 && ny > 1 && (PLANE_MIN_ROW..=PLANE_ROW).contains(&nx) {
+        // The band sums read the deltas and write elsewhere: a single plane's go straight
+        // to the stored stage.
+        if let (1, Some((st, out))) = (nz, stored) {
+            plane_prefix(run, d.ptr(&s), Sink::Stored(st, out), [nz, ny, nx])?;
+            return Ok(d.share());
+        }
+        let grid = if run.may_consume(d) { d.share() } else { run.alloc(DType::I32, n)? };
+        plane_prefix(run, d.ptr(&s), Sink::Grid(grid.ptr(&s)), [nz, ny, nx])?;
+        strided_prefix(run, grid.ptr(&s), z_axis, stored)?;
+        return Ok(grid);
+    }
+    // The axis-at-a-time sums work in place, so others' deltas are copied.
+    let grid = if run.may_consume(d) { d.share() } else { run.copy(d, n)? };
+    let gp = grid.ptr(&s);
+    contiguous_prefix(run, gp, nz * ny, nx)?;
+    if nz == 1 {
+        strided_prefix(run, gp, y_axis, stored)?;
+    } else {
+        strided_prefix(run, gp, y_axis, None)?;
+        strided_prefix(run, gp, z_axis, stored)?;
+    }
+    Ok(grid)
 }
 
 /// Inclusive prefix sums along x of `lines` contiguous lines of `len` elements at `d`: one warp a
@@ -235,9 +290,15 @@ fn contiguous_prefix(run: &DeviceRun, d: u64, lines: u64, len: u64) -> Result<()
 /// Inclusive prefix sums along a strided axis (`[lines, inner, outer_stride, len, stride]`:
 /// line l starts at (l / inner) · outer_stride + l % inner): a thread walks `COLUMN` elements of
 /// one line, a warp 32 adjacent lines; long lines take three passes (device.cu).
-fn strided_prefix(run: &DeviceRun, d: u64, axis: [u64; 5]) -> Result<()> {
+fn strided_prefix(
+    run: &DeviceRun,
+    d: u64,
+    axis: [u64; 5],
+    stored: Option<(&StoredInverse, &DeviceBuffer)>,
+) -> Result<()> {
     let [lines, inner, outer_stride, len, stride] = axis;
-    if len <= 1 {
+    // A line of one element is its own sum: only a stored stage still has work.
+    if len == 0 || (len == 1 && stored.is_none()) {
         return Ok(());
     }
     let s = run.stream().clone();
@@ -277,13 +338,48 @@ fn strided_prefix(run: &DeviceRun, d: u64, axis: [u64; 5]) -> Result<()> {
                 .map_err(device_error)?;
         }
     }
-    pieces_pass(&f_prefix)
+    let Some((st, out)) = stored else { return pieces_pass(&f_prefix) };
+    let f = run.kernel(&column_program(st), "lz_column_prefix_stored")?;
+    let (values, op) = (st.values()?, out.ptr(&s));
+    // SAFETY: as lz_column_prefix, with the stored stage's values and its output of the grid's
+    // elements (StoredInverse::output).
+    unsafe {
+        s.launch_builder(&f)
+            .arg(&values)
+            .arg(&op)
+            .arg(&d)
+            .arg(&lines)
+            .arg(&inner)
+            .arg(&outer_stride)
+            .arg(&len)
+            .arg(&stride)
+            .arg(&pieces)
+            .arg(&sp)
+            .launch(grid(lines * pieces, threads))
+            .map_err(device_error)?;
+    }
+    Ok(())
+}
+
+/// The last strided pass storing through `stored` (lz_column_prefix_run in device.cu).
+pub(crate) fn column_program(stored: &StoredInverse) -> Program {
+    let params =
+        "const i32* d, u64 lines, u64 inner, u64 outer_stride, u64 len, u64 stride, u64 pieces, const u32* carries";
+    let call = "lz_column_prefix_run(d, store, lines, inner, outer_stride, len, stride, pieces, carries)";
+    stored.program(&[SOURCE], "lz_column_prefix_stored", "", params, call)
+}
+
+/// The band pass storing through `stored` (lz_band_prefix_run in device.cu).
+pub(crate) fn band_program(stored: &StoredInverse) -> Program {
+    let params = "const i32* in, u64 ny, u64 nx, u64 band, u64 plane_bands, const u32* carries";
+    let call = "lz_band_prefix_run(in, store, ny, nx, band, plane_bands, carries)";
+    stored.program(&[SOURCE], "lz_band_prefix_stored", "LZ_BAND_PREFIX_BOUNDS", params, call)
 }
 
 /// The x and y prefix sums of each of `nz` planes of `ny` rows of `nx` ≤ `PLANE_ROW` elements,
-/// from the deltas at `d` into `out` (which may be `d`), in bands of rows (device.cu): the
-/// bands' column sums, their carries down each plane, then a block a band, row by row.
-fn plane_prefix(run: &DeviceRun, d: u64, out: u64, [nz, ny, nx]: [u64; 3]) -> Result<()> {
+/// from the deltas at `d` into `sink` (a grid that may be `d`), in bands of rows (device.cu):
+/// the bands' column sums, their carries down each plane, then a block a band, row by row.
+fn plane_prefix(run: &DeviceRun, d: u64, sink: Sink, [nz, ny, nx]: [u64; 3]) -> Result<()> {
     // Bands of 8–32 rows, about a thousand blocks where the planes have the rows: shorter bands
     // would grow the sums (4 words of traffic per band and column), fewer would idle SMs.
     let band = (nz * ny).div_ceil(1024).clamp(8, 32);
@@ -295,11 +391,13 @@ fn plane_prefix(run: &DeviceRun, d: u64, out: u64, [nz, ny, nx]: [u64; 3]) -> Re
     let s = run.stream().clone();
     let sums = run.alloc(DType::U32, (bands * nx) as usize)?;
     let sp = sums.ptr(&s);
-    let (f_sums, f_carries, f_prefix) = (
-        run.kernel(&program(), "lz_band_sums")?,
-        run.kernel(&program(), "lz_band_carries")?,
-        run.kernel(&program(), "lz_band_prefix")?,
-    );
+    let (f_sums, f_carries) = (run.kernel(&program(), "lz_band_sums")?, run.kernel(&program(), "lz_band_carries")?);
+    let (f_prefix, values, out) = match sink {
+        Sink::Grid(out) => (run.kernel(&program(), "lz_band_prefix")?, None, out),
+        Sink::Stored(st, out) => {
+            (run.kernel(&band_program(st), "lz_band_prefix_stored")?, Some(st.values()?), out.ptr(&s))
+        }
+    };
     // SAFETY (each launch): argument lists match device.cu; every band lies inside its plane,
     // `sums` holds a word per band and column.
     unsafe {
@@ -320,9 +418,13 @@ fn plane_prefix(run: &DeviceRun, d: u64, out: u64, [nz, ny, nx]: [u64; 3]) -> Re
             .arg(&column_groups)
             .launch(grid(nz * column_groups * 1024, 1024))
             .map_err(device_error)?;
-        s.launch_builder(&f_prefix)
-            .arg(&d)
-            .arg(&out)
+        let mut prefix = s.launch_builder(&f_prefix);
+        // The stored kernel takes the stage's values and its output first, then the deltas.
+        match &values {
+            Some(values) => prefix.arg(values).arg(&out).arg(&d),
+            None => prefix.arg(&d).arg(&out),
+        };
+        prefix
             .arg(&ny)
             .arg(&nx)
             .arg(&band)
