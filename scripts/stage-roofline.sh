@@ -8,6 +8,7 @@
 # the share of the device's copy bandwidth (measured first, with CuPy: the practical roofline).
 # The stage's minimal traffic (its input read once, its output written once) is for the reader
 # to set beside the DRAM bytes: docs/PERFORMANCE.md does, stage by stage.
+# FUSION=on profiles the fused kernels instead.
 # On the GPU machine after scripts/prepare-gpu.sh here (carry [".gpu"]):
 #   OUT=$OUT bash scripts/stage-roofline.sh [CASE-NAME...]
 set -euo pipefail
@@ -52,7 +53,7 @@ for case in "${cases[@]}"; do
   ncu --clock-control none --cache-control all --csv --print-units base \
     --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
     ./.gpu/fzmod bench "$e8" --dtype f32 --shape "$shape" $pipeline -m rel -e 1e-3 \
-    --backend cuda --runs 1 --fusion off >"$out/$name.csv" 2>"$out/$name.log" || {
+    --backend cuda --runs 1 --fusion "${FUSION:-off}" >"$out/$name.csv" 2>"$out/$name.log" || {
     echo "$name: ncu failed (see $out/$name.log)"
     continue
   }
