@@ -119,23 +119,14 @@ pub(crate) fn device_programs() -> Vec<crate::backend::cuda::Program> {
 /// those of each of its stages alone (`Region::alone`).
 #[cfg(feature = "cuda")]
 fn region_programs() -> Vec<crate::backend::cuda::Program> {
-    use crate::backend::cuda::region::Region;
     use crate::element::DType;
     let mut programs = Vec::new();
     for preset in crate::config::PRESETS {
         for shape in [vec![1 << 20], vec![1024, 1024]] {
             for real in [DType::F32, DType::F64] {
                 let Ok(mut p) = crate::config::preset(preset.name, &shape) else { continue };
-                if p.set_input_dtype(real).is_err() || p.finalize().is_err() {
-                    continue;
-                }
-                let chain = crate::graph::partition::Chain::of_pipeline(&p);
-                programs.extend(chain.forward_regions().iter().flat_map(|r| r.region.forward_program()));
-                let chain = chain.inverted();
-                programs.extend(chain.inverse_regions().iter().flat_map(|r| r.region.inverse_program()));
-                for f in p.nodes().iter().filter_map(|n| n.stage.fragment()) {
-                    programs.extend(Region::alone(f, false).and_then(|r| r.forward_program().ok()));
-                    programs.extend(Region::alone(f, true).and_then(|r| r.inverse_program().ok()));
+                if p.set_input_dtype(real).is_ok() && p.finalize().is_ok() {
+                    programs.extend(pipeline_region_programs(&p));
                 }
             }
         }
@@ -159,6 +150,21 @@ fn region_programs() -> Vec<crate::backend::cuda::Program> {
     programs
 }
 
+/// The region kernels of a finalized pipeline, both directions, and of each stage alone.
+#[cfg(feature = "cuda")]
+fn pipeline_region_programs(p: &crate::graph::Pipeline) -> Vec<crate::backend::cuda::Program> {
+    use crate::backend::cuda::region::Region;
+    let chain = crate::graph::partition::Chain::of_pipeline(p);
+    let mut programs: Vec<_> = chain.forward_regions().iter().flat_map(|r| r.region.forward_program()).collect();
+    let chain = chain.inverted();
+    programs.extend(chain.inverse_regions().iter().flat_map(|r| r.region.inverse_program()));
+    for f in p.nodes().iter().filter_map(|n| n.stage.fragment()) {
+        programs.extend(Region::alone(f, false).and_then(|r| r.forward_program().ok()));
+        programs.extend(Region::alone(f, true).and_then(|r| r.inverse_program().ok()));
+    }
+    programs
+}
+
 #[cfg(all(test, feature = "cuda"))]
 mod nvrtc_tests {
     /// Compiles without a device: run where NVRTC is on the library path (gpu-check.sh, or a
@@ -169,5 +175,25 @@ mod nvrtc_tests {
         // SAFETY: only probes for the library by name.
         assert!(unsafe { crate::backend::cuda::nvrtc_present() }, "NVRTC not found");
         assert!(super::compile_all("sm_90").unwrap() >= 40);
+    }
+
+    /// The composed chains the benchmarks run (scripts/chains/), whose gatherers no preset has.
+    #[test]
+    #[ignore = "needs NVRTC (libnvrtc.so) on the library path"]
+    fn composed_chains_compile_for_sm_90() {
+        // SAFETY: only probes for the library by name.
+        assert!(unsafe { crate::backend::cuda::nvrtc_present() }, "NVRTC not found");
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/chains");
+        let mut programs = Vec::new();
+        for entry in std::fs::read_dir(&dir).expect("scripts/chains") {
+            let toml = std::fs::read_to_string(entry.expect("a chain").path()).expect("a chain's TOML");
+            for real in [crate::element::DType::F32, crate::element::DType::F64] {
+                let mut p = crate::config::from_toml(&toml).expect("a valid chain");
+                p.set_input_dtype(real).expect("a float chain");
+                p.finalize().expect("a valid chain");
+                programs.extend(super::pipeline_region_programs(&p));
+            }
+        }
+        assert!(crate::backend::cuda::compile_programs(&programs, "sm_90").unwrap() >= 8);
     }
 }

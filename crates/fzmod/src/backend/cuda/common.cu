@@ -160,6 +160,16 @@ struct fz_loader {
     __device__ __forceinline__ auto operator[](u64 i) const { return f(i, false); }
     __device__ __forceinline__ auto own(u64 i) const { return f(i, true); }
 };
+// Whether a gatherer reads through a loader (each read computes the loaded stage's value), so
+// that reading an element once into shared memory pays.
+template <class Q>
+struct fz_is_loader {
+    static constexpr bool value = false;
+};
+template <class F>
+struct fz_is_loader<fz_loader<F>> {
+    static constexpr bool value = true;
+};
 template <class T>
 __device__ __forceinline__ T fz_own(const T* q, u64 i) { return q[i]; }
 template <class F>

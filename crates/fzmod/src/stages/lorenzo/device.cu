@@ -29,13 +29,69 @@ extern "C" __global__ void lz_nd_delta(const i32* q, u64 nz, u64 ny, u64 nx, i32
     d[i] = (i32)lz_nd_delta_at(q, i, z, y, x, ny, nx);
 }
 
+// A 2-D grid of fewer than 2^32 elements read through a loader, where every read computes the
+// loaded stage's value (a quantization): the tile's elements and the row above them are read
+// once each into shared memory (`out` and `above`: two reads an element instead of four), then
+// each warp takes a run of the tile in rounds of 32, the left neighbours from the lane before
+// (the run's first from the element before it, read before anything is overwritten).
+template <class Q>
+__device__ __forceinline__ void lz_region_plane_forward(Q q, u32* out, u32* above, u32 first, u32 count, u32 nx) {
+    for (u32 i0 = threadIdx.x; i0 < count; i0 += FZ_GATHER * blockDim.x) {
+        u32 own[FZ_GATHER], up[FZ_GATHER];
+#pragma unroll
+        for (u32 k = 0; k < FZ_GATHER; k++) {
+            u32 i = i0 + k * blockDim.x, e = first + i;
+            own[k] = i < count ? (u32)fz_own(q, e) : 0u;
+            up[k] = i < count && e >= nx ? (u32)q[e - nx] : 0u;
+        }
+#pragma unroll
+        for (u32 k = 0; k < FZ_GATHER; k++) {
+            u32 i = i0 + k * blockDim.x;
+            if (i < count) {
+                out[i] = own[k];
+                above[i] = up[k];
+            }
+        }
+    }
+    __syncthreads();
+    const u32 warps = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const u32 span = (count + warps * 32 - 1) / (warps * 32) * 32, start = min(count, warp * span),
+              end = min(count, start + span);
+    // The element before the run: in the tile, or (the tile's first) read through the loader.
+    u32 left = 0, up_left = 0;
+    if (start < end && start > 0) {
+        left = out[start - 1];
+        up_left = above[start - 1];
+    } else if (start < end && first > 0) {
+        const u32 e = first - 1;
+        left = (u32)q[e];
+        up_left = e >= nx ? (u32)q[e - nx] : 0u;
+    }
+    __syncthreads();
+    for (u32 i = start + lane; i - lane < end; i += 32) {
+        const bool in = i < end;
+        const u32 e = first + i, cur = in ? out[i] : 0u, up = in ? above[i] : 0u;
+        u32 l = __shfl_up_sync(FULL_MASK, cur, 1), ul = __shfl_up_sync(FULL_MASK, up, 1);
+        if (lane == 0) {
+            l = left;
+            ul = up_left;
+        }
+        left = __shfl_sync(FULL_MASK, cur, 31);
+        up_left = __shfl_sync(FULL_MASK, up, 31);
+        // Wrapping u32 sums, the same as lz_nd_delta_at's in any order.
+        if (in) out[i] = cur - up - (e % nx ? l - ul : 0u);
+    }
+}
+
 // The same deltas as a region fragment (backend/cuda/region.rs): a gatherer, its neighbours
 // lie anywhere in the grid `q` (global memory, or a loader: fz_elements in common.cu). A 1-D
 // grid takes the plain difference; grids of fewer than 2^32 elements split indices in 32 bits.
 template <class Q>
-__device__ __forceinline__ void lz_region_nd_forward(Q q, u32* out, u64 first, u32 count, u64 nz, u64 ny,
-                                                     u64 nx) {
-    if (nz == 1 && ny == 1) {
+__device__ __forceinline__ void lz_region_nd_forward(Q q, u32* out, u32* spare, u64 first, u32 count, u64 nz,
+                                                     u64 ny, u64 nx) {
+    if (fz_is_loader<Q>::value && nz == 1 && ny > 1 && ny * nx <= 0xffffffffull) {
+        lz_region_plane_forward(q, out, spare, (u32)first, count, (u32)nx);
+    } else if (nz == 1 && ny == 1) {
         for (u32 i = threadIdx.x; i < count; i += blockDim.x) {
             u64 k = first + i;
             out[i] = (u32)fz_own(q, k) - (k > 0 ? (u32)q[k - 1] : 0u);

@@ -157,7 +157,7 @@ impl Fragment for Lorenzo {
 
     fn forward_code(&self) -> Code {
         if self.block_size == 0 {
-            return "lz_region_nd_forward(fz_elements<i32>($global_in), (u32*)$out, $first, $count, $0, $1, $2)".into();
+            return "lz_region_nd_forward(fz_elements<i32>($global_in), (u32*)$out, (u32*)$spare, $first, $count, $0, $1, $2)".into();
         }
         format!("diff_tile_forward($in, $out, $bytes, 32u, {}u, 0u)", self.block_size)
     }
