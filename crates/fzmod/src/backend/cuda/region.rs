@@ -869,6 +869,9 @@ impl<'f> Region<'f> {
 /// reach memory (docs/ARCHITECTURE.md, "Global passes that store through a stage").
 pub struct StoredInverse<'f> {
     fragment: &'f dyn Fragment,
+    /// Its `store_code`: a statement per kernel and one per stored element.
+    setup: Code,
+    store: Code,
     args: Vec<u64>,
     input_bytes: Option<usize>,
     dtype: DType,
@@ -876,15 +879,18 @@ pub struct StoredInverse<'f> {
 
 impl<'f> StoredInverse<'f> {
     /// `fragment` (with `store_code`) prepared by its `Fragment::inverse` as `part`; its output
-    /// (the decode's next buffer) has element type `dtype`.
+    /// (the decode's next buffer) has element type `dtype`. Returns its finisher too.
     pub fn new(
         fragment: &'f dyn Fragment,
         part: InversePart,
         dtype: DType,
     ) -> Result<(StoredInverse<'f>, FinishInverse)> {
+        let (setup, store) = fragment
+            .store_code()
+            .ok_or_else(|| Error::Pipeline("this stage does not store through a global pass".into()))?;
         match part {
             InversePart::Transform { args, input_bytes, finish } => {
-                Ok((StoredInverse { fragment, args, input_bytes, dtype }, finish))
+                Ok((StoredInverse { fragment, setup, store, args, input_bytes, dtype }, finish))
             }
             InversePart::Coder { .. } => Err(Error::Pipeline("a coder cannot store through a global pass".into())),
         }
@@ -894,8 +900,6 @@ impl<'f> StoredInverse<'f> {
     /// after the stored stage's values and output, whose body is `call`: a global stage's
     /// function from `sources` that stores element `i` of value `v` through `store`.
     pub fn program(&self, sources: &[&'static str], name: &str, attributes: &str, params: &str, call: &str) -> Program {
-        let store_code = self.fragment.store_code();
-        let (setup, store) = store_code.as_ref().map_or(("", ""), |(a, b)| (a.as_str(), b.as_str()));
         let names = [("$global_out", "stored_out"), ("$index", "i"), ("$value", "v")];
         let mut text = self.fragment.defines();
         for source in self.fragment.sources().into_iter().chain(sources.iter().copied()) {
@@ -906,17 +910,15 @@ impl<'f> StoredInverse<'f> {
             "struct RegionArgs {{ u64 a[{MAX_ARGS}]; }};\n\
              extern \"C\" __global__ void {attributes} {name}(RegionArgs A, u8* stored_out, {params}) {{\n    \
              {};\n    auto store = fz_store([&](u64 i, u32 v) {{ {}; }});\n    {call};\n}}\n",
-            expand(setup, 0, &names),
-            expand(store, 0, &names)
+            expand(&self.setup, 0, &names),
+            expand(&self.store, 0, &names)
         ));
         Program::generated(text)
     }
 
     /// The stored stage's values, passed to the kernel by value.
     pub fn values(&self) -> Result<RegionArgs> {
-        let code = self.fragment.store_code().map(|(setup, store)| format!("{setup} {store}"));
-        let code = code.ok_or_else(|| Error::Pipeline("this stage does not store through a global pass".into()))?;
-        block(std::slice::from_ref(&self.args), &[code], &[0])
+        block(std::slice::from_ref(&self.args), &[format!("{} {}", self.setup, self.store)], &[0])
     }
 
     /// The output of `elements` elements, which must be the length the stage's record states.
