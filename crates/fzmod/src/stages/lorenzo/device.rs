@@ -2,7 +2,9 @@
 
 use super::Lorenzo;
 use crate::backend::cuda::device::{grid, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage, THREADS};
-use crate::backend::cuda::region::{Code, ForwardPart, Fragment, Geometry, InversePart, Region, StoredInverse};
+use crate::backend::cuda::region::{
+    Code, ForwardPart, Fragment, Geometry, InversePart, Region, RegionArgs, StoredInverse,
+};
 use crate::backend::cuda::{device_error, Program};
 use crate::element::DType;
 use crate::error::{corrupt, Error, Result};
@@ -313,8 +315,14 @@ fn strided_prefix(
         run.kernel(&program(), "lz_column_carries")?,
         run.kernel(&program(), "lz_column_prefix")?,
     );
-    let pieces_pass = |f| unsafe {
-        s.launch_builder(f)
+    // The stored kernel takes the stage's values and its output first (StoredInverse::output:
+    // the grid's elements).
+    let pieces_pass = |f, stored: Option<(&RegionArgs, u64)>| unsafe {
+        let mut launch = s.launch_builder(f);
+        if let Some((values, out)) = &stored {
+            launch.arg(*values).arg(out);
+        }
+        launch
             .arg(&d)
             .arg(&lines)
             .arg(&inner)
@@ -328,7 +336,7 @@ fn strided_prefix(
             .map_err(device_error)
     };
     if pieces > 1 {
-        pieces_pass(&f_sums)?;
+        pieces_pass(&f_sums, None)?;
         unsafe {
             s.launch_builder(&f_carries)
                 .arg(&sp)
@@ -338,27 +346,13 @@ fn strided_prefix(
                 .map_err(device_error)?;
         }
     }
-    let Some((st, out)) = stored else { return pieces_pass(&f_prefix) };
-    let f = run.kernel(&column_program(st), "lz_column_prefix_stored")?;
-    let (values, op) = (st.values()?, out.ptr(&s));
-    // SAFETY: as lz_column_prefix, with the stored stage's values and its output of the grid's
-    // elements (StoredInverse::output).
-    unsafe {
-        s.launch_builder(&f)
-            .arg(&values)
-            .arg(&op)
-            .arg(&d)
-            .arg(&lines)
-            .arg(&inner)
-            .arg(&outer_stride)
-            .arg(&len)
-            .arg(&stride)
-            .arg(&pieces)
-            .arg(&sp)
-            .launch(grid(lines * pieces, threads))
-            .map_err(device_error)?;
+    match stored {
+        None => pieces_pass(&f_prefix, None),
+        Some((st, out)) => {
+            let f = run.kernel(&column_program(st), "lz_column_prefix_stored")?;
+            pieces_pass(&f, Some((&st.values()?, out.ptr(&s))))
+        }
     }
-    Ok(())
 }
 
 /// The last strided pass storing through `stored` (lz_column_prefix_run in device.cu).
