@@ -206,7 +206,10 @@ fn nd_prefix(
     let s = run.stream().clone();
     // (lines, inner, outer stride, length, stride) of the y and z axes.
     let (y_axis, z_axis) = ([nz * nx, nx, ny * nx, ny, nx], [ny * nx, ny * nx, 0, nz, ny * nx]);
-    if nz > 0 && ny > 1 && (PLANE_MIN_ROW..=PLANE_ROW).contains(&nx) {
+    // Planes of one band have nothing to carry, and the carries pass would idle most of its
+    // warps on them (docs/PERFORMANCE.md, "A global pass that stores the Quantizer's values"):
+    // they take the axes one at a time.
+    if nz > 0 && ny > band_rows(nz, ny) && (PLANE_MIN_ROW..=PLANE_ROW).contains(&nx) {
         // The band sums read the deltas and write elsewhere: a single plane's go straight
         // to the stored stage.
         if let (1, Some((st, out))) = (nz, stored) {
@@ -370,13 +373,18 @@ pub(crate) fn band_program(stored: &StoredInverse) -> Program {
     stored.program(&[SOURCE], "lz_band_prefix_stored", "LZ_BAND_PREFIX_BOUNDS", params, call)
 }
 
+/// Rows of a band of the plane scan over `nz` planes of `ny` rows: 8–32, about a thousand
+/// blocks where the planes have the rows (shorter bands would grow the sums, 4 words of
+/// traffic per band and column; fewer would idle SMs).
+fn band_rows(nz: u64, ny: u64) -> u64 {
+    (nz * ny).div_ceil(1024).clamp(8, 32)
+}
+
 /// The x and y prefix sums of each of `nz` planes of `ny` rows of `nx` ≤ `PLANE_ROW` elements,
 /// from the deltas at `d` into `sink` (a grid that may be `d`), in bands of rows (device.cu):
 /// the bands' column sums, their carries down each plane, then a block a band, row by row.
 fn plane_prefix(run: &DeviceRun, d: u64, sink: Sink, [nz, ny, nx]: [u64; 3]) -> Result<()> {
-    // Bands of 8–32 rows, about a thousand blocks where the planes have the rows: shorter bands
-    // would grow the sums (4 words of traffic per band and column), fewer would idle SMs.
-    let band = (nz * ny).div_ceil(1024).clamp(8, 32);
+    let band = band_rows(nz, ny);
     let plane_bands = ny.div_ceil(band);
     let bands = nz * plane_bands;
     let column_groups = nx.div_ceil(32);
