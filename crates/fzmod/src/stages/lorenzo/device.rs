@@ -67,12 +67,7 @@ impl DeviceStage for Lorenzo {
     }
 
     fn inverse(&self, run: &mut DeviceRun, outputs: &[&DeviceBuffer]) -> Result<Vec<DeviceBuffer>> {
-        let g = self.grid.ok_or_else(|| Error::Pipeline("Lorenzo inverse needs a decoded record".into()))?;
-        let [d] = outputs else { return Err(Error::Pipeline("Lorenzo inverse takes one buffer".into())) };
-        let n = d.known_len()?;
-        if n != g.len() {
-            return Err(corrupt!("Lorenzo: {n} elements for grid {:?}", g.dims));
-        }
+        let (g, d, n) = self.deltas(outputs)?;
         if let Some(alone) = Region::alone(self, true) {
             return alone.inverse_alone(run, outputs, DType::I32);
         }
@@ -142,12 +137,7 @@ impl Fragment for Lorenzo {
         outputs: &[&DeviceBuffer],
         stored: &StoredInverse,
     ) -> Result<DeviceBuffer> {
-        let g = self.grid.ok_or_else(|| Error::Pipeline("Lorenzo inverse needs a decoded record".into()))?;
-        let [d] = outputs else { return Err(Error::Pipeline("Lorenzo inverse takes one buffer".into())) };
-        let n = d.known_len()?;
-        if n != g.len() {
-            return Err(corrupt!("Lorenzo: {n} elements for grid {:?}", g.dims));
-        }
+        let (g, d, n) = self.deltas(outputs)?;
         let out = stored.output(run, n)?;
         nd_prefix(run, d, g.dims.map(|d| d as u64), Some((stored, &out)))?;
         Ok(out)
@@ -181,6 +171,20 @@ impl Fragment for Lorenzo {
         // A record's grid fits a usize; its bytes need not (a corrupt one must not wrap).
         let bytes = g.len().checked_mul(4).ok_or_else(|| corrupt!("Lorenzo grid {:?}", g.dims))?;
         Ok(InversePart::Transform { args: Vec::new(), input_bytes: Some(bytes), finish: Box::new(|_, _| Ok(())) })
+    }
+}
+
+impl Lorenzo {
+    /// An inverse's deltas: the decoded grid, the one output buffer and its length, which must
+    /// be the grid's.
+    fn deltas<'b>(&self, outputs: &[&'b DeviceBuffer]) -> Result<(crate::shape::Grid, &'b DeviceBuffer, usize)> {
+        let g = self.grid.ok_or_else(|| Error::Pipeline("Lorenzo inverse needs a decoded record".into()))?;
+        let [d] = outputs else { return Err(Error::Pipeline("Lorenzo inverse takes one buffer".into())) };
+        let n = d.known_len()?;
+        if n != g.len() {
+            return Err(corrupt!("Lorenzo: {n} elements for grid {:?}", g.dims));
+        }
+        Ok((g, d, n))
     }
 }
 
