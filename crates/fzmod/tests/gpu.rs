@@ -325,7 +325,8 @@ fn line_scans_in_regions_give_cpu_bytes() {
 /// Quantizer's reconstruction (the codes never reach memory; outliers put back afterwards):
 /// the band pass over one plane, the z pass after the bands, the last strided pass of the
 /// axis-at-a-time sums (rows narrower than a band row or wider than a block holds, columns
-/// of several pieces, a y axis of one row), f32 and f64, after a region and alone.
+/// of several pieces, a y axis of one row), planes of one band (no carries) and of a few,
+/// f32 and f64, after a region and alone.
 #[test]
 #[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
 fn global_inverses_store_through_the_quantizer() {
@@ -345,6 +346,8 @@ fn global_inverses_store_through_the_quantizer() {
         vec![2000, 100],
         vec![40, 7000],
         vec![2, 257, 6144],
+        vec![300, 2, 700],
+        vec![40, 40, 300],
     ];
     for (k, shape) in shapes.iter().enumerate() {
         let (data, shape) = field_of_shape(&mut rng, k % 2 == 1, shape.clone());

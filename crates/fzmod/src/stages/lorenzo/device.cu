@@ -301,12 +301,14 @@ extern "C" __global__ void lz_band_sums(const i32* d, u64 ny, u64 nx, u64 band, 
 }
 
 // Pass 2: each band's column sums become the sums of the bands above it in its plane. A block
-// takes 32 columns (lanes) of one plane, each warp a run of its bands.
+// takes 32 columns (lanes) of one plane, each of its warps (up to 32, no more than the plane
+// has bands) a run of its bands.
 extern "C" __global__ void __launch_bounds__(1024) lz_band_carries(u32* sums, u64 nx, u64 plane_bands, u64 column_groups) {
     __shared__ u32 totals[32][33];
-    const u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
     const u64 plane = blockIdx.x / column_groups, x = (blockIdx.x - plane * column_groups) * 32 + lane;
-    const u64 run = (plane_bands + 31) / 32, first = min(plane_bands, warp * run), end = min(plane_bands, first + run);
+    const u64 run = (plane_bands + warps - 1) / warps, first = min(plane_bands, warp * run),
+              end = min(plane_bands, first + run);
     u32* column = sums + plane * plane_bands * nx + x;
     u32 s = 0;
     if (x < nx)
@@ -359,11 +361,12 @@ __device__ __forceinline__ void lz_band_prefix_run(const i32* in, const S& store
     const u32 mine = x0 < width ? min(rounds, (width - x0 + 31) / 32) : 0u;  // rounds inside the row
     u64 row = (plane * ny + y0) * nx;
     in += row;
-    carries += b * nx;
+    // No carries when every plane is one band (nothing lies above a band).
+    if (carries) carries += b * nx;
     u32 above[LZ_PLANE_ROUNDS], next[LZ_PLANE_ROUNDS];
 #pragma unroll
     for (u32 r = 0; r < LZ_PLANE_ROUNDS; r++) {
-        above[r] = r < mine ? carries[x0 + r * 32] : 0u;
+        above[r] = carries && r < mine ? carries[x0 + r * 32] : 0u;
         next[r] = r < mine ? (u32)in[x0 + r * 32] : 0u;
     }
     lz_plane_row(above, rounds, totals[1]);

@@ -210,10 +210,7 @@ fn nd_prefix(
     let s = run.stream().clone();
     // (lines, inner, outer stride, length, stride) of the y and z axes.
     let (y_axis, z_axis) = ([nz * nx, nx, ny * nx, ny, nx], [ny * nx, ny * nx, 0, nz, ny * nx]);
-    // Planes of one band have nothing to carry, and the carries pass would idle most of its
-    // warps on them (docs/PERFORMANCE.md, "A global pass that stores the Quantizer's values"):
-    // they take the axes one at a time.
-    if nz > 0 && ny > band_rows(nz, ny) && (PLANE_MIN_ROW..=PLANE_ROW).contains(&nx) {
+    if nz > 0 && ny > 1 && (PLANE_MIN_ROW..=PLANE_ROW).contains(&nx) {
         // The band sums read the deltas and write elsewhere: a single plane's go straight
         // to the stored stage.
         if let (1, Some((st, out))) = (nz, stored) {
@@ -395,9 +392,9 @@ fn plane_prefix(run: &DeviceRun, d: u64, sink: Sink, [nz, ny, nx]: [u64; 3]) -> 
     // As few warps as hold a row: more blocks, so more rows in flight, on each SM.
     let threads = 32 * nx.div_ceil(PLANE_THREAD_COLUMNS).min(PLANE_WARPS);
     let s = run.stream().clone();
-    let sums = run.alloc(DType::U32, (bands * nx) as usize)?;
-    let sp = sums.ptr(&s);
-    let (f_sums, f_carries) = (run.kernel(&program(), "lz_band_sums")?, run.kernel(&program(), "lz_band_carries")?);
+    // Planes of one band (no more rows than a band) have no carries: no sums either (null).
+    let sums = if plane_bands > 1 { Some(run.alloc(DType::U32, (bands * nx) as usize)?) } else { None };
+    let sp = sums.as_ref().map_or(0, |b| b.ptr(&s));
     let (f_prefix, values, out) = match sink {
         Sink::Grid(out) => (run.kernel(&program(), "lz_band_prefix")?, None, out),
         Sink::Stored(st, out) => {
@@ -405,25 +402,32 @@ fn plane_prefix(run: &DeviceRun, d: u64, sink: Sink, [nz, ny, nx]: [u64; 3]) -> 
         }
     };
     // SAFETY (each launch): argument lists match device.cu; every band lies inside its plane,
-    // `sums` holds a word per band and column.
+    // `sums` holds a word per band and column (or is null, and no band has carries).
+    if sums.is_some() {
+        let (f_sums, f_carries) = (run.kernel(&program(), "lz_band_sums")?, run.kernel(&program(), "lz_band_carries")?);
+        // Up to 32 warps a plane's 32 columns, no more than it has bands.
+        let carry_threads = 32 * plane_bands.min(32);
+        unsafe {
+            s.launch_builder(&f_sums)
+                .arg(&d)
+                .arg(&ny)
+                .arg(&nx)
+                .arg(&band)
+                .arg(&plane_bands)
+                .arg(&bands)
+                .arg(&sp)
+                .launch(grid(bands * nx, u64::from(THREADS)))
+                .map_err(device_error)?;
+            s.launch_builder(&f_carries)
+                .arg(&sp)
+                .arg(&nx)
+                .arg(&plane_bands)
+                .arg(&column_groups)
+                .launch(grid(nz * column_groups * carry_threads, carry_threads))
+                .map_err(device_error)?;
+        }
+    }
     unsafe {
-        s.launch_builder(&f_sums)
-            .arg(&d)
-            .arg(&ny)
-            .arg(&nx)
-            .arg(&band)
-            .arg(&plane_bands)
-            .arg(&bands)
-            .arg(&sp)
-            .launch(grid(bands * nx, u64::from(THREADS)))
-            .map_err(device_error)?;
-        s.launch_builder(&f_carries)
-            .arg(&sp)
-            .arg(&nx)
-            .arg(&plane_bands)
-            .arg(&column_groups)
-            .launch(grid(nz * column_groups * 1024, 1024))
-            .map_err(device_error)?;
         let mut prefix = s.launch_builder(&f_prefix);
         // The stored kernel takes the stage's values and its output first, then the deltas.
         match &values {
