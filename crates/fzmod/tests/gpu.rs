@@ -278,7 +278,8 @@ fn gatherers_in_regions_give_cpu_bytes() {
             .map(|tile| tiled(tile, rng.below(4) != 0))
             .collect();
     predictors.push("type = \"Lorenzo\"\nblock_size = 0\n".into());
-    let shapes = [vec![70_001], vec![301, 67], vec![9, 31, 45], vec![3, 7, 1, 130]];
+    let shapes =
+        [vec![70_001], vec![301, 67], vec![9, 31, 45], vec![3, 7, 1, 130], vec![40, 1, 300], vec![5, 130, 151]];
     for (k, predictor) in predictors.iter().enumerate() {
         for shape in &shapes {
             let (data, shape) = field_of_shape(&mut rng, k % 3 == 2, shape.clone());

@@ -29,20 +29,32 @@ extern "C" __global__ void lz_nd_delta(const i32* q, u64 nz, u64 ny, u64 nx, i32
     d[i] = (i32)lz_nd_delta_at(q, i, z, y, x, ny, nx);
 }
 
-// A 2-D grid of fewer than 2^32 elements read through a loader, where every read computes the
-// loaded stage's value (a quantization): the tile's elements and the row above them are read
-// once each into shared memory (`out` and `above`: two reads an element instead of four), then
-// each warp takes a run of the tile in rounds of 32, the left neighbours from the lane before
+// A grid's element e as the two terms of its delta that the x difference completes: its value
+// less the one a plane back (`own`), and the same for the element a row above it (`up`), zero
+// where z or y is 0. `v` is e's value, already read; `plane` is 0 in a 2-D grid.
+template <class Q>
+__device__ __forceinline__ void lz_column_terms(Q q, u32 e, u32 v, u32 nx, u32 plane, u32& own, u32& up) {
+    const bool back = plane && e >= plane, row = (plane ? e % plane : e) >= nx;
+    own = v - (back ? (u32)q[e - plane] : 0u);
+    up = row ? (u32)q[e - nx] - (back ? (u32)q[e - nx - plane] : 0u) : 0u;
+}
+
+// A 2-D or 3-D grid of fewer than 2^32 elements read through a loader, where every read
+// computes the loaded stage's value (a quantization): each element's column terms
+// (lz_column_terms: four reads an element instead of eight in 3-D, two instead of four in
+// 2-D) go to shared memory (`out` and `above`), then each warp takes a run of the tile in
+// rounds of 32 and takes the x difference, the left neighbours' terms from the lane before
 // (the run's first from the element before it, read before anything is overwritten).
 template <class Q>
-__device__ __forceinline__ void lz_region_plane_forward(Q q, u32* out, u32* above, u32 first, u32 count, u32 nx) {
+__device__ __forceinline__ void lz_region_grid_forward(Q q, u32* out, u32* above, u32 first, u32 count, u32 nx,
+                                                       u32 plane) {
     for (u32 i0 = threadIdx.x; i0 < count; i0 += FZ_GATHER * blockDim.x) {
         u32 own[FZ_GATHER], up[FZ_GATHER];
 #pragma unroll
         for (u32 k = 0; k < FZ_GATHER; k++) {
             u32 i = i0 + k * blockDim.x, e = first + i;
-            own[k] = i < count ? (u32)fz_own(q, e) : 0u;
-            up[k] = i < count && e >= nx ? (u32)q[e - nx] : 0u;
+            own[k] = up[k] = 0u;
+            if (i < count) lz_column_terms(q, e, (u32)fz_own(q, e), nx, plane, own[k], up[k]);
         }
 #pragma unroll
         for (u32 k = 0; k < FZ_GATHER; k++) {
@@ -64,8 +76,7 @@ __device__ __forceinline__ void lz_region_plane_forward(Q q, u32* out, u32* abov
         up_left = above[start - 1];
     } else if (start < end && first > 0) {
         const u32 e = first - 1;
-        left = (u32)q[e];
-        up_left = e >= nx ? (u32)q[e - nx] : 0u;
+        lz_column_terms(q, e, (u32)q[e], nx, plane, left, up_left);
     }
     __syncthreads();
     for (u32 i = start + lane; i - lane < end; i += 32) {
@@ -89,8 +100,8 @@ __device__ __forceinline__ void lz_region_plane_forward(Q q, u32* out, u32* abov
 template <class Q>
 __device__ __forceinline__ void lz_region_nd_forward(Q q, u32* out, u32* spare, u64 first, u32 count, u64 nz,
                                                      u64 ny, u64 nx) {
-    if (fz_is_loader<Q>::value && nz == 1 && ny > 1 && ny * nx <= 0xffffffffull) {
-        lz_region_plane_forward(q, out, spare, (u32)first, count, (u32)nx);
+    if (fz_is_loader<Q>::value && nz * ny > 1 && nz * ny * nx <= 0xffffffffull) {
+        lz_region_grid_forward(q, out, spare, (u32)first, count, (u32)nx, nz > 1 ? (u32)(ny * nx) : 0u);
     } else if (nz == 1 && ny == 1) {
         for (u32 i = threadIdx.x; i < count; i += blockDim.x) {
             u64 k = first + i;
