@@ -9,7 +9,7 @@
 #      prepare-gpu.sh built a wheel into .gpu/wheels;
 # and prints a short summary last. Full logs and JSON go to $OUT when set.
 # The whole run takes longer than one device call allows: run it as calls of `--tests-only`
-# (GPU tests and Python: eight test processes at once, the seeded random tests in four shards;
+# (GPU tests and Python: nine test processes at once, the seeded random tests in four shards;
 # one process took 9–11 minutes on the H200 before the programs were compiled on all cores —
 # GPU_TESTS=NAME-or-`--skip NAME` still runs a selection in one process, and FZMOD_GPU_SHARD=k/n
 # a shard of the seeded tests' seeds), `--sanitize-only` (about 4–6) and `--bench-only` (about
@@ -37,13 +37,13 @@ if part tests && [ -n "${GPU_TESTS:-}" ]; then
   ./.gpu/gpu-tests --include-ignored --test-threads 1 --nocapture ${GPU_TESTS:-} 2>&1 | tee "$out/gpu-tests.log" | grep -E "^test |GPU ==|panicked|skipping|result"
   tests_rc=${PIPESTATUS[0]}
 elif part tests; then
-  # Eight processes share the GPU (the tests wait on NVRTC compiles and their CPU references,
+  # Nine processes share the GPU (the tests wait on NVRTC compiles and their CPU references,
   # and the host has the cores): the presets × shared fields test in three groups of presets
   # (FZMOD_GPU_PRESETS, round robin so that the slow interpolation presets part), the seeded
-  # random tests in four shards of their seeds (FZMOD_GPU_SHARD), and every other test in the
-  # eighth. Each writes its log as it goes; a finished one is appended to $OUT/gpu-tests.log,
-  # so a call that runs out of time still brings back the tests that finished ($OUT takes
-  # eight files).
+  # random tests in four shards of their seeds (FZMOD_GPU_SHARD), two long tests in the eighth
+  # and every other test in the ninth. Each writes its log as it goes; a finished one is
+  # appended to $OUT/gpu-tests.log, so a call that runs out of time still brings back the
+  # tests that finished.
   mapfile -t presets < <(./.gpu/fzmod presets | awk '{print $1}')
   groups=("" "" "")
   for i in "${!presets[@]}"; do groups[i % 3]+="${groups[i % 3]:+,}${presets[i]}"; done
@@ -72,8 +72,13 @@ elif part tests; then
     FZMOD_GPU_SHARD=$k/4 run_logged "seeded-$k" "${tests[@]}" --exact "${seeded[@]}" &
     pids+=($!)
   done
+  # Two long tests apart from the rest: together they ran past 400 s on the H200 (2026-12-03),
+  # where a seeded shard takes about 180 s.
+  long=(repeated_calls_replay_graphs_with_cpu_bytes gatherers_in_regions_give_cpu_bytes)
+  run_logged long "${tests[@]}" --exact "${long[@]}" &
+  pids+=($!)
   skips=(--skip presets_on_shared_fields)
-  for t in "${seeded[@]}"; do skips+=(--skip "$t"); done
+  for t in "${seeded[@]}" "${long[@]}"; do skips+=(--skip "$t"); done
   run_logged rest "${tests[@]}" "${skips[@]}" &
   pids+=($!)
   for pid in "${pids[@]}"; do wait "$pid" || tests_rc=1; done
