@@ -72,8 +72,8 @@ elif part tests; then
     FZMOD_GPU_SHARD=$k/4 run_logged "seeded-$k" "${tests[@]}" --exact "${seeded[@]}" &
     pids+=($!)
   done
-  # Two long tests apart from the rest: together they ran past 400 s on the H200 (2026-12-03),
-  # where a seeded shard takes about 180 s.
+  # Two long tests apart from the rest, which ran past 400 s as one process on a fresh H200
+  # (2026-12-03: its NVRTC compiles not shared), where a seeded shard takes about 180 s.
   long=(repeated_calls_replay_graphs_with_cpu_bytes gatherers_in_regions_give_cpu_bytes)
   run_logged long "${tests[@]}" --exact "${long[@]}" &
   pids+=($!)
