@@ -151,7 +151,8 @@ pub trait Fragment: Sync {
     fn emit_code(&self) -> Code {
         Code::new()
     }
-    /// A coder's statement writing tile `$tile`'s table entry for `$size` bytes into `$seg`.
+    /// A coder's statement writing tile `$tile`'s table entry for `$size` bytes into `$seg`,
+    /// run by every thread of the block (the emit's state still in `$scratch`).
     fn entry_code(&self) -> Code {
         Code::new()
     }
@@ -492,11 +493,8 @@ impl Region<'_> {
             let emit = expand(&codes[transforms + 1], bases[transforms + 1], &with_common(&emit_names));
             let tile_body = self.specialised(&format!("{body}        size = {encode};\n"));
             let tile_emit = self.specialised(&format!("        {emit};\n"));
-            let entry = expand(
-                &codes[transforms + 2],
-                bases[transforms + 2],
-                &[("$seg", "seg"), ("$tile", "t"), ("$size", "size")],
-            );
+            let entry_names = [("$seg", "seg"), ("$bytes", bytes.as_str()), ("$size", "size")];
+            let entry = expand(&codes[transforms + 2], bases[transforms + 2], &with_common(&entry_names));
             format!(
                 "extern \"C\" __global__ void __launch_bounds__({THREADS}, {MIN_BLOCKS}) region_forward(RegionArgs A, const u8* input, u64 n, \
                  u64 ntiles, u64 table, u64* state, u8* seg, u64 capacity, u64* seg_len) {{\n{SHARED}    __shared__ u64 ticket, offset;\n    \
@@ -509,7 +507,7 @@ impl Region<'_> {
                  u64 before = fz_look_back(published, t);\n            if (threadIdx.x == 0) {{\n                \
                  published[t] = FZ_INCLUSIVE | (before + size);\n                offset = before;\n                \
                  if (t == ntiles - 1) *seg_len = table + before + size;\n            }}\n        }}\n        __syncthreads();\n        \
-                 if (table + offset + size <= capacity) {{\n            if (threadIdx.x == 0) {{ {entry}; }}\n            \
+                 if (table + offset + size <= capacity) {{\n            {entry};\n            \
                  fz_block_copy(seg + table + offset, {staged}, size);\n        }}\n        __syncthreads();\n    }}\n}}\n"
             )
         } else {

@@ -72,28 +72,30 @@ __device__ __forceinline__ u64 block_cost(u32 rate, u32 ob, u64 s) {
     return (rate == 0 && ob == 0) ? 0 : ob + s * (rate + 1);
 }
 
-// Encode pass 1: choose each block's code, write its metadata and its payload size.
-extern "C" __global__ void __launch_bounds__(AB_WARPS * 32)
-ab_choose(const code_t* v, u64 n, u64 b, u32 lanes, u8* meta, u32* cost) {
-    const AbLanes g = ab_lanes(lanes);
-    const u64 start = g.blk * b;
-    const u64 count = start < n ? min(b, n - start) : 0;
-    u32 rest = 0;
-    for (u64 i = 1 + g.j; i < count; i += lanes) rest |= magnitude(v[start + i]);
-    for (u32 o = lanes / 2; o > 0; o >>= 1) rest |= __shfl_xor_sync(FULL_MASK, rest, o, lanes);
-    if (g.j != 0 || count == 0) return;
-    u32 first = magnitude(v[start]);
-    u64 s = (b + 7) / 8;
-    u32 rate = bitlen(first | rest), ob = 0;
+// A block's code from its first magnitude and the OR of the others' (cpu.rs choose).
+__device__ __forceinline__ void ab_code(u32 first, u32 rest, u64 s, u32* rate, u32* ob) {
+    *rate = bitlen(first | rest);
+    *ob = 0;
     if (LAYOUT != 0) {
         u32 ob_alt = (bitlen(first) + 7) / 8, rate_alt = bitlen(rest);
         // Ties go to plain; a zero first magnitude always does.
-        if (ob_alt != 0 && block_cost(rate, 0, s) > block_cost(rate_alt, ob_alt, s)) {
-            rate = rate_alt;
-            ob = ob_alt;
+        if (ob_alt != 0 && block_cost(*rate, 0, s) > block_cost(rate_alt, ob_alt, s)) {
+            *rate = rate_alt;
+            *ob = ob_alt;
         }
     }
-    const u64 blk = g.blk;
+}
+
+// The group's block code: lane j of `lanes` reads elements j + 1, j + 1 + lanes, … of the
+// block's `count` codes at `v`; every lane of the group gets the code.
+__device__ __forceinline__ void ab_choose_block(const code_t* v, u64 count, u64 s, u32 j, u32 lanes, u32* rate, u32* ob) {
+    u32 rest = 0;
+    for (u64 i = 1 + j; i < count; i += lanes) rest |= magnitude(v[i]);
+    for (u32 o = lanes / 2; o > 0; o >>= 1) rest |= __shfl_xor_sync(FULL_MASK, rest, o, lanes);
+    ab_code(count ? magnitude(v[0]) : 0u, rest, s, rate, ob);
+}
+
+__device__ __forceinline__ void write_code(u8* meta, u64 blk, u32 rate, u32 ob) {
     if (LAYOUT == 0) {
         meta[blk] = (u8)rate;
     } else if (LAYOUT == 1) {
@@ -102,11 +104,8 @@ ab_choose(const code_t* v, u64 n, u64 b, u32 lanes, u8* meta, u32* cost) {
     } else {
         meta[blk] = ob ? (u8)(0x80 | ((ob - 1) << 5) | rate) : (u8)rate;
     }
-    cost[blk] = (u32)block_cost(rate, ob, s);
 }
 
-// Encode pass 2: the payloads at the scanned offsets (rate and first-magnitude bytes re-read
-// from the metadata just written).
 __device__ __forceinline__ void read_code(const u8* meta, u64 blk, u32* rate, u32* ob) {
     if (LAYOUT == 0) {
         *rate = meta[blk];
@@ -122,36 +121,88 @@ __device__ __forceinline__ void read_code(const u8* meta, u64 blk, u32* rate, u3
     }
 }
 
+// Lane j's share of a block's payload (its `count` codes at `v`, its code) written at `dst`.
+__device__ __forceinline__ void ab_put_block(const code_t* v, u64 count, u64 s, u32 rate, u32 ob, u32 j, u32 lanes, u8* dst) {
+    if (rate == 0 && ob == 0) return;
+    if (j == 0)
+        for (u32 b = 0; b < ob; b++) dst[b] = (u8)(magnitude(v[0]) >> (8 * b));
+    u8* region = dst + ob;
+    for (u64 k = j; k < s; k += lanes) {
+        u32 signs = 0, mags[8];
+        code_t c[8];
+        ab_load8(v + 8 * k, 8 * k, count, c);
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            mags[e] = (k == 0 && e == 0 && ob) ? 0 : magnitude(c[e]);
+            signs |= (u32)(c[e] < 0) << e;
+        }
+        region[k] = (u8)signs;
+        for (u32 p = 0; p < rate; p++) {
+            u32 byte = 0;
+            for (int e = 0; e < 8; e++) byte |= ((mags[e] >> p) & 1u) << e;
+            region[s * (p + 1) + k] = (u8)byte;
+        }
+    }
+}
+
+// Lane j's share of a block decoded from `src` into its `count` codes at `v`; false where a
+// magnitude does not fit the code type or a zero has a sign (a second encoding of 0; cpu.rs
+// refuses it too).
+__device__ __forceinline__ bool ab_get_block(const u8* src, u64 count, u64 s, u32 rate, u32 ob, u32 j, u32 lanes, code_t* v) {
+    u32 first = 0;
+    for (u32 b = 0; b < ob; b++) first |= (u32)src[b] << (8 * b);
+    const u8* region = src + ob;
+    const bool empty = rate == 0 && ob == 0;
+    bool bad = false;
+    for (u64 k = j; k < s; k += lanes) {
+        u32 signs = empty ? 0 : region[k], mags[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (u32 p = 0; p < rate; p++) {
+            u32 byte = region[s * (p + 1) + k];
+            for (int e = 0; e < 8; e++) mags[e] |= ((byte >> e) & 1u) << p;
+        }
+        code_t c[8];
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            u32 m = (k == 0 && e == 0 && ob) ? first : mags[e];
+            bool neg = (signs >> e) & 1;
+            u32 limit = neg ? (1u << (MAX_RATE - 1)) : (1u << (MAX_RATE - 1)) - 1u;
+            bad |= 8 * k + e < count && (m > limit || (neg && m == 0));
+            c[e] = (code_t)(neg ? (i32)((u32)0 - m) : (i32)m);
+        }
+        ab_store8(v + 8 * k, 8 * k, count, c);
+    }
+    return !bad;
+}
+
+// Whether block `blk` (its code read) lies exactly at its scanned place inside the payload.
+__device__ __forceinline__ bool ab_placed(const u64* offsets, u64 blk, u64 payload, u32 rate, u32 ob, u64 s) {
+    return rate <= MAX_RATE && offsets[blk + 1] <= payload && offsets[blk] + block_cost(rate, ob, s) == offsets[blk + 1];
+}
+
+// Encode pass 1: choose each block's code, write its metadata and its payload size.
+extern "C" __global__ void __launch_bounds__(AB_WARPS * 32)
+ab_choose(const code_t* v, u64 n, u64 b, u32 lanes, u8* meta, u32* cost) {
+    const AbLanes g = ab_lanes(lanes);
+    const u64 start = g.blk * b;
+    const u64 count = start < n ? min(b, n - start) : 0, s = (b + 7) / 8;
+    u32 rate, ob;
+    ab_choose_block(v + start, count, s, g.j, lanes, &rate, &ob);
+    if (g.j != 0 || count == 0) return;
+    write_code(meta, g.blk, rate, ob);
+    cost[g.blk] = (u32)block_cost(rate, ob, s);
+}
+
+// Encode pass 2: the payloads at the scanned offsets (codes re-read from the metadata just
+// written).
 extern "C" __global__ void __launch_bounds__(AB_WARPS * 32)
 ab_write(const code_t* v, u64 n, u64 b, u32 lanes, const u64* offsets, u8* out, u64 meta_len, u64 capacity) {
     const AbLanes g = ab_lanes(lanes);
     const u64 blk = g.blk, start = blk * b;
     // A block past the room is left out: the archived length tells the host to rerun.
     if (start >= n || meta_len + offsets[blk + 1] > capacity) return;
-    u64 count = min(b, n - start), s = (b + 7) / 8;
     u32 rate, ob;
     read_code(out, blk, &rate, &ob);
-    if (rate == 0 && ob == 0) return;
-    u8* dst = out + meta_len + offsets[blk];
-    if (g.j == 0)
-        for (u32 j = 0; j < ob; j++) dst[j] = (u8)(magnitude(v[start]) >> (8 * j));
-    u8* region = dst + ob;
-    for (u64 k = g.j; k < s; k += lanes) {
-        u32 signs = 0, mags[8];
-        code_t c[8];
-        ab_load8(v + start + 8 * k, 8 * k, count, c);
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            mags[j] = (k == 0 && j == 0 && ob) ? 0 : magnitude(c[j]);
-            signs |= (u32)(c[j] < 0) << j;
-        }
-        region[k] = (u8)signs;
-        for (u32 p = 0; p < rate; p++) {
-            u32 byte = 0;
-            for (int j = 0; j < 8; j++) byte |= ((mags[j] >> p) & 1u) << j;
-            region[s * (p + 1) + k] = (u8)byte;
-        }
-    }
+    ab_put_block(v + start, min(b, n - start), (b + 7) / 8, rate, ob, g.j, lanes, out + meta_len + offsets[blk]);
 }
 
 // Decode pass 1: validate each block's metadata and give its payload size; *err != 0 marks
@@ -176,8 +227,8 @@ extern "C" __global__ void ab_check_total(const u64* offsets, u64 nblocks, u64 p
 }
 
 // Decode pass 2: a group of lanes per block, as the encode; a block not where its code puts it
-// is not read (a flag is up), a magnitude that does not fit the code type is an error, and
-// so is a sign on a zero magnitude (a second encoding of 0; cpu.rs refuses it too).
+// is not read (a flag is up) and decodes to zeros, so that no later kernel reads unwritten
+// memory.
 extern "C" __global__ void __launch_bounds__(AB_WARPS * 32)
 ab_decode(const u8* in, u64 meta_len, const u64* offsets, u64 payload, u64 n, u64 b, u32 lanes, code_t* v,
           u64* err) {
@@ -187,34 +238,100 @@ ab_decode(const u8* in, u64 meta_len, const u64* offsets, u64 payload, u64 n, u6
     u64 count = min(b, n - start), s = (b + 7) / 8;
     u32 rate, ob;
     read_code(in, blk, &rate, &ob);
-    // Only a block whose code gives exactly its scanned place inside the payload is read; the
-    // others (a flag is up) leave zeros, so that no later kernel reads unwritten memory.
-    if (rate > MAX_RATE || offsets[blk + 1] > payload || offsets[blk] + block_cost(rate, ob, s) != offsets[blk + 1]) {
+    if (!ab_placed(offsets, blk, payload, rate, ob, s)) {
         for (u64 i = g.j; i < count; i += lanes) v[start + i] = 0;
         return;
     }
-    const u8* src = in + meta_len + offsets[blk];
-    u32 first = 0;
-    for (u32 j = 0; j < ob; j++) first |= (u32)src[j] << (8 * j);
-    const u8* region = src + ob;
-    bool empty = rate == 0 && ob == 0;
-    for (u64 k = g.j; k < s; k += lanes) {
-        u32 signs = empty ? 0 : region[k], mags[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        for (u32 p = 0; p < rate; p++) {
-            u32 byte = region[s * (p + 1) + k];
-            for (int j = 0; j < 8; j++) mags[j] |= ((byte >> j) & 1u) << p;
+    if (!ab_get_block(in + meta_len + offsets[blk], count, s, rate, ob, g.j, lanes, v + start)) atomicOr(err, 1ull);
+}
+
+// ---- Fragment of a fused region (backend/cuda/region.rs): a tile of whole blocks ----
+// The tile's blocks go to the lane groups of the thread block in turn. Scratch: each block's
+// code (rate | ob << 8), then its place in the tile's payload (an exclusive sum of the
+// costs), then the tile's total.
+
+// The size of the tile's payload (its `count` codes at `in`, of blocks of `b`); the codes
+// and places stay in `scratch` for ab_region_emit.
+__device__ u32 ab_region_size(const u8* in, u32 count, u32 b, u32 lanes, u8* scratch) {
+    const code_t* v = (const code_t*)in;
+    const u32 blocks = (count + b - 1) / b, groups = blockDim.x / lanes, s = (b + 7) / 8;
+    u32* codes = (u32*)scratch;
+    u32* places = codes + blocks;
+    for (u32 g0 = 0; g0 < blocks; g0 += groups) {
+        const u32 blk = g0 + threadIdx.x / lanes, j = threadIdx.x % lanes;
+        const u32 start = min(blk, blocks) * b, n = blk < blocks ? min(b, count - start) : 0u;
+        u32 rate, ob;
+        ab_choose_block(v + start, n, s, j, lanes, &rate, &ob);
+        if (j == 0 && blk < blocks) {
+            codes[blk] = rate | ob << 8;
+            places[blk] = (u32)block_cost(rate, ob, s);
         }
-        code_t c[8];
-        bool bad = false;
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            u32 m = (k == 0 && j == 0 && ob) ? first : mags[j];
-            bool neg = (signs >> j) & 1;
-            u32 limit = neg ? (1u << (MAX_RATE - 1)) : (1u << (MAX_RATE - 1)) - 1u;
-            bad |= 8 * k + j < count && (m > limit || (neg && m == 0));
-            c[j] = (code_t)(neg ? (i32)((u32)0 - m) : (i32)m);
-        }
-        if (bad) atomicOr(err, 1ull);
-        ab_store8(v + start + 8 * k, 8 * k, count, c);
     }
+    __syncthreads();
+    // Warp 0 turns the costs into places: each lane sums a run of blocks, a warp scan, then
+    // each lane writes its run's places.
+    if (threadIdx.x < 32) {
+        const u32 lane = threadIdx.x, run = (blocks + 31) / 32, lo = min(blocks, lane * run), hi = min(blocks, lo + run);
+        u32 sum = 0;
+        for (u32 k = lo; k < hi; k++) sum += places[k];
+        u32 before = warp_inclusive_scan(sum, lane) - sum;
+        for (u32 k = lo; k < hi; k++) {
+            u32 c = places[k];
+            places[k] = before;
+            before += c;
+        }
+        if (lane == 31) places[blocks] = before;
+    }
+    __syncthreads();
+    return places[blocks];
+}
+
+// Write the tile's payload (ab_region_size's places) into `out`.
+__device__ void ab_region_emit(const u8* in, u32 count, u32 b, u32 lanes, const u8* scratch, u8* out) {
+    const code_t* v = (const code_t*)in;
+    const u32 blocks = (count + b - 1) / b, groups = blockDim.x / lanes, s = (b + 7) / 8;
+    const u32* codes = (const u32*)scratch;
+    const u32* places = codes + blocks;
+    for (u32 g0 = 0; g0 < blocks; g0 += groups) {
+        const u32 blk = g0 + threadIdx.x / lanes, j = threadIdx.x % lanes;
+        if (blk < blocks) {
+            const u32 code = codes[blk], start = blk * b;
+            ab_put_block(v + start, min(b, count - start), s, code & 0xff, code >> 8, j, lanes, out + places[blk]);
+        }
+    }
+}
+
+// The tile's blocks' codes into the metadata at the segment's start (the region's table):
+// tile `t` holds blocks t · tile_blocks on.
+__device__ void ab_region_entry(u8* seg, u64 t, u32 count, u32 b, u32 tile_blocks, const u8* scratch) {
+    const u32 blocks = (count + b - 1) / b;
+    const u32* codes = (const u32*)scratch;
+    for (u32 blk = threadIdx.x; blk < blocks; blk += blockDim.x)
+        write_code(seg, t * tile_blocks + blk, codes[blk] & 0xff, codes[blk] >> 8);
+}
+
+// Decode tile `t` (its `count` codes, blocks of `b`) into `out`: each block is read only where
+// its code and the scan (`offsets`, over the whole segment) place it inside the `payload`
+// after `meta_len` bytes of metadata. Every thread gets false when a block is misplaced or a
+// value invalid.
+__device__ bool ab_region_decode(const u8* seg, const u64* offsets, u64 meta_len, u64 payload, u64 t, u32 count, u32 b,
+                                 u32 lanes, u32 tile_blocks, u8* out) {
+    code_t* v = (code_t*)out;
+    const u32 blocks = (count + b - 1) / b, groups = blockDim.x / lanes, s = (b + 7) / 8;
+    bool ok = true;
+    for (u32 g0 = 0; g0 < blocks; g0 += groups) {
+        const u32 blk = g0 + threadIdx.x / lanes, j = threadIdx.x % lanes;
+        if (blk >= blocks) continue;
+        const u64 at = t * tile_blocks + blk;
+        const u32 start = blk * b, n = min(b, count - start);
+        u32 rate, ob;
+        read_code(seg, at, &rate, &ob);
+        if (ab_placed(offsets, at, payload, rate, ob, s)) {
+            ok &= ab_get_block(seg + meta_len + offsets[at], n, s, rate, ob, j, lanes, v + start);
+        } else {
+            for (u32 i = j; i < n; i += lanes) v[start + i] = 0;
+            ok = false;
+        }
+    }
+    return !__syncthreads_or(!ok);
 }

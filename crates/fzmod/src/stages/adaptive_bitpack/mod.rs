@@ -159,4 +159,9 @@ impl Stage for AdaptiveBitpack {
     fn device(&self) -> Option<&dyn crate::backend::cuda::device::DeviceStage> {
         Some(self)
     }
+
+    #[cfg(feature = "cuda")]
+    fn fragment(&self) -> Option<&dyn crate::backend::cuda::region::Fragment> {
+        Some(self)
+    }
 }

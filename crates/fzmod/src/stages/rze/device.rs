@@ -168,7 +168,7 @@ impl Fragment for Rze {
     }
 
     fn entry_code(&self) -> Code {
-        "rze_table_entry($seg, $tile, $size)".into()
+        "if (threadIdx.x == 0) rze_table_entry($seg, $tile, $size)".into()
     }
 
     fn inverse_code(&self) -> Code {
