@@ -303,3 +303,28 @@ impl Fragment for AdaptiveBitpack {
         Ok(InversePart::Coder { args: vec![at, placed.meta_len, placed.payload], input_bytes, keep })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A region tile holds whole blocks whose codes, worst-case payload and scratch state all
+    /// fit (device.cu `ab_region_size`), for every code type and block size up to the
+    /// largest that fits at all.
+    #[test]
+    fn region_tiles_fit_their_buffers() {
+        for input in [DType::I16, DType::I32] {
+            for b in 1..=crate::stages::adaptive_bitpack::MAX_BLOCK {
+                let ab = AdaptiveBitpack::new(input, b, Layout::Packed).unwrap();
+                let blocks = ab.tile_blocks();
+                assert!(blocks * b as usize * input.size() <= TILE_BUFFER_BYTES, "{input} {b}");
+                assert!(blocks * ab.max_block_bytes() <= TILE_BUFFER_BYTES, "{input} {b}");
+                assert!(8 * blocks + 4 <= SCRATCH_BYTES, "{input} {b}");
+                assert_eq!(ab.geometry().is_some(), blocks > 0);
+            }
+        }
+        // cuSZp's blocks of 32 i32 codes: 120 blocks of at most 136 bytes; 16 bits: 232 of 70.
+        let blocks = |input, b| AdaptiveBitpack::new(input, b, Layout::Packed).unwrap().tile_blocks();
+        assert_eq!((blocks(DType::I32, 32), blocks(DType::I16, 32), blocks(DType::I32, 5)), (120, 232, 440));
+    }
+}
