@@ -150,7 +150,8 @@ fn random_pipelines_give_cpu_bytes_fused_and_unfused() {
 }
 
 /// A random chain the region compiler may fuse: Quantizer (indexed outliers or inline words)
-/// → up to three of word map, chunked Difference, block Lorenzo, Bitshuffle → RZE or nothing, with chunk and
+/// → up to three of word map, chunked Difference, block Lorenzo, Bitshuffle → RZE,
+/// AdaptiveBitpack (after i32 codes) or nothing, with chunk and
 /// block sizes that sometimes fit a tile and sometimes do not (the walk then fuses a shorter
 /// region or none).
 fn random_fusable_chain(rng: &mut Rng) -> String {
@@ -168,6 +169,16 @@ fn random_fusable_chain(rng: &mut Rng) -> String {
         let last = k == stages + 1;
         let body = if last {
             if rng.below(4) == 0 {
+                break;
+            }
+            if ty == "int32" && rng.below(3) == 0 {
+                // AdaptiveBitpack: tiles of whole blocks (blocks of 1024 i32 codes fit 3).
+                let block = [5, 32, 64, 77, 256, 1024][rng.below(6) as usize];
+                let layout = ["", "outlier_selection = true\nmetadata = \"wide\"\n", "outlier_selection = true\n"]
+                    [rng.below(3) as usize];
+                t += &format!(
+                    "[[stage]]\nname = \"s{k}\"\ntype = \"AdaptiveBitpack\"\nblock_size = {block}\n{layout}inputs = [{feed}]\n"
+                );
                 break;
             }
             let word = [1u64, 2, 4, 8][rng.below(4) as usize];
