@@ -92,7 +92,7 @@ if part sanitize; then
   N=data/navy_uwnd_132x73x144.f32
   for tool in memcheck racecheck initcheck; do
     san="compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 5"
-    timeout 450 $san ./.gpu/gpu-tests --include-ignored --test-threads 1 integer_stages_alone embedding_api gatherers_in_regions global_inverses_store \
+    timeout 450 $san ./.gpu/gpu-tests --include-ignored --test-threads 1 integer_stages_alone embedding_api gatherers_in_regions global_inverses_store adaptive_bitpack_in_regions \
       > "/tmp/san-$tool-tests.log" 2>&1 || { echo "sanitizer $tool: GPU tests FAILED"; sanitize_rc=1; }
     for preset in cuszp cuszp2 cuszp3-fixed cuszp3-plain cuszp3-outlier fzgpu pfpl cusz mans interp interp-fast; do
       # cusz, mans and the interpolation presets have no fusion rule or region: one path (on

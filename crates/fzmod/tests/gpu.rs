@@ -265,6 +265,29 @@ fn block_deltas_in_regions_give_cpu_bytes() {
     }
 }
 
+/// AdaptiveBitpack ends regions (tiles of whole blocks placed by the look-back, its metadata
+/// as the table) after a Quantizer and a block Lorenzo, at block sizes and layouts the cuSZp
+/// rule does not take, and alone (a region of one) under `--fusion off`.
+#[test]
+#[ignore = "needs a CUDA device (scripts/gpu-check.sh)"]
+fn adaptive_bitpack_in_regions_gives_cpu_bytes() {
+    let mut rng = Rng(0xab_b10c);
+    let layouts = ["", "outlier_selection = true\nmetadata = \"wide\"\n", "outlier_selection = true\n"];
+    for block in [1u32, 5, 32, 64, 77, 256, 1000, 1024] {
+        for layout in layouts {
+            let (data, shape) = random_field(&mut rng, false);
+            let toml = format!(
+                "[[stage]]\nname = \"q\"\ntype = \"Quantizer\"\nerror_bound_mode = \"rel\"\nerror_bound = 1e-4\n\
+                 [[stage]]\nname = \"l\"\ntype = \"Lorenzo\"\nblock_size = 64\ninputs = [{{from = \"q\", port = \"codes\"}}]\n\
+                 [[stage]]\nname = \"a\"\ntype = \"AdaptiveBitpack\"\nblock_size = {block}\n{layout}inputs = [{{from = \"l\"}}]\n"
+            );
+            let mut p = fzmod::from_toml(&toml).unwrap_or_else(|e| panic!("{e}\n{toml}"));
+            p.set_input_dtype(data.dtype()).unwrap();
+            assert_backends_agree(&p, &data, &shape, &format!("shape {shape:?}\n{toml}"));
+        }
+    }
+}
+
 /// Gatherers start regions: TiledLorenzo gathers each tile from the natural grid (and scatters
 /// it back) — cuSZp3's default tiles (specialised copies), other tiles (runtime extents),
 /// tiles too small to fuse (the standalone kernels), with and without deltas — and N-D
