@@ -1,6 +1,7 @@
 // AdaptiveBitpack on the device: the block codes and byte layout of cpu.rs. A group of lanes per
 // coder block; its lane j builds bytes j, j + lanes, … of the sign region and of every plane
-// (byte k: elements 8k..8k+7).
+// (byte k: elements 8k..8k+7). The encode runs in regions only (the fragment at the end); the
+// decode also alone (ab_decode).
 // CODE_I16 selects i16 codes (max rate 16); otherwise i32. LAYOUT: 0 plain, 1 wide, 2 packed.
 
 #if CODE_I16
@@ -177,32 +178,6 @@ __device__ __forceinline__ bool ab_get_block(const u8* src, u64 count, u64 s, u3
 // Whether block `blk` (its code read) lies exactly at its scanned place inside the payload.
 __device__ __forceinline__ bool ab_placed(const u64* offsets, u64 blk, u64 payload, u32 rate, u32 ob, u64 s) {
     return rate <= MAX_RATE && offsets[blk + 1] <= payload && offsets[blk] + block_cost(rate, ob, s) == offsets[blk + 1];
-}
-
-// Encode pass 1: choose each block's code, write its metadata and its payload size.
-extern "C" __global__ void __launch_bounds__(AB_WARPS * 32)
-ab_choose(const code_t* v, u64 n, u64 b, u32 lanes, u8* meta, u32* cost) {
-    const AbLanes g = ab_lanes(lanes);
-    const u64 start = g.blk * b;
-    const u64 count = start < n ? min(b, n - start) : 0, s = (b + 7) / 8;
-    u32 rate, ob;
-    ab_choose_block(v + start, count, s, g.j, lanes, &rate, &ob);
-    if (g.j != 0 || count == 0) return;
-    write_code(meta, g.blk, rate, ob);
-    cost[g.blk] = (u32)block_cost(rate, ob, s);
-}
-
-// Encode pass 2: the payloads at the scanned offsets (codes re-read from the metadata just
-// written).
-extern "C" __global__ void __launch_bounds__(AB_WARPS * 32)
-ab_write(const code_t* v, u64 n, u64 b, u32 lanes, const u64* offsets, u8* out, u64 meta_len, u64 capacity) {
-    const AbLanes g = ab_lanes(lanes);
-    const u64 blk = g.blk, start = blk * b;
-    // A block past the room is left out: the archived length tells the host to rerun.
-    if (start >= n || meta_len + offsets[blk + 1] > capacity) return;
-    u32 rate, ob;
-    read_code(out, blk, &rate, &ob);
-    ab_put_block(v + start, min(b, n - start), (b + 7) / 8, rate, ob, g.j, lanes, out + meta_len + offsets[blk]);
 }
 
 // Decode pass 1: validate each block's metadata and give its payload size; *err != 0 marks

@@ -1,8 +1,9 @@
-//! AdaptiveBitpack on the device (kernels in device.cu): alone and in fused regions, a region
-//! tile of whole blocks (`Fragment`), each tile's payload placed by the region's look-back;
-//! where no tile fits, block codes, a deterministic scan of the payload sizes, then every
-//! block's payload at its offset. The decode scans the metadata's payload sizes first either
-//! way, so that each block is read only at its place.
+//! AdaptiveBitpack on the device (kernels in device.cu). The encode is a region fragment
+//! (`Fragment`): a tile of whole blocks, each tile's payload placed by the region's look-back
+//! and its blocks' metadata written as the region's table; alone, it runs as a region of one.
+//! The decode scans the metadata's payload sizes first, so that each block is read only at its
+//! place, then decodes each block by a group of lanes: inside a region into the tile, alone by
+//! its own kernel straight into the output.
 
 use super::{AdaptiveBitpack, Layout};
 use crate::backend::cuda::device::{
@@ -136,68 +137,17 @@ struct Placed {
 impl DeviceStage for AdaptiveBitpack {
     fn forward(&self, run: &mut DeviceRun, inputs: &[&DeviceBuffer]) -> Result<DeviceForwarded> {
         let [v] = inputs else { return Err(Error::Pipeline("AdaptiveBitpack takes one input".into())) };
-        if let Some(alone) = Region::alone(self, false) {
-            return alone.forward_alone(run, v, DType::U8);
-        }
-        let n = v.known_len()?;
-        let b = self.block_size as usize;
-        let nblocks = n.div_ceil(b);
-        let meta_len = nblocks * self.layout.meta_bytes();
-        let worst = meta_len + nblocks * self.max_block_bytes();
-        let (out, out_len) = run.alloc_dynamic(DType::U8, first_guess(n * self.input.size(), meta_len, worst))?;
-        let cost = run.alloc(DType::U32, nblocks)?;
-        let offsets = run.alloc(DType::U64, nblocks + 1)?;
-        let partials = run.alloc(DType::U64, scan_partials_len(nblocks as u64))?;
-        let program = program(self.input, self.layout);
-        let (choose, write) = (run.kernel(&program, "ab_choose")?, run.kernel(&program, "ab_write")?);
-        let s = run.stream().clone();
-        let p = |x: &DeviceBuffer| x.ptr(&s);
-        let (n64, b64, nb, ml, capacity) =
-            (n as u64, b as u64, nblocks as u64, meta_len as u64, out.len.capacity() as u64);
-        let (lanes, groups) = (self.group_lanes(), self.block_groups(nblocks as u64));
-        // SAFETY: argument lists match device.cu; `out` holds the metadata, and `ab_write`
-        // writes no block whose payload ends past `capacity`.
-        unsafe {
-            s.launch_builder(&choose)
-                .arg(&p(v))
-                .arg(&n64)
-                .arg(&b64)
-                .arg(&lanes)
-                .arg(&p(&out))
-                .arg(&p(&cost))
-                .launch(groups)
-                .map_err(device_error)?;
-        }
-        exclusive_scan(run, &program, p(&cost), nb, p(&partials), p(&offsets))?;
-        // SAFETY: as above.
-        unsafe {
-            s.launch_builder(&write)
-                .arg(&p(v))
-                .arg(&n64)
-                .arg(&b64)
-                .arg(&lanes)
-                .arg(&p(&offsets))
-                .arg(&p(&out))
-                .arg(&ml)
-                .arg(&capacity)
-                .launch(groups)
-                .map_err(device_error)?;
-        }
-        // The archived length: metadata plus the scanned payload total.
-        let total_at = p(&offsets) + 8 * nb;
-        let add = run.kernel(&program, "fz_add_u64")?;
-        // SAFETY: both addresses are live u64 slots.
-        unsafe {
-            s.launch_builder(&add).arg(&total_at).arg(&ml).arg(&out_len).launch(grid(1, 1)).map_err(device_error)?
-        };
-        let record = self.record(n);
-        Ok(DeviceForwarded { outputs: vec![out], record: Box::new(move |_| Ok(record)) })
+        // Every block size fits a region tile (region_tiles_fit_their_buffers): the encode is
+        // a region of one, reading the codes once.
+        let alone = Region::alone(self, false).ok_or_else(|| {
+            Error::Device(format!("AdaptiveBitpack: blocks of {} fit no region tile", self.block_size))
+        })?;
+        alone.forward_alone(run, v, DType::U8)
     }
 
     fn inverse(&self, run: &mut DeviceRun, outputs: &[&DeviceBuffer]) -> Result<Vec<DeviceBuffer>> {
-        if let Some(alone) = Region::alone(self, true) {
-            return alone.inverse_alone(run, outputs, self.input);
-        }
+        // Its own kernel, a group of lanes per block straight into the output (to be measured
+        // against the region of one, `Region::alone(self, true)`, before either goes).
         let [bytes] = outputs else { return Err(Error::Pipeline("AdaptiveBitpack inverse takes one buffer".into())) };
         let Some(placed) = self.placed(run, bytes)? else { return Ok(vec![run.alloc(self.input, 0)?]) };
         let Placed { n, nblocks, meta_len, payload, offsets, scratch: _keep } = placed;
@@ -309,8 +259,7 @@ mod tests {
     use super::*;
 
     /// A region tile holds whole blocks whose codes, worst-case payload and scratch state all
-    /// fit (device.cu `ab_region_size`), for every code type and block size up to the
-    /// largest that fits at all.
+    /// fit (device.cu `ab_region_size`), at least one, for every code type and block size.
     #[test]
     fn region_tiles_fit_their_buffers() {
         for input in [DType::I16, DType::I32] {
@@ -320,7 +269,7 @@ mod tests {
                 assert!(blocks * b as usize * input.size() <= TILE_BUFFER_BYTES, "{input} {b}");
                 assert!(blocks * ab.max_block_bytes() <= TILE_BUFFER_BYTES, "{input} {b}");
                 assert!(8 * blocks + 4 <= SCRATCH_BYTES, "{input} {b}");
-                assert_eq!(ab.geometry().is_some(), blocks > 0);
+                assert!(blocks > 0 && ab.geometry().is_some(), "{input} {b}");
             }
         }
         // cuSZp's blocks of 32 i32 codes: 120 blocks of at most 136 bytes; 16 bits: 232 of 70.
