@@ -87,13 +87,27 @@ __device__ __forceinline__ void ab_code(u32 first, u32 rest, u64 s, u32* rate, u
     }
 }
 
-// The group's block code: lane j of `lanes` reads elements j + 1, j + 1 + lanes, … of the
-// block's `count` codes at `v`; every lane of the group gets the code.
+// The group's block code: lane j of `lanes` reads the byte columns j, j + lanes, … of the
+// block's `count` codes at `v` (as ab_put_block will: 16-byte words where aligned, where one
+// code at a time from a shared tile would be an 8-way bank conflict for blocks of 32 i32);
+// every lane of the group gets the code.
 __device__ __forceinline__ void ab_choose_block(const code_t* v, u64 count, u64 s, u32 j, u32 lanes, u32* rate, u32* ob) {
-    u32 rest = 0;
-    for (u64 i = 1 + j; i < count; i += lanes) rest |= magnitude(v[i]);
+    u32 first = 0, rest = 0;
+    for (u64 k = j; k < s; k += lanes) {
+        code_t c[8];
+        ab_load8(v + 8 * k, 8 * k, count, c);
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            if (k == 0 && e == 0) {
+                first = magnitude(c[0]);
+            } else {
+                rest |= magnitude(c[e]);
+            }
+        }
+    }
     for (u32 o = lanes / 2; o > 0; o >>= 1) rest |= __shfl_xor_sync(FULL_MASK, rest, o, lanes);
-    ab_code(count ? magnitude(v[0]) : 0u, rest, s, rate, ob);
+    first = __shfl_sync(FULL_MASK, first, 0, lanes);
+    ab_code(first, rest, s, rate, ob);
 }
 
 __device__ __forceinline__ void write_code(u8* meta, u64 blk, u32 rate, u32 ob) {
@@ -122,6 +136,27 @@ __device__ __forceinline__ void read_code(const u8* meta, u64 blk, u32* rate, u3
     }
 }
 
+// An 8x8 bit transpose: bit 8r + c of x goes to bit 8c + r (three swaps of ever larger
+// blocks). Row e holding byte q of element e's magnitude, row p of the result is plane 8q + p's
+// byte of the column (its bit e: element e), and the same transpose takes it back: 8 planes in
+// about 20 instructions instead of 8 shifts and masks per plane.
+__device__ __forceinline__ u64 ab_transpose8(u64 x) {
+    u64 t = (x ^ (x >> 7)) & 0x00AA00AA00AA00AAull;
+    x ^= t ^ (t << 7);
+    t = (x ^ (x >> 14)) & 0x0000CCCC0000CCCCull;
+    x ^= t ^ (t << 14);
+    t = (x ^ (x >> 28)) & 0x00000000F0F0F0F0ull;
+    return x ^ t ^ (t << 28);
+}
+
+// Byte q of each of the 8 magnitudes, element e in byte e.
+__device__ __forceinline__ u64 ab_bytes_of(const u32 m[8], u32 q) {
+    const u32 sel = q | (q + 4) << 4;  // byte q of the first operand, then of the second
+    u32 lo = __byte_perm(__byte_perm(m[0], m[1], sel), __byte_perm(m[2], m[3], sel), 0x5410);
+    u32 hi = __byte_perm(__byte_perm(m[4], m[5], sel), __byte_perm(m[6], m[7], sel), 0x5410);
+    return (u64)hi << 32 | lo;
+}
+
 // Lane j's share of a block's payload (its `count` codes at `v`, its code) written at `dst`.
 __device__ __forceinline__ void ab_put_block(const code_t* v, u64 count, u64 s, u32 rate, u32 ob, u32 j, u32 lanes, u8* dst) {
     if (rate == 0 && ob == 0) return;
@@ -138,10 +173,9 @@ __device__ __forceinline__ void ab_put_block(const code_t* v, u64 count, u64 s, 
             signs |= (u32)(c[e] < 0) << e;
         }
         region[k] = (u8)signs;
-        for (u32 p = 0; p < rate; p++) {
-            u32 byte = 0;
-            for (int e = 0; e < 8; e++) byte |= ((mags[e] >> p) & 1u) << e;
-            region[s * (p + 1) + k] = (u8)byte;
+        for (u32 q = 0; 8 * q < rate; q++) {
+            const u64 planes = ab_transpose8(ab_bytes_of(mags, q));
+            for (u32 p = 8 * q; p < min(rate, 8 * q + 8); p++) region[s * (p + 1) + k] = (u8)(planes >> (8 * (p - 8 * q)));
         }
     }
 }
@@ -157,9 +191,12 @@ __device__ __forceinline__ bool ab_get_block(const u8* src, u64 count, u64 s, u3
     bool bad = false;
     for (u64 k = j; k < s; k += lanes) {
         u32 signs = empty ? 0 : region[k], mags[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        for (u32 p = 0; p < rate; p++) {
-            u32 byte = region[s * (p + 1) + k];
-            for (int e = 0; e < 8; e++) mags[e] |= ((byte >> e) & 1u) << p;
+        for (u32 q = 0; 8 * q < rate; q++) {
+            u64 planes = 0;
+            for (u32 p = 8 * q; p < min(rate, 8 * q + 8); p++) planes |= (u64)region[s * (p + 1) + k] << (8 * (p - 8 * q));
+            const u64 bytes = ab_transpose8(planes);
+#pragma unroll
+            for (int e = 0; e < 8; e++) mags[e] |= (u32)(bytes >> (8 * e) & 0xff) << (8 * q);
         }
         code_t c[8];
 #pragma unroll
