@@ -192,8 +192,11 @@ __device__ __forceinline__ bool ab_get_block(const u8* src, u64 count, u64 s, u3
     for (u64 k = j; k < s; k += lanes) {
         u32 signs = empty ? 0 : region[k], mags[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         for (u32 q = 0; 8 * q < rate; q++) {
+            // All eight loads issued before the first is used (a loop to `rate` waited for each).
             u64 planes = 0;
-            for (u32 p = 8 * q; p < min(rate, 8 * q + 8); p++) planes |= (u64)region[s * (p + 1) + k] << (8 * (p - 8 * q));
+#pragma unroll
+            for (u32 p = 0; p < 8; p++)
+                planes |= (u64)(8 * q + p < rate ? region[s * (8 * q + p + 1) + k] : 0) << (8 * p);
             const u64 bytes = ab_transpose8(planes);
 #pragma unroll
             for (int e = 0; e < 8; e++) mags[e] |= (u32)(bytes >> (8 * e) & 0xff) << (8 * q);
