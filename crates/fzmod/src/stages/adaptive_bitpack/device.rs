@@ -146,8 +146,9 @@ impl DeviceStage for AdaptiveBitpack {
     }
 
     fn inverse(&self, run: &mut DeviceRun, outputs: &[&DeviceBuffer]) -> Result<Vec<DeviceBuffer>> {
-        // Its own kernel, a group of lanes per block straight into the output (to be measured
-        // against the region of one, `Region::alone(self, true)`, before either goes).
+        // Its own kernel, a group of lanes per block straight into the output: the region of
+        // one (`Region::alone(self, true)`, through a shared tile) measured 8 % slower
+        // (docs/PERFORMANCE.md, "AdaptiveBitpack's encode as region tiles").
         let [bytes] = outputs else { return Err(Error::Pipeline("AdaptiveBitpack inverse takes one buffer".into())) };
         let Some(placed) = self.placed(run, bytes)? else { return Ok(vec![run.alloc(self.input, 0)?]) };
         let Placed { n, nblocks, meta_len, payload, offsets, scratch: _keep } = placed;
