@@ -86,13 +86,14 @@ mod tests {
         }
     }
 
-    #[test]
-    fn transpose8_matches_the_definition() {
-        let x = 0x0123_4567_89ab_cdefu64 ^ 0xf00d_f00d_0000_ffff;
-        let t = transpose8(x);
-        for r in 0..8 {
-            for c in 0..8 {
-                assert_eq!(t >> (8 * r + c) & 1, x >> (8 * c + r) & 1);
+    proptest::proptest! {
+        #[test]
+        fn transpose8_matches_the_definition(x in proptest::prelude::any::<u64>()) {
+            let t = transpose8(x);
+            for r in 0..8 {
+                for c in 0..8 {
+                    proptest::prop_assert_eq!(t >> (8 * r + c) & 1, x >> (8 * c + r) & 1);
+                }
             }
         }
     }

@@ -60,6 +60,18 @@ __device__ __forceinline__ u32 warp_transpose(u32 x, const WarpTransposer& t) {
 
 __device__ __forceinline__ u32 warp_transpose(u32 x, int lane) { return warp_transpose(x, warp_transposer(lane)); }
 
+// 8x8 bit transpose of the rows byte 0..8 of x: afterwards bit c of byte r is the old bit r of
+// byte c (three swaps of ever larger blocks; stages/bit_transpose.rs transpose8 on the CPU).
+// An involution.
+__device__ __forceinline__ u64 fz_transpose8(u64 x) {
+    u64 t = (x ^ (x >> 7)) & 0x00aa00aa00aa00aaull;
+    x ^= t ^ (t << 7);
+    t = (x ^ (x >> 14)) & 0x0000cccc0000ccccull;
+    x ^= t ^ (t << 14);
+    t = (x ^ (x >> 28)) & 0x00000000f0f0f0f0ull;
+    return x ^ t ^ (t << 28);
+}
+
 // Exclusive scan of one value per thread across the thread block; *total gets the sum.
 __device__ u64 block_exclusive_scan(u64 v, u64* total) {
     __shared__ u64 warp_sums[32];

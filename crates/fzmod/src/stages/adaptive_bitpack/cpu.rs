@@ -5,6 +5,7 @@
 
 use crate::element::{zeroed_vec, DType};
 use crate::error::{corrupt, Result};
+use crate::stages::bit_transpose::transpose8;
 use rayon::prelude::*;
 
 /// Largest block (the seed's limit); sizes the per-thread block scratch.
@@ -114,16 +115,6 @@ impl Code for i16 {
 
 fn bitlen(v: u32) -> u32 {
     32 - v.leading_zeros()
-}
-
-/// Transpose an 8×8 bit matrix: bit j of byte i ↔ bit i of byte j.
-fn transpose8(mut x: u64) -> u64 {
-    let t = (x ^ (x >> 7)) & 0x00AA_00AA_00AA_00AA;
-    x ^= t ^ (t << 7);
-    let t = (x ^ (x >> 14)) & 0x0000_CCCC_0000_CCCC;
-    x ^= t ^ (t << 14);
-    let t = (x ^ (x >> 28)) & 0x0000_0000_F0F0_F0F0;
-    x ^ t ^ (t << 28)
 }
 
 /// How one block is coded.
@@ -522,16 +513,6 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn naive_transpose(x: u64) -> u64 {
-        let mut y = 0u64;
-        for i in 0..8 {
-            for j in 0..8 {
-                y |= ((x >> (8 * i + j)) & 1) << (8 * j + i);
-            }
-        }
-        y
-    }
-
     proptest! {
         /// The narrow path against the wide one on any block bytes: the same values, and
         /// accepted exactly when the wide path accepts.
@@ -591,11 +572,6 @@ mod tests {
             if ok {
                 prop_assert_eq!(portable, avx2);
             }
-        }
-
-        #[test]
-        fn transpose_matches_definition(x in any::<u64>()) {
-            prop_assert_eq!(transpose8(x), naive_transpose(x));
         }
 
         #[test]

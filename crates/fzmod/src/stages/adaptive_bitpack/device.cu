@@ -136,19 +136,6 @@ __device__ __forceinline__ void read_code(const u8* meta, u64 blk, u32* rate, u3
     }
 }
 
-// An 8x8 bit transpose: bit 8r + c of x goes to bit 8c + r (three swaps of ever larger
-// blocks). Row e holding byte q of element e's magnitude, row p of the result is plane 8q + p's
-// byte of the column (its bit e: element e), and the same transpose takes it back: 8 planes in
-// about 20 instructions instead of 8 shifts and masks per plane.
-__device__ __forceinline__ u64 ab_transpose8(u64 x) {
-    u64 t = (x ^ (x >> 7)) & 0x00AA00AA00AA00AAull;
-    x ^= t ^ (t << 7);
-    t = (x ^ (x >> 14)) & 0x0000CCCC0000CCCCull;
-    x ^= t ^ (t << 14);
-    t = (x ^ (x >> 28)) & 0x00000000F0F0F0F0ull;
-    return x ^ t ^ (t << 28);
-}
-
 // Byte q of each of the 8 magnitudes, element e in byte e.
 __device__ __forceinline__ u64 ab_bytes_of(const u32 m[8], u32 q) {
     const u32 sel = q | (q + 4) << 4;  // byte q of the first operand, then of the second
@@ -173,8 +160,12 @@ __device__ __forceinline__ void ab_put_block(const code_t* v, u64 count, u64 s, 
             signs |= (u32)(c[e] < 0) << e;
         }
         region[k] = (u8)signs;
+        // Eight planes at a time: byte q of each magnitude is a row of an 8x8 bit matrix, and
+        // row p of its transpose is plane 8q + p's byte of the column (bit e: element e);
+        // about 20 instructions instead of 8 shifts and masks per plane. The decode takes the
+        // same transpose back.
         for (u32 q = 0; 8 * q < rate; q++) {
-            const u64 planes = ab_transpose8(ab_bytes_of(mags, q));
+            const u64 planes = fz_transpose8(ab_bytes_of(mags, q));
             for (u32 p = 8 * q; p < min(rate, 8 * q + 8); p++) region[s * (p + 1) + k] = (u8)(planes >> (8 * (p - 8 * q)));
         }
     }
@@ -197,7 +188,7 @@ __device__ __forceinline__ bool ab_get_block(const u8* src, u64 count, u64 s, u3
 #pragma unroll
             for (u32 p = 0; p < 8; p++)
                 planes |= (u64)(8 * q + p < rate ? region[s * (8 * q + p + 1) + k] : 0) << (8 * p);
-            const u64 bytes = ab_transpose8(planes);
+            const u64 bytes = fz_transpose8(planes);
 #pragma unroll
             for (int e = 0; e < 8; e++) mags[e] |= (u32)(bytes >> (8 * e) & 0xff) << (8 * q);
         }

@@ -1,15 +1,6 @@
 // Bitshuffle on the device: one thread per group of 8 elements × one byte of the element,
-// the same 8×8 bit transpose cpu.rs applies (the CPU's 32-word path gives the same bytes).
-
-// bit_transpose.rs: transpose8.
-__device__ __forceinline__ u64 transpose8(u64 x) {
-    u64 t = (x ^ (x >> 7)) & 0x00aa00aa00aa00aaull;
-    x ^= t ^ (t << 7);
-    t = (x ^ (x >> 14)) & 0x0000cccc0000ccccull;
-    x ^= t ^ (t << 14);
-    t = (x ^ (x >> 28)) & 0x00000000f0f0f0f0ull;
-    return x ^ t ^ (t << 28);
-}
+// the same 8×8 bit transpose cpu.rs applies (the CPU's 32-word path gives the same bytes;
+// fz_transpose8 is common.cu's).
 
 // Thread t owns bytes 8t..8t+8 of the data's group slots: block = 8t / block_bytes (blocks
 // are whole groups), group g = k·width + b of that block. The first thread of a block copies
@@ -28,7 +19,7 @@ extern "C" __global__ void bs_run(const u8* in, u8* out, u64 len, u32 width, u64
     u64 x = 0;
     for (int j = 0; j < 8; j++)
         x |= (u64)src[inverse ? (8 * b + j) * plane_len + k : (8 * k + j) * width + b] << (8 * j);
-    x = transpose8(x);
+    x = fz_transpose8(x);
     for (int i = 0; i < 8; i++) dst[inverse ? (8 * k + i) * width + b : (8 * b + i) * plane_len + k] = (u8)(x >> (8 * i));
 }
 
@@ -110,7 +101,7 @@ __device__ __forceinline__ void bs_groups(const u8* src, u8* dst, u32 plane_len)
             }
 #pragma unroll
             for (int b = 0; b < W; b++) {
-                u64 x = transpose8(plane_gather<W>(w, b));
+                u64 x = fz_transpose8(plane_gather<W>(w, b));
 #pragma unroll
                 for (int i = 0; i < 8; i++) dst[(8 * b + i) * plane_len + k] = (u8)(x >> (8 * i));
             }
@@ -124,7 +115,7 @@ __device__ __forceinline__ void bs_groups(const u8* src, u8* dst, u32 plane_len)
                     lo |= (u32)src[(8 * b + j) * plane_len + k] << (8 * j);
                     hi |= (u32)src[(8 * b + 4 + j) * plane_len + k] << (8 * j);
                 }
-                xs[b] = transpose8((u64)hi << 32 | lo);
+                xs[b] = fz_transpose8((u64)hi << 32 | lo);
             }
             plane_scatter<W>(xs, w);
             if (W == 1) {
@@ -165,7 +156,7 @@ __device__ __forceinline__ void bs_block(const u8* src, u8* dst, u32 blen, u32 w
         u64 x = 0;
         for (int j = 0; j < 8; j++)
             x |= (u64)src[inverse ? (8 * b + j) * plane_len + k : (8 * k + j) * width + b] << (8 * j);
-        x = transpose8(x);
+        x = fz_transpose8(x);
         for (int i = 0; i < 8; i++) dst[inverse ? (8 * k + i) * width + b : (8 * b + i) * plane_len + k] = (u8)(x >> (8 * i));
     }
     for (u32 i = body + threadIdx.x; i < blen; i += blockDim.x) dst[i] = src[i];
