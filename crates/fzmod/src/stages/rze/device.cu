@@ -6,10 +6,11 @@
 #define RZE_THREADS 256
 // Bitmap bytes of a 65535-byte chunk: B0 <= 8192, B1 <= 1024, B2 <= 128, B3 <= 16.
 #define RZE_MAP_BYTES (8192 + 1024 + 128 + 16)
-// Chunks up to this many bytes (PFPL's 16 KiB) are assembled in shared memory and then copied
-// out by consecutive threads: each thread of the rank walks writes a run of consecutive bytes,
-// which straight to global memory would be 32 scattered byte stores per warp instruction. (The
-// decoder's byte words are the exception: a lane stores 8 consecutive bytes, coalesced.)
+// Encoded chunks up to this many bytes (PFPL's 16 KiB) are assembled in shared memory and then
+// copied out by consecutive threads: each thread of the rank walks writes a run of consecutive
+// bytes, which straight to global memory would be 32 scattered byte stores per warp
+// instruction. The decoder writes straight to its output: with byte words a lane stores 8
+// consecutive bytes, coalesced (wider words, rare, pay scattered stores for the occupancy).
 #define RZE_STAGE 16384
 
 // The decoder reads each encoded chunk into shared memory first (fz_block_copy), so that its
@@ -292,6 +293,50 @@ __device__ u32 rze_expand_upper(const u8* enc, u32 size, const Maps& m) {
     return upper;
 }
 
+// Bytes [at, at + n) of shared memory (1 <= n <= 8) in the low bytes of a u64, read as the
+// aligned words that hold them (the bytes after them are whatever those words hold).
+__device__ __forceinline__ u64 shared_bytes8(const u8* at, u32 n) {
+    const u32 off = (u32)(u64)at & 3;
+    const u32* w = (const u32*)(at - off);
+    const u32 a = w[0], b = off + n > 4 ? w[1] : 0u, c = off + n > 8 ? w[2] : 0u;
+    const u32 lo = __funnelshift_r(a, b, 8 * off), hi = __funnelshift_r(b, c, 8 * off);
+    return (u64)hi << 32 | lo;
+}
+
+// One bit per nibble: nibble j of the result is bit j of the byte `bits`.
+__device__ __forceinline__ u32 bits_to_nibbles(u32 bits) {
+    u32 x = (bits | bits << 12) & 0x000f000fu;
+    x = (x | x << 6) & 0x03030303u;
+    return (x | x << 3) & 0x11111111u;
+}
+
+// A decoder's group of 8 bytes from the kept bytes at `from` (shared memory; bit j of `bits`
+// set: byte j is the next kept byte). An unset byte is 0, or with REPEAT the kept byte before
+// it (0 at the start of the stream: `first`). By byte permutes of a pool whose byte 0 is the
+// byte before `from` (the repeat, or 0) and bytes 1.. the kept ones: byte j takes pool byte
+// (set bits up to j), its inclusive prefix count, or 0 where unset and not repeated. The
+// kept bytes are read once, as words, instead of one byte load per set bit.
+template <bool REPEAT>
+__device__ __forceinline__ u64 expand_group(const u8* from, u32 bits, bool first) {
+    if (bits == 0xffu) return shared_bytes8(from, 8);
+    u64 pool = shared_bytes8(from - 1, __popc(bits) + 1);
+    if (!REPEAT || first) pool &= ~0xffull;
+    const u32 x = bits_to_nibbles(bits), upto = x * 0x11111111u;
+    const u32 sel = REPEAT ? upto : upto & x * 15u;
+    const u32 lo = (u32)pool, hi = (u32)(pool >> 32);
+    return (u64)__byte_perm(lo, hi, sel >> 16) << 32 | __byte_perm(lo, hi, sel & 0xffffu);
+}
+
+// Store the group `v` of 8 bytes at dst + first (8-byte aligned) where all of them lie below
+// `items`, else its bytes below `items`.
+__device__ __forceinline__ void store_group(u8* dst, u32 first, u32 items, u64 v) {
+    if (first + 8 <= items) {
+        *(u64*)(dst + first) = v;
+    } else {
+        for (u32 j = 0; first + j < items; j++) dst[first + j] = (u8)(v >> (8 * j));
+    }
+}
+
 // Decode one chunk of `size` encoded bytes at `enc` into `len` bytes at `dst` (shared or global
 // memory); false when its bitmaps and payload disagree. `input` is a shared-memory staging
 // buffer of RZE_STAGE bytes, `shared` RZE_MAP_BYTES for the bitmaps.
@@ -313,9 +358,20 @@ __device__ bool rze_decode_chunk(const u8* enc, u32 size, u32 len, u32 word, u8*
     // B1 -> B0 (up to 8192 bytes) by the whole block.
     if (!padding_ok(m.at[1], m.len[1], m.len[0])) return false;
     auto fits = [&](u32 count) { return count <= size - pos; };
-    u32 expanded = rank_walk(m.at[1], m.len[0], fits, [&](u32 k, u32 set, u32 rank) {
-        m.at[0][k] = set ? enc[pos + rank] : rank ? enc[pos + rank - 1] : 0;
-    });
+    // Staged chunks are expanded 8 bytes per lane by expand_group (its word reads stay inside
+    // the staging buffer; a chunk read from global memory could end mid-word at the end of
+    // its allocation), others byte by byte.
+    const bool staged = enc == input;
+    u32 expanded;
+    if (staged) {
+        expanded = rank_walk_bytes(m.at[1], m.len[0], fits, [&](u32 first, u32 bits, u32 r) {
+            store_group(m.at[0], first, m.len[0], expand_group<true>(enc + pos + r, bits, r == 0));
+        });
+    } else {
+        expanded = rank_walk(m.at[1], m.len[0], fits, [&](u32 k, u32 set, u32 rank) {
+            m.at[0][k] = set ? enc[pos + rank] : rank ? enc[pos + rank - 1] : 0;
+        });
+    }
     if (!fits(expanded)) return false;
     __syncthreads();
     pos += expanded;
@@ -323,16 +379,16 @@ __device__ bool rze_decode_chunk(const u8* enc, u32 size, u32 len, u32 word, u8*
     auto exact = [&](u32 count) { return pos + count * word + len % word == size; };
     u32 count;
     if (word == 1 && ((u64)dst & 7) == 0) {
-        // Byte words: a lane's eight bytes gathered into one 8-byte store.
+        // Byte words: a lane's eight bytes in one 8-byte store.
         count = rank_walk_bytes(m.at[0], words, exact, [&](u32 first, u32 bits, u32 r) {
             const u8* from = enc + pos + r;
             u64 v = 0;
-            for (u32 k = 0; bits; bits &= bits - 1) v |= (u64)from[k++] << (8 * (__ffs(bits) - 1));
-            if (first + 8 <= words) {
-                *(u64*)(dst + first) = v;
+            if (staged) {
+                v = expand_group<false>(from, bits, true);
             } else {
-                for (u32 j = 0; first + j < words; j++) dst[first + j] = (u8)(v >> (8 * j));
+                for (u32 k = 0; bits; bits &= bits - 1) v |= (u64)from[k++] << (8 * (__ffs(bits) - 1));
             }
+            store_group(dst, first, words, v);
         });
     } else {
         count = rank_walk(m.at[0], words, exact, [&](u32 i, u32 set, u32 rank) {
@@ -346,25 +402,19 @@ __device__ bool rze_decode_chunk(const u8* enc, u32 size, u32 len, u32 word, u8*
 }
 
 // Inverse: chunk c's payload starts at `starts[c]` (the table was validated on the host);
-// any inconsistency inside a chunk sets *err and leaves that chunk.
-extern "C" __global__ void __launch_bounds__(RZE_THREADS)
+// any inconsistency inside a chunk sets *err and leaves that chunk. Chunks decode straight into
+// `out`: without a shared-memory stage for the decoded chunk a block takes 26 KB, and eight
+// blocks of 32 registers fill an SM (the walks wait on shared memory and barriers: more
+// blocks hide more of that).
+extern "C" __global__ void __launch_bounds__(RZE_THREADS, 8)
 rze_decode(const u8* seg, const u64* starts, u64 n, u64 chunk, u32 word, u64 nchunks, u8* out, u32* err) {
     __shared__ __align__(16) u8 shared[RZE_MAP_BYTES];
-    __shared__ __align__(16) u8 stage[RZE_STAGE];
     __shared__ __align__(16) u8 input[RZE_STAGE];
     for (u64 c = blockIdx.x; c < nchunks; c += gridDim.x) {
         u32 size = (u32)seg[2 * c] | (u32)seg[2 * c + 1] << 8;
         u32 len = (u32)min(chunk, n - c * chunk);
-        // Coded chunks that fit are decoded into shared memory, then stored by consecutive
-        // threads, unless their words are bytes on an 8-byte boundary: the byte path's lanes
-        // store 8 consecutive bytes each, coalesced already. Raw ones are copied straight.
-        u8* dst = out + c * chunk;
-        bool staged = len <= RZE_STAGE && size != len && !(word == 1 && ((u64)dst & 7) == 0);
-        if (!rze_decode_chunk(seg + starts[c], size, len, word, shared, input, staged ? stage : dst)) {
-            if (threadIdx.x == 0) atomicOr(err, 1u);
-        } else if (staged) {
-            __syncthreads();
-            fz_block_copy(dst, stage, len);
+        if (!rze_decode_chunk(seg + starts[c], size, len, word, shared, input, out + c * chunk) && threadIdx.x == 0) {
+            atomicOr(err, 1u);
         }
         __syncthreads();
     }
