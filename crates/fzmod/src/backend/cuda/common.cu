@@ -72,6 +72,14 @@ __device__ __forceinline__ u64 fz_transpose8(u64 x) {
     return x ^ t ^ (t << 28);
 }
 
+// Bits 0..7 of b to bits 0, 4, .., 28: nibble j holds bit j (the Mask's bitmap words, RZE's
+// byte-permute selectors).
+__device__ __forceinline__ u32 fz_bits_to_nibbles(u32 b) {
+    b = (b | (b << 12)) & 0x000f000fu;
+    b = (b | (b << 6)) & 0x03030303u;
+    return (b | (b << 3)) & 0x11111111u;
+}
+
 // Exclusive scan of one value per thread across the thread block; *total gets the sum.
 __device__ u64 block_exclusive_scan(u64 v, u64* total) {
     __shared__ u64 warp_sums[32];

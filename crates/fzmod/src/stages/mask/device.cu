@@ -85,13 +85,6 @@ __device__ __forceinline__ u64 block_sum(u64 v) {
     return total;
 }
 
-// Bits 0..7 of b to bits 0, 4, .., 28.
-__device__ __forceinline__ u32 spread4(u32 b) {
-    b = (b | (b << 12)) & 0x000f000fu;
-    b = (b | (b << 6)) & 0x03030303u;
-    return (b | (b << 3)) & 0x11111111u;
-}
-
 // The passes loop over the tiles a block at a time: passes 2 to 4 and the undo on
 // tile_loop_grid's few blocks (most tiles of a real field hold no masked element, and such a
 // tile costs a loop iteration, not a block launch), pass 1 on up to 16384 (device.rs).
@@ -119,7 +112,7 @@ __device__ __forceinline__ u32 mask_words(const Bits* x, u64 n, u64 base, u32 fl
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 bool m = masked(e[j], flags, fill);
-                word |= spread4(__ballot_sync(FULL_MASK, m) >> (8 * (lane & 3)) & 0xffu) << j;
+                word |= fz_bits_to_nibbles(__ballot_sync(FULL_MASK, m) >> (8 * (lane & 3)) & 0xffu) << j;
                 if (!m) r.add(e[j]);
             }
             if (lane >> 2 == k) mine = word;

@@ -303,13 +303,6 @@ __device__ __forceinline__ u64 shared_bytes8(const u8* at, u32 n) {
     return (u64)hi << 32 | lo;
 }
 
-// One bit per nibble: nibble j of the result is bit j of the byte `bits`.
-__device__ __forceinline__ u32 bits_to_nibbles(u32 bits) {
-    u32 x = (bits | bits << 12) & 0x000f000fu;
-    x = (x | x << 6) & 0x03030303u;
-    return (x | x << 3) & 0x11111111u;
-}
-
 // A decoder's group of 8 bytes from the kept bytes at `from` (shared memory; bit j of `bits`
 // set: byte j is the next kept byte). An unset byte is 0, or with REPEAT the kept byte before
 // it (0 at the start of the stream: `first`). By byte permutes of a pool whose byte 0 is the
@@ -321,7 +314,7 @@ __device__ __forceinline__ u64 expand_group(const u8* from, u32 bits, bool first
     if (bits == 0xffu) return shared_bytes8(from, 8);
     u64 pool = shared_bytes8(from - 1, __popc(bits) + 1);
     if (!REPEAT || first) pool &= ~0xffull;
-    const u32 x = bits_to_nibbles(bits), upto = x * 0x11111111u;
+    const u32 x = fz_bits_to_nibbles(bits), upto = x * 0x11111111u;
     const u32 sel = REPEAT ? upto : upto & x * 15u;
     const u32 lo = (u32)pool, hi = (u32)(pool >> 32);
     return (u64)__byte_perm(lo, hi, sel >> 16) << 32 | __byte_perm(lo, hi, sel & 0xffffu);
