@@ -1,7 +1,7 @@
 //! RZE on the device (kernels in device.cu): one pass builds each chunk once and places it
 //! (and its size-table entry) by a decoupled look-back over the sizes before it. The inverse
 //! validates the size table on the host with the CPU's own checks, then decodes one chunk per
-//! thread block.
+//! warp (chunks up to 16 KiB) or per thread block.
 
 use super::{cpu, Rze};
 use crate::backend::cuda::device::{first_guess, grid, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage};
@@ -14,6 +14,9 @@ use cudarc::driver::PushKernelArg;
 /// Threads per chunk (`RZE_THREADS`) and the most thread blocks a launch uses (they loop).
 const THREADS: u64 = 256;
 const MAX_BLOCKS: u64 = 1 << 15;
+/// Warps per thread block, and the largest chunk `rze_decode_warps` decodes (`RZE_STAGE`).
+const WARPS: u64 = THREADS / 32;
+const WARP_CHUNK_BYTES: usize = 16384;
 
 static SOURCE: &str = include_str!("device.cu");
 
@@ -41,8 +44,14 @@ fn segment_guess(n: usize, nchunks: usize) -> usize {
 impl DeviceStage for Rze {
     fn forward(&self, run: &mut DeviceRun, inputs: &[&DeviceBuffer]) -> Result<DeviceForwarded> {
         let [x] = inputs else { return Err(Error::Pipeline("RZE takes one input".into())) };
-        if let Some(alone) = Region::alone(self, false) {
-            return alone.forward_alone(run, x, DType::U8);
+        // Chunks up to 16 KiB encode a warp each (300 µs against the region of one's 380 on
+        // etopo5 ×8's 299 MB, docs/PERFORMANCE.md); larger ones as a region of one, or a
+        // thread block each where no tile holds them.
+        let by_warps = self.chunk_bytes as usize <= WARP_CHUNK_BYTES;
+        if !by_warps {
+            if let Some(alone) = Region::alone(self, false) {
+                return alone.forward_alone(run, x, DType::U8);
+            }
         }
         let n = x.known_len()?;
         let nchunks = n.div_ceil(self.chunk_bytes as usize);
@@ -54,7 +63,7 @@ impl DeviceStage for Rze {
             return Ok(DeviceForwarded { outputs: vec![out], record });
         }
         let program = program();
-        let encode = run.kernel(&program, "rze_encode")?;
+        let encode = run.kernel(&program, if by_warps { "rze_encode_warps" } else { "rze_encode" })?;
         // The ticket counter, then one look-back word per chunk (device.cu), zeroed.
         let state = run.alloc(DType::U64, nchunks + 1)?;
         run.zero(&state)?;
@@ -80,7 +89,7 @@ impl DeviceStage for Rze {
                 .arg(&p(&out))
                 .arg(&cap)
                 .arg(&out_len)
-                .launch(chunk_grid(nc))
+                .launch(if by_warps { chunk_grid(nc.div_ceil(WARPS)) } else { chunk_grid(nc) })
                 .map_err(device_error)?;
         }
         Ok(DeviceForwarded { outputs: vec![out], record })
@@ -97,7 +106,9 @@ impl DeviceStage for Rze {
         // Raised by the kernel, read once after the run (no synchronisation here).
         let err = run.error_flag("RZE: a chunk's bitmaps do not match its payload".into())?;
         let program = program();
-        let decode = run.kernel(&program, "rze_decode")?;
+        // Chunks that fit RZE_STAGE decode a warp each; larger ones a thread block each.
+        let by_warps = chunk <= WARP_CHUNK_BYTES;
+        let decode = run.kernel(&program, if by_warps { "rze_decode_warps" } else { "rze_decode" })?;
         let s = run.stream().clone();
         let p = |b: &DeviceBuffer| b.ptr(&s);
         let (n64, chunk64, word32, nc) = (n as u64, chunk as u64, u32::from(self.word_size), nchunks);
@@ -113,7 +124,7 @@ impl DeviceStage for Rze {
                 .arg(&nc)
                 .arg(&p(&out))
                 .arg(&err)
-                .launch(chunk_grid(nc))
+                .launch(if by_warps { chunk_grid(nc.div_ceil(WARPS)) } else { chunk_grid(nc) })
                 .map_err(device_error)?;
         }
         Ok(vec![out])
