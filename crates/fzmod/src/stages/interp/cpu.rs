@@ -5,6 +5,8 @@
 
 use super::order::LevelRows;
 use super::parity::ParityGrids;
+#[cfg(target_arch = "x86_64")]
+use super::rows::has_avx512;
 use super::rows::{row_iter, rows, strided_copy, strided_scatter, Lines, Row};
 use super::slabs::Slabs;
 use super::walk::{passes, Choice, Geometry, Kind, Pass, Real};
@@ -291,21 +293,12 @@ impl<T: Real> RowCodes<T> {
     /// both give the same code and value), else the outlier code as a placeholder for
     /// [`quantize_point`]. Returns whether it placed any. A padded point (x = p = 0) gets
     /// level code 0 and, for a finite step, passes (accept ≥ 0); where it does not, the flag
-    /// only costs the row's real points a second look. Its code is never written.
-    fn quantize(&mut self, p: &mut Vec<T>, r: &Row, lv: LevelStep<T>, accept: T, q: Params) -> bool {
+    /// only costs the row's real points a second look. Its code is never written. Inlined
+    /// into the caller's pass (and its target features).
+    #[inline(always)]
+    fn quantize_padded(&mut self, p: &mut Vec<T>, r: &Row, lv: LevelStep<T>, accept: T, q: Params) -> bool {
         p.truncate(r.count);
         p.resize(self.x.len(), T::ZERO);
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2.
-            return unsafe { self.quantize_avx2(p, lv, accept, q) };
-        }
-        self.quantize_inline(p, lv, accept, q)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
-    fn quantize_avx2(&mut self, p: &[T], lv: LevelStep<T>, accept: T, q: Params) -> bool {
         self.quantize_inline(p, lv, accept, q)
     }
 
@@ -326,6 +319,141 @@ impl<T: Real> RowCodes<T> {
             fails |= !ok;
         }
         fails
+    }
+}
+
+/// What one pass of the encoder needs besides the values: the pass, its level's stride,
+/// interpolator and half bin width, where a row's codes go in the level order, if there.
+struct EncodePass<'a, T> {
+    pass: Pass,
+    s: usize,
+    kind: Kind,
+    lv: LevelStep<T>,
+    level_rows: Option<&'a LevelRows>,
+    q: Params,
+}
+
+/// What the encoder writes: the reconstructions, the codes and the outliers' indices.
+struct EncodeOut<'a, T> {
+    w: &'a mut [T],
+    codes: &'a mut [u16],
+    outliers: Vec<usize>,
+}
+
+/// The encoder's buffers, reused across rows and passes: the stencil lines, a row's
+/// predictions and its values, codes and reconstructions.
+struct EncodeScratch<T> {
+    lines: Lines<T>,
+    p: Vec<T>,
+    row: RowCodes<T>,
+}
+
+/// A function that encodes one pass: [`encode_pass`] or, in the tests, its portable form.
+type EncodePassFn<T> = fn(&Geometry, &[T], &mut EncodeOut<T>, &EncodePass<T>, &mut EncodeScratch<T>);
+
+/// Encode one pass row by row: predictions, codes and reconstructions, the points the fast
+/// test did not accept through the full quantizer, the row's codes into place. The whole
+/// pass is one AVX2 function where the CPU has it, as [`decode_pass`]: on the short rows of
+/// a small field a dispatch and call per step of every row cost as much as its arithmetic.
+fn encode_pass<T: Real>(
+    g: &Geometry,
+    x: &[T],
+    out: &mut EncodeOut<T>,
+    e: &EncodePass<T>,
+    scratch: &mut EncodeScratch<T>,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512() {
+        // SAFETY: the CPU has these AVX-512 subsets.
+        return unsafe { encode_pass_avx512(g, x, out, e, scratch) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { encode_pass_avx2(g, x, out, e, scratch) };
+    }
+    encode_pass_inline(g, x, out, e, scratch)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn encode_pass_avx2<T: Real>(
+    g: &Geometry,
+    x: &[T],
+    out: &mut EncodeOut<T>,
+    e: &EncodePass<T>,
+    scratch: &mut EncodeScratch<T>,
+) {
+    encode_pass_inline(g, x, out, e, scratch)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
+fn encode_pass_avx512<T: Real>(
+    g: &Geometry,
+    x: &[T],
+    out: &mut EncodeOut<T>,
+    e: &EncodePass<T>,
+    scratch: &mut EncodeScratch<T>,
+) {
+    encode_pass_inline(g, x, out, e, scratch)
+}
+
+#[inline(always)]
+fn encode_pass_inline<T: Real>(
+    g: &Geometry,
+    x: &[T],
+    out: &mut EncodeOut<T>,
+    e: &EncodePass<T>,
+    scratch: &mut EncodeScratch<T>,
+) {
+    let EncodeScratch { lines, p, row } = scratch;
+    let (s, q, lv) = (e.s, e.q, e.lv);
+    let accept = T::accept(q.abs_bound);
+    for r in row_iter(g, &e.pass, [0; 3], g.dims) {
+        let r = &r;
+        lines.predict_row_then(g, out.w, e.pass.axis, s, r, e.kind, p, |p, _| p);
+        row.load(x, r);
+        let fails = row.quantize_padded(p, r, lv, accept, q);
+        strided_scatter(&mut out.w[r.first..], &row.w[..r.count], r.step);
+        if fails {
+            requantize_row(x, p, r, lv, q, row, out);
+        }
+        let row_codes = &row.codes[..r.count];
+        match e.level_rows {
+            Some(lr) => lr.write(s, r, row_codes, out.codes),
+            None => strided_scatter(&mut out.codes[r.first..], row_codes, r.step),
+        }
+    }
+}
+
+/// The points of row `r` the fast test did not accept (their placeholder is the outlier
+/// code): the full quantizer, or the outlier list. Rare, so kept out of the pass's loop.
+#[inline(never)]
+fn requantize_row<T: Real>(
+    x: &[T],
+    p: &[T],
+    r: &Row,
+    lv: LevelStep<T>,
+    q: Params,
+    row: &mut RowCodes<T>,
+    out: &mut EncodeOut<T>,
+) {
+    for (k, idx) in r.indices().enumerate() {
+        if row.codes[k] != q.outlier_code() {
+            continue;
+        }
+        match quantize_point(x[idx], p[k], lv, q.radius, q.abs_bound) {
+            Some((code, v)) => {
+                row.codes[k] = q.code(code);
+                out.w[idx] = v;
+            }
+            // The placeholder code stays: it is the outlier code.
+            None => {
+                out.outliers.push(idx);
+                out.w[idx] = feed(x[idx]);
+            }
+        }
     }
 }
 
@@ -446,48 +574,31 @@ impl<T: Real> Levels<'_, T> {
     /// (in level order through `level_rows`, else element order); returns the outliers'
     /// indices in visiting order.
     pub fn encode(&self, x: &[T], g: &Geometry, codes: &mut [u16], level_rows: Option<&LevelRows>) -> Vec<usize> {
-        let q = self.q;
+        self.encode_with(x, g, codes, level_rows, encode_pass)
+    }
+
+    /// [`Levels::encode`] with the passes run by `pass` (the tests hold the dispatched passes
+    /// to the portable ones).
+    fn encode_with(
+        &self,
+        x: &[T],
+        g: &Geometry,
+        codes: &mut [u16],
+        level_rows: Option<&LevelRows>,
+        pass_fn: EncodePassFn<T>,
+    ) -> Vec<usize> {
         let mut w: Vec<T> = zeroed_vec(x.len());
         g.for_each_anchor(|i| w[i] = feed(x[i]));
-        let mut outliers = Vec::new();
-        let (mut lines, mut p, mut row) = (Lines::new(), Vec::new(), RowCodes::new());
-        let accept = T::accept(q.abs_bound);
+        let mut scratch = EncodeScratch { lines: Lines::new(), p: Vec::new(), row: RowCodes::new() };
+        let mut out = EncodeOut { w: &mut w, codes, outliers: Vec::new() };
         for (k, l) in (1..=g.levels()).rev().enumerate() {
             let (s, lv, choice) = (1 << (l - 1), self.steps[l - 1], self.choices[k]);
             for pass in passes(s, choice) {
-                rows(g, &pass, [0; 3], g.dims, |r| {
-                    lines.predict_row(g, &w, pass.axis, s, r, choice.kind, &mut p);
-                    row.load(x, r);
-                    let fails = row.quantize(&mut p, r, lv, accept, q);
-                    strided_scatter(&mut w[r.first..], &row.w[..r.count], r.step);
-                    if fails {
-                        // The points the fast test did not accept: the full quantizer, or outliers.
-                        for (k, idx) in r.indices().enumerate() {
-                            if row.codes[k] != q.outlier_code() {
-                                continue;
-                            }
-                            match quantize_point(x[idx], p[k], lv, q.radius, q.abs_bound) {
-                                Some((code, v)) => {
-                                    row.codes[k] = q.code(code);
-                                    w[idx] = v;
-                                }
-                                // The placeholder code stays: it is the outlier code.
-                                None => {
-                                    outliers.push(idx);
-                                    w[idx] = feed(x[idx]);
-                                }
-                            }
-                        }
-                    }
-                    let row_codes = &row.codes[..r.count];
-                    match level_rows {
-                        Some(lr) => lr.write(s, r, row_codes, codes),
-                        None => strided_scatter(&mut codes[r.first..], row_codes, r.step),
-                    }
-                });
+                let e = EncodePass { pass, s, kind: choice.kind, lv, level_rows, q: self.q };
+                pass_fn(g, x, &mut out, &e, &mut scratch);
             }
         }
-        outliers
+        out.outliers
     }
 
     /// The decoder's levels over grid `g` into `w`, whose anchors and outlier values are in
@@ -582,4 +693,49 @@ pub(super) fn wait_in_place<T: Real>(g: &Geometry, w: &mut [T], anchors: &[T], o
         w[i] = feed(anchors[k]);
         k += 1;
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every level's codes, reconstructions and outliers of the encoder as dispatched (AVX-512
+    /// or AVX2 where the CPU has them) are the portable build's, in both code orders, on f32
+    /// and f64 fields with outliers (spikes beyond a small radius, NaN, ±Inf) and every choice.
+    #[test]
+    fn dispatched_encode_passes_are_the_portable_ones() {
+        fn check<T: Real>(x: &[T], g: &Geometry, q: Params) {
+            let steps = level_steps::<T>(q.abs_bound, q.alpha, q.beta, g.levels());
+            for choice in Choice::CANDIDATES {
+                let choices = vec![choice; g.levels()];
+                let levels = Levels { q, steps: &steps, choices: &choices };
+                let level_rows = LevelRows::new(g);
+                for lr in [None, Some(&level_rows)] {
+                    let run = |pass_fn: EncodePassFn<T>| {
+                        let mut codes = vec![q.code(0); x.len()];
+                        let outliers = levels.encode_with(x, g, &mut codes, lr, pass_fn);
+                        (codes, outliers)
+                    };
+                    let (fast, portable) = (run(encode_pass), run(encode_pass_inline));
+                    assert!(!portable.1.is_empty(), "{:?} has outliers", g.dims);
+                    assert_eq!(fast, portable, "{:?} A={} {choice:?}", g.dims, g.anchor);
+                }
+            }
+        }
+        for (dims, anchor) in [([9, 17, 33], 8), ([2, 70, 131], 16), ([1, 1, 300], 4), ([5, 29, 49], 64)] {
+            let g = Geometry { dims, anchor };
+            let x: Vec<f64> = (0..g.len())
+                .map(|i| match i % 97 {
+                    5 => 1e6,
+                    41 => f64::NAN,
+                    60 => f64::INFINITY,
+                    _ => ((i * 7919 % 1013) as f64 * 0.37).sin() * 50.0,
+                })
+                .collect();
+            let q = Params { radius: 8, zigzag: false, abs_bound: 0.05, alpha: 1.25, beta: 2.0 };
+            check(&x, &g, q);
+            let x32: Vec<f32> = x.iter().map(|&v| v as f32).collect();
+            check(&x32, &g, Params { zigzag: true, ..q });
+        }
+    }
 }
