@@ -5,7 +5,7 @@
 
 use super::{cpu, Rze};
 use crate::backend::cuda::device::{first_guess, grid, DeviceBuffer, DeviceForwarded, DeviceRun, DeviceStage};
-use crate::backend::cuda::region::{Code, ForwardPart, Fragment, Geometry, InversePart, Region, TILE_BUFFER_BYTES};
+use crate::backend::cuda::region::{Code, ForwardPart, Fragment, Geometry, InversePart, TILE_BUFFER_BYTES};
 use crate::backend::cuda::{device_error, Program};
 use crate::element::DType;
 use crate::error::{corrupt, Error, Result};
@@ -44,15 +44,10 @@ fn segment_guess(n: usize, nchunks: usize) -> usize {
 impl DeviceStage for Rze {
     fn forward(&self, run: &mut DeviceRun, inputs: &[&DeviceBuffer]) -> Result<DeviceForwarded> {
         let [x] = inputs else { return Err(Error::Pipeline("RZE takes one input".into())) };
-        // Chunks up to 16 KiB encode a warp each (300 µs against the region of one's 380 on
-        // etopo5 ×8's 299 MB, docs/PERFORMANCE.md); larger ones as a region of one, or a
-        // thread block each where no tile holds them.
+        // Chunks up to 16 KiB (those a region tile holds too) encode a warp each: 300 µs
+        // against a region of one's 380 on etopo5 ×8's 299 MB (docs/PERFORMANCE.md); larger
+        // ones a thread block each.
         let by_warps = self.chunk_bytes as usize <= WARP_CHUNK_BYTES;
-        if !by_warps {
-            if let Some(alone) = Region::alone(self, false) {
-                return alone.forward_alone(run, x, DType::U8);
-            }
-        }
         let n = x.known_len()?;
         let nchunks = n.div_ceil(self.chunk_bytes as usize);
         let (out, out_len) = run.alloc_dynamic(DType::U8, segment_guess(n, nchunks))?;
