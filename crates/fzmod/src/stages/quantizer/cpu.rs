@@ -15,6 +15,8 @@ const CHUNK: usize = 1 << 16;
 /// The floating-point element types the quantizer accepts.
 pub(crate) trait Float: Copy + Send + Sync + PartialOrd + bytemuck::Pod + 'static {
     const ZERO: Self;
+    const INFINITY: Self;
+    const NEG_INFINITY: Self;
     fn to_f64(self) -> f64;
     /// Largest value of this type that is ≤ `v` (v ≥ 0), saturating at the type's maximum.
     fn at_most(v: f64) -> Self;
@@ -72,6 +74,8 @@ macro_rules! impl_float {
     ($t:ty, $bytes:expr, $bin_words:expr, $raw:expr, $from_raw:expr, $trunc:expr) => {
         impl Float for $t {
             const ZERO: Self = 0.0;
+            const INFINITY: Self = <$t>::INFINITY;
+            const NEG_INFINITY: Self = <$t>::NEG_INFINITY;
             #[inline]
             fn to_f64(self) -> f64 {
                 self as f64
@@ -175,10 +179,11 @@ pub(crate) fn finite_min_max<T: Float>(x: &[T]) -> Option<(f64, f64)> {
     (lo <= hi).then_some((lo, hi))
 }
 
-/// [`finite_min_max`] of one chunk, the identities when it has no finite value. Eight lanes of
-/// independent compare-and-select minima and maxima (a fold is one serial chain of `min`, which
-/// stays scalar); extremes are exact in any order, so the result is the fold's.
-/// On AVX2 twice as wide.
+/// [`finite_min_max`] of one chunk, the identities when it has no finite value. Sixteen lanes
+/// of independent compare-and-select minima and maxima in the element type (a fold is one
+/// serial chain of `min`, which stays scalar, and widening every f32 to f64 first made the
+/// loop shuffle-bound), widened once at the end; extremes are exact in any order and the
+/// widening is exact, so the result is the fold's. On AVX2 twice as wide.
 fn chunk_min_max<T: Float>(c: &[T]) -> (f64, f64) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
@@ -196,13 +201,13 @@ fn chunk_min_max_avx2<T: Float>(c: &[T]) -> (f64, f64) {
 
 #[inline(always)]
 fn chunk_min_max_inline<T: Float>(c: &[T]) -> (f64, f64) {
-    const LANES: usize = 8;
-    let (mut lo, mut hi) = ([f64::INFINITY; LANES], [f64::NEG_INFINITY; LANES]);
+    const LANES: usize = 16;
+    let (mut lo, mut hi) = ([T::INFINITY; LANES], [T::NEG_INFINITY; LANES]);
     let mut take = |j: usize, v: T| {
-        // A non-finite value fails both comparisons in place of a branch.
-        let v = if v.is_finite() { v.to_f64() } else { f64::NAN };
-        lo[j] = if v < lo[j] { v } else { lo[j] };
-        hi[j] = if v > hi[j] { v } else { hi[j] };
+        // A non-finite value offers the identities in place of a branch.
+        let (low, high) = if v.is_finite() { (v, v) } else { (T::INFINITY, T::NEG_INFINITY) };
+        lo[j] = if low < lo[j] { low } else { lo[j] };
+        hi[j] = if high > hi[j] { high } else { hi[j] };
     };
     let (groups, rest) = c.as_chunks::<LANES>();
     for g in groups {
@@ -213,7 +218,8 @@ fn chunk_min_max_inline<T: Float>(c: &[T]) -> (f64, f64) {
     for (j, &v) in rest.iter().enumerate() {
         take(j, v);
     }
-    (lo.into_iter().fold(f64::INFINITY, f64::min), hi.into_iter().fold(f64::NEG_INFINITY, f64::max))
+    let lo = lo.into_iter().fold(f64::INFINITY, |a, v| a.min(v.to_f64()));
+    (lo, hi.into_iter().fold(f64::NEG_INFINITY, |a, v| a.max(v.to_f64())))
 }
 
 /// Output of [`quantize`].
@@ -578,6 +584,32 @@ pub(crate) fn reconstruct_inline<T: Float>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The lanes give the finite range a plain fold gives, wherever the extremes and the
+    /// non-finite values sit (lanes, remainders, pieces), and `None` without a finite value.
+    #[test]
+    fn the_finite_range_is_that_of_a_plain_fold() {
+        let plain = |x: &[f32]| {
+            let finite = x.iter().filter(|v| v.is_finite()).map(|&v| f64::from(v));
+            let lo = finite.clone().fold(f64::INFINITY, f64::min);
+            (lo.is_finite()).then(|| (lo, finite.fold(f64::NEG_INFINITY, f64::max)))
+        };
+        for n in [0usize, 1, 15, 16, 17, 100, (1 << 16) + 33, 3 << 16] {
+            let base: Vec<f32> = (0..n).map(|i| ((i as f32) * 0.37).sin()).collect();
+            for at in [0, n / 3, n.saturating_sub(1)] {
+                for special in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 7.5, -7.5, f32::MAX, -f32::MAX] {
+                    let mut x = base.clone();
+                    if let Some(v) = x.get_mut(at) {
+                        *v = special;
+                    }
+                    assert_eq!(finite_min_max(&x), plain(&x), "n {n}, {special} at {at}");
+                    let wide: Vec<f64> = x.iter().map(|&v| f64::from(v)).collect();
+                    assert_eq!(finite_min_max(&wide), plain(&x), "f64: n {n}, {special} at {at}");
+                }
+            }
+        }
+        assert_eq!(finite_min_max(&[f32::NAN, f32::INFINITY]), None);
+    }
 
     /// The fast test never keeps a value the f64 test would not: differences sampled across
     /// the accept threshold and the bound (and the few values of the type at each), for
