@@ -65,6 +65,26 @@ fn levitus_fill_value_survives() {
     }
 }
 
+/// levitus_temp as shipped (land −1e10), its land as NaN, and rel 1e-3 of its ocean's range
+/// as an absolute bound; `None` (the test skips visibly) without the shared data.
+struct Levitus {
+    field: Field,
+    fill: Vec<f32>,
+    nan: Vec<f32>,
+    abs: f64,
+}
+
+fn levitus(test: &str) -> Option<Levitus> {
+    let name = "levitus_temp_20x180x360.f32";
+    let field = load(&shared_data_for(test, &[name])?.join(name));
+    let fzmod::Buffer::F32(fill) = &field.data else { panic!() };
+    let fill = fill.clone();
+    let ocean = || fill.iter().filter(|&&v| v != -1e10).map(|&v| f64::from(v));
+    let abs = 1e-3 * (ocean().fold(f64::MIN, f64::max) - ocean().fold(f64::MAX, f64::min));
+    let nan = fill.iter().map(|&v| if v == -1e10 { f32::NAN } else { v }).collect();
+    Some(Levitus { field, fill, nan, abs })
+}
+
 /// levitus_temp with its land as −1e10 (as shipped) and as NaN, every preset without a Mask
 /// stage, the bound rel 1e-3 of the valid values given as an absolute bound: every ocean
 /// value within it, every land value bit for bit, and the outlier channels of the Quantizer
@@ -74,18 +94,12 @@ fn levitus_fill_value_survives() {
 /// presets reach half of SZ3's ratio.
 #[test]
 fn masked_levitus_without_a_mask_keeps_the_bound_and_runs_its_outliers() {
-    let name = "levitus_temp_20x180x360.f32";
-    let Some(dir) = shared_data_for("masked_levitus_without_a_mask_keeps_the_bound_and_runs_its_outliers", &[name])
+    let Some(Levitus { field, fill, nan, abs }) =
+        levitus("masked_levitus_without_a_mask_keeps_the_bound_and_runs_its_outliers")
     else {
         return;
     };
-    let field = load(&dir.join(name));
-    let fzmod::Buffer::F32(fill) = &field.data else { panic!() };
-    let valid: Vec<f64> = fill.iter().filter(|&&v| v != -1e10).map(|&v| f64::from(v)).collect();
-    let range = valid.iter().copied().fold(f64::MIN, f64::max) - valid.iter().copied().fold(f64::MAX, f64::min);
-    let abs = 1e-3 * range;
-    let nan: Vec<f32> = fill.iter().map(|&v| if v == -1e10 { f32::NAN } else { v }).collect();
-    for (land, data) in [("fill", fill.clone()), ("NaN", nan)] {
+    for (land, data) in [("fill", fill), ("NaN", nan)] {
         let input = fzmod::Buffer::F32(data.clone());
         for preset in fzmod::PRESETS {
             let what = format!("levitus {land} {}", preset.name);
@@ -126,20 +140,15 @@ fn masked_levitus_without_a_mask_keeps_the_bound_and_runs_its_outliers() {
 /// `cuszp3-outlier` at 8.10 on the fill (it reaches the NaN target, 7.25, as shipped).
 #[test]
 fn masked_levitus_reaches_half_of_sz3_as_shipped_or_with_its_land_given() {
-    let name = "levitus_temp_20x180x360.f32";
-    let Some(dir) = shared_data_for("masked_levitus_reaches_half_of_sz3_as_shipped_or_with_its_land_given", &[name])
+    let Some(Levitus { field, fill, nan, abs }) =
+        levitus("masked_levitus_reaches_half_of_sz3_as_shipped_or_with_its_land_given")
     else {
         return;
     };
-    let field = load(&dir.join(name));
-    let fzmod::Buffer::F32(fill) = &field.data else { panic!() };
-    let valid: Vec<f64> = fill.iter().filter(|&&v| v != -1e10).map(|&v| f64::from(v)).collect();
-    let range = valid.iter().copied().fold(f64::MIN, f64::max) - valid.iter().copied().fold(f64::MAX, f64::min);
-    let bound = ErrorBound::new(ErrorMode::Abs, 1e-3 * range).unwrap();
-    let nan: Vec<f32> = fill.iter().map(|&v| if v == -1e10 { f32::NAN } else { v }).collect();
+    let bound = ErrorBound::new(ErrorMode::Abs, abs).unwrap();
     let below_with_any_fill = ["cuszp", "cuszp3-fixed", "cuszp3-plain"];
     for (land, data, mask, sz3) in [
-        ("fill", fill.clone(), fzmod::MaskSpec::nan_and(Some(-1e10)), 16.25),
+        ("fill", fill, fzmod::MaskSpec::nan_and(Some(-1e10)), 16.25),
         ("NaN", nan, fzmod::MaskSpec::nan_and(None), 14.50),
     ] {
         let input = fzmod::Buffer::F32(data);
