@@ -381,14 +381,61 @@ fn advised_copy<T: bytemuck::Pod + Send>(bytes: &[u8]) -> Vec<T> {
     values
 }
 
-/// A zeroed vector whose pages are not yet touched. Large ones ask Linux for transparent huge
-/// pages first: filling a fresh 300 MB buffer otherwise costs ~75,000 page faults, which
-/// dominated host-side download time.
-pub(crate) fn zeroed_vec<T: bytemuck::Zeroable + Clone>(len: usize) -> Vec<T> {
-    let v = vec![T::zeroed(); len];
+/// A zeroed vector. Large ones are cleared in 1 MiB pieces on every core, after asking Linux
+/// for transparent huge pages: the allocator may hand back memory from its own heap (the CLI
+/// keeps freed blocks), which `calloc` clears on one core — that serial pass was 10 % of all
+/// samples of a 2-thread `cuszp2` call on etopo5 ×8 — and fresh pages then take their faults
+/// on every core instead of in one (filling a fresh 300 MB buffer otherwise costs ~75,000
+/// page faults, which dominated host-side download time).
+pub(crate) fn zeroed_vec<T: bytemuck::Zeroable + Copy + Send>(len: usize) -> Vec<T> {
+    use rayon::prelude::*;
+    let size = std::mem::size_of::<T>().max(1);
+    if len.saturating_mul(size) < 8 * PIECE_BYTES {
+        return vec![T::zeroed(); len];
+    }
+    let mut v = Vec::<T>::with_capacity(len);
     #[cfg(target_os = "linux")]
-    advise_huge_pages(v.as_ptr() as usize, std::mem::size_of_val(v.as_slice()));
+    advise_huge_pages(v.as_ptr() as usize, len * size);
+    v.spare_capacity_mut()[..len]
+        .par_chunks_mut(PIECE_BYTES / size)
+        .for_each(|piece| piece.fill(std::mem::MaybeUninit::new(T::zeroed())));
+    // SAFETY: every one of the first `len` elements was written above.
+    unsafe { v.set_len(len) };
     v
+}
+
+/// A vector of `len` elements written chunk by chunk on every core: each chunk of `chunk`
+/// elements (the last may be shorter) is zeroed where it lies, while it is in cache, and
+/// handed with its index to `fill`, whose results come back in chunk order. Unlike filling a
+/// [`zeroed_vec`], no clearing pass runs over the whole vector first (on arrays larger than
+/// the caches that pass was 8–10 % of a 2-thread `cuszp2` call); large vectors get huge pages
+/// as there.
+pub(crate) fn vec_by_chunks<T, R>(
+    len: usize,
+    chunk: usize,
+    fill: impl Fn(usize, &mut [T]) -> R + Sync,
+) -> (Vec<T>, Vec<R>)
+where
+    T: bytemuck::Zeroable + Copy + Send,
+    R: Send,
+{
+    use rayon::prelude::*;
+    let mut v = Vec::<T>::with_capacity(len);
+    #[cfg(target_os = "linux")]
+    advise_huge_pages(v.as_ptr() as usize, len * std::mem::size_of::<T>());
+    let results = v.spare_capacity_mut()[..len]
+        .par_chunks_mut(chunk.max(1))
+        .enumerate()
+        .map(|(k, piece)| {
+            piece.fill(std::mem::MaybeUninit::new(T::zeroed()));
+            // SAFETY: every element of `piece` was written just above.
+            let piece = unsafe { &mut *(piece as *mut [std::mem::MaybeUninit<T>] as *mut [T]) };
+            fill(k, piece)
+        })
+        .collect();
+    // SAFETY: the pieces cover the first `len` elements, and each was written above.
+    unsafe { v.set_len(len) };
+    (v, results)
 }
 
 /// Copy `src` into `dst` (the same length) in 1 MiB pieces on every core: a decoded array
@@ -398,26 +445,6 @@ pub(crate) fn copy_on_all_cores(dst: &mut [u8], src: &[u8]) {
     use rayon::prelude::*;
     assert_eq!(dst.len(), src.len(), "copy_on_all_cores: lengths differ");
     dst.par_chunks_mut(PIECE_BYTES).zip(src.par_chunks(PIECE_BYTES)).for_each(|(d, s)| d.copy_from_slice(s));
-}
-
-/// A zeroed byte vector cleared in 1 MiB pieces on every core, for large buffers filled soon
-/// after (an archive being assembled): the allocator may hand back memory from its own heap,
-/// which `calloc` clears on one core (4 ms of a 36 MB archive's assembly on the H200's host),
-/// and fresh pages then take their faults on every core instead of in the fill.
-pub(crate) fn cleared_vec(len: usize) -> Vec<u8> {
-    use rayon::prelude::*;
-    if len < 8 * PIECE_BYTES {
-        return zeroed_vec(len);
-    }
-    let mut v = Vec::<u8>::with_capacity(len);
-    #[cfg(target_os = "linux")]
-    advise_huge_pages(v.as_ptr() as usize, len);
-    v.spare_capacity_mut()[..len]
-        .par_chunks_mut(PIECE_BYTES)
-        .for_each(|piece| piece.fill(std::mem::MaybeUninit::new(0)));
-    // SAFETY: every one of the first `len` bytes was written above.
-    unsafe { v.set_len(len) };
-    v
 }
 
 /// `f` of every element of `src`, in parallel chunks of `chunk`, written once into a vector
@@ -499,4 +526,27 @@ fn advise_huge_pages(address: usize, len: usize) {
     // SAFETY: advice only, over whole huge pages inside the vector's allocation; a kernel
     // without transparent huge pages ignores it.
     unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every element is handed to `fill` once, in its chunk (the last one shorter), zeroed, and
+    /// the results come back in chunk order, for vectors below and above the huge-page size.
+    #[test]
+    fn vec_by_chunks_hands_out_every_chunk_zeroed_in_order() {
+        for (len, chunk) in [(0, 4), (1, 4), (10, 4), (12, 4), (3 << 20, 1 << 18), ((3 << 20) + 5, 1 << 18)] {
+            let (v, firsts) = vec_by_chunks::<u32, _>(len, chunk, |k, piece| {
+                assert!(piece.iter().all(|&x| x == 0), "chunk {k} of {len} not zeroed");
+                assert_eq!(piece.len(), chunk.min(len - k * chunk), "chunk {k} of {len}");
+                for (i, x) in piece.iter_mut().enumerate() {
+                    *x = (k * chunk + i) as u32;
+                }
+                k * chunk
+            });
+            assert!(v.iter().enumerate().all(|(i, &x)| x == i as u32), "{len}");
+            assert_eq!(firsts, (0..len.div_ceil(chunk)).map(|k| k * chunk).collect::<Vec<_>>(), "{len}");
+        }
+    }
 }

@@ -173,7 +173,7 @@ pub(crate) fn write_with<E>(
     let data_start = if lens.is_empty() { header_end } else { align_up(header_end) };
     // One allocation of the final size (large ones on huge pages, cleared on every core),
     // filled in place.
-    let mut out: Vec<u8> = crate::element::cleared_vec(data_start + data_len as usize);
+    let mut out: Vec<u8> = crate::element::zeroed_vec(data_start + data_len as usize);
     let (head, mut rest) = out.split_at_mut(data_start);
     let mut slots = Vec::with_capacity(lens.len());
     let mut at = 0;
@@ -230,7 +230,7 @@ pub fn chunked_head(header: &Header, data_len: u64) -> Vec<u8> {
 pub fn write_chunked(header: Header, chunks: &[Vec<u8>], data_len: u64) -> Vec<u8> {
     use rayon::prelude::*;
     let head = chunked_head(&header, data_len);
-    let mut out = crate::element::cleared_vec(head.len() + data_len as usize);
+    let mut out = crate::element::zeroed_vec(head.len() + data_len as usize);
     let (head_place, mut rest) = out.split_at_mut(head.len());
     head_place.copy_from_slice(&head);
     // Each chunk's place (the padding between them stays zero), filled on every core: a

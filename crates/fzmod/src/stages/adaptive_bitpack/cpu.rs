@@ -3,7 +3,7 @@
 //! Within a block of B elements, S = ceil(B/8). Sign region and every plane are S bytes;
 //! bit j of byte k belongs to element 8k+j; plane p holds bit p of |v|.
 
-use crate::element::{zeroed_vec, DType};
+use crate::element::{vec_by_chunks, DType};
 use crate::error::{corrupt, Result};
 use crate::stages::bit_transpose::transpose8;
 use rayon::prelude::*;
@@ -450,11 +450,10 @@ pub fn decode<T: Code>(bytes: &[u8], n: usize, b: usize, layout: Layout) -> Resu
     if offset != payload.len() {
         return Err(corrupt!("AdaptiveBitpack: blocks need {offset} payload bytes, segment has {}", payload.len()));
     }
-    let mut out = zeroed_vec(n);
-    out.par_chunks_mut(b * BLOCKS_PER_TASK)
-        .zip(tasks.par_iter())
-        .zip(task_offsets.par_iter())
-        .try_for_each(|((out, (codes, _)), &start)| decode_task(codes, &payload[start..], s, b, out))?;
+    let (out, decoded) = vec_by_chunks(n, b * BLOCKS_PER_TASK, |k, out| {
+        decode_task(&tasks[k].0, &payload[task_offsets[k]..], s, b, out)
+    });
+    decoded.into_iter().collect::<Result<()>>()?;
     Ok(out)
 }
 

@@ -4,7 +4,7 @@
 //! 126 it lies beyond that) in its lane's bit stream. A block whose signal area would be at
 //! least as large as its raw words is stored raw (the escape MANS lacks).
 
-use crate::element::zeroed_vec;
+use crate::element::vec_by_chunks;
 use crate::error::{corrupt, Result};
 use rayon::prelude::*;
 
@@ -193,15 +193,15 @@ fn clear_bits(stream: &mut [u8], mut from: usize, to: usize) {
 /// `[centre per block][length byte per block][payload per block]`.
 pub fn encode<T: Word>(words: &[T]) -> (Vec<u8>, Vec<u8>) {
     let nblocks = words.len().div_ceil(BLOCK);
-    let mut codes = zeroed_vec(words.len());
-    let groups: Vec<Vec<Encoded>> = words
-        .par_chunks(BLOCK * TASK_BLOCKS)
-        .zip(codes.par_chunks_mut(BLOCK * TASK_BLOCKS))
-        .map(|(w, c)| {
-            let mut lengths = [0u32; BLOCK];
-            w.chunks(BLOCK).zip(c.chunks_mut(BLOCK)).map(|(b, c)| encode_block(b, c, &mut lengths)).collect()
-        })
-        .collect();
+    let task = BLOCK * TASK_BLOCKS;
+    let (codes, groups): (Vec<u8>, Vec<Vec<Encoded>>) = vec_by_chunks(words.len(), task, |k, c| {
+        let mut lengths = [0u32; BLOCK];
+        words[k * task..][..c.len()]
+            .chunks(BLOCK)
+            .zip(c.chunks_mut(BLOCK))
+            .map(|(b, c)| encode_block(b, c, &mut lengths))
+            .collect()
+    });
     let blocks: Vec<&Encoded> = groups.iter().flatten().collect();
     let payload: usize = blocks.iter().map(|b| b.payload.len()).sum();
     let mut side = vec![0u8; table_len(nblocks, T::BYTES) + payload];

@@ -4,7 +4,7 @@
 //! `j` encodes bytes `j, j + 32, …` into its own 32-bit state; words a round emits are stored
 //! in lane order (the device's ballot order), so the device's bytes are these.
 
-use crate::element::zeroed_vec;
+use crate::element::vec_by_chunks;
 use crate::error::{corrupt, Result};
 use rayon::prelude::*;
 
@@ -420,8 +420,7 @@ pub fn decode(seg: &[u8], n: usize, bits: u32) -> Result<Vec<u8>> {
         11 => (decode_block::<11>, full_round::<11>()),
         _ => return Err(corrupt!("ANS: probability precision {bits} bits")),
     };
-    let mut out = zeroed_vec(n);
-    out.par_chunks_mut(BLOCK).enumerate().try_for_each(|(b, o)| {
+    let (out, decoded) = vec_by_chunks(n, BLOCK, |b, o| {
         let at = starts[b] as usize;
         if counts[b] == RAW {
             o.copy_from_slice(&seg[at..at + o.len()]);
@@ -429,7 +428,8 @@ pub fn decode(seg: &[u8], n: usize, bits: u32) -> Result<Vec<u8>> {
         }
         let words = counts[b] as usize;
         decode_block(&seg[at..at + coded_len(words)], words, &slots, full_round, o)
-    })?;
+    });
+    decoded.into_iter().collect::<Result<()>>()?;
     Ok(out)
 }
 

@@ -5,7 +5,7 @@
 //! four words `T[4g..4g+4][plane]` (16 bytes); flag `f = plane·8 + g` marks a non-zero block,
 //! and non-zero blocks are kept in flag order. One chunk is one CUDA thread block.
 
-use crate::element::zeroed_vec;
+use crate::element::vec_by_chunks;
 use crate::error::{corrupt, Result};
 use crate::stages::bit_transpose::transpose32_lanes;
 use rayon::prelude::*;
@@ -213,8 +213,8 @@ pub fn decode(archive: &[u8], n: usize) -> Result<Vec<u16>> {
     let stream = &archive[metadata_len(n)..];
     // Each chunk's words split into its codes in place, in parallel (a pass over the words
     // after the decode ran on one core).
-    let mut codes = zeroed_vec(n);
-    codes.par_chunks_mut(2 * CHUNK_WORDS).zip(slices.par_iter()).for_each(|(out, c)| {
+    let (codes, _) = vec_by_chunks(n, 2 * CHUNK_WORDS, |k, out| {
+        let c = &slices[k];
         let kept: Vec<u32> = (c.start..c.start + c.words).map(|w| le32(stream, w)).collect();
         let mut words = [0u32; CHUNK_WORDS];
         decode_chunk(&c.flags, &kept, &mut words);

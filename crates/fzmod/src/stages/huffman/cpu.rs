@@ -8,7 +8,7 @@
 //! type's full width.
 
 use super::book::{Book, DecodeTables, MAX_LEN, TABLE_BITS};
-use crate::element::zeroed_vec;
+use crate::element::vec_by_chunks;
 use crate::error::{corrupt, Result};
 use rayon::prelude::*;
 
@@ -499,10 +499,11 @@ pub fn decode<S: Symbol>(seg: &[u8], n: usize, bklen: u32) -> Result<Vec<S>> {
     // Two zero words past the end: [`bits_at`] reads there.
     payload.extend([0, 0]);
     let tables = CpuTables::new(&book, bklen);
-    let mut out = zeroed_vec::<S>(n);
-    out.par_chunks_mut(CHUNK * INTERLEAVE)
-        .zip(spans.par_chunks(INTERLEAVE))
-        .try_for_each(|(o, group)| decode_group(&payload, group, o, &tables))?;
+    let (out, decoded) = vec_by_chunks::<S, _>(n, CHUNK * INTERLEAVE, |k, o| {
+        let group = &spans[k * INTERLEAVE..(k * INTERLEAVE + INTERLEAVE).min(spans.len())];
+        decode_group(&payload, group, o, &tables)
+    });
+    decoded.into_iter().collect::<Result<()>>()?;
     Ok(out)
 }
 

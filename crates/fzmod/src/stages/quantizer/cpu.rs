@@ -4,7 +4,7 @@
 
 use super::channel::{self, Layout, Run};
 use crate::archive::{Reader, Writer};
-use crate::element::{mapped_vec, zeroed_vec};
+use crate::element::{mapped_vec, vec_by_chunks};
 use crate::error::{corrupt, Result};
 use rayon::prelude::*;
 use std::borrow::Cow;
@@ -258,16 +258,7 @@ fn codes_of<T: Float, C: bytemuck::Pod + Send + Sync, R: Send>(
                 .collect();
             (codes, results)
         }
-        Err(x) => {
-            let mut codes = zeroed_vec(x.len());
-            let results = codes
-                .par_chunks_mut(CHUNK)
-                .zip(x.par_chunks(CHUNK))
-                .enumerate()
-                .map(|(k, (c, x))| kernel(k, x, c))
-                .collect();
-            (codes, results)
-        }
+        Err(x) => vec_by_chunks(x.len(), CHUNK, |k, c| kernel(k, &x[k * CHUNK..][..c.len()], c)),
     }
 }
 

@@ -4,7 +4,7 @@
 //! predecessor, the predecessor of byte 0 being 0). Chunks are independent.
 
 use crate::archive::Reader;
-use crate::element::zeroed_vec;
+use crate::element::vec_by_chunks;
 use crate::error::{corrupt, Result};
 use rayon::prelude::*;
 
@@ -348,8 +348,8 @@ pub fn decode(seg: &[u8], num_bytes: usize, chunk: usize, word: usize) -> Result
     let spans = chunk_spans(seg.len(), num_bytes, chunk, word, |chunks| {
         Ok(seg[..2 * chunks].chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect())
     })?;
-    let mut out = zeroed_vec(num_bytes);
-    out.par_chunks_mut(chunk).zip(spans.par_iter()).try_for_each(|(o, &ChunkSpan { at, size, len })| {
+    let (out, decoded) = vec_by_chunks(num_bytes, chunk, |k, o| {
+        let ChunkSpan { at, size, len } = spans[k];
         let enc = &seg[at..at + size];
         if size == len {
             o.copy_from_slice(enc);
@@ -357,7 +357,8 @@ pub fn decode(seg: &[u8], num_bytes: usize, chunk: usize, word: usize) -> Result
         } else {
             decode_chunk(enc, word, o)
         }
-    })?;
+    });
+    decoded.into_iter().collect::<Result<()>>()?;
     Ok(out)
 }
 
