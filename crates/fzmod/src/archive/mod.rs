@@ -139,7 +139,7 @@ pub fn write(header: Header, segments: &[Vec<u8>]) -> Vec<u8> {
     let lens: Vec<usize> = segments.iter().map(Vec::len).collect();
     let copied = write_with(header, &lens, |slots| {
         for (slot, segment) in slots.iter_mut().zip(segments) {
-            slot.copy_from_slice(segment);
+            crate::element::copy_on_all_cores(slot, segment);
         }
         Ok::<_, std::convert::Infallible>(vec![None; slots.len()])
     });

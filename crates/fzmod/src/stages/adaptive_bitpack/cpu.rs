@@ -3,7 +3,7 @@
 //! Within a block of B elements, S = ceil(B/8). Sign region and every plane are S bytes;
 //! bit j of byte k belongs to element 8k+j; plane p holds bit p of |v|.
 
-use crate::element::{vec_by_chunks, DType};
+use crate::element::{concat_on_all_cores, vec_by_chunks, DType};
 use crate::error::{corrupt, Result};
 use crate::stages::bit_transpose::transpose8;
 use rayon::prelude::*;
@@ -272,15 +272,8 @@ pub fn encode<T: Code>(v: &[T], b: usize, layout: Layout) -> Vec<u8> {
             (meta, payload)
         })
         .collect();
-    let total: usize = parts.iter().map(|(m, p)| m.len() + p.len()).sum();
-    let mut out = Vec::with_capacity(total);
-    for (m, _) in &parts {
-        out.extend_from_slice(m);
-    }
-    for (_, p) in &parts {
-        out.extend_from_slice(p);
-    }
-    out
+    let metas = parts.iter().map(|(m, _)| m.as_slice());
+    concat_on_all_cores(&metas.chain(parts.iter().map(|(_, p)| p.as_slice())).collect::<Vec<_>>())
 }
 
 /// Decode one block into `out` (its real elements only).

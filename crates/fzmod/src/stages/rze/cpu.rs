@@ -4,7 +4,7 @@
 //! predecessor, the predecessor of byte 0 being 0). Chunks are independent.
 
 use crate::archive::Reader;
-use crate::element::vec_by_chunks;
+use crate::element::{concat_on_all_cores, vec_by_chunks};
 use crate::error::{corrupt, Result};
 use rayon::prelude::*;
 
@@ -287,15 +287,9 @@ pub fn decode_chunk(enc: &[u8], word: usize, out: &mut [u8]) -> Result<()> {
 /// Encode `data` in chunks: `[u16 size per chunk][payloads]`; size = chunk length means raw.
 pub fn encode(data: &[u8], chunk: usize, word: usize) -> Vec<u8> {
     let encoded: Vec<Option<Vec<u8>>> = data.par_chunks(chunk).map(|c| encode_chunk(c, word)).collect();
-    let mut out = Vec::with_capacity(data.len() / 4);
-    for (e, c) in encoded.iter().zip(data.chunks(chunk)) {
-        let size = e.as_ref().map_or(c.len(), Vec::len) as u16;
-        out.extend_from_slice(&size.to_le_bytes());
-    }
-    for (e, c) in encoded.iter().zip(data.chunks(chunk)) {
-        out.extend_from_slice(e.as_deref().unwrap_or(c));
-    }
-    out
+    let payloads: Vec<&[u8]> = encoded.iter().zip(data.chunks(chunk)).map(|(e, c)| e.as_deref().unwrap_or(c)).collect();
+    let table: Vec<u8> = payloads.iter().flat_map(|p| (p.len() as u16).to_le_bytes()).collect();
+    concat_on_all_cores(&[&[table.as_slice()], payloads.as_slice()].concat())
 }
 
 /// One chunk of an encoded segment: where its payload starts, its payload and decoded sizes.
