@@ -6,7 +6,6 @@
 
 use crate::element::vec_by_chunks;
 use crate::error::{corrupt, Result};
-use rayon::prelude::*;
 
 /// Words per block (one warp).
 pub const BLOCK: usize = 512;
@@ -21,7 +20,7 @@ const TASK_BLOCKS: usize = 64;
 
 /// The two input word types. The block-wide loops of the common case (every signal a single
 /// one bit) run in the word's own width (eight u16 words to an SSE register, not two u64).
-pub trait Word: Copy + Default + Send + Sync + Into<u64> + 'static {
+pub trait Word: Copy + Default + Send + Sync + bytemuck::Zeroable + Into<u64> + 'static {
     const BYTES: usize;
     const MAX: u64;
     /// `v` is at most `MAX`.
@@ -383,12 +382,17 @@ pub fn decode<T: Word>(codes: &[u8], side: &[u8]) -> Result<Vec<T>> {
     }
     let lens = &side[nblocks * T::BYTES..table];
     let starts = payload_starts(side.len(), n, T::BYTES, lens)?;
-    let mut out = vec![T::default(); n];
-    out.par_chunks_mut(BLOCK).zip(codes.par_chunks(BLOCK)).enumerate().try_for_each(|(b, (o, c))| {
-        let at = starts[b] as usize;
-        let payload = &side[at..at + payload_len(o.len(), T::BYTES, lens[b])];
-        decode_block(&side[b * T::BYTES..(b + 1) * T::BYTES], lens[b], payload, c, o)
-    })?;
+    let task = BLOCK * TASK_BLOCKS;
+    let (out, decoded) = vec_by_chunks::<T, _>(n, task, |k, o| {
+        let codes = &codes[k * task..][..o.len()];
+        o.chunks_mut(BLOCK).zip(codes.chunks(BLOCK)).enumerate().try_for_each(|(i, (o, c))| {
+            let b = k * TASK_BLOCKS + i;
+            let at = starts[b] as usize;
+            let payload = &side[at..at + payload_len(o.len(), T::BYTES, lens[b])];
+            decode_block(&side[b * T::BYTES..(b + 1) * T::BYTES], lens[b], payload, c, o)
+        })
+    });
+    decoded.into_iter().collect::<Result<()>>()?;
     Ok(out)
 }
 

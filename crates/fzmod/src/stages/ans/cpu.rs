@@ -4,7 +4,7 @@
 //! `j` encodes bytes `j, j + 32, …` into its own 32-bit state; words a round emits are stored
 //! in lane order (the device's ballot order), so the device's bytes are these.
 
-use crate::element::vec_by_chunks;
+use crate::element::{concat_on_all_cores, vec_by_chunks};
 use crate::error::{corrupt, Result};
 use rayon::prelude::*;
 
@@ -181,17 +181,10 @@ pub fn encode(data: &[u8], bits: u32) -> Vec<u8> {
     let probs = normalise(&histogram(data), bits);
     let coders = Coder::all(&probs, bits);
     let blocks: Vec<Option<(u32, Vec<u8>)>> = data.par_chunks(BLOCK).map(|b| encode_block(b, &coders)).collect();
-    let body: usize =
-        blocks.iter().zip(data.chunks(BLOCK)).map(|(e, b)| e.as_ref().map_or(b.len(), |e| e.1.len())).sum();
-    let mut out = Vec::with_capacity(head_len(blocks.len()) + body);
-    out.extend(probs.iter().flat_map(|&p| (p as u16).to_le_bytes()));
-    for e in &blocks {
-        out.extend_from_slice(&e.as_ref().map_or(RAW, |e| e.0).to_le_bytes());
-    }
-    for (e, b) in blocks.iter().zip(data.chunks(BLOCK)) {
-        out.extend_from_slice(e.as_ref().map_or(b, |e| &e.1[..]));
-    }
-    out
+    let mut head: Vec<u8> = probs.iter().flat_map(|&p| (p as u16).to_le_bytes()).collect();
+    head.extend(blocks.iter().flat_map(|e| e.as_ref().map_or(RAW, |e| e.0).to_le_bytes()));
+    let bodies = blocks.iter().zip(data.chunks(BLOCK)).map(|(e, b)| e.as_ref().map_or(b, |e| &e.1[..]));
+    concat_on_all_cores(&std::iter::once(head.as_slice()).chain(bodies).collect::<Vec<_>>())
 }
 
 /// The probabilities at the head of a segment: they must sum to `2^bits`.
