@@ -8,7 +8,7 @@
 //! type's full width.
 
 use super::book::{Book, DecodeTables, MAX_LEN, TABLE_BITS};
-use crate::element::vec_by_chunks;
+use crate::element::{concat_on_all_cores, vec_by_chunks};
 use crate::error::{corrupt, Result};
 use rayon::prelude::*;
 
@@ -191,18 +191,21 @@ pub fn encode<S: Symbol>(data: &[S], bklen: u32) -> Vec<u8> {
     let book = Book::from_counts(&histogram(data, bklen));
     let table = encode_table(&book);
     let zero = zero_bit_symbol(&table, bklen);
-    let chunks: Vec<Vec<u32>> =
-        data.par_chunks(CHUNK).map_init(Vec::new, |scratch, c| encode_chunk(c, &table, bklen, zero, scratch)).collect();
-    let payload: usize = chunks.iter().map(Vec::len).sum();
-    let mut out = Vec::with_capacity(8 + table.len() + 4 * (chunks.len() + payload));
-    book.write(&mut out);
-    for c in &chunks {
-        out.extend_from_slice(&(c.len() as u32).to_le_bytes());
-    }
-    for w in chunks.iter().flatten() {
-        out.extend_from_slice(&w.to_le_bytes());
-    }
-    out
+    // Each chunk's words in little-endian order where they were made, so that the payload is
+    // joined as bytes on every core.
+    let chunks: Vec<Vec<u32>> = data
+        .par_chunks(CHUNK)
+        .map_init(Vec::new, |scratch, c| {
+            let mut words = encode_chunk(c, &table, bklen, zero, scratch);
+            words.iter_mut().for_each(|w| *w = w.to_le());
+            words
+        })
+        .collect();
+    let mut head = Vec::with_capacity(8 + table.len() + 4 * chunks.len());
+    book.write(&mut head);
+    head.extend(chunks.iter().flat_map(|c| (c.len() as u32).to_le_bytes()));
+    let payload = chunks.iter().map(|c| bytemuck::cast_slice::<u32, u8>(c));
+    concat_on_all_cores(&std::iter::once(head.as_slice()).chain(payload).collect::<Vec<_>>())
 }
 
 /// One chunk's payload: first word (from the payload's start) and word count.
