@@ -51,7 +51,61 @@ impl Sample for f64 {
     }
 }
 
-fn measure<T: Sample>(a: &[T], b: &[T]) -> Quality {
+/// Elements of one part of [`measure`]'s walk: fixed, so that the sums (and so MSE and PSNR)
+/// are the same for any thread count.
+const PART: usize = 1 << 16;
+
+/// One part's extremes, largest error (its first index) and sums.
+#[derive(Clone, Copy)]
+struct Part {
+    min: f64,
+    max: f64,
+    max_err: f64,
+    max_err_index: usize,
+    sum_sq: f64,
+    finite: usize,
+    special_mismatches: usize,
+}
+
+fn measure_part<T: Sample>(first: usize, a: &[T], b: &[T]) -> Part {
+    let mut p = Part {
+        min: f64::INFINITY,
+        max: f64::NEG_INFINITY,
+        max_err: 0.0,
+        max_err_index: 0,
+        sum_sq: 0.0,
+        finite: 0,
+        special_mismatches: 0,
+    };
+    for (i, (&x, &y)) in a.iter().zip(b).enumerate() {
+        let (xv, yv) = (x.value(), y.value());
+        if !xv.is_finite() {
+            p.special_mismatches += usize::from(x.bits() != y.bits());
+            continue;
+        }
+        p.min = p.min.min(xv);
+        p.max = p.max.max(xv);
+        let err = if yv.is_finite() { (xv - yv).abs() } else { f64::INFINITY };
+        if err > p.max_err {
+            p.max_err = err;
+            p.max_err_index = first + i;
+        }
+        p.sum_sq += err * err;
+        p.finite += 1;
+    }
+    p
+}
+
+/// The parts on every core, then joined in order (a one-core walk was the serial tail of a
+/// large `fzmod roundtrip` or `bench`).
+fn measure<T: Sample + Sync>(a: &[T], b: &[T]) -> Quality {
+    use rayon::prelude::*;
+    let parts: Vec<Part> = a
+        .par_chunks(PART)
+        .zip(b.par_chunks(PART))
+        .enumerate()
+        .map(|(k, (a, b))| measure_part(k * PART, a, b))
+        .collect();
     let mut q = Quality {
         value_min: f64::INFINITY,
         value_max: f64::NEG_INFINITY,
@@ -63,21 +117,16 @@ fn measure<T: Sample>(a: &[T], b: &[T]) -> Quality {
         special_mismatches: 0,
     };
     let (mut sum_sq, mut finite) = (0.0f64, 0usize);
-    for (i, (&x, &y)) in a.iter().zip(b).enumerate() {
-        let (xv, yv) = (x.value(), y.value());
-        if !xv.is_finite() {
-            q.special_mismatches += usize::from(x.bits() != y.bits());
-            continue;
+    for p in parts {
+        q.value_min = q.value_min.min(p.min);
+        q.value_max = q.value_max.max(p.max);
+        if p.max_err > q.max_abs_error {
+            q.max_abs_error = p.max_err;
+            q.max_error_index = p.max_err_index;
         }
-        q.value_min = q.value_min.min(xv);
-        q.value_max = q.value_max.max(xv);
-        let err = if yv.is_finite() { (xv - yv).abs() } else { f64::INFINITY };
-        if err > q.max_abs_error {
-            q.max_abs_error = err;
-            q.max_error_index = i;
-        }
-        sum_sq += err * err;
-        finite += 1;
+        q.special_mismatches += p.special_mismatches;
+        sum_sq += p.sum_sq;
+        finite += p.finite;
     }
     q.mse = if finite > 0 { sum_sq / finite as f64 } else { 0.0 };
     let range = q.value_range();
@@ -126,5 +175,26 @@ mod tests {
         assert_eq!(q.special_mismatches, 0);
         let bad = compare(&Buffer::F32(vec![f32::INFINITY]), &Buffer::F32(vec![0.0])).unwrap();
         assert_eq!(bad.special_mismatches, 1);
+    }
+
+    /// Across parts: the first index of the largest error, specials and extremes of every
+    /// part, and the same sums whatever the thread count.
+    #[test]
+    fn parts_join_in_order() {
+        let n = 3 * PART + 17;
+        let a: Vec<f64> = (0..n).map(|i| (i % 1000) as f64).collect();
+        let mut b = a.clone();
+        for i in [PART + 5, 2 * PART + 9, 3 * PART + 3] {
+            b[i] += 2.0;
+        }
+        b[7] += 1.0;
+        let (mut a2, b2) = (a.clone(), b.clone());
+        a2[n - 1] = f64::NAN;
+        let q = compare(&Buffer::F64(a2), &Buffer::F64(b2)).unwrap();
+        assert_eq!((q.max_abs_error, q.max_error_index, q.special_mismatches), (2.0, PART + 5, 1));
+        assert_eq!((q.value_min, q.value_max), (0.0, 999.0));
+        let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        let serial = one.install(|| compare(&Buffer::F64(a.clone()), &Buffer::F64(b.clone())).unwrap());
+        assert_eq!(serial, compare(&Buffer::F64(a), &Buffer::F64(b)).unwrap());
     }
 }
