@@ -5,7 +5,7 @@
 //! four words `T[4g..4g+4][plane]` (16 bytes); flag `f = plane·8 + g` marks a non-zero block,
 //! and non-zero blocks are kept in flag order. One chunk is one CUDA thread block.
 
-use crate::element::vec_by_chunks;
+use crate::element::{concat_on_all_cores, vec_by_chunks};
 use crate::error::{corrupt, Result};
 use crate::stages::bit_transpose::transpose32_lanes;
 use rayon::prelude::*;
@@ -91,7 +91,11 @@ pub fn encode(codes: &[u16]) -> Vec<u8> {
             for (w, pair) in words.iter_mut().zip(codes.chunks(2)) {
                 *w = u32::from(pair[0]) | u32::from(pair.get(1).copied().unwrap_or(0)) << 16;
             }
-            encode_chunk(&words)
+            // The kept words in little-endian order where they were made, so that the stream
+            // is joined as bytes on every core.
+            let (flags, mut kept) = encode_chunk(&words);
+            kept.iter_mut().for_each(|w| *w = w.to_le());
+            (flags, kept)
         })
         .collect();
     // Start positions: exclusive scan of the kept words, in chunk order (never atomic order).
@@ -103,33 +107,19 @@ pub fn encode(codes: &[u16]) -> Vec<u8> {
     }
     let flag_bytes = 4 * FLAG_WORDS * chunks;
     let entries = header_entries(chunks, total as usize);
-    let mut out = Vec::with_capacity(entries[4] as usize);
-    out.extend_from_slice(&(codes.len() as u64).to_le_bytes());
+    let mut head = Vec::with_capacity(entries[3] as usize);
+    head.extend_from_slice(&(codes.len() as u64).to_le_bytes());
     for e in entries {
-        out.extend_from_slice(&e.to_le_bytes());
+        head.extend_from_slice(&e.to_le_bytes());
     }
-    out.resize(HEADER_BYTES, 0);
+    head.resize(HEADER_BYTES, 0);
     debug_assert_eq!(entries[2] as usize, HEADER_BYTES + flag_bytes);
     for (flags, _) in &encoded {
-        out.extend(flags.iter().flat_map(|f| f.to_le_bytes()));
+        head.extend(flags.iter().flat_map(|f| f.to_le_bytes()));
     }
-    out.extend(starts.iter().flat_map(|s| s.to_le_bytes()));
-    // The kept words, each chunk's written into its own place in parallel.
-    let at = out.len();
-    out.resize(entries[4] as usize, 0);
-    let mut stream = &mut out[at..];
-    let mut places = Vec::with_capacity(chunks);
-    for (_, kept) in &encoded {
-        let (place, rest) = std::mem::take(&mut stream).split_at_mut(4 * kept.len());
-        places.push(place);
-        stream = rest;
-    }
-    places.into_par_iter().zip(&encoded).for_each(|(place, (_, kept))| {
-        for (bytes, w) in place.chunks_exact_mut(4).zip(kept) {
-            bytes.copy_from_slice(&w.to_le_bytes());
-        }
-    });
-    out
+    head.extend(starts.iter().flat_map(|s| s.to_le_bytes()));
+    let stream = encoded.iter().map(|(_, kept)| bytemuck::cast_slice::<u32, u8>(kept));
+    concat_on_all_cores(&std::iter::once(head.as_slice()).chain(stream).collect::<Vec<_>>())
 }
 
 /// The header's cumulative byte offsets for `chunks` chunks and `stream_words` kept words.
