@@ -393,8 +393,9 @@ fn copied<T: bytemuck::Pod + Send>(bytes: &[u8]) -> Vec<T> {
 /// The concatenation of `pieces`, each copied by a task of its own on every core (a coder's
 /// chunks joined on one core were a serial tail of its encode, about 1 % of a 2-thread
 /// `cuszp2` call on etopo5 ×8); small totals by one core.
-pub(crate) fn concat_on_all_cores(pieces: &[&[u8]]) -> Vec<u8> {
+pub(crate) fn concat_on_all_cores<'a>(pieces: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
     use rayon::prelude::*;
+    let pieces: Vec<&[u8]> = pieces.into_iter().collect();
     let total = pieces.iter().map(|p| p.len()).sum();
     if total < 2 * PIECE_BYTES {
         return pieces.concat();
@@ -404,12 +405,12 @@ pub(crate) fn concat_on_all_cores(pieces: &[&[u8]]) -> Vec<u8> {
     advise_huge_pages(out.as_ptr() as usize, total);
     let mut places = Vec::with_capacity(pieces.len());
     let mut rest = &mut out.spare_capacity_mut()[..total];
-    for p in pieces {
+    for p in &pieces {
         let (place, tail) = rest.split_at_mut(p.len());
         places.push(place);
         rest = tail;
     }
-    places.into_par_iter().zip(pieces).for_each(|(place, p)| {
+    places.into_par_iter().zip(&pieces).for_each(|(place, p)| {
         // SAFETY: `place` has room for exactly p.len() bytes (split above), and the two do not
         // overlap (one is fresh capacity).
         unsafe { std::ptr::copy_nonoverlapping(p.as_ptr(), place.as_mut_ptr().cast::<u8>(), p.len()) };
@@ -426,20 +427,11 @@ pub(crate) fn concat_on_all_cores(pieces: &[&[u8]]) -> Vec<u8> {
 /// on every core instead of in one (filling a fresh 300 MB buffer otherwise costs ~75,000
 /// page faults, which dominated host-side download time).
 pub(crate) fn zeroed_vec<T: bytemuck::Zeroable + Copy + Send>(len: usize) -> Vec<T> {
-    use rayon::prelude::*;
     let size = std::mem::size_of::<T>().max(1);
     if len.saturating_mul(size) < 8 * PIECE_BYTES {
         return vec![T::zeroed(); len];
     }
-    let mut v = Vec::<T>::with_capacity(len);
-    #[cfg(target_os = "linux")]
-    advise_huge_pages(v.as_ptr() as usize, len * size);
-    v.spare_capacity_mut()[..len]
-        .par_chunks_mut(PIECE_BYTES / size)
-        .for_each(|piece| piece.fill(std::mem::MaybeUninit::new(T::zeroed())));
-    // SAFETY: every one of the first `len` elements was written above.
-    unsafe { v.set_len(len) };
-    v
+    vec_by_chunks(len, PIECE_BYTES / size, |_, _| ()).0
 }
 
 /// A vector of `len` elements written chunk by chunk on every core: each chunk of `chunk`
@@ -474,6 +466,17 @@ where
     // SAFETY: the pieces cover the first `len` elements, and each was written above.
     unsafe { v.set_len(len) };
     (v, results)
+}
+
+/// [`vec_by_chunks`] for a `fill` that can fail: the first chunk's error in chunk order.
+pub(crate) fn try_vec_by_chunks<T: bytemuck::Zeroable + Copy + Send>(
+    len: usize,
+    chunk: usize,
+    fill: impl Fn(usize, &mut [T]) -> crate::error::Result<()> + Sync,
+) -> crate::error::Result<Vec<T>> {
+    let (v, filled) = vec_by_chunks(len, chunk, fill);
+    filled.into_iter().collect::<crate::error::Result<()>>()?;
+    Ok(v)
 }
 
 /// Copy `src` into `dst` (the same length) in 1 MiB pieces on every core: a decoded array

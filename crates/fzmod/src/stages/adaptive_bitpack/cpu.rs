@@ -3,7 +3,7 @@
 //! Within a block of B elements, S = ceil(B/8). Sign region and every plane are S bytes;
 //! bit j of byte k belongs to element 8k+j; plane p holds bit p of |v|.
 
-use crate::element::{concat_on_all_cores, vec_by_chunks, DType};
+use crate::element::{concat_on_all_cores, try_vec_by_chunks, DType};
 use crate::error::{corrupt, Result};
 use crate::stages::bit_transpose::transpose8;
 use rayon::prelude::*;
@@ -273,7 +273,7 @@ pub fn encode<T: Code>(v: &[T], b: usize, layout: Layout) -> Vec<u8> {
         })
         .collect();
     let metas = parts.iter().map(|(m, _)| m.as_slice());
-    concat_on_all_cores(&metas.chain(parts.iter().map(|(_, p)| p.as_slice())).collect::<Vec<_>>())
+    concat_on_all_cores(metas.chain(parts.iter().map(|(_, p)| p.as_slice())))
 }
 
 /// Decode one block into `out` (its real elements only).
@@ -443,11 +443,7 @@ pub fn decode<T: Code>(bytes: &[u8], n: usize, b: usize, layout: Layout) -> Resu
     if offset != payload.len() {
         return Err(corrupt!("AdaptiveBitpack: blocks need {offset} payload bytes, segment has {}", payload.len()));
     }
-    let (out, decoded) = vec_by_chunks(n, b * BLOCKS_PER_TASK, |k, out| {
-        decode_task(&tasks[k].0, &payload[task_offsets[k]..], s, b, out)
-    });
-    decoded.into_iter().collect::<Result<()>>()?;
-    Ok(out)
+    try_vec_by_chunks(n, b * BLOCKS_PER_TASK, |k, out| decode_task(&tasks[k].0, &payload[task_offsets[k]..], s, b, out))
 }
 
 /// Decode one task's blocks, whose payloads follow each other from the start of `payload`.

@@ -4,7 +4,7 @@
 //! 126 it lies beyond that) in its lane's bit stream. A block whose signal area would be at
 //! least as large as its raw words is stored raw (the escape MANS lacks).
 
-use crate::element::vec_by_chunks;
+use crate::element::{try_vec_by_chunks, vec_by_chunks};
 use crate::error::{corrupt, Result};
 
 /// Words per block (one warp).
@@ -383,7 +383,7 @@ pub fn decode<T: Word>(codes: &[u8], side: &[u8]) -> Result<Vec<T>> {
     let lens = &side[nblocks * T::BYTES..table];
     let starts = payload_starts(side.len(), n, T::BYTES, lens)?;
     let task = BLOCK * TASK_BLOCKS;
-    let (out, decoded) = vec_by_chunks::<T, _>(n, task, |k, o| {
+    try_vec_by_chunks::<T>(n, task, |k, o| {
         let codes = &codes[k * task..][..o.len()];
         o.chunks_mut(BLOCK).zip(codes.chunks(BLOCK)).enumerate().try_for_each(|(i, (o, c))| {
             let b = k * TASK_BLOCKS + i;
@@ -391,9 +391,7 @@ pub fn decode<T: Word>(codes: &[u8], side: &[u8]) -> Result<Vec<T>> {
             let payload = &side[at..at + payload_len(o.len(), T::BYTES, lens[b])];
             decode_block(&side[b * T::BYTES..(b + 1) * T::BYTES], lens[b], payload, c, o)
         })
-    });
-    decoded.into_iter().collect::<Result<()>>()?;
-    Ok(out)
+    })
 }
 
 #[cfg(test)]

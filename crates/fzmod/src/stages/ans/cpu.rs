@@ -4,7 +4,7 @@
 //! `j` encodes bytes `j, j + 32, …` into its own 32-bit state; words a round emits are stored
 //! in lane order (the device's ballot order), so the device's bytes are these.
 
-use crate::element::{concat_on_all_cores, vec_by_chunks};
+use crate::element::{concat_on_all_cores, try_vec_by_chunks};
 use crate::error::{corrupt, Result};
 use rayon::prelude::*;
 
@@ -184,7 +184,7 @@ pub fn encode(data: &[u8], bits: u32) -> Vec<u8> {
     let mut head: Vec<u8> = probs.iter().flat_map(|&p| (p as u16).to_le_bytes()).collect();
     head.extend(blocks.iter().flat_map(|e| e.as_ref().map_or(RAW, |e| e.0).to_le_bytes()));
     let bodies = blocks.iter().zip(data.chunks(BLOCK)).map(|(e, b)| e.as_ref().map_or(b, |e| &e.1[..]));
-    concat_on_all_cores(&std::iter::once(head.as_slice()).chain(bodies).collect::<Vec<_>>())
+    concat_on_all_cores(std::iter::once(head.as_slice()).chain(bodies))
 }
 
 /// The probabilities at the head of a segment: they must sum to `2^bits`.
@@ -413,7 +413,7 @@ pub fn decode(seg: &[u8], n: usize, bits: u32) -> Result<Vec<u8>> {
         11 => (decode_block::<11>, full_round::<11>()),
         _ => return Err(corrupt!("ANS: probability precision {bits} bits")),
     };
-    let (out, decoded) = vec_by_chunks(n, BLOCK, |b, o| {
+    try_vec_by_chunks(n, BLOCK, |b, o| {
         let at = starts[b] as usize;
         if counts[b] == RAW {
             o.copy_from_slice(&seg[at..at + o.len()]);
@@ -421,9 +421,7 @@ pub fn decode(seg: &[u8], n: usize, bits: u32) -> Result<Vec<u8>> {
         }
         let words = counts[b] as usize;
         decode_block(&seg[at..at + coded_len(words)], words, &slots, full_round, o)
-    });
-    decoded.into_iter().collect::<Result<()>>()?;
-    Ok(out)
+    })
 }
 
 #[cfg(test)]

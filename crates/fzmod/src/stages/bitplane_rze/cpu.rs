@@ -119,7 +119,7 @@ pub fn encode(codes: &[u16]) -> Vec<u8> {
     }
     head.extend(starts.iter().flat_map(|s| s.to_le_bytes()));
     let stream = encoded.iter().map(|(_, kept)| bytemuck::cast_slice::<u32, u8>(kept));
-    concat_on_all_cores(&std::iter::once(head.as_slice()).chain(stream).collect::<Vec<_>>())
+    concat_on_all_cores(std::iter::once(head.as_slice()).chain(stream))
 }
 
 /// The header's cumulative byte offsets for `chunks` chunks and `stream_words` kept words.

@@ -8,7 +8,7 @@
 //! type's full width.
 
 use super::book::{Book, DecodeTables, MAX_LEN, TABLE_BITS};
-use crate::element::{concat_on_all_cores, vec_by_chunks};
+use crate::element::{concat_on_all_cores, try_vec_by_chunks};
 use crate::error::{corrupt, Result};
 use rayon::prelude::*;
 
@@ -205,7 +205,7 @@ pub fn encode<S: Symbol>(data: &[S], bklen: u32) -> Vec<u8> {
     book.write(&mut head);
     head.extend(chunks.iter().flat_map(|c| (c.len() as u32).to_le_bytes()));
     let payload = chunks.iter().map(|c| bytemuck::cast_slice::<u32, u8>(c));
-    concat_on_all_cores(&std::iter::once(head.as_slice()).chain(payload).collect::<Vec<_>>())
+    concat_on_all_cores(std::iter::once(head.as_slice()).chain(payload))
 }
 
 /// One chunk's payload: first word (from the payload's start) and word count.
@@ -502,12 +502,10 @@ pub fn decode<S: Symbol>(seg: &[u8], n: usize, bklen: u32) -> Result<Vec<S>> {
     // Two zero words past the end: [`bits_at`] reads there.
     payload.extend([0, 0]);
     let tables = CpuTables::new(&book, bklen);
-    let (out, decoded) = vec_by_chunks::<S, _>(n, CHUNK * INTERLEAVE, |k, o| {
+    try_vec_by_chunks::<S>(n, CHUNK * INTERLEAVE, |k, o| {
         let group = &spans[k * INTERLEAVE..(k * INTERLEAVE + INTERLEAVE).min(spans.len())];
         decode_group(&payload, group, o, &tables)
-    });
-    decoded.into_iter().collect::<Result<()>>()?;
-    Ok(out)
+    })
 }
 
 /// `count` little-endian u32 words of `seg` from byte `at` (in bounds: checked by the caller).

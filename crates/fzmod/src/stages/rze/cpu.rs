@@ -4,7 +4,7 @@
 //! predecessor, the predecessor of byte 0 being 0). Chunks are independent.
 
 use crate::archive::Reader;
-use crate::element::{concat_on_all_cores, vec_by_chunks};
+use crate::element::{concat_on_all_cores, try_vec_by_chunks};
 use crate::error::{corrupt, Result};
 use rayon::prelude::*;
 
@@ -289,7 +289,7 @@ pub fn encode(data: &[u8], chunk: usize, word: usize) -> Vec<u8> {
     let encoded: Vec<Option<Vec<u8>>> = data.par_chunks(chunk).map(|c| encode_chunk(c, word)).collect();
     let payloads: Vec<&[u8]> = encoded.iter().zip(data.chunks(chunk)).map(|(e, c)| e.as_deref().unwrap_or(c)).collect();
     let table: Vec<u8> = payloads.iter().flat_map(|p| (p.len() as u16).to_le_bytes()).collect();
-    concat_on_all_cores(&[&[table.as_slice()], payloads.as_slice()].concat())
+    concat_on_all_cores(std::iter::once(table.as_slice()).chain(payloads))
 }
 
 /// One chunk of an encoded segment: where its payload starts, its payload and decoded sizes.
@@ -342,7 +342,7 @@ pub fn decode(seg: &[u8], num_bytes: usize, chunk: usize, word: usize) -> Result
     let spans = chunk_spans(seg.len(), num_bytes, chunk, word, |chunks| {
         Ok(seg[..2 * chunks].chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect())
     })?;
-    let (out, decoded) = vec_by_chunks(num_bytes, chunk, |k, o| {
+    try_vec_by_chunks(num_bytes, chunk, |k, o| {
         let ChunkSpan { at, size, len } = spans[k];
         let enc = &seg[at..at + size];
         if size == len {
@@ -351,9 +351,7 @@ pub fn decode(seg: &[u8], num_bytes: usize, chunk: usize, word: usize) -> Result
         } else {
             decode_chunk(enc, word, o)
         }
-    });
-    decoded.into_iter().collect::<Result<()>>()?;
-    Ok(out)
+    })
 }
 
 #[cfg(test)]
