@@ -58,7 +58,6 @@ pub struct PeakDevice {
 
 impl Pipeline {
     /// Time compress and decompress on `backend`.
-    #[cfg_attr(not(feature = "cuda"), allow(unused_variables))]
     pub fn bench_on(
         &self,
         backend: &Backend,
@@ -72,7 +71,7 @@ impl Pipeline {
         match backend {
             #[cfg(feature = "cuda")]
             Backend::Cuda(dev) => bench_cuda(dev, &p, input.view(), shape, runs, opts),
-            Backend::Cpu => bench_cpu(&p, input, shape, runs),
+            Backend::Cpu => bench_cpu(&p, input, shape, runs, opts),
         }
     }
 }
@@ -123,18 +122,33 @@ impl Pipeline {
     }
 }
 
-fn bench_cpu(p: &Pipeline, input: &Buffer, shape: &[usize], runs: usize) -> Result<BenchTiming> {
-    let archive = p.compress(input, shape)?;
-    let mut decoded = crate::run::decompress(&archive)?.data;
+fn bench_cpu(p: &Pipeline, input: &Buffer, shape: &[usize], runs: usize, opts: RunOptions) -> Result<BenchTiming> {
+    let cpu = Backend::Cpu;
+    let archive = p.compress_with(&cpu, input, shape, opts)?;
+    let mut decoded = crate::run::decompress_with(&cpu, &archive, opts)?.data;
     let (mut comp, mut decomp) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
     for _ in 0..runs {
         let t = Instant::now();
-        let a = p.compress(input, shape)?;
+        let a = p.compress_with(&cpu, input, shape, opts)?;
         comp.push(t.elapsed().as_secs_f64());
         let t = Instant::now();
-        decoded = crate::run::decompress(&a)?.data;
+        decoded = crate::run::decompress_with(&cpu, &a, opts)?.data;
         decomp.push(t.elapsed().as_secs_f64());
     }
+    // Which stages ran block by block (the decode's regions are the same chains).
+    let notes = match opts.fusion {
+        true => p
+            .cpu_regions()
+            .iter()
+            .map(|r| {
+                format!(
+                    "CPU region: {}",
+                    p.nodes()[r.start..r.end].iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(" + ")
+                )
+            })
+            .collect(),
+        false => vec!["CPU regions off: every stage over the whole array".to_string()],
+    };
     Ok(BenchTiming {
         compress_seconds: comp,
         decompress_seconds: decomp,
@@ -143,7 +157,7 @@ fn bench_cpu(p: &Pipeline, input: &Buffer, shape: &[usize], runs: usize) -> Resu
         method: "wall clock, whole call, data in host memory",
         end_to_end_seconds: None,
         peak_device: None,
-        notes: Vec::new(),
+        notes,
     })
 }
 

@@ -37,6 +37,7 @@ pub mod backend;
 mod bench;
 mod chunking;
 pub mod config;
+pub mod cpu_fragment;
 pub mod element;
 pub mod error;
 #[cfg(feature = "cuda")]

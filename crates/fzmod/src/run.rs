@@ -62,7 +62,7 @@ impl Pipeline {
         let p = self.finalized()?;
         p.check_input(input, shape)?;
         let archive = match backend {
-            Backend::Cpu => p.compress_checked(input, shape)?,
+            Backend::Cpu => p.compress_checked(input, shape, opts.fusion)?,
             #[cfg(feature = "cuda")]
             Backend::Cuda(dev) => {
                 let mut job = executor::compress_job(dev, &p, executor::Source::Host(input), shape, opts.fusion)?;
@@ -129,7 +129,7 @@ fn run_plan(backend: &Backend, plan: DecodePlan, opts: RunOptions) -> Result<Dec
             job.kernels()?;
             executor::finish(job.as_mut())
         }
-        Backend::Cpu => plan.run_cpu(),
+        Backend::Cpu => plan.with_cpu_fusion(opts.fusion).run_cpu(),
     }
 }
 
@@ -239,7 +239,7 @@ impl Decoder {
                 job.finish_into(out)?;
                 Ok(job.header().clone())
             }
-            Backend::Cpu => plan.run_cpu_into(out),
+            Backend::Cpu => plan.with_cpu_fusion(self.opts.fusion).run_cpu_into(out),
         }
     }
 }

@@ -145,6 +145,10 @@ pub trait Stage: StageObject + Send + Sync + std::fmt::Debug {
     fn padded_elements(&self) -> Option<u64> {
         None
     }
+    /// Its CPU work as a fragment of a fused region (cpu_fragment.rs), if it has one.
+    fn cpu_fragment(&self) -> Option<&dyn crate::cpu_fragment::CpuFragment> {
+        None
+    }
     /// The device implementation of the same contract, if this stage has one.
     #[cfg(feature = "cuda")]
     fn device(&self) -> Option<&dyn crate::backend::cuda::device::DeviceStage> {

@@ -10,7 +10,7 @@ fn layer(file: &str) -> usize {
     let top = file.split('/').next().unwrap_or(file).trim_end_matches(".rs");
     match top {
         "element" | "error" | "archive" | "params" | "shape" | "metrics" => 0,
-        "stage" | "backend" => 1,
+        "stage" | "cpu_fragment" | "backend" => 1,
         "graph" => 2,
         "stages" if file == "stages/mod.rs" => 4,
         "stages" => 3,

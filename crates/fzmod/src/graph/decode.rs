@@ -63,6 +63,9 @@ pub struct DecodePlan<'a> {
     /// A chunked archive (docs/FORMAT.md §8): its bytes, where its chunks lie, and what
     /// decodes each chunk; `stages` and `archived` are then empty.
     pub chunked: Option<ChunkedArchive<'a>>,
+    /// Whether the CPU decode runs its fused regions block by block (the default) or every
+    /// stage over the whole array (the same result).
+    pub(crate) cpu_fusion: bool,
 }
 
 /// The parts of a chunked archive a decode needs besides its header.
@@ -155,7 +158,13 @@ impl<'a> DecodePlan<'a> {
                 registry,
                 limits: *limits,
             };
-            return Ok(DecodePlan { header, stages: Vec::new(), archived: Vec::new(), chunked: Some(chunked) });
+            return Ok(DecodePlan {
+                header,
+                stages: Vec::new(),
+                archived: Vec::new(),
+                chunked: Some(chunked),
+                cpu_fusion: true,
+            });
         }
         let mut stages: Vec<Box<dyn Stage>> = Vec::with_capacity(header.stages.len());
         for rec in &header.stages {
@@ -223,7 +232,7 @@ impl<'a> DecodePlan<'a> {
                 }
             }
         }
-        Ok(DecodePlan { header, stages, archived, chunked: None })
+        Ok(DecodePlan { header, stages, archived, chunked: None, cpu_fusion: true })
     }
 
     /// The host memory a decode of `header` needs, estimated from the header alone: the
@@ -275,6 +284,11 @@ impl<'a> DecodePlan<'a> {
             ));
         }
         Ok(())
+    }
+
+    /// The same plan with the CPU's fused regions on or off (`RunOptions::fusion`).
+    pub fn with_cpu_fusion(self, on: bool) -> Self {
+        DecodePlan { cpu_fusion: on, ..self }
     }
 
     /// Run the plan on the CPU (the reference decoder).
@@ -333,17 +347,33 @@ impl<'a> DecodePlan<'a> {
     }
 
     fn walk_inverse(self) -> Result<(Header, Buffer)> {
+        let regions = if self.cpu_fusion { self.cpu_regions() } else { Vec::new() };
+        let in_region = |i: usize| regions.iter().any(|r| (r.start..r.end).contains(&i));
+        // A region's stages read their segments in place; the others get typed buffers.
         let mut pending: Vec<Vec<Option<Buffer>>> = self.archived.iter().map(|ports| vec![None; ports.len()]).collect();
-        for (i, ports) in self.archived.iter().enumerate() {
-            for (p, segment) in ports.iter().enumerate() {
-                if let Some(bytes) = segment {
-                    let dtype = self.stages[i].outputs()[p].dtype;
-                    pending[i][p] = Some(Buffer::from_le_bytes(dtype, bytes)?);
-                }
-            }
+        for i in (0..self.stages.len()).filter(|&i| !in_region(i)) {
+            self.take_archived(i, &mut pending[i])?;
         }
         let mut result = None;
-        for (i, s) in self.stages.iter().enumerate().rev() {
+        let mut i = self.stages.len();
+        while i > 0 {
+            i -= 1;
+            if let Some(&r) = regions.iter().find(|r| r.end == i + 1) {
+                if let Some(rebuilt) = self.inverse_region(r, &pending)? {
+                    pending[r.end - 1][0] = None;
+                    match self.inputs_of(r.start)[0] {
+                        InputRef::External => result = Some(rebuilt),
+                        InputRef::Stage { stage, port } => pending[stage][port] = Some(rebuilt),
+                    }
+                    i = r.start;
+                    continue;
+                }
+                // Not fused after all: its stages walk one by one, on typed buffers.
+                for k in r.start..r.end {
+                    self.take_archived(k, &mut pending[k])?;
+                }
+            }
+            let s = &self.stages[i];
             let name = self.name(i);
             let outputs = std::mem::take(&mut pending[i])
                 .into_iter()
@@ -362,6 +392,50 @@ impl<'a> DecodePlan<'a> {
         let data = result.ok_or_else(|| corrupt!("no stage reconstructs the pipeline input"))?;
         self.check_result(data.dtype(), data.len())?;
         Ok((self.header, data))
+    }
+
+    /// Stage `i`'s archived segments as typed buffers into `ports`.
+    fn take_archived(&self, i: usize, ports: &mut [Option<Buffer>]) -> Result<()> {
+        for (p, segment) in self.archived[i].iter().enumerate() {
+            if let Some(bytes) = segment {
+                ports[p] = Some(Buffer::from_le_bytes(self.stages[i].outputs()[p].dtype, bytes)?);
+            }
+        }
+        Ok(())
+    }
+
+    /// The CPU regions of this plan's stages (cpu_region.rs).
+    fn cpu_regions(&self) -> Vec<super::cpu_region::CpuRegion> {
+        let stages: Vec<&dyn Stage> = self.stages.iter().map(AsRef::as_ref).collect();
+        let inputs: Vec<Vec<InputRef>> = (0..self.stages.len()).map(|i| self.inputs_of(i).to_vec()).collect();
+        super::cpu_region::regions(&stages, &inputs)
+    }
+
+    /// Region `r` inverse: its stages' segments read in place (or, for an output another
+    /// stage's inverse rebuilt, from `pending`); the region's input rebuilt, or `None` when
+    /// the records do not fit one block walk (the stage walk then runs them).
+    fn inverse_region(
+        &self,
+        r: super::cpu_region::CpuRegion,
+        pending: &[Vec<Option<Buffer>>],
+    ) -> Result<Option<Buffer>> {
+        let segments: Vec<Vec<Option<&[u8]>>> = (r.start..r.end)
+            .map(|k| {
+                let ports = self.archived[k].iter().zip(&pending[k]);
+                ports.map(|(seg, made)| seg.or_else(|| made.as_ref().map(Buffer::native_bytes))).collect()
+            })
+            .collect();
+        let last = r.end - 1;
+        let output = match self.archived[last][0] {
+            Some(_) => None,
+            None => Some(pending[last][0].as_ref().map_or(&[][..], Buffer::native_bytes)),
+        };
+        let fragments: Vec<_> = (r.start..r.end)
+            .map(|k| self.stages[k].cpu_fragment().expect("a region's stages have fragments"))
+            .collect();
+        let names: Vec<&str> = (r.start..r.end).map(|k| self.name(k)).collect();
+        let dtype = self.stages[r.start].inputs()[0].dtype;
+        super::cpu_region::inverse(&fragments, &names, &segments, output, dtype)
     }
 }
 

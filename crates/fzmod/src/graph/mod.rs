@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::stage::{ErrorBound, ForwardContext, Stage};
 
 pub mod chunks;
+pub mod cpu_region;
 mod decode;
 #[cfg(feature = "cuda")]
 pub mod fusion;
@@ -290,18 +291,43 @@ impl Pipeline {
     /// The CPU forward walk of a finalized pipeline over a checked input, assembled into an
     /// archive (before the stored-raw decision). The stage that reads the pipeline input reads
     /// the caller's memory (`Stage::forward_borrowed`; the float front ends take no copy);
-    /// every later stage consumes the buffers of the one before.
-    pub(crate) fn compress_checked(&self, input: View, shape: &[usize]) -> Result<Vec<u8>> {
+    /// every later stage consumes the buffers of the one before. With `fuse`, the chains that
+    /// form CPU regions (cpu_region.rs) run block by block instead: the same bytes.
+    pub(crate) fn compress_checked(&self, input: View, shape: &[usize], fuse: bool) -> Result<Vec<u8>> {
         // On a pool thread, as DecodePlan::run_cpu: stages' parallel loops start locally.
-        rayon::scope(|_| self.walk_forward(input, shape))
+        rayon::scope(|_| self.walk_forward(input, shape, fuse))
     }
 
-    fn walk_forward(&self, input: View, shape: &[usize]) -> Result<Vec<u8>> {
+    /// The CPU regions of this (finalized) pipeline.
+    pub(crate) fn cpu_regions(&self) -> Vec<cpu_region::CpuRegion> {
+        let stages: Vec<&dyn Stage> = self.nodes.iter().map(|n| n.stage.as_ref()).collect();
+        let inputs: Vec<Vec<InputRef>> =
+            self.nodes.iter().map(|n| n.inputs.iter().map(|r| r.expect("finalized")).collect()).collect();
+        cpu_region::regions(&stages, &inputs)
+    }
+
+    fn walk_forward(&self, input: View, shape: &[usize], fuse: bool) -> Result<Vec<u8>> {
         let ctx = ForwardContext { shape };
+        let regions = if fuse { self.cpu_regions() } else { Vec::new() };
         // produced[stage][port]: outputs waiting for their consumer.
         let mut produced: Vec<Vec<Option<Buffer>>> = Vec::with_capacity(self.nodes.len());
         let mut records = Vec::with_capacity(self.nodes.len());
-        for node in &self.nodes {
+        let mut i = 0;
+        while i < self.nodes.len() {
+            if let Some(&r) = regions.iter().find(|r| r.start == i) {
+                if let Some(done) = self.forward_region(r, input, &produced)? {
+                    if let InputRef::Stage { stage, port } = self.nodes[i].inputs[0].expect("finalized") {
+                        produced[stage][port] = None;
+                    }
+                    for (outputs, record) in done {
+                        produced.push(outputs);
+                        records.push(record);
+                    }
+                    i = r.end;
+                    continue;
+                }
+            }
+            let node = &self.nodes[i];
             let ports = node.stage.inputs();
             let mismatch = |i: usize, got: DType| {
                 Error::Pipeline(format!("input '{}' expects {}, got {got}", ports[i].name, ports[i].dtype))
@@ -330,14 +356,10 @@ impl Pipeline {
                 node.stage.forward(inputs, &ctx)
             }
             .map_err(|e| e.in_stage(&node.name))?;
-            let declared = node.stage.outputs();
-            if out.outputs.len() != declared.len()
-                || out.outputs.iter().zip(&declared).any(|(b, p)| b.dtype() != p.dtype)
-            {
-                return Err(Error::Pipeline("produced buffers that do not match its ports".into()).in_stage(&node.name));
-            }
+            self.check_outputs(i, out.outputs.iter().map(|b| Some(b.dtype())))?;
             produced.push(out.outputs.into_iter().map(Some).collect());
             records.push(out.record);
+            i += 1;
         }
         let leaves = produced
             .into_iter()
@@ -346,6 +368,50 @@ impl Pipeline {
             .map(|(s, p, b)| Leaf { stage: s, port: p, dtype: b.dtype(), bytes: b.to_le_bytes() })
             .collect();
         Ok(self.assemble(input.dtype(), shape, records, leaves))
+    }
+
+    /// Region `r` forward from its input (the pipeline input or a buffer in `produced`):
+    /// each stage's outputs (`None` where the next stage took them) and record, or `None`
+    /// when its blocks cannot be cut (the stage walk then runs its stages).
+    fn forward_region(
+        &self,
+        r: cpu_region::CpuRegion,
+        input: View,
+        produced: &[Vec<Option<Buffer>>],
+    ) -> Result<Option<cpu_region::RegionForwarded>> {
+        let nodes = &self.nodes[r.start..r.end];
+        let first = &nodes[0];
+        let view = match first.inputs[0].expect("finalized") {
+            InputRef::External => input,
+            InputRef::Stage { stage, port } => produced[stage][port].as_ref().expect("one producer per input").view(),
+        };
+        let port = &first.stage.inputs()[0];
+        if view.dtype() != port.dtype {
+            return Err(Error::Pipeline(format!("input '{}' expects {}, got {}", port.name, port.dtype, view.dtype()))
+                .in_stage(&first.name));
+        }
+        let fragments: Vec<_> =
+            nodes.iter().map(|n| n.stage.cpu_fragment().expect("a region's stages have fragments")).collect();
+        let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+        let last = nodes[nodes.len() - 1].stage.outputs()[0].dtype;
+        let done = cpu_region::forward(&fragments, &names, view, last)?;
+        if let Some(done) = &done {
+            for (k, (outputs, _)) in done.iter().enumerate() {
+                self.check_outputs(r.start + k, outputs.iter().map(|b| b.as_ref().map(Buffer::dtype)))?;
+            }
+        }
+        Ok(done)
+    }
+
+    /// A forward run's outputs (their types; `None` for one a region kept) must match the
+    /// stage's ports.
+    fn check_outputs(&self, i: usize, dtypes: impl ExactSizeIterator<Item = Option<DType>>) -> Result<()> {
+        let node = &self.nodes[i];
+        let declared = node.stage.outputs();
+        if dtypes.len() != declared.len() || dtypes.zip(&declared).any(|(d, p)| d.is_some_and(|d| d != p.dtype)) {
+            return Err(Error::Pipeline("produced buffers that do not match its ports".into()).in_stage(&node.name));
+        }
+        Ok(())
     }
 
     /// Write the archive of a finished forward run: one parameter record per stage (in

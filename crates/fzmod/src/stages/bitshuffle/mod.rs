@@ -6,6 +6,7 @@
 //! same length. Layout: docs/FORMAT.md, "Bitshuffle".
 
 mod cpu;
+mod cpu_fragment;
 #[cfg(feature = "cuda")]
 pub(crate) mod device;
 
@@ -128,6 +129,10 @@ impl Stage for Bitshuffle {
         t.insert("element_width".into(), i64::from(self.element_width).into());
         t.insert("block_size".into(), i64::from(self.block_bytes).into());
         t
+    }
+
+    fn cpu_fragment(&self) -> Option<&dyn crate::cpu_fragment::CpuFragment> {
+        Some(self)
     }
 
     #[cfg(feature = "cuda")]

@@ -45,6 +45,18 @@ pub fn forward<W: Word>(w: &mut [W], chunk: usize, map: OutputMap) {
     });
 }
 
+/// [`forward`] of whole chunks of `w` into `out` (a block of a fused region, which starts at a
+/// chunk; the last chunk may be shorter).
+pub fn forward_chunks<W: Word>(w: &[W], out: &mut [W], chunk: usize, map: OutputMap) {
+    for (c, o) in w.chunks(chunk).zip(out.chunks_mut(chunk)) {
+        let mut previous = W::default();
+        for (o, &current) in o.iter_mut().zip(c) {
+            *o = delta(current, previous, map);
+            previous = current;
+        }
+    }
+}
+
 /// Inverse, in place: undo the map, then an inclusive prefix sum inside every chunk.
 pub fn inverse<W: Word>(d: &mut [W], chunk: usize, map: OutputMap) {
     let chunk = if chunk == 0 { d.len().max(1) } else { chunk };
@@ -52,7 +64,7 @@ pub fn inverse<W: Word>(d: &mut [W], chunk: usize, map: OutputMap) {
 }
 
 /// [`inverse`] of one chunk; u32 words on AVX2 as a vector scan of 8 lanes.
-fn inverse_chunk<W: Word>(c: &mut [W], map: OutputMap) {
+pub fn inverse_chunk<W: Word>(c: &mut [W], map: OutputMap) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         if let Some(c) = W::as_u32s(c) {

@@ -6,6 +6,7 @@
 //! unsigned type of T's width). Layout: docs/FORMAT.md, "Difference".
 
 mod cpu;
+mod cpu_fragment;
 #[cfg(feature = "cuda")]
 pub(crate) mod device;
 
@@ -184,6 +185,10 @@ impl Stage for Difference {
         t.insert("chunk_size".into(), i64::from(self.chunk_bytes).into());
         t.insert("fusion_mode".into(), self.map.name().into());
         t
+    }
+
+    fn cpu_fragment(&self) -> Option<&dyn crate::cpu_fragment::CpuFragment> {
+        (self.chunk_elems() > 0).then_some(self as _)
     }
 
     #[cfg(feature = "cuda")]

@@ -376,6 +376,48 @@ fn map_codes<C: bytemuck::Pod + Send + Sync, T: Float>(
     }
 }
 
+/// `f` of every code of `codes` into `out` (a block of a fused region: codes and values in
+/// separate buffers); returns how many codes `count` holds for. On AVX2 8 lanes at a time.
+pub(crate) fn map_codes_into<C: bytemuck::Pod, T: Float>(
+    codes: &[C],
+    out: &mut [T],
+    f: &impl Fn(C) -> T,
+    count: &impl Fn(C) -> bool,
+) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { map_codes_into_avx2(codes, out, f, count) };
+    }
+    map_codes_into_inline(codes, out, f, count)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn map_codes_into_avx2<C: bytemuck::Pod, T: Float>(
+    codes: &[C],
+    out: &mut [T],
+    f: &impl Fn(C) -> T,
+    count: &impl Fn(C) -> bool,
+) -> usize {
+    map_codes_into_inline(codes, out, f, count)
+}
+
+#[inline(always)]
+fn map_codes_into_inline<C: bytemuck::Pod, T: Float>(
+    codes: &[C],
+    out: &mut [T],
+    f: &impl Fn(C) -> T,
+    count: &impl Fn(C) -> bool,
+) -> usize {
+    let mut n = 0u32;
+    for (v, &c) in out.iter_mut().zip(codes) {
+        *v = f(c);
+        n += u32::from(count(c));
+    }
+    n as usize
+}
+
 /// [`map_codes`] of one chunk in place (`C` and `T` of one size); on AVX2 8 lanes at a time.
 fn map_codes_in_place<C: bytemuck::Pod, T: Float>(
     o: &mut [T],
@@ -487,7 +529,7 @@ pub(crate) fn quantize_inline<T: Float>(x: Cow<'_, [T]>, abs_bound: f64) -> Inli
 /// where the fast test proves the bound and the word is a bin (exactly what [`inline_word`]
 /// returns for such a value), and only a slice with a value it does not keep is walked again
 /// with [`inline_word`] itself. On AVX2 the first pass runs twice as wide.
-fn inline_words<T: Float>(x: &[T], words: &mut [u32], step: T, abs_bound: f64) -> Vec<T> {
+pub(crate) fn inline_words<T: Float>(x: &[T], words: &mut [u32], step: T, abs_bound: f64) -> Vec<T> {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2.
@@ -529,6 +571,19 @@ fn inline_words_inline<T: Float>(x: &[T], words: &mut [u32], step: T, abs_bound:
     escaped
 }
 
+/// The value of inline word `w`: its bin's reconstruction or its raw value; an escape gives
+/// 0 (its value comes from the channel).
+#[inline(always)]
+pub(crate) fn inline_value<T: Float>(w: u32, step: T) -> T {
+    let bin = T::reconstruct(((w >> 1) as i32) ^ -((w & 1) as i32), step);
+    let raw = if w == ESCAPE { T::ZERO } else { T::from_raw_word(w) };
+    if w < T::BIN_WORDS {
+        bin
+    } else {
+        raw
+    }
+}
+
 /// Inverse of [`quantize_inline`]; the escapes must match the channel exactly.
 pub(crate) fn reconstruct_inline<T: Float>(
     words: Vec<u32>,
@@ -547,16 +602,7 @@ pub(crate) fn reconstruct_inline<T: Float>(
     } else {
         Vec::new()
     };
-    let value = |w: u32| {
-        let bin = T::reconstruct(((w >> 1) as i32) ^ -((w & 1) as i32), step);
-        let raw = if w == ESCAPE { T::ZERO } else { T::from_raw_word(w) };
-        if w < T::BIN_WORDS {
-            bin
-        } else {
-            raw
-        }
-    };
-    let (mut out, escapes) = map_codes(words, value, |w| w == ESCAPE);
+    let (mut out, escapes) = map_codes(words, |w| inline_value(w, step), |w| w == ESCAPE);
     let escapes = escapes as u64;
     if escapes != num_outliers || Some(outliers.len()) != (escapes as usize).checked_mul(std::mem::size_of::<T>()) {
         return Err(corrupt!(

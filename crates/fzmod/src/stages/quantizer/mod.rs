@@ -13,6 +13,7 @@
 
 pub(crate) mod channel;
 pub(crate) mod cpu;
+mod cpu_fragment;
 #[cfg(feature = "cuda")]
 pub(crate) mod device;
 
@@ -384,6 +385,10 @@ impl Stage for Quantizer {
             ));
         }
         check_header_bound("Quantizer", bound, header)
+    }
+
+    fn cpu_fragment(&self) -> Option<&dyn crate::cpu_fragment::CpuFragment> {
+        Some(self)
     }
 
     #[cfg(feature = "cuda")]

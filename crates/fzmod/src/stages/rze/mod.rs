@@ -6,6 +6,7 @@
 //! Layout: docs/FORMAT.md, "RZE".
 
 mod cpu;
+mod cpu_fragment;
 #[cfg(feature = "cuda")]
 pub(crate) mod device;
 
@@ -118,6 +119,10 @@ impl Stage for Rze {
 
     fn stated_bytes(&self) -> u64 {
         self.num_bytes.unwrap_or(0)
+    }
+
+    fn cpu_fragment(&self) -> Option<&dyn crate::cpu_fragment::CpuFragment> {
+        Some(self)
     }
 
     #[cfg(feature = "cuda")]

@@ -1,0 +1,231 @@
+//! Fused regions on the CPU (issue 12 item 6; the contract is `cpu_fragment.rs`): which chains
+//! of stages fuse, and their forward and inverse block by block. A block of the region's input
+//! goes through every stage of the region on one core while it is in that core's cache; the
+//! blocks run on all cores and their results are joined in block order, so the bytes are the
+//! stage walk's for any thread count (tested: `fused_regions_give_the_stage_walks_bytes`).
+
+use crate::archive::InputRef;
+use crate::cpu_fragment::{BlockBytes, BlockInverse, CpuFragment, Side};
+use crate::element::{Buffer, DType, View};
+use crate::error::Result;
+use crate::stage::Stage;
+use rayon::prelude::*;
+
+/// Region input bytes per block where the grains allow: the block and the stages' buffers
+/// between them stay within a core's L2 cache.
+const BLOCK_BYTES: usize = 1 << 18;
+
+/// The largest block the grains may ask for (a larger common multiple does not fuse).
+const MAX_BLOCK_BYTES: usize = 1 << 24;
+
+/// Stages `start..end` of a chain, fused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuRegion {
+    pub start: usize,
+    pub end: usize,
+}
+
+/// The regions of a chain of `stages` whose inputs are `inputs`: maximal runs of two or more
+/// stages that have CPU fragments, where each stage after the first reads only the main
+/// output (port 0) of the one before, which nothing else reads; a coder only last, a stage
+/// that reads its whole input first (the value range of a relative bound) only first.
+pub fn regions(stages: &[&dyn Stage], inputs: &[Vec<InputRef>]) -> Vec<CpuRegion> {
+    let fragment = |k: usize| stages[k].cpu_fragment().filter(|_| inputs[k].len() == 1);
+    let links = |k: usize| {
+        let main = InputRef::Stage { stage: k, port: 0 };
+        inputs[k + 1] == [main] && inputs.iter().flatten().filter(|r| **r == main).count() == 1
+    };
+    let mut found = Vec::new();
+    let mut start = 0;
+    while start < stages.len() {
+        let mut end = start + 1;
+        if fragment(start).is_some_and(|f| f.output_len(0).is_some()) {
+            while end < stages.len()
+                && links(end - 1)
+                && fragment(end).is_some_and(|f| !f.reads_whole_input())
+                && fragment(end - 1).is_some_and(|f| f.output_len(0).is_some())
+            {
+                end += 1;
+            }
+        }
+        if end - start >= 2 {
+            found.push(CpuRegion { start, end });
+        }
+        start = end;
+    }
+    found
+}
+
+/// Bytes of each stage's main input (and, last, the region's output) for `input` bytes of
+/// the region's input; a coder's entry is its input's.
+fn lens(fragments: &[&dyn CpuFragment], input: usize) -> Vec<usize> {
+    let mut lens = vec![input];
+    for f in fragments {
+        let last = *lens.last().expect("one entry at least");
+        lens.push(f.output_len(last).unwrap_or(last));
+    }
+    lens
+}
+
+/// Region input bytes per block: a multiple of every stage's grain (as its input sees the
+/// block) near [`BLOCK_BYTES`]; `None` when no common multiple up to [`MAX_BLOCK_BYTES`].
+fn block_bytes(fragments: &[&dyn CpuFragment]) -> Option<usize> {
+    let mut unit = fragments[0].grain();
+    for k in 1..fragments.len() {
+        let grain = fragments[k].grain();
+        // The block lengths that stage k can take form the multiples of one length (the lens
+        // are linear over whole grains): the smallest multiple of `unit` among them.
+        let mut b = unit;
+        while lens(&fragments[..k], b)[k] % grain != 0 {
+            b += unit;
+            if b > MAX_BLOCK_BYTES {
+                return None;
+            }
+        }
+        unit = b;
+    }
+    Some(unit * (BLOCK_BYTES / unit).max(1))
+}
+
+/// A region's forward results: per stage, its outputs (`None` where the next stage took
+/// them) and its record.
+pub type RegionForwarded = Vec<(Vec<Option<Buffer>>, Vec<u8>)>;
+
+/// Run stages `fragments` (named `names`, for errors) forward over `input`, block by block,
+/// `last_dtype` the type of the last one's main output; `None` when these blocks cannot be
+/// cut (no common block, an empty or misaligned input): the stage walk runs them.
+pub fn forward(
+    fragments: &[&dyn CpuFragment],
+    names: &[&str],
+    input: View,
+    last_dtype: DType,
+) -> Result<Option<RegionForwarded>> {
+    let bytes = input.native_bytes();
+    let n = bytes.len();
+    let Some(block) = block_bytes(fragments) else { return Ok(None) };
+    if n == 0 || !(bytes.as_ptr() as usize).is_multiple_of(input.dtype().size()) {
+        return Ok(None);
+    }
+    let workers = fragments
+        .iter()
+        .enumerate()
+        .map(|(k, f)| {
+            f.forward_blocks(if k == 0 { input } else { View::of::<u8>(&[]) }).map_err(|e| e.in_stage(names[k]))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let per_block: Vec<(Vec<Side>, BlockBytes)> = (0..n.div_ceil(block))
+        .into_par_iter()
+        .map_init(
+            || (BlockBytes::default(), BlockBytes::default()),
+            |(a, b), k| {
+                let at = lens(fragments, k * block);
+                let len = lens(fragments, block.min(n - k * block));
+                let mut sides = Vec::with_capacity(workers.len());
+                let mut out = BlockBytes::default();
+                for (i, w) in workers.iter().enumerate() {
+                    let input = if i == 0 { &bytes[k * block..][..len[0]] } else { a.bytes() };
+                    let last = i + 1 == workers.len();
+                    match fragments[i].output_len(len[i]) {
+                        Some(made) if !last => {
+                            b.resize(made);
+                            sides.push(w.block(at[i], input, b));
+                            std::mem::swap(a, b);
+                        }
+                        Some(made) => {
+                            out.resize(made);
+                            sides.push(w.block(at[i], input, &mut out));
+                        }
+                        None => sides.push(w.block(at[i], input, &mut out)),
+                    }
+                }
+                (sides, out)
+            },
+        )
+        .collect();
+    let mut sides: Vec<Vec<Side>> = workers.iter().map(|_| Vec::with_capacity(per_block.len())).collect();
+    let mut last_outs = Vec::with_capacity(per_block.len());
+    for (block_sides, out) in per_block {
+        for (stage, side) in sides.iter_mut().zip(block_sides) {
+            stage.push(side);
+        }
+        last_outs.push(out);
+    }
+    let last = workers.len() - 1;
+    let ends_in_transform = fragments[last].output_len(0).is_some();
+    let mut results = Vec::with_capacity(workers.len());
+    for (i, (w, s)) in workers.into_iter().zip(sides).enumerate() {
+        let encoded = if i == last && !ends_in_transform { std::mem::take(&mut last_outs) } else { Vec::new() };
+        let (mut outputs, record) = w.finish(s, encoded).map_err(|e| e.in_stage(names[i]))?;
+        if i == last && ends_in_transform {
+            // The region's output: the last transform's blocks, joined.
+            let pieces: Vec<&[u8]> = last_outs.iter().map(BlockBytes::bytes).collect();
+            let joined = crate::element::concat_on_all_cores(pieces);
+            outputs[0] = Some(Buffer::from_le_bytes(last_dtype, &joined)?);
+        }
+        results.push((outputs, record));
+    }
+    Ok(Some(results))
+}
+
+/// Run stages `fragments` (named `names`) inverse, block by block: each stage's archived segments in
+/// `segments`, `output` the main output of the last stage when it is a transform (rebuilt by
+/// the stages after the region). Returns the region's input rebuilt, as `dtype`; `None` when
+/// the records do not state one consistent length for every stage (the stage walk then runs
+/// them and reports what is wrong).
+pub fn inverse(
+    fragments: &[&dyn CpuFragment],
+    names: &[&str],
+    segments: &[Vec<Option<&[u8]>>],
+    output: Option<&[u8]>,
+    dtype: DType,
+) -> Result<Option<Buffer>> {
+    let Some(n) = fragments[0].stated_input_len() else { return Ok(None) };
+    let Some(block) = block_bytes(fragments) else { return Ok(None) };
+    let whole = lens(fragments, n);
+    let consistent = fragments.iter().zip(&whole).all(|(f, &len)| f.stated_input_len().is_none_or(|s| s == len))
+        && output.is_none_or(|o| o.len() == whole[fragments.len()]);
+    if n == 0 || !n.is_multiple_of(dtype.size()) || !consistent {
+        return Ok(None);
+    }
+    let workers: Vec<Box<dyn BlockInverse + '_>> = fragments
+        .iter()
+        .zip(segments)
+        .zip(names)
+        .map(|((f, s), name)| f.inverse_blocks(s).map_err(|e| e.in_stage(name)))
+        .collect::<Result<_>>()?;
+    let mut result = Buffer::zeroed(dtype, n / dtype.size())?;
+    let last = workers.len() - 1;
+    let per_block: Vec<Result<Vec<Side>>> = result
+        .native_bytes_mut()
+        .par_chunks_mut(block)
+        .enumerate()
+        .map_init(
+            || (BlockBytes::default(), BlockBytes::default()),
+            |(a, b), (k, rebuilt)| {
+                let at = lens(fragments, k * block);
+                let len = lens(fragments, rebuilt.len());
+                let mut sides = Vec::with_capacity(workers.len());
+                let made = output.map_or(&[][..], |o| &o[at[last + 1]..][..len[last + 1]]);
+                let named = |i: usize| move |e: crate::error::Error| e.in_stage(names[i]);
+                sides.push(workers[last].block(at[last], made, a.resize(len[last])).map_err(named(last))?);
+                for i in (1..last).rev() {
+                    sides.push(workers[i].block(at[i], a.bytes(), b.resize(len[i])).map_err(named(i))?);
+                    std::mem::swap(a, b);
+                }
+                sides.push(workers[0].block(at[0], a.bytes(), rebuilt).map_err(named(0))?);
+                sides.reverse();
+                Ok(sides)
+            },
+        )
+        .collect();
+    let mut sides: Vec<Vec<Side>> = workers.iter().map(|_| Vec::with_capacity(per_block.len())).collect();
+    for block_sides in per_block {
+        for (stage, side) in sides.iter_mut().zip(block_sides?) {
+            stage.push(side);
+        }
+    }
+    for (i, (w, s)) in workers.into_iter().zip(sides).enumerate().rev() {
+        w.finish(s, (i == 0).then(|| result.native_bytes_mut())).map_err(|e| e.in_stage(names[i]))?;
+    }
+    Ok(Some(result))
+}
