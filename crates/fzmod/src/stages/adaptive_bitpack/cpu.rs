@@ -7,6 +7,7 @@ use crate::element::{concat_on_all_cores, try_vec_by_chunks, DType};
 use crate::error::{corrupt, Result};
 use crate::stages::bit_transpose::transpose8;
 use rayon::prelude::*;
+use std::marker::PhantomData;
 
 /// Largest block (the seed's limit); sizes the per-thread block scratch.
 const MAX_BLOCK: usize = super::MAX_BLOCK as usize;
@@ -261,19 +262,26 @@ fn encode_block<T: Code>(
 
 /// Encode `v` in blocks of `b` elements.
 pub fn encode<T: Code>(v: &[T], b: usize, layout: Layout) -> Vec<u8> {
-    let s = b.div_ceil(8);
     let parts: Vec<(Vec<u8>, Vec<u8>)> = v
         .par_chunks(b * BLOCKS_PER_TASK)
         .map(|task| {
-            let (mut meta, mut payload, mut scratch) = (Vec::new(), Vec::new(), Scratch::new());
-            for block in task.chunks(b) {
-                encode_block(block, layout, s, &mut scratch, &mut meta, &mut payload);
-            }
+            let (mut meta, mut payload) = (Vec::new(), Vec::new());
+            encode_blocks(task, b, layout, &mut meta, &mut payload);
             (meta, payload)
         })
         .collect();
     let metas = parts.iter().map(|(m, _)| m.as_slice());
     concat_on_all_cores(metas.chain(parts.iter().map(|(_, p)| p.as_slice())))
+}
+
+/// Encode `v` (whole blocks of `b` but the last) on one core, its blocks' metadata appended
+/// to `meta` and their payloads to `payload`: a work item of [`encode`], or a fused region's
+/// block (cpu_fragment.rs), whose pieces are joined alike (metadata, then payloads).
+pub(crate) fn encode_blocks<T: Code>(v: &[T], b: usize, layout: Layout, meta: &mut Vec<u8>, payload: &mut Vec<u8>) {
+    let (s, mut scratch) = (b.div_ceil(8), Scratch::new());
+    for block in v.chunks(b) {
+        encode_block(block, layout, s, &mut scratch, meta, payload);
+    }
 }
 
 /// Decode one block into `out` (its real elements only).
@@ -415,35 +423,72 @@ fn decode_wide<T: Code>(
 
 /// Decode `n` elements coded in blocks of `b`.
 pub fn decode<T: Code>(bytes: &[u8], n: usize, b: usize, layout: Layout) -> Result<Vec<T>> {
-    let s = b.div_ceil(8);
-    let blocks = n.div_ceil(b);
-    let mb = layout.meta_bytes();
-    let meta_len = blocks.checked_mul(mb).filter(|&m| m <= bytes.len());
-    let meta_len = meta_len
-        .ok_or_else(|| corrupt!("AdaptiveBitpack: metadata for {blocks} blocks exceeds {} bytes", bytes.len()))?;
-    let (meta, payload) = bytes.split_at(meta_len);
-    // Each task's block codes and payload bytes on all cores (a serial pass over every block's
-    // metadata held many-core decodes back), then the tasks' offsets in order; the error is
-    // that of the first corrupt block.
-    let task_meta: Vec<&[u8]> = meta.chunks(mb * BLOCKS_PER_TASK).collect();
-    let tasks = crate::error::at_once(task_meta.len(), |t| {
-        let codes = task_meta[t]
-            .chunks_exact(mb)
-            .map(|m| BlockCode::read_meta(m, layout, T::MAX_RATE))
-            .collect::<Result<Vec<_>>>()?;
-        let bytes: usize = codes.iter().map(|c| c.cost(s)).sum();
-        Ok((codes, bytes))
-    })?;
-    let mut task_offsets = Vec::with_capacity(tasks.len());
-    let mut offset = 0usize;
-    for (_, bytes) in &tasks {
-        task_offsets.push(offset);
-        offset += bytes;
+    let segment = Segment::<T>::read(bytes, n, b, layout)?;
+    try_vec_by_chunks(n, b * BLOCKS_PER_TASK, |k, out| segment.decode(k * BLOCKS_PER_TASK, out))
+}
+
+/// A segment of `T` codes, checked as a whole before any block is decoded: every block's
+/// code (task by task, [`BLOCKS_PER_TASK`] blocks each) and where each task's payload starts.
+pub(crate) struct Segment<'a, T> {
+    tasks: Vec<Vec<BlockCode>>,
+    task_offsets: Vec<usize>,
+    payload: &'a [u8],
+    b: usize,
+    codes: PhantomData<T>,
+}
+
+impl<'a, T: Code> Segment<'a, T> {
+    /// The blocks of `n` elements coded in blocks of `b` in `bytes`.
+    pub(crate) fn read(bytes: &'a [u8], n: usize, b: usize, layout: Layout) -> Result<Self> {
+        let s = b.div_ceil(8);
+        let blocks = n.div_ceil(b);
+        let mb = layout.meta_bytes();
+        let meta_len = blocks.checked_mul(mb).filter(|&m| m <= bytes.len());
+        let meta_len = meta_len
+            .ok_or_else(|| corrupt!("AdaptiveBitpack: metadata for {blocks} blocks exceeds {} bytes", bytes.len()))?;
+        let (meta, payload) = bytes.split_at(meta_len);
+        // Each task's block codes and payload bytes on all cores (a serial pass over every
+        // block's metadata held many-core decodes back), then the tasks' offsets in order; the
+        // error is that of the first corrupt block.
+        let task_meta: Vec<&[u8]> = meta.chunks(mb * BLOCKS_PER_TASK).collect();
+        let tasks = crate::error::at_once(task_meta.len(), |t| {
+            let codes = task_meta[t]
+                .chunks_exact(mb)
+                .map(|m| BlockCode::read_meta(m, layout, T::MAX_RATE))
+                .collect::<Result<Vec<_>>>()?;
+            let bytes: usize = codes.iter().map(|c| c.cost(s)).sum();
+            Ok((codes, bytes))
+        })?;
+        let mut task_offsets = Vec::with_capacity(tasks.len());
+        let mut offset = 0usize;
+        for (_, bytes) in &tasks {
+            task_offsets.push(offset);
+            offset += bytes;
+        }
+        if offset != payload.len() {
+            return Err(corrupt!("AdaptiveBitpack: blocks need {offset} payload bytes, segment has {}", payload.len()));
+        }
+        let tasks = tasks.into_iter().map(|(codes, _)| codes).collect();
+        Ok(Segment { tasks, task_offsets, payload, b, codes: PhantomData })
     }
-    if offset != payload.len() {
-        return Err(corrupt!("AdaptiveBitpack: blocks need {offset} payload bytes, segment has {}", payload.len()));
+
+    /// Decode the blocks from block `first` on into `out` (whole blocks but the segment's
+    /// last): a work item of [`decode`], or a fused region's block (cpu_fragment.rs).
+    pub(crate) fn decode(&self, first: usize, mut out: &mut [T]) -> Result<()> {
+        let (b, s) = (self.b, self.b.div_ceil(8));
+        let mut block = first;
+        while !out.is_empty() {
+            // The rest of `block`'s task, whose payload follows that of the blocks before it.
+            let (t, skip) = (block / BLOCKS_PER_TASK, block % BLOCKS_PER_TASK);
+            let (before, codes) = self.tasks[t].split_at(skip);
+            let at = self.task_offsets[t] + before.iter().map(|c| c.cost(s)).sum::<usize>();
+            let len = (b * codes.len()).min(out.len());
+            let (here, rest) = std::mem::take(&mut out).split_at_mut(len);
+            decode_task(codes, &self.payload[at..], s, b, here)?;
+            (block, out) = (block + codes.len(), rest);
+        }
+        Ok(())
     }
-    try_vec_by_chunks(n, b * BLOCKS_PER_TASK, |k, out| decode_task(&tasks[k].0, &payload[task_offsets[k]..], s, b, out))
 }
 
 /// Decode one task's blocks, whose payloads follow each other from the start of `payload`.

@@ -9,6 +9,7 @@
 mod cpu;
 #[cfg(target_arch = "x86_64")]
 mod cpu_avx2;
+mod cpu_fragment;
 #[cfg(feature = "cuda")]
 pub(crate) mod device;
 
@@ -102,6 +103,18 @@ impl AdaptiveBitpack {
         w.varint(num_elements as u64);
         w.bytes
     }
+
+    /// The element count of a decoded record, bounded by its segment `bytes`: every block
+    /// costs at least one metadata byte.
+    fn decoded_len(&self, bytes: &[u8]) -> Result<usize> {
+        let n = self
+            .num_elements
+            .ok_or_else(|| Error::Pipeline("AdaptiveBitpack inverse needs a decoded record".into()))?;
+        if n.div_ceil(u64::from(self.block_size)) > bytes.len() as u64 {
+            return Err(corrupt!("AdaptiveBitpack: {n} elements need more than {} bytes", bytes.len()));
+        }
+        Ok(n as usize)
+    }
 }
 
 impl Stage for AdaptiveBitpack {
@@ -128,16 +141,8 @@ impl Stage for AdaptiveBitpack {
 
     fn inverse(&self, outputs: Vec<Buffer>) -> Result<Vec<Buffer>> {
         stage::expect_buffers(self, &self.outputs(), &outputs)?;
-        let n = self
-            .num_elements
-            .ok_or_else(|| Error::Pipeline("AdaptiveBitpack inverse needs a decoded record".into()))?;
         let Buffer::U8(bytes) = &outputs[0] else { unreachable!() };
-        // Every block costs at least one metadata byte: n is bounded by the bytes we hold.
-        let blocks = n.div_ceil(u64::from(self.block_size));
-        if blocks > bytes.len() as u64 {
-            return Err(corrupt!("AdaptiveBitpack: {n} elements need more than {} bytes", bytes.len()));
-        }
-        let (n, b) = (n as usize, self.block_size as usize);
+        let (n, b) = (self.decoded_len(bytes)?, self.block_size as usize);
         Ok(vec![match self.input {
             DType::I16 => Buffer::I16(cpu::decode(bytes, n, b, self.layout)?),
             _ => Buffer::I32(cpu::decode(bytes, n, b, self.layout)?),
@@ -153,6 +158,10 @@ impl Stage for AdaptiveBitpack {
             t.insert("metadata".into(), self.layout.name().into());
         }
         t
+    }
+
+    fn cpu_fragment(&self) -> Option<&dyn crate::cpu_fragment::CpuFragment> {
+        Some(self)
     }
 
     #[cfg(feature = "cuda")]

@@ -13,29 +13,35 @@ fn block_chunk(block: usize) -> usize {
 /// `δ_i = q_i − q_{i−1}`, restarting at every multiple of `block`, in place: the codes are
 /// not needed afterwards, and a second array of their size would be the compress path's peak.
 pub fn block_delta(q: &mut [i32], block: usize) {
-    q.par_chunks_mut(block_chunk(block)).for_each(|c| {
-        for b in c.chunks_mut(block) {
-            let mut prev = 0i32;
-            for v in b {
-                let code = *v;
-                *v = code.wrapping_sub(prev);
-                prev = code;
-            }
+    q.par_chunks_mut(block_chunk(block)).for_each(|c| delta_blocks(c, block));
+}
+
+/// [`block_delta`] on one core: `q` starts a block (its blocks are whole but the last).
+pub(crate) fn delta_blocks(q: &mut [i32], block: usize) {
+    for b in q.chunks_mut(block) {
+        let mut prev = 0i32;
+        for v in b {
+            let code = *v;
+            *v = code.wrapping_sub(prev);
+            prev = code;
         }
-    });
+    }
 }
 
 /// Inverse of [`block_delta`], in place.
 pub fn block_prefix(d: &mut [i32], block: usize) {
-    d.par_chunks_mut(block_chunk(block)).for_each(|c| {
-        for b in c.chunks_mut(block) {
-            let mut acc = 0i32;
-            for v in b {
-                acc = acc.wrapping_add(*v);
-                *v = acc;
-            }
+    d.par_chunks_mut(block_chunk(block)).for_each(|c| prefix_blocks(c, block));
+}
+
+/// [`block_prefix`] on one core: `d` starts a block.
+pub(crate) fn prefix_blocks(d: &mut [i32], block: usize) {
+    for b in d.chunks_mut(block) {
+        let mut acc = 0i32;
+        for v in b {
+            acc = acc.wrapping_add(*v);
+            *v = acc;
         }
-    });
+    }
 }
 
 /// N-D Lorenzo (inclusion–exclusion, zero outside the grid) over dims `[z, y, x]`.

@@ -5,6 +5,7 @@
 //! decodes on its own. Layout: docs/FORMAT.md, "Lorenzo".
 
 mod cpu;
+mod cpu_fragment;
 #[cfg(feature = "cuda")]
 pub(crate) mod device;
 
@@ -135,6 +136,11 @@ impl Stage for Lorenzo {
             Some(grid) if self.block_size == 0 => grid.check_header(header, "Lorenzo"),
             _ => Ok(()),
         }
+    }
+
+    /// Only the block-restart form: the N-D one reads the whole grid.
+    fn cpu_fragment(&self) -> Option<&dyn crate::cpu_fragment::CpuFragment> {
+        (self.block_size > 0).then_some(self as _)
     }
 
     #[cfg(feature = "cuda")]
