@@ -321,6 +321,36 @@ impl Buffer {
         })
     }
 
+    /// A buffer of `len` elements of `dtype` written chunk by chunk on every core, as
+    /// [`vec_by_chunks`] does (each chunk of `chunk` elements zeroed where it lies and handed
+    /// to `fill` as native bytes; results in chunk order).
+    pub(crate) fn by_chunks<R: Send>(
+        dtype: DType,
+        len: usize,
+        chunk: usize,
+        fill: impl Fn(usize, &mut [u8]) -> R + Sync,
+    ) -> Result<(Buffer, Vec<R>)> {
+        fn typed<T: bytemuck::Pod + Send, R: Send>(
+            len: usize,
+            chunk: usize,
+            fill: impl Fn(usize, &mut [u8]) -> R + Sync,
+            buffer: fn(Vec<T>) -> Buffer,
+        ) -> (Buffer, Vec<R>) {
+            let (v, results) = vec_by_chunks(len, chunk, |k, piece: &mut [T]| fill(k, bytemuck::cast_slice_mut(piece)));
+            (buffer(v), results)
+        }
+        Ok(match dtype {
+            DType::U8 => typed(len, chunk, fill, Buffer::U8),
+            DType::I16 => typed(len, chunk, fill, Buffer::I16),
+            DType::U16 => typed(len, chunk, fill, Buffer::U16),
+            DType::U32 => typed(len, chunk, fill, Buffer::U32),
+            DType::I32 => typed(len, chunk, fill, Buffer::I32),
+            DType::F32 => typed(len, chunk, fill, Buffer::F32),
+            DType::F64 => typed(len, chunk, fill, Buffer::F64),
+            other => return Err(Error::InvalidArgument(format!("element type {other} is not supported as a buffer"))),
+        })
+    }
+
     /// The elements' memory as writable bytes (native byte order).
     pub fn native_bytes_mut(&mut self) -> &mut [u8] {
         match self {

@@ -369,8 +369,8 @@ impl<'a> DecodePlan<'a> {
                     continue;
                 }
                 // Not fused after all: its stages walk one by one, on typed buffers.
-                for k in r.start..r.end {
-                    self.take_archived(k, &mut pending[k])?;
+                for (k, outputs) in pending.iter_mut().enumerate().take(r.end).skip(r.start) {
+                    self.take_archived(k, outputs)?;
                 }
             }
             let s = &self.stages[i];
@@ -425,14 +425,16 @@ impl<'a> DecodePlan<'a> {
                 ports.map(|(seg, made)| seg.or_else(|| made.as_ref().map(Buffer::native_bytes))).collect()
             })
             .collect();
-        let last = r.end - 1;
-        let output = match self.archived[last][0] {
-            Some(_) => None,
-            None => Some(pending[last][0].as_ref().map_or(&[][..], Buffer::native_bytes)),
-        };
         let fragments: Vec<_> = (r.start..r.end)
             .map(|k| self.stages[k].cpu_fragment().expect("a region's stages have fragments"))
             .collect();
+        // A region that ends in a transform starts from that transform's rebuilt output.
+        let last = r.end - 1;
+        let ends_in_transform = fragments[fragments.len() - 1].output_len(0).is_some();
+        let output = ends_in_transform.then(|| {
+            let made = || pending[last][0].as_ref().map(Buffer::native_bytes);
+            self.archived[last][0].or_else(made).unwrap_or(&[])
+        });
         let names: Vec<&str> = (r.start..r.end).map(|k| self.name(k)).collect();
         let dtype = self.stages[r.start].inputs()[0].dtype;
         super::cpu_region::inverse(&fragments, &names, &segments, output, dtype)

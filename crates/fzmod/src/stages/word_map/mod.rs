@@ -8,6 +8,7 @@
 //! inputs are read as two's complement). Layout: docs/FORMAT.md, "Zigzag" and "Negabinary".
 
 mod cpu;
+mod cpu_fragment;
 #[cfg(feature = "cuda")]
 mod device;
 
@@ -127,6 +128,10 @@ impl Stage for WordMap {
         let mut t = toml::Table::new();
         t.insert("input_type".into(), self.input.toml_name().into());
         t
+    }
+
+    fn cpu_fragment(&self) -> Option<&dyn crate::cpu_fragment::CpuFragment> {
+        Some(self)
     }
 
     #[cfg(feature = "cuda")]
