@@ -78,7 +78,8 @@ enum Command {
         /// auto (GPU when usable, else CPU), cpu, or cuda (alias gpu; fails without a GPU).
         #[arg(long, default_value = "auto", value_parser = backend_choice)]
         backend: BackendChoice,
-        /// GPU fusion rules (same output either way).
+        /// Fusion (same output either way): GPU fusion rules and CPU regions; `off` runs every
+        /// stage on its own.
         #[arg(long, value_enum, default_value_t = Fusion::On)]
         fusion: Fusion,
         /// Decode only this box, numpy-style slices in C order: `10:20,0:73,5:100` (`:` a
@@ -179,7 +180,8 @@ struct Job {
     /// auto (GPU when usable, else CPU), cpu, or cuda (alias gpu; fails without a GPU).
     #[arg(long, default_value = "auto", value_parser = backend_choice)]
     backend: BackendChoice,
-    /// GPU fusion rules (same bytes either way): `off` runs every stage's own kernels.
+    /// Fusion (same bytes either way): GPU fusion rules and fused CPU regions (a block of the
+    /// input through a chain of stages on one core, in cache); `off` runs every stage on its own.
     #[arg(long, value_enum, default_value_t = Fusion::On)]
     fusion: Fusion,
     /// Write a chunked archive (format 2.0) of independent chunks of this shape, for region
