@@ -19,21 +19,38 @@ use std::any::Any;
 /// encoded, the escapes it found), handed back in block order.
 pub type Side = Box<dyn Any + Send>;
 
+/// What a stage's block geometry may depend on: the array's shape (the pipeline input's on
+/// the way forward, the header's on the way back) and the bytes of the stage's whole main
+/// input. Tiles of a grid are cut along the grid; most stages ignore it.
+#[derive(Clone, Copy, Debug)]
+pub struct Extent<'a> {
+    pub shape: &'a [usize],
+    pub input_len: usize,
+}
+
 /// A stage's CPU work as a fragment of a fused region.
 pub trait CpuFragment: Sync {
-    /// Bytes of its main input that every block but the last holds a multiple of.
-    fn grain(&self) -> usize;
+    /// Bytes of its main input that every block but the last holds a multiple of, for the
+    /// whole input `whole`; `None` where that input cannot be cut (the stage walk then runs
+    /// the region's stages, and reports what is wrong with it).
+    fn grain(&self, whole: Extent) -> Option<usize>;
+    /// Whether it is a coder, which ends a region.
+    fn is_coder(&self) -> bool;
     /// Bytes of main output a transform makes of `input` bytes of main input (a multiple of
-    /// its grain, or the whole input); `None` for a coder, which ends a region.
-    fn output_len(&self, input: usize) -> Option<usize>;
+    /// its grain, or the rest of the whole input `whole`); a coder is never asked.
+    fn output_len(&self, whole: Extent, input: usize) -> usize {
+        let _ = whole;
+        input
+    }
     /// Whether its forward reads its whole main input before any block (the value range of
     /// a relative bound): such a stage only comes first in a region, where that input exists.
     fn reads_whole_input(&self) -> bool {
         false
     }
-    /// Prepare the forward over `input`, the stage's whole main input when it comes first in
-    /// its region (else empty; read before any block only where `reads_whole_input`).
-    fn forward_blocks<'s>(&'s self, input: View<'s>) -> Result<Box<dyn BlockForward + 's>>;
+    /// Prepare the forward over the whole main input `whole`; `input` holds its bytes when the
+    /// stage comes first in its region (else it is empty; read before any block only where
+    /// `reads_whole_input`).
+    fn forward_blocks<'s>(&'s self, input: View<'s>, whole: Extent) -> Result<Box<dyn BlockForward + 's>>;
     /// On a stage rebuilt from its record: the bytes of main input it reconstructs, when its
     /// record states them (a region's first stage must).
     fn stated_input_len(&self) -> Option<usize>;

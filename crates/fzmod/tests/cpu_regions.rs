@@ -24,6 +24,10 @@ fn same_both_ways(p: &Pipeline, data: &Buffer, shape: &[usize], threads: usize, 
         let a = fzmod::decompress_with(&Backend::Cpu, &fused, FUSED).unwrap();
         let b = fzmod::decompress_with(&Backend::Cpu, &fused, WALKED).unwrap();
         assert!(a.data.to_le_bytes() == b.data.to_le_bytes(), "{what}: fused decode differs");
+        // An archive at an odd address: segments the region reads as words are not aligned.
+        let odd = [&[0u8][..], &fused].concat();
+        let c = fzmod::decompress_with(&Backend::Cpu, &odd[1..], FUSED).unwrap();
+        assert!(c.data.to_le_bytes() == b.data.to_le_bytes(), "{what}: fused decode at an odd address differs");
         fused
     })
 }
@@ -48,8 +52,8 @@ fn every_preset_on_every_shared_field_gives_the_stage_walks_bytes() {
 }
 
 /// Pipelines whose stages all fuse: the pfpl chain with other grains and word sizes, the
-/// indexed Quantizer, a chain that ends in a transform (its output archived), the word maps.
-const CHAINS: [&str; 5] = [
+/// indexed Quantizer, chains that end in a transform (its output archived), the word maps.
+const CHAINS: [&str; 6] = [
     "",
     r#"[[stage]]
 name = "q"
@@ -149,6 +153,17 @@ chunk_size = 8192
 word_size = 1
 inputs = [{ from = "s" }]
 "#,
+    r#"[[stage]]
+name = "q"
+type = "Quantizer"
+error_bound_mode = "abs"
+error_bound = 0.25
+[[stage]]
+name = "z"
+type = "Zigzag"
+input_type = "int32"
+inputs = [{ from = "q", port = "codes" }]
+"#,
 ];
 
 fn chain(k: usize, shape: &[usize]) -> Pipeline {
@@ -203,6 +218,72 @@ fn awkward_lengths_and_values_give_the_stage_walks_bytes() {
         }
     }
     assert_eq!(fused_somewhere, CHAINS.len() * lengths.len() * 2);
+}
+
+/// TiledLorenzo chains on grids of awkward extents in 1, 2, 3 and 4 dimensions: cuSZp3's
+/// presets, other tiles, and a chain that ends in TiledLorenzo (its tile-major output
+/// archived). Blocks are cut along bands of tiles; each grid is large enough for several.
+#[test]
+fn tiled_grids_give_the_stage_walks_bytes() {
+    let tiled = |tile: &str, delta: bool, coder: bool| {
+        let mut toml = format!(
+            r#"[[stage]]
+name = "q"
+type = "Quantizer"
+error_bound_mode = "rel"
+error_bound = 1e-3
+[[stage]]
+name = "t"
+type = "TiledLorenzo"
+data_type = "int32"
+delta = {delta}
+{tile}
+inputs = [{{ from = "q", port = "codes" }}]
+"#
+        );
+        if coder {
+            toml +=
+                "[[stage]]\nname = \"c\"\ntype = \"AdaptiveBitpack\"\nblock_size = 24\ninputs = [{ from = \"t\" }]\n";
+        }
+        fzmod::from_toml(&toml).unwrap()
+    };
+    let shapes: [&[usize]; 9] = [
+        &[1],
+        &[100_003],
+        &[33, 17],
+        &[700, 601],
+        &[3, 100_000],
+        &[5, 9, 13],
+        &[21, 90, 91],
+        &[2, 3, 40, 50],
+        &[9, 1, 300, 301],
+    ];
+    let mut checked = 0;
+    for (i, shape) in shapes.iter().enumerate() {
+        let n: usize = shape.iter().product();
+        let mut pipelines: Vec<Pipeline> = ["cuszp3-plain", "cuszp3-fixed", "cuszp3-outlier"]
+            .iter()
+            .map(|name| fzmod::preset(name, shape).unwrap())
+            .collect();
+        pipelines.push(tiled("tile_x = 5\ntile_y = 3\ntile_z = 2", true, true));
+        pipelines.push(tiled("tile_x = 16", true, false));
+        pipelines.push(tiled("", false, false));
+        for (k, p) in pipelines.iter_mut().enumerate() {
+            let kind = (i + k) % 5;
+            let v = values(kind, n, 3 + i as u64);
+            let data = match k % 2 {
+                0 => Buffer::F32(v.iter().map(|&x| x as f32).collect()),
+                _ => Buffer::F64(v),
+            };
+            p.set_input_dtype(data.dtype()).unwrap();
+            let threads = 1 + (i + k) % 3;
+            let what =
+                format!("pipeline {k}, shape {shape:?} {} values of kind {kind}, {threads} threads", data.dtype());
+            same_both_ways(p, &data, shape, threads, &what);
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, shapes.len() * 6);
 }
 
 /// Damaged archives behind recomputed CRCs: the fused decode fails where the stage walk

@@ -5,7 +5,7 @@
 //! stage walk's for any thread count (tested: `fused_regions_give_the_stage_walks_bytes`).
 
 use crate::archive::InputRef;
-use crate::cpu_fragment::{BlockBytes, BlockInverse, CpuFragment, Side};
+use crate::cpu_fragment::{BlockBytes, BlockInverse, CpuFragment, Extent, Side};
 use crate::element::{Buffer, DType, View};
 use crate::error::Result;
 use crate::stage::Stage;
@@ -44,11 +44,11 @@ pub fn regions(stages: &[&dyn Stage], inputs: &[Vec<InputRef>]) -> Vec<CpuRegion
     let mut start = 0;
     while start < stages.len() {
         let mut end = start + 1;
-        if fragment(start).is_some_and(|f| f.output_len(0).is_some()) {
+        if fragment(start).is_some_and(|f| !f.is_coder()) {
             while end < stages.len()
                 && links(end - 1)
                 && fragment(end).is_some_and(|f| !f.reads_whole_input())
-                && fragment(end - 1).is_some_and(|f| f.output_len(0).is_some())
+                && fragment(end - 1).is_some_and(|f| !f.is_coder())
             {
                 end += 1;
             }
@@ -61,53 +61,79 @@ pub fn regions(stages: &[&dyn Stage], inputs: &[Vec<InputRef>]) -> Vec<CpuRegion
     found
 }
 
-/// Bytes of each stage's main input (and, last, the region's output) for `input` bytes of
-/// the region's input; a coder's entry is its input's.
-fn lens(fragments: &[&dyn CpuFragment], input: usize) -> Vec<usize> {
-    let mut lens = vec![input];
-    for f in fragments {
-        let last = *lens.last().expect("one entry at least");
-        lens.push(f.output_len(last).unwrap_or(last));
-    }
-    lens
+/// A region's stages with the whole input each of them sees.
+struct Chain<'a> {
+    fragments: &'a [&'a dyn CpuFragment],
+    wholes: Vec<Extent<'a>>,
 }
 
-/// Region input bytes per block: a multiple of every stage's grain (as its input sees the
-/// block) near [`BLOCK_BYTES`]; `None` when no common multiple up to [`MAX_BLOCK_BYTES`].
-fn block_bytes(fragments: &[&dyn CpuFragment]) -> Option<usize> {
-    let mut unit = fragments[0].grain();
-    for k in 1..fragments.len() {
-        let grain = fragments[k].grain();
-        // The block lengths that stage k can take form the multiples of one length (the lens
-        // are linear over whole grains): the smallest multiple of `unit` among them.
-        let mut b = unit;
-        while !lens(&fragments[..k], b)[k].is_multiple_of(grain) {
-            b += unit;
-            if b > MAX_BLOCK_BYTES {
-                return None;
+impl<'a> Chain<'a> {
+    /// The stages `fragments` over `input` bytes of region input, of an array of `shape`.
+    fn new(fragments: &'a [&'a dyn CpuFragment], shape: &'a [usize], input: usize) -> Self {
+        let mut wholes = Vec::with_capacity(fragments.len());
+        let mut input_len = input;
+        for f in fragments {
+            let whole = Extent { shape, input_len };
+            wholes.push(whole);
+            if !f.is_coder() {
+                input_len = f.output_len(whole, input_len);
             }
         }
-        unit = b;
+        Chain { fragments, wholes }
     }
-    Some(unit * (BLOCK_BYTES / unit).max(1))
+
+    /// Bytes of each stage's main input (and, last, the region's output) for `input` bytes
+    /// of the region's input; a coder's entry is its input's.
+    fn lens(&self, input: usize) -> Vec<usize> {
+        let mut lens = vec![input];
+        for (f, &whole) in self.fragments.iter().zip(&self.wholes) {
+            let last = *lens.last().expect("one entry at least");
+            lens.push(if f.is_coder() { last } else { f.output_len(whole, last) });
+        }
+        lens
+    }
+
+    /// Region input bytes per block: a multiple of every stage's grain (as its input sees
+    /// the block) near [`BLOCK_BYTES`]; `None` when a stage cannot cut its input or there is
+    /// no common multiple up to [`MAX_BLOCK_BYTES`].
+    fn block_bytes(&self) -> Option<usize> {
+        let grain = |k: usize| self.fragments[k].grain(self.wholes[k]).filter(|&g| g > 0);
+        let mut unit = grain(0)?;
+        for k in 1..self.fragments.len() {
+            let grain = grain(k)?;
+            // The block lengths that stage k can take form the multiples of one length (the
+            // lens are linear over whole grains): the smallest multiple of `unit` among them.
+            let mut b = unit;
+            while !self.lens(b)[k].is_multiple_of(grain) {
+                b += unit;
+                if b > MAX_BLOCK_BYTES {
+                    return None;
+                }
+            }
+            unit = b;
+        }
+        Some(unit * (BLOCK_BYTES / unit).max(1))
+    }
 }
 
 /// A region's forward results: per stage, its outputs (`None` where the next stage took
 /// them) and its record.
 pub type RegionForwarded = Vec<(Vec<Option<Buffer>>, Vec<u8>)>;
 
-/// Run stages `fragments` (named `names`, for errors) forward over `input`, block by block,
-/// `last_dtype` the type of the last one's main output; `None` when these blocks cannot be
+/// Run stages `fragments` (named `names`, for errors) forward over `input`, an array of
+/// `shape`, block by block, `last_dtype` the type of the last one's main output; `None` when these blocks cannot be
 /// cut (no common block, an empty or misaligned input): the stage walk runs them.
 pub fn forward(
     fragments: &[&dyn CpuFragment],
     names: &[&str],
     input: View,
+    shape: &[usize],
     last_dtype: DType,
 ) -> Result<Option<RegionForwarded>> {
     let bytes = input.native_bytes();
     let n = bytes.len();
-    let Some(block) = block_bytes(fragments) else { return Ok(None) };
+    let chain = Chain::new(fragments, shape, n);
+    let Some(block) = chain.block_bytes() else { return Ok(None) };
     if n == 0 || !(bytes.as_ptr() as usize).is_multiple_of(input.dtype().size()) {
         return Ok(None);
     }
@@ -115,7 +141,8 @@ pub fn forward(
         .iter()
         .enumerate()
         .map(|(k, f)| {
-            f.forward_blocks(if k == 0 { input } else { View::of::<u8>(&[]) }).map_err(|e| e.in_stage(names[k]))
+            let view = if k == 0 { input } else { View::of::<u8>(&[]) };
+            f.forward_blocks(view, chain.wholes[k]).map_err(|e| e.in_stage(names[k]))
         })
         .collect::<Result<Vec<_>>>()?;
     let per_block: Vec<(Vec<Side>, BlockBytes)> = (0..n.div_ceil(block))
@@ -123,24 +150,22 @@ pub fn forward(
         .map_init(
             || (BlockBytes::default(), BlockBytes::default()),
             |(a, b), k| {
-                let at = lens(fragments, k * block);
-                let len = lens(fragments, block.min(n - k * block));
+                let at = chain.lens(k * block);
+                let len = chain.lens(block.min(n - k * block));
                 let mut sides = Vec::with_capacity(workers.len());
                 let mut out = BlockBytes::default();
                 for (i, w) in workers.iter().enumerate() {
                     let input = if i == 0 { &bytes[k * block..][..len[0]] } else { a.bytes() };
                     let last = i + 1 == workers.len();
-                    match fragments[i].output_len(len[i]) {
-                        Some(made) if !last => {
-                            b.resize(made);
-                            sides.push(w.block(at[i], input, b));
-                            std::mem::swap(a, b);
-                        }
-                        Some(made) => {
-                            out.resize(made);
-                            sides.push(w.block(at[i], input, &mut out));
-                        }
-                        None => sides.push(w.block(at[i], input, &mut out)),
+                    if fragments[i].is_coder() {
+                        sides.push(w.block(at[i], input, &mut out));
+                    } else if last {
+                        out.resize(len[i + 1]);
+                        sides.push(w.block(at[i], input, &mut out));
+                    } else {
+                        b.resize(len[i + 1]);
+                        sides.push(w.block(at[i], input, b));
+                        std::mem::swap(a, b);
                     }
                 }
                 (sides, out)
@@ -156,7 +181,7 @@ pub fn forward(
         last_outs.push(out);
     }
     let last = workers.len() - 1;
-    let ends_in_transform = fragments[last].output_len(0).is_some();
+    let ends_in_transform = !fragments[last].is_coder();
     let mut results = Vec::with_capacity(workers.len());
     for (i, (w, s)) in workers.into_iter().zip(sides).enumerate() {
         let encoded = if i == last && !ends_in_transform { std::mem::take(&mut last_outs) } else { Vec::new() };
@@ -182,14 +207,16 @@ pub fn inverse(
     names: &[&str],
     segments: &[Vec<Option<&[u8]>>],
     output: Option<&[u8]>,
+    shape: &[usize],
     dtype: DType,
 ) -> Result<Option<Buffer>> {
     let Some(n) = fragments[0].stated_input_len() else { return Ok(None) };
-    let Some(block) = block_bytes(fragments) else { return Ok(None) };
-    let whole = lens(fragments, n);
+    let chain = Chain::new(fragments, shape, n);
+    let Some(block) = chain.block_bytes() else { return Ok(None) };
+    let whole = chain.lens(n);
     let consistent = fragments.iter().zip(&whole).all(|(f, &len)| f.stated_input_len().is_none_or(|s| s == len))
         && output.is_none_or(|o| o.len() == whole[fragments.len()]);
-    if n == 0 || !n.is_multiple_of(dtype.size()) || !consistent {
+    if n == 0 || !n.is_multiple_of(dtype.size()) || !block.is_multiple_of(dtype.size()) || !consistent {
         return Ok(None);
     }
     let workers: Vec<Box<dyn BlockInverse + '_>> = fragments
@@ -198,16 +225,23 @@ pub fn inverse(
         .zip(names)
         .map(|((f, s), name)| f.inverse_blocks(s).map_err(|e| e.in_stage(name)))
         .collect::<Result<_>>()?;
-    if !block.is_multiple_of(dtype.size()) {
-        return Ok(None);
-    }
+    // Stages read their blocks of the output as words: an archived segment lies wherever the
+    // caller's archive does.
+    let aligned;
+    let output = match output {
+        Some(o) if !(o.as_ptr() as usize).is_multiple_of(8) => {
+            aligned = words_of(o);
+            Some(aligned.bytes())
+        }
+        o => o,
+    };
     let last = workers.len() - 1;
     // Each block is rebuilt straight into the result while it is in cache (no clearing pass
     // over the whole result first); the stages' buffers between are per thread.
     let rebuild = |k: usize, rebuilt: &mut [u8]| -> Result<Vec<Side>> {
         let (mut a, mut b) = SCRATCH.take();
-        let at = lens(fragments, k * block);
-        let len = lens(fragments, rebuilt.len());
+        let at = chain.lens(k * block);
+        let len = chain.lens(rebuilt.len());
         let named = |i: usize| move |e: crate::error::Error| e.in_stage(names[i]);
         let made = output.map_or(&[][..], |o| &o[at[last + 1]..][..len[last + 1]]);
         let mut sides = Vec::with_capacity(workers.len());
@@ -232,6 +266,13 @@ pub fn inverse(
         w.finish(s, (i == 0).then(|| result.native_bytes_mut())).map_err(|e| e.in_stage(names[i]))?;
     }
     Ok(Some(result))
+}
+
+/// `bytes` copied into 8-byte words.
+fn words_of(bytes: &[u8]) -> BlockBytes {
+    let mut words = BlockBytes::default();
+    words.extend(bytes);
+    words
 }
 
 #[cfg(test)]

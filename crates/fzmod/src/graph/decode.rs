@@ -430,14 +430,15 @@ impl<'a> DecodePlan<'a> {
             .collect();
         // A region that ends in a transform starts from that transform's rebuilt output.
         let last = r.end - 1;
-        let ends_in_transform = fragments[fragments.len() - 1].output_len(0).is_some();
+        let ends_in_transform = !fragments[fragments.len() - 1].is_coder();
         let output = ends_in_transform.then(|| {
             let made = || pending[last][0].as_ref().map(Buffer::native_bytes);
             self.archived[last][0].or_else(made).unwrap_or(&[])
         });
         let names: Vec<&str> = (r.start..r.end).map(|k| self.name(k)).collect();
         let dtype = self.stages[r.start].inputs()[0].dtype;
-        super::cpu_region::inverse(&fragments, &names, &segments, output, dtype)
+        let shape: Vec<usize> = self.header.shape.iter().map(|&d| usize::try_from(d).unwrap_or(usize::MAX)).collect();
+        super::cpu_region::inverse(&fragments, &names, &segments, output, &shape, dtype)
     }
 }
 

@@ -315,7 +315,7 @@ impl Pipeline {
         let mut i = 0;
         while i < self.nodes.len() {
             if let Some(&r) = regions.iter().find(|r| r.start == i) {
-                if let Some(done) = self.forward_region(r, input, &produced)? {
+                if let Some(done) = self.forward_region(r, input, shape, &produced)? {
                     if let InputRef::Stage { stage, port } = self.nodes[i].inputs[0].expect("finalized") {
                         produced[stage][port] = None;
                     }
@@ -377,6 +377,7 @@ impl Pipeline {
         &self,
         r: cpu_region::CpuRegion,
         input: View,
+        shape: &[usize],
         produced: &[Vec<Option<Buffer>>],
     ) -> Result<Option<cpu_region::RegionForwarded>> {
         let nodes = &self.nodes[r.start..r.end];
@@ -394,7 +395,7 @@ impl Pipeline {
             nodes.iter().map(|n| n.stage.cpu_fragment().expect("a region's stages have fragments")).collect();
         let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
         let last = nodes[nodes.len() - 1].stage.outputs()[0].dtype;
-        let done = cpu_region::forward(&fragments, &names, view, last)?;
+        let done = cpu_region::forward(&fragments, &names, view, shape, last)?;
         if let Some(done) = &done {
             for (k, (outputs, _)) in done.iter().enumerate() {
                 self.check_outputs(r.start + k, outputs.iter().map(|b| b.as_ref().map(Buffer::dtype)))?;

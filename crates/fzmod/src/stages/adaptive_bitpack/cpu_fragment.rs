@@ -6,21 +6,21 @@
 
 use super::cpu::{self, Code, Segment};
 use super::AdaptiveBitpack;
-use crate::cpu_fragment::{nothing, sides_of, BlockBytes, BlockForward, BlockInverse, CpuFragment, Side};
+use crate::cpu_fragment::{nothing, sides_of, BlockBytes, BlockForward, BlockInverse, CpuFragment, Extent, Side};
 use crate::element::{concat_on_all_cores, Buffer, DType, View};
 use crate::error::{corrupt, Result};
 use std::marker::PhantomData;
 
 impl CpuFragment for AdaptiveBitpack {
-    fn grain(&self) -> usize {
-        self.block_size as usize * self.input.size()
+    fn grain(&self, _: Extent) -> Option<usize> {
+        Some(self.block_size as usize * self.input.size())
     }
 
-    fn output_len(&self, _: usize) -> Option<usize> {
-        None
+    fn is_coder(&self) -> bool {
+        true
     }
 
-    fn forward_blocks<'s>(&'s self, _: View<'s>) -> Result<Box<dyn BlockForward + 's>> {
+    fn forward_blocks<'s>(&'s self, _: View<'s>, _: Extent) -> Result<Box<dyn BlockForward + 's>> {
         Ok(match self.input {
             DType::I16 => Box::new(Encode::<i16> { stage: self, codes: PhantomData }),
             _ => Box::new(Encode::<i32> { stage: self, codes: PhantomData }),
@@ -126,9 +126,9 @@ mod tests {
     /// `stage`'s fragment over `codes` in region blocks of `blocks` of its blocks: the segment
     /// and the codes decoded back from it.
     fn blockwise<T: Code + bytemuck::Pod>(stage: &AdaptiveBitpack, codes: &[T], blocks: usize) -> (Vec<u8>, Vec<T>) {
-        let region_block = blocks * stage.grain();
+        let region_block = blocks * stage.grain(Extent { shape: &[], input_len: 0 }).unwrap();
         let bytes: &[u8] = bytemuck::cast_slice(codes);
-        let forward = stage.forward_blocks(View::of::<u8>(&[])).unwrap();
+        let forward = stage.forward_blocks(View::of::<u8>(&[]), Extent { shape: &[], input_len: bytes.len() }).unwrap();
         let (mut sides, mut encoded) = (Vec::new(), Vec::new());
         for (k, piece) in bytes.chunks(region_block).enumerate() {
             let mut out = BlockBytes::default();

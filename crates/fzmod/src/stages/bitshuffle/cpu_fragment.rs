@@ -2,20 +2,20 @@
 //! every region block, transposed as cpu.rs does.
 
 use super::{cpu, Bitshuffle};
-use crate::cpu_fragment::{nothing, BlockBytes, BlockForward, BlockInverse, CpuFragment, Side};
+use crate::cpu_fragment::{nothing, BlockBytes, BlockForward, BlockInverse, CpuFragment, Extent, Side};
 use crate::element::{Buffer, View};
 use crate::error::Result;
 
 impl CpuFragment for Bitshuffle {
-    fn grain(&self) -> usize {
-        self.block_bytes as usize
+    fn grain(&self, _: Extent) -> Option<usize> {
+        Some(self.block_bytes as usize)
     }
 
-    fn output_len(&self, input: usize) -> Option<usize> {
-        Some(input)
+    fn is_coder(&self) -> bool {
+        false
     }
 
-    fn forward_blocks<'s>(&'s self, _: View<'s>) -> Result<Box<dyn BlockForward + 's>> {
+    fn forward_blocks<'s>(&'s self, _: View<'s>, _: Extent) -> Result<Box<dyn BlockForward + 's>> {
         Ok(Box::new(Blocks(self)))
     }
 

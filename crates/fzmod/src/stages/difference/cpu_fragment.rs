@@ -2,21 +2,21 @@
 //! every block, differenced and summed as cpu.rs does.
 
 use super::{cpu, Difference};
-use crate::cpu_fragment::{nothing, BlockBytes, BlockForward, BlockInverse, CpuFragment, Side};
+use crate::cpu_fragment::{nothing, BlockBytes, BlockForward, BlockInverse, CpuFragment, Extent, Side};
 use crate::element::{Buffer, View};
 use crate::error::Result;
 use crate::stages::words::Word;
 
 impl CpuFragment for Difference {
-    fn grain(&self) -> usize {
-        self.chunk_elems() * self.input.size()
+    fn grain(&self, _: Extent) -> Option<usize> {
+        Some(self.chunk_elems() * self.input.size())
     }
 
-    fn output_len(&self, input: usize) -> Option<usize> {
-        Some(input)
+    fn is_coder(&self) -> bool {
+        false
     }
 
-    fn forward_blocks<'s>(&'s self, _: View<'s>) -> Result<Box<dyn BlockForward + 's>> {
+    fn forward_blocks<'s>(&'s self, _: View<'s>, _: Extent) -> Result<Box<dyn BlockForward + 's>> {
         Ok(Box::new(Chunks(self)))
     }
 

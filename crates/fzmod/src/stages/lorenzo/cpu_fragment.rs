@@ -3,20 +3,20 @@
 //! needs the whole grid and does not fuse.
 
 use super::{cpu, Lorenzo};
-use crate::cpu_fragment::{nothing, sides_of, BlockBytes, BlockForward, BlockInverse, CpuFragment, Side};
+use crate::cpu_fragment::{nothing, sides_of, BlockBytes, BlockForward, BlockInverse, CpuFragment, Extent, Side};
 use crate::element::{Buffer, View};
 use crate::error::Result;
 
 impl CpuFragment for Lorenzo {
-    fn grain(&self) -> usize {
-        self.block_size as usize * 4
+    fn grain(&self, _: Extent) -> Option<usize> {
+        Some(self.block_size as usize * 4)
     }
 
-    fn output_len(&self, input: usize) -> Option<usize> {
-        Some(input)
+    fn is_coder(&self) -> bool {
+        false
     }
 
-    fn forward_blocks<'s>(&'s self, _: View<'s>) -> Result<Box<dyn BlockForward + 's>> {
+    fn forward_blocks<'s>(&'s self, _: View<'s>, _: Extent) -> Result<Box<dyn BlockForward + 's>> {
         Ok(Box::new(Blocks(self)))
     }
 

@@ -5,25 +5,29 @@
 use super::cpu::{self, Float, ESCAPE};
 use super::{check_resolved, resolve_abs_bound, Layout, Quantizer, Resolved};
 use crate::archive::{ErrorMode, Reader, Writer};
-use crate::cpu_fragment::{sides_of, BlockBytes, BlockForward, BlockInverse, CpuFragment, Side};
+use crate::cpu_fragment::{sides_of, BlockBytes, BlockForward, BlockInverse, CpuFragment, Extent, Side};
 use crate::element::{Buffer, DType, View};
 use crate::error::{corrupt, Error, Result};
 use crate::stage::ErrorBound;
 
 impl CpuFragment for Quantizer {
-    fn grain(&self) -> usize {
-        self.input.size()
+    fn grain(&self, _: Extent) -> Option<usize> {
+        Some(self.input.size())
     }
 
-    fn output_len(&self, input: usize) -> Option<usize> {
-        Some(input / self.input.size() * 4)
+    fn is_coder(&self) -> bool {
+        false
+    }
+
+    fn output_len(&self, _: Extent, input: usize) -> usize {
+        input / self.input.size() * 4
     }
 
     fn reads_whole_input(&self) -> bool {
         self.bound.is_none_or(|b| b.mode == ErrorMode::Rel)
     }
 
-    fn forward_blocks<'s>(&'s self, input: View<'s>) -> Result<Box<dyn BlockForward + 's>> {
+    fn forward_blocks<'s>(&'s self, input: View<'s>, _: Extent) -> Result<Box<dyn BlockForward + 's>> {
         let bound = self.bound.ok_or_else(|| {
             Error::InvalidArgument("no error bound set (give -e/--error-bound or error_bound)".into())
         })?;

@@ -2,20 +2,20 @@
 //! chunks as cpu.rs does, and the size table and payloads are joined in chunk order.
 
 use super::{cpu, Rze};
-use crate::cpu_fragment::{nothing, sides_of, BlockBytes, BlockForward, BlockInverse, CpuFragment, Side};
+use crate::cpu_fragment::{nothing, sides_of, BlockBytes, BlockForward, BlockInverse, CpuFragment, Extent, Side};
 use crate::element::{concat_on_all_cores, Buffer, View};
 use crate::error::{corrupt, Result};
 
 impl CpuFragment for Rze {
-    fn grain(&self) -> usize {
-        self.chunk_bytes as usize
+    fn grain(&self, _: Extent) -> Option<usize> {
+        Some(self.chunk_bytes as usize)
     }
 
-    fn output_len(&self, _: usize) -> Option<usize> {
-        None
+    fn is_coder(&self) -> bool {
+        true
     }
 
-    fn forward_blocks<'s>(&'s self, _: View<'s>) -> Result<Box<dyn BlockForward + 's>> {
+    fn forward_blocks<'s>(&'s self, _: View<'s>, _: Extent) -> Result<Box<dyn BlockForward + 's>> {
         Ok(Box::new(Encode(self)))
     }
 

@@ -18,49 +18,58 @@ pub fn padded_len(grid: Grid, tile: Tile) -> Option<usize> {
     tile_counts(grid, tile).iter().try_fold(tile.elems(), |a, &n| a.checked_mul(n))
 }
 
-/// Visit every tile: `f(tile origin [z, y, x], tile-major slot of the tile)`.
-fn for_each_tile(out: &mut [i32], grid: Grid, tile: Tile, f: impl Fn([usize; 3], &mut [i32]) + Sync) {
-    let te = tile.elems();
-    let [_, nty, ntx] = tile_counts(grid, tile);
-    out.par_chunks_mut(te * TILES_PER_TASK).enumerate().for_each(|(task, chunk)| {
-        for (k, slot) in chunk.chunks_mut(te).enumerate() {
-            let t = task * TILES_PER_TASK + k;
-            let (tz, ty, tx) = (t / (nty * ntx), (t / ntx) % nty, t % ntx);
-            f([tz * tile.0[0], ty * tile.0[1], tx * tile.0[2]], slot);
-        }
-    });
-}
-
 /// Natural order → tile-major deltas (padding positions are 0).
 pub fn forward(q: &[i32], grid: Grid, tile: Tile, delta: bool) -> Vec<i32> {
     let mut out = zeroed_vec(padded_len(grid, tile).expect("grid from a real buffer"));
-    let [nz, ny, nx] = grid.dims;
-    let [tz, ty, tx] = tile.0;
-    for_each_tile(&mut out, grid, tile, |[z0, y0, x0], slot| {
-        let width = tx.min(nx - x0);
-        for lz in 0..tz.min(nz - z0) {
-            for ly in 0..ty.min(ny - y0) {
-                let at = ((z0 + lz) * ny + (y0 + ly)) * nx + x0;
-                let (row, o) = (&q[at..at + width], &mut slot[(lz * ty + ly) * tx..][..width]);
-                if !delta {
-                    o.copy_from_slice(row);
-                    continue;
-                }
-                // A row's first element is predicted from the row above in the tile, else
-                // from the plane before, else from 0; the others from their left neighbour.
-                let first = match (ly, lz) {
-                    (1.., _) => q[at - nx],
-                    (0, 1..) => q[at - nx * ny],
-                    (0, 0) => 0,
-                };
-                o[0] = row[0].wrapping_sub(first);
-                for ((o, &v), &left) in o[1..].iter_mut().zip(&row[1..]).zip(row) {
-                    *o = v.wrapping_sub(left);
-                }
-            }
-        }
+    let te = tile.elems();
+    out.par_chunks_mut(te * TILES_PER_TASK).enumerate().for_each(|(task, slots)| {
+        forward_tiles(q, grid, tile, delta, task * TILES_PER_TASK, slots);
     });
     out
+}
+
+/// [`forward`] on one core into `out` (zeroed, of the padded length): a fused region's block
+/// (cpu_fragment.rs), whose tiles are those of its own grid.
+pub(crate) fn forward_into(q: &[i32], grid: Grid, tile: Tile, delta: bool, out: &mut [i32]) {
+    forward_tiles(q, grid, tile, delta, 0, out);
+}
+
+/// The tiles from tile-major index `first` on into their slots `slots` (zeroed).
+fn forward_tiles(q: &[i32], grid: Grid, tile: Tile, delta: bool, first: usize, slots: &mut [i32]) {
+    let [_, nty, ntx] = tile_counts(grid, tile);
+    for (k, slot) in slots.chunks_mut(tile.elems()).enumerate() {
+        let t = first + k;
+        let (tz, ty, tx) = (t / (nty * ntx), (t / ntx) % nty, t % ntx);
+        forward_tile(q, grid, tile, delta, [tz * tile.0[0], ty * tile.0[1], tx * tile.0[2]], slot);
+    }
+}
+
+/// The tile at origin `[z0, y0, x0]` into its slot.
+fn forward_tile(q: &[i32], grid: Grid, tile: Tile, delta: bool, [z0, y0, x0]: [usize; 3], slot: &mut [i32]) {
+    let [nz, ny, nx] = grid.dims;
+    let [tz, ty, tx] = tile.0;
+    let width = tx.min(nx - x0);
+    for lz in 0..tz.min(nz - z0) {
+        for ly in 0..ty.min(ny - y0) {
+            let at = ((z0 + lz) * ny + (y0 + ly)) * nx + x0;
+            let (row, o) = (&q[at..at + width], &mut slot[(lz * ty + ly) * tx..][..width]);
+            if !delta {
+                o.copy_from_slice(row);
+                continue;
+            }
+            // A row's first element is predicted from the row above in the tile, else
+            // from the plane before, else from 0; the others from their left neighbour.
+            let first = match (ly, lz) {
+                (1.., _) => q[at - nx],
+                (0, 1..) => q[at - nx * ny],
+                (0, 0) => 0,
+            };
+            o[0] = row[0].wrapping_sub(first);
+            for ((o, &v), &left) in o[1..].iter_mut().zip(&row[1..]).zip(row) {
+                *o = v.wrapping_sub(left);
+            }
+        }
+    }
 }
 
 /// Tile-major deltas → natural order. Padding deltas are never read into real elements.
@@ -95,6 +104,14 @@ pub fn inverse(d: Vec<i32>, grid: Grid, tile: Tile, delta: bool) -> Vec<i32> {
         });
     });
     out
+}
+
+/// [`inverse`] on one core into `out` (the grid's elements) from the tile-major `d`: a fused
+/// region's block (cpu_fragment.rs), whose tiles are those of its own grid.
+pub(crate) fn inverse_into(d: &[i32], grid: Grid, tile: Tile, delta: bool, out: &mut [i32]) {
+    if grid.dims[2] > 0 {
+        Runs { d, grid, tile, delta }.rows(out, 0);
+    }
 }
 
 /// The deltas of [`inverse`] and their layout.

@@ -4,6 +4,7 @@
 //! Layout: docs/FORMAT.md, "TiledLorenzo".
 
 mod cpu;
+mod cpu_fragment;
 #[cfg(feature = "cuda")]
 pub(crate) mod device;
 
@@ -178,6 +179,10 @@ impl Stage for TiledLorenzo {
     fn padded_elements(&self) -> Option<u64> {
         // from_record checked that the padded length fits a usize.
         Some(cpu::padded_len(self.grid?, self.tile?)? as u64)
+    }
+
+    fn cpu_fragment(&self) -> Option<&dyn crate::cpu_fragment::CpuFragment> {
+        Some(self)
     }
 
     #[cfg(feature = "cuda")]

@@ -2,21 +2,21 @@
 //! word, any block.
 
 use super::{Map, WordMap};
-use crate::cpu_fragment::{nothing, BlockBytes, BlockForward, BlockInverse, CpuFragment, Side};
+use crate::cpu_fragment::{nothing, BlockBytes, BlockForward, BlockInverse, CpuFragment, Extent, Side};
 use crate::element::{Buffer, View};
 use crate::error::Result;
 use crate::stages::words::Word;
 
 impl CpuFragment for WordMap {
-    fn grain(&self) -> usize {
-        self.input.size()
+    fn grain(&self, _: Extent) -> Option<usize> {
+        Some(self.input.size())
     }
 
-    fn output_len(&self, input: usize) -> Option<usize> {
-        Some(input)
+    fn is_coder(&self) -> bool {
+        false
     }
 
-    fn forward_blocks<'s>(&'s self, _: View<'s>) -> Result<Box<dyn BlockForward + 's>> {
+    fn forward_blocks<'s>(&'s self, _: View<'s>, _: Extent) -> Result<Box<dyn BlockForward + 's>> {
         Ok(Box::new(Words(self)))
     }
 
