@@ -78,8 +78,12 @@ pub trait BlockInverse: Sync {
     fn block(&self, at: usize, output: &[u8], out: &mut [u8]) -> Result<Side>;
     /// After every block, their sides in block order: what needs the whole (outliers put
     /// back, counts checked). `input` is the whole main input rebuilt, given to the region's
-    /// first stage (whose blocks wrote it); `None` for the others.
-    fn finish(self: Box<Self>, sides: Vec<Side>, input: Option<&mut [u8]>) -> Result<()>;
+    /// first stage (whose blocks wrote it); `None` for the others. Most stages have nothing
+    /// to finish.
+    fn finish(self: Box<Self>, sides: Vec<Side>, input: Option<&mut [u8]>) -> Result<()> {
+        let _ = (sides, input);
+        Ok(())
+    }
 }
 
 /// A block's bytes between two stages, held in 8-byte words so that any element type may

@@ -84,10 +84,6 @@ impl<T: Code + bytemuck::Pod> BlockInverse for Decode<'_, T> {
         self.segment.decode(first, bytemuck::cast_slice_mut(out))?;
         Ok(nothing())
     }
-
-    fn finish(self: Box<Self>, _: Vec<Side>, _: Option<&mut [u8]>) -> Result<()> {
-        Ok(())
-    }
 }
 
 #[cfg(test)]

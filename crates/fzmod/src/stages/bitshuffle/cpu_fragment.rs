@@ -56,8 +56,4 @@ impl BlockInverse for Blocks<'_> {
         self.run(output, out, true);
         Ok(nothing())
     }
-
-    fn finish(self: Box<Self>, _: Vec<Side>, _: Option<&mut [u8]>) -> Result<()> {
-        Ok(())
-    }
 }

@@ -71,8 +71,4 @@ impl BlockInverse for Chunks<'_> {
         }
         Ok(nothing())
     }
-
-    fn finish(self: Box<Self>, _: Vec<Side>, _: Option<&mut [u8]>) -> Result<()> {
-        Ok(())
-    }
 }

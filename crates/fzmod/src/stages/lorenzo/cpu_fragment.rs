@@ -53,10 +53,6 @@ impl BlockInverse for Blocks<'_> {
         cpu::prefix_blocks(bytemuck::cast_slice_mut(out), self.0.block_size as usize);
         Ok(nothing())
     }
-
-    fn finish(self: Box<Self>, _: Vec<Side>, _: Option<&mut [u8]>) -> Result<()> {
-        Ok(())
-    }
 }
 
 #[cfg(test)]

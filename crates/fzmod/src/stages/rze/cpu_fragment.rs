@@ -88,8 +88,4 @@ impl BlockInverse for Decode<'_> {
         }
         Ok(nothing())
     }
-
-    fn finish(self: Box<Self>, _: Vec<Side>, _: Option<&mut [u8]>) -> Result<()> {
-        Ok(())
-    }
 }

@@ -120,8 +120,4 @@ impl BlockInverse for Blocks<'_> {
         cpu::inverse_into(bytemuck::cast_slice(output), grid, tile, self.stage.delta, bytemuck::cast_slice_mut(out));
         Ok(nothing())
     }
-
-    fn finish(self: Box<Self>, _: Vec<Side>, _: Option<&mut [u8]>) -> Result<()> {
-        Ok(())
-    }
 }

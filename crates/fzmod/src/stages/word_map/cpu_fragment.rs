@@ -69,8 +69,4 @@ impl BlockInverse for Words<'_> {
         self.map(output, out, true);
         Ok(nothing())
     }
-
-    fn finish(self: Box<Self>, _: Vec<Side>, _: Option<&mut [u8]>) -> Result<()> {
-        Ok(())
-    }
 }
