@@ -5,7 +5,8 @@
 # median GB/s and the speed-up over one thread. Runs where a release CLI is: here
 # (FZMOD=target/release/fzmod) or on the GPU machine from .gpu/ (prepare-gpu.sh), whose host
 # has more cores than the 2-core development machine.
-#   bash scripts/cpu-scaling.sh [PRESET ...]   (FZMOD, DATA, RUNS, THREADS, FUSION=on|off overridable)
+#   bash scripts/cpu-scaling.sh [PRESET ...]   (FZMOD, DATA, RUNS, THREADS, FUSION=on|off,
+#   SHAPE=17288x4320 for every preset overridable)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fzmod=${FZMOD:-.gpu/fzmod}
@@ -21,6 +22,7 @@ printf '%-12s %8s %18s %18s\n' preset threads "compress GB/s (x)" "decompress GB
 for p in "${presets[@]}"; do
   shape=74684160
   [[ $p == fzgpu || $p == cusz || $p == mans || $p == interp* ]] && shape=17288x4320
+  shape=${SHAPE:-$shape}
   c1='' d1=''
   for t in $threads; do
     out=$(RAYON_NUM_THREADS=$t $fzmod bench $e8 --dtype f32 --shape $shape --preset "$p" -m rel -e 1e-3 \
