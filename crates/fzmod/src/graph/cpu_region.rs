@@ -2,7 +2,7 @@
 //! of stages fuse, and their forward and inverse block by block. A block of the region's input
 //! goes through every stage of the region on one core while it is in that core's cache; the
 //! blocks run on all cores and their results are joined in block order, so the bytes are the
-//! stage walk's for any thread count (tested: `fused_regions_give_the_stage_walks_bytes`).
+//! stage walk's for any thread count (tested in tests/cpu_regions.rs).
 
 use crate::archive::InputRef;
 use crate::cpu_fragment::{BlockBytes, BlockInverse, CpuFragment, Extent, Side};
@@ -121,8 +121,9 @@ impl<'a> Chain<'a> {
 pub type RegionForwarded = Vec<(Vec<Option<Buffer>>, Vec<u8>)>;
 
 /// Run stages `fragments` (named `names`, for errors) forward over `input`, an array of
-/// `shape`, block by block, `last_dtype` the type of the last one's main output; `None` when these blocks cannot be
-/// cut (no common block, an empty or misaligned input): the stage walk runs them.
+/// `shape`, block by block, `last_dtype` the type of the last one's main output; `None` when
+/// these blocks cannot be cut (no common block, an empty or misaligned input, an input that
+/// is not the grid a stage cuts along): the stage walk runs them.
 pub fn forward(
     fragments: &[&dyn CpuFragment],
     names: &[&str],
@@ -197,9 +198,9 @@ pub fn forward(
     Ok(Some(results))
 }
 
-/// Run stages `fragments` (named `names`) inverse, block by block: each stage's archived segments in
-/// `segments`, `output` the main output of the last stage when it is a transform (rebuilt by
-/// the stages after the region). Returns the region's input rebuilt, as `dtype`; `None` when
+/// Run stages `fragments` (named `names`) inverse, block by block, for an array of `shape`:
+/// each stage's archived segments in `segments`, `output` the main output of the last stage
+/// when it is a transform (archived, or rebuilt by the stages after the region). Returns the region's input rebuilt, as `dtype`; `None` when
 /// the records do not state one consistent length for every stage (the stage walk then runs
 /// them and reports what is wrong).
 pub fn inverse(
