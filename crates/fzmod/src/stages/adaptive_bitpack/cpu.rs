@@ -192,7 +192,8 @@ impl BlockCode {
     }
 }
 
-/// Append the sign region and `rate` planes of `mags` (element 0 skipped if `skip_first`).
+/// Append the sign region and `rate` planes of `mags`: byte `k` of plane `p` holds bit `p`
+/// of magnitudes `8k..8k + 8`, element `8k + j` in bit `j`.
 fn write_planes(signs: &[bool], mags: &[u32], rate: u32, s: usize, out: &mut Vec<u8>) {
     let base = out.len();
     out.resize(base + s * (rate as usize + 1), 0);
@@ -200,7 +201,19 @@ fn write_planes(signs: &[bool], mags: &[u32], rate: u32, s: usize, out: &mut Vec
     for (k, group) in signs.chunks(8).enumerate() {
         sign_region[k] = group.iter().enumerate().fold(0u8, |b, (j, &neg)| b | (u8::from(neg) << j));
     }
-    for (k, group) in mags.chunks(8).enumerate() {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        let whole = mags.len() / 8 * 8;
+        // SAFETY: the CPU has AVX2.
+        unsafe { super::cpu_avx2::write_planes(&mags[..whole], rate as usize, s, planes) };
+        return write_planes_from(mags, whole / 8, rate, s, planes);
+    }
+    write_planes_from(mags, 0, rate, s, planes);
+}
+
+/// The planes' bytes of the 8-element groups of `mags` from group `first` on.
+fn write_planes_from(mags: &[u32], first: usize, rate: u32, s: usize, planes: &mut [u8]) {
+    for (k, group) in mags.chunks(8).enumerate().skip(first) {
         for byte_of_mag in 0..rate.div_ceil(8) as usize {
             let rows = group
                 .iter()
@@ -605,6 +618,28 @@ mod tests {
             if ok {
                 prop_assert_eq!(portable, avx2);
             }
+        }
+
+        /// The AVX2 planes against the portable ones on any magnitudes of the rate.
+        #[cfg(target_arch = "x86_64")]
+        #[test]
+        fn avx2_planes_are_the_portable_ones(
+            mags in prop::collection::vec(any::<u32>(), 1..300), rate in 0u32..=32,
+        ) {
+            prop_assume!(std::arch::is_x86_feature_detected!("avx2"));
+            let mags: Vec<u32> = mags.iter().map(|&m| m.checked_shr(32 - rate).unwrap_or(0)).collect();
+            let signs: Vec<bool> = mags.iter().map(|&m| m % 3 == 1).collect();
+            let s = mags.len().div_ceil(8);
+            let mut avx2 = vec![7u8];
+            write_planes(&signs, &mags, rate, s, &mut avx2);
+            let mut portable = vec![7u8; 1 + s * (rate as usize + 1)];
+            let (sign_region, planes) = portable[1..].split_at_mut(s);
+            for (k, group) in signs.chunks(8).enumerate() {
+                sign_region[k] = group.iter().enumerate().fold(0, |b, (j, &neg)| b | (u8::from(neg) << j));
+            }
+            planes.fill(0);
+            write_planes_from(&mags, 0, rate, s, planes);
+            prop_assert_eq!(avx2, portable);
         }
 
         #[test]

@@ -1,4 +1,5 @@
-//! AVX2 form of the narrow-block decode (rates below 16, i32 codes): 32 elements per vector.
+//! AVX2 forms of the narrow-block decode (rates below 16, i32 codes; 32 elements per
+//! vector) and of the encode's plane writer (8 magnitudes per vector).
 //!
 //! Four bytes of a plane (32 elements) are spread so that byte lane i holds bit i of them
 //! (a byte shuffle and one compare per plane); the magnitudes build up plane by plane from
@@ -97,4 +98,19 @@ pub(super) fn decode_narrow(
         ok &= i32::fits(negative, m) & !(negative & (m == 0));
     }
     ok
+}
+
+/// The planes of whole 8-element groups of `mags` (`rate` planes, each `s` bytes): byte `k`
+/// of plane `p` is the sign bits (movemask) of group `k`'s magnitudes shifted left by 31 − p.
+/// The same bytes as `cpu::write_planes_from` (tested against it).
+#[target_feature(enable = "avx2")]
+pub fn write_planes(mags: &[u32], rate: usize, s: usize, planes: &mut [u8]) {
+    for (k, group) in mags.chunks_exact(8).enumerate() {
+        // SAFETY: `group` holds 8 u32, the 32 bytes read (unaligned load).
+        let v = unsafe { _mm256_loadu_si256(group.as_ptr().cast()) };
+        for p in 0..rate {
+            let top = _mm256_sll_epi32(v, _mm_cvtsi32_si128(31 - p as i32));
+            planes[p * s + k] = _mm256_movemask_ps(_mm256_castsi256_ps(top)) as u8;
+        }
+    }
 }

@@ -29,9 +29,74 @@ pub fn forward(q: &[i32], grid: Grid, tile: Tile, delta: bool) -> Vec<i32> {
 }
 
 /// [`forward`] on one core into `out` (zeroed, of the padded length): a fused region's block
-/// (cpu_fragment.rs), whose tiles are those of its own grid.
+/// (cpu_fragment.rs), whose tiles are those of its own grid. Row by row, as [`inverse`] goes:
+/// each natural row puts its `tx`-runs into the tiles along x (reading the input once, in
+/// order, where a tile at a time reads `ty` rows apart), with the predictions of
+/// [`forward_tile`]. A second form of the same map: the region tests hold it to the tile walk.
 pub(crate) fn forward_into(q: &[i32], grid: Grid, tile: Tile, delta: bool, out: &mut [i32]) {
-    forward_tiles(q, grid, tile, delta, 0, out);
+    let [_, ny, nx] = grid.dims;
+    if nx == 0 {
+        return;
+    }
+    let [_, nty, ntx] = tile_counts(grid, tile);
+    let [_, ty, tx] = tile.0;
+    let te = tile.elems();
+    let mut at = RowAt::of(0, grid, tile);
+    for (r, row) in q.chunks_exact(nx).enumerate() {
+        // The row above in the tile, else the row in the plane before, else none.
+        let above = match (at.ly, at.lz) {
+            (1.., _) => Some(&q[(r - 1) * nx..][..nx]),
+            (0, 1..) => Some(&q[(r - ny) * nx..][..nx]),
+            (0, 0) => None,
+        };
+        let first = (at.tile_z * nty + at.tile_y) * ntx * te + (at.lz * ty + at.ly) * tx;
+        let slots = &mut out[first..];
+        let whole = match tx {
+            4 => forward_whole_runs::<4>(row, above, delta, te, slots),
+            8 => forward_whole_runs::<8>(row, above, delta, te, slots),
+            _ => 0,
+        };
+        for (i, run) in row[whole..].chunks(tx).enumerate() {
+            let x0 = whole + i * tx;
+            let start = above.map_or(0, |a| a[x0]);
+            forward_run(run, start, delta, &mut slots[x0 / tx * te..][..run.len()]);
+        }
+        at = at.next(grid, tile);
+    }
+}
+
+/// The whole runs of `TX` elements at the start of `row` into their slots (each `te` after
+/// the one before, from the start of `slots`); how many elements they cover.
+#[inline(always)]
+fn forward_whole_runs<const TX: usize>(
+    row: &[i32],
+    above: Option<&[i32]>,
+    delta: bool,
+    te: usize,
+    slots: &mut [i32],
+) -> usize {
+    let (runs, _) = row.as_chunks::<TX>();
+    for (i, run) in runs.iter().enumerate() {
+        let slot: &mut [i32; TX] = (&mut slots[i * te..][..TX]).try_into().expect("TX elements");
+        forward_run(run, above.map_or(0, |a| a[i * TX]), delta, slot);
+    }
+    runs.len() * TX
+}
+
+/// One run into its slot: copied, or its deltas, the first from `start` (the element above
+/// it in the tile, or in the plane before, or 0).
+#[inline(always)]
+fn forward_run(run: &[i32], start: i32, delta: bool, slot: &mut [i32]) {
+    if !delta {
+        // An element loop, not `copy_from_slice`: see `Runs::run`.
+        slot.iter_mut().zip(run).for_each(|(o, &v)| *o = v);
+        return;
+    }
+    let mut prev = start;
+    for (o, &v) in slot.iter_mut().zip(run) {
+        *o = v.wrapping_sub(prev);
+        prev = v;
+    }
 }
 
 /// The tiles from tile-major index `first` on into their slots `slots` (zeroed).
