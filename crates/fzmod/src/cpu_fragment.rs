@@ -63,7 +63,8 @@ pub trait CpuFragment: Sync {
 pub trait BlockForward: Sync {
     /// The block at byte `at` of the main input, `input` its bytes. A transform writes its
     /// output into `out` (sized by the caller to [`CpuFragment::output_len`]); a coder writes
-    /// its encoding of the block into `out` (empty on entry), sized as it needs.
+    /// its encoding of the block into `out` (empty on entry), sized as it needs, or keeps it
+    /// in its side.
     fn block(&self, at: usize, input: &[u8], out: &mut BlockBytes) -> Side;
     /// After every block, their sides in block order (and a coder's encodings): the stage's
     /// outputs (`None` for a transform's port 0, which the next stage took) and its record.

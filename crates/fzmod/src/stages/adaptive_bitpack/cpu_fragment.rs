@@ -47,27 +47,27 @@ struct Encode<'s, T> {
     codes: PhantomData<T>,
 }
 
-/// What a block leaves: its blocks' metadata (its payloads are its encoding) and its code
-/// count.
+/// What a block leaves: its blocks' metadata and payloads (kept here, not copied into the
+/// region's encoding) and its code count.
 struct Encoded {
     meta: Vec<u8>,
+    payload: Vec<u8>,
     len: usize,
 }
 
 impl<T: Code + bytemuck::Pod> BlockForward for Encode<'_, T> {
-    fn block(&self, _: usize, input: &[u8], out: &mut BlockBytes) -> Side {
+    fn block(&self, _: usize, input: &[u8], _: &mut BlockBytes) -> Side {
         let codes: &[T] = bytemuck::cast_slice(input);
         let (mut meta, mut payload) = (Vec::new(), Vec::new());
         cpu::encode_blocks(codes, self.stage.block_size as usize, self.stage.layout, &mut meta, &mut payload);
-        out.extend(&payload);
-        Box::new(Encoded { meta, len: codes.len() })
+        Box::new(Encoded { meta, payload, len: codes.len() })
     }
 
-    fn finish(self: Box<Self>, sides: Vec<Side>, encoded: Vec<BlockBytes>) -> Result<(Vec<Option<Buffer>>, Vec<u8>)> {
+    fn finish(self: Box<Self>, sides: Vec<Side>, _: Vec<BlockBytes>) -> Result<(Vec<Option<Buffer>>, Vec<u8>)> {
         let sides = sides_of::<Encoded>(sides);
         let len = sides.iter().map(|s| s.len).sum();
         let metas = sides.iter().map(|s| s.meta.as_slice());
-        let out = concat_on_all_cores(metas.chain(encoded.iter().map(BlockBytes::bytes)));
+        let out = concat_on_all_cores(metas.chain(sides.iter().map(|s| s.payload.as_slice())));
         Ok((vec![Some(Buffer::U8(out))], self.stage.record(len)))
     }
 }
