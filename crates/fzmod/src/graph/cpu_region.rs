@@ -101,16 +101,14 @@ impl<'a> Chain<'a> {
         let mut unit = grain(0)?;
         for k in 1..self.fragments.len() {
             let grain = grain(k)?;
-            // The block lengths that stage k can take form the multiples of one length (the
-            // lens are linear over whole grains): the smallest multiple of `unit` among them.
-            let mut b = unit;
-            while !self.lens(b)[k].is_multiple_of(grain) {
-                b += unit;
-                if b > MAX_BLOCK_BYTES {
-                    return None;
-                }
+            // `unit` is whole grains of every stage before k, and the lens are linear over
+            // whole grains: m units give stage k m times what one gives, a multiple of its
+            // grain from m = grain / gcd on.
+            let per_unit = self.lens(unit)[k];
+            if per_unit == 0 {
+                return None;
             }
-            unit = b;
+            unit = unit.checked_mul(grain / gcd(per_unit, grain)).filter(|&b| b <= MAX_BLOCK_BYTES)?;
         }
         Some(unit * (BLOCK_BYTES / unit).max(1))
     }
@@ -269,6 +267,14 @@ pub fn inverse(
     Ok(Some(result))
 }
 
+/// The greatest common divisor of `a` and `b`.
+fn gcd(mut a: usize, mut b: usize) -> usize {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
 /// `bytes` copied into 8-byte words.
 fn words_of(bytes: &[u8]) -> BlockBytes {
     let mut words = BlockBytes::default();
@@ -311,6 +317,44 @@ pub(crate) mod tests {
                 [Buffer::F32(values.iter().map(|&v| v as f32).collect()), Buffer::F64(values)]
             })
             .collect()
+    }
+
+    /// The block is the smallest common multiple the stages' grains allow (times what fits
+    /// [`super::BLOCK_BYTES`]), as a search over every multiple of the first grain finds it,
+    /// for 1-D chains and for tiles of 2-D and 3-D grids, f32 and f64.
+    #[test]
+    fn blocks_are_the_smallest_common_multiple() {
+        use super::{Chain, BLOCK_BYTES, MAX_BLOCK_BYTES};
+        use crate::element::DType;
+        let cases: [(&str, &[usize]); 6] = [
+            ("pfpl", &[100_000]),
+            ("cuszp2", &[100_000]),
+            ("cuszp3-fixed", &[100_000]),
+            ("cuszp3-plain", &[96, 190]),
+            ("cuszp3-plain", &[17, 96, 192]),
+            ("cuszp3-outlier", &[5, 33, 70, 7]),
+        ];
+        for (name, shape) in cases {
+            for dtype in [DType::F32, DType::F64] {
+                let mut p = crate::config::preset(name, shape).unwrap();
+                p.set_input_dtype(dtype).unwrap();
+                p.finalize().unwrap();
+                let fragments: Vec<_> = p.nodes().iter().map(|n| n.stage.cpu_fragment().unwrap()).collect();
+                let n = shape.iter().product::<usize>() * dtype.size();
+                let chain = Chain::new(&fragments, shape, n);
+                let grain = |k: usize| fragments[k].grain(chain.wholes[k]).unwrap();
+                let mut unit = grain(0);
+                for k in 1..fragments.len() {
+                    let mut b = unit;
+                    while !chain.lens(b)[k].is_multiple_of(grain(k)) {
+                        b += unit;
+                    }
+                    unit = b;
+                }
+                let searched = (unit <= MAX_BLOCK_BYTES).then(|| unit * (BLOCK_BYTES / unit).max(1));
+                assert_eq!(chain.block_bytes(), searched, "{name} {shape:?} {dtype}");
+            }
+        }
     }
 
     /// `pipeline` (a 1-D chain that fuses whole into one CPU region) gives the same archive
