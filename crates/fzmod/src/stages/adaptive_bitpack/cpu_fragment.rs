@@ -20,10 +20,11 @@ impl CpuFragment for AdaptiveBitpack {
         true
     }
 
-    fn forward_blocks<'s>(&'s self, _: View<'s>, _: Extent) -> Result<Box<dyn BlockForward + 's>> {
+    fn forward_blocks<'s>(&'s self, _: View<'s>, whole: Extent) -> Result<Box<dyn BlockForward + 's>> {
+        let count = whole.input_len / self.input.size();
         Ok(match self.input {
-            DType::I16 => Box::new(Encode::<i16> { stage: self, codes: PhantomData }),
-            _ => Box::new(Encode::<i32> { stage: self, codes: PhantomData }),
+            DType::I16 => Box::new(Encode::<i16> { stage: self, count, codes: PhantomData }),
+            _ => Box::new(Encode::<i32> { stage: self, count, codes: PhantomData }),
         })
     }
 
@@ -41,18 +42,18 @@ impl CpuFragment for AdaptiveBitpack {
     }
 }
 
-/// The encode of a region block's blocks of `T` codes.
+/// The encode of a region block's blocks of `T` codes, `count` of them in all.
 struct Encode<'s, T> {
     stage: &'s AdaptiveBitpack,
+    count: usize,
     codes: PhantomData<T>,
 }
 
 /// What a block leaves: its blocks' metadata and payloads (kept here, not copied into the
-/// region's encoding) and its code count.
+/// region's encoding).
 struct Encoded {
     meta: Vec<u8>,
     payload: Vec<u8>,
-    len: usize,
 }
 
 impl<T: Code + bytemuck::Pod> BlockForward for Encode<'_, T> {
@@ -60,15 +61,14 @@ impl<T: Code + bytemuck::Pod> BlockForward for Encode<'_, T> {
         let codes: &[T] = bytemuck::cast_slice(input);
         let (mut meta, mut payload) = (Vec::new(), Vec::new());
         cpu::encode_blocks(codes, self.stage.block_size as usize, self.stage.layout, &mut meta, &mut payload);
-        Box::new(Encoded { meta, payload, len: codes.len() })
+        Box::new(Encoded { meta, payload })
     }
 
     fn finish(self: Box<Self>, sides: Vec<Side>, _: Vec<BlockBytes>) -> Result<(Vec<Option<Buffer>>, Vec<u8>)> {
         let sides = sides_of::<Encoded>(sides);
-        let len = sides.iter().map(|s| s.len).sum();
         let metas = sides.iter().map(|s| s.meta.as_slice());
         let out = concat_on_all_cores(metas.chain(sides.iter().map(|s| s.payload.as_slice())));
-        Ok((vec![Some(Buffer::U8(out))], self.stage.record(len)))
+        Ok((vec![Some(Buffer::U8(out))], self.stage.record(self.count)))
     }
 }
 

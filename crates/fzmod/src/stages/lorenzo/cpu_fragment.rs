@@ -3,7 +3,7 @@
 //! needs the whole grid and does not fuse.
 
 use super::{cpu, Lorenzo};
-use crate::cpu_fragment::{nothing, sides_of, BlockBytes, BlockForward, BlockInverse, CpuFragment, Extent, Side};
+use crate::cpu_fragment::{nothing, BlockBytes, BlockForward, BlockInverse, CpuFragment, Extent, Side};
 use crate::element::{Buffer, View};
 use crate::error::Result;
 
@@ -16,8 +16,8 @@ impl CpuFragment for Lorenzo {
         false
     }
 
-    fn forward_blocks<'s>(&'s self, _: View<'s>, _: Extent) -> Result<Box<dyn BlockForward + 's>> {
-        Ok(Box::new(Blocks(self)))
+    fn forward_blocks<'s>(&'s self, _: View<'s>, whole: Extent) -> Result<Box<dyn BlockForward + 's>> {
+        Ok(Box::new(Delta { stage: self, codes: whole.input_len / 4 }))
     }
 
     fn stated_input_len(&self) -> Option<usize> {
@@ -25,29 +25,34 @@ impl CpuFragment for Lorenzo {
     }
 
     fn inverse_blocks<'s>(&'s self, _: &[Option<&'s [u8]>]) -> Result<Box<dyn BlockInverse + 's>> {
-        Ok(Box::new(Blocks(self)))
+        Ok(Box::new(Prefix(self)))
     }
 }
 
-/// The stage's blocks in a region block.
-struct Blocks<'s>(&'s Lorenzo);
+/// The deltas of a region block's blocks, `codes` codes in all (the record's 1-D grid is the
+/// whole stream's).
+struct Delta<'s> {
+    stage: &'s Lorenzo,
+    codes: usize,
+}
 
-impl BlockForward for Blocks<'_> {
-    /// Leaves its code count: the record's 1-D grid is the whole stream's.
+impl BlockForward for Delta<'_> {
     fn block(&self, _: usize, input: &[u8], out: &mut BlockBytes) -> Side {
         let codes = out.bytes_mut();
         codes.copy_from_slice(input);
-        cpu::delta_blocks(bytemuck::cast_slice_mut(codes), self.0.block_size as usize);
-        Box::new(input.len() / 4)
+        cpu::delta_blocks(bytemuck::cast_slice_mut(codes), self.stage.block_size as usize);
+        nothing()
     }
 
-    fn finish(self: Box<Self>, sides: Vec<Side>, _: Vec<BlockBytes>) -> Result<(Vec<Option<Buffer>>, Vec<u8>)> {
-        let len = sides_of::<usize>(sides).into_iter().sum();
-        Ok((vec![None], self.0.record(self.0.grid_for(&[], len)?)))
+    fn finish(self: Box<Self>, _: Vec<Side>, _: Vec<BlockBytes>) -> Result<(Vec<Option<Buffer>>, Vec<u8>)> {
+        Ok((vec![None], self.stage.record(self.stage.grid_for(&[], self.codes)?)))
     }
 }
 
-impl BlockInverse for Blocks<'_> {
+/// The prefix sums of a region block's blocks.
+struct Prefix<'s>(&'s Lorenzo);
+
+impl BlockInverse for Prefix<'_> {
     fn block(&self, _: usize, output: &[u8], out: &mut [u8]) -> Result<Side> {
         out.copy_from_slice(output);
         cpu::prefix_blocks(bytemuck::cast_slice_mut(out), self.0.block_size as usize);

@@ -15,8 +15,8 @@ impl CpuFragment for Rze {
         true
     }
 
-    fn forward_blocks<'s>(&'s self, _: View<'s>, _: Extent) -> Result<Box<dyn BlockForward + 's>> {
-        Ok(Box::new(Encode(self)))
+    fn forward_blocks<'s>(&'s self, _: View<'s>, whole: Extent) -> Result<Box<dyn BlockForward + 's>> {
+        Ok(Box::new(Encode { stage: self, bytes: whole.input_len }))
     }
 
     fn stated_input_len(&self) -> Option<usize> {
@@ -34,34 +34,29 @@ impl CpuFragment for Rze {
     }
 }
 
-/// The encode of a block's chunks.
-struct Encode<'s>(&'s Rze);
-
-/// What a block leaves: its chunks' encoded sizes and the bytes it encoded.
-struct Encoded {
-    sizes: Vec<u16>,
+/// The encode of a block's chunks, `bytes` in all; a block leaves its chunks' encoded sizes.
+struct Encode<'s> {
+    stage: &'s Rze,
     bytes: usize,
 }
 
 impl BlockForward for Encode<'_> {
     fn block(&self, _: usize, input: &[u8], out: &mut BlockBytes) -> Side {
-        let word = usize::from(self.0.word_size);
-        let mut sizes = Vec::with_capacity(input.len().div_ceil(self.0.chunk_bytes as usize));
-        for c in input.chunks(self.0.chunk_bytes as usize) {
+        let word = usize::from(self.stage.word_size);
+        let mut sizes: Vec<u16> = Vec::with_capacity(input.len().div_ceil(self.stage.chunk_bytes as usize));
+        for c in input.chunks(self.stage.chunk_bytes as usize) {
             let encoded = cpu::encode_chunk(c, word);
             let payload = encoded.as_deref().unwrap_or(c);
             sizes.push(payload.len() as u16);
             out.extend(payload);
         }
-        Box::new(Encoded { sizes, bytes: input.len() })
+        Box::new(sizes)
     }
 
     fn finish(self: Box<Self>, sides: Vec<Side>, encoded: Vec<BlockBytes>) -> Result<(Vec<Option<Buffer>>, Vec<u8>)> {
-        let sides = sides_of::<Encoded>(sides);
-        let table: Vec<u8> = sides.iter().flat_map(|s| &s.sizes).flat_map(|size| size.to_le_bytes()).collect();
-        let num_bytes = sides.iter().map(|s| s.bytes).sum();
+        let table: Vec<u8> = sides_of::<Vec<u16>>(sides).into_iter().flatten().flat_map(u16::to_le_bytes).collect();
         let out = concat_on_all_cores(std::iter::once(table.as_slice()).chain(encoded.iter().map(BlockBytes::bytes)));
-        Ok((vec![Some(Buffer::U8(out))], self.0.record(num_bytes)))
+        Ok((vec![Some(Buffer::U8(out))], self.stage.record(self.bytes)))
     }
 }
 
