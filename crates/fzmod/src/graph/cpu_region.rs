@@ -326,7 +326,10 @@ pub(crate) mod tests {
     fn blocks_are_the_smallest_common_multiple() {
         use super::{Chain, BLOCK_BYTES, MAX_BLOCK_BYTES};
         use crate::element::DType;
-        let cases: [(&str, &[usize]); 6] = [
+        let cases: [(&str, &[usize]); 9] = [
+            ("fzgpu", &[100_000]),
+            ("fzgpu", &[2161, 4320]),
+            ("fzgpu", &[17, 96, 192]),
             ("pfpl", &[100_000]),
             ("cuszp2", &[100_000]),
             ("cuszp3-fixed", &[100_000]),
@@ -372,6 +375,12 @@ pub(crate) mod tests {
                     p.finalize().unwrap();
                     assert_eq!(p.cpu_regions(), [CpuRegion { start: 0, end: p.nodes().len() }]);
                     let what = format!("{n} {} at {bound:?}", input.dtype());
+                    // The region runs (no fall-back to the walk).
+                    let fragments: Vec<_> = p.nodes().iter().map(|n| n.stage.cpu_fragment().unwrap()).collect();
+                    let names: Vec<&str> = p.nodes().iter().map(|n| n.name.as_str()).collect();
+                    let last = p.nodes()[p.nodes().len() - 1].stage.outputs()[0].dtype;
+                    let run = super::forward(&fragments, &names, input.view(), &[n], last).unwrap();
+                    assert!(run.is_some(), "no region ran: {what}");
                     let fused = p.compress_checked(input.view(), &[n], true).unwrap();
                     let walked = p.compress_checked(input.view(), &[n], false).unwrap();
                     assert!(fused == walked, "archives differ: {what}");

@@ -82,43 +82,52 @@ pub fn num_chunks(n: usize) -> usize {
 
 /// Encode `codes` into the self-describing archive (docs/FORMAT.md, "BitplaneRZE").
 pub fn encode(codes: &[u16]) -> Vec<u8> {
-    let chunks = num_chunks(codes.len());
-    let encoded: Vec<([u32; FLAG_WORDS], Vec<u32>)> = (0..chunks)
+    let encoded: Vec<EncodedChunk> = (0..num_chunks(codes.len()))
         .into_par_iter()
         .map(|c| {
-            let codes = &codes[(c * 2 * CHUNK_WORDS).min(codes.len())..((c + 1) * 2 * CHUNK_WORDS).min(codes.len())];
-            let mut words = [0u32; CHUNK_WORDS];
-            for (w, pair) in words.iter_mut().zip(codes.chunks(2)) {
-                *w = u32::from(pair[0]) | u32::from(pair.get(1).copied().unwrap_or(0)) << 16;
-            }
-            // The kept words in little-endian order where they were made, so that the stream
-            // is joined as bytes on every core.
-            let (flags, mut kept) = encode_chunk(&words);
-            kept.iter_mut().for_each(|w| *w = w.to_le());
-            (flags, kept)
+            encode_codes(&codes[(c * 2 * CHUNK_WORDS).min(codes.len())..((c + 1) * 2 * CHUNK_WORDS).min(codes.len())])
         })
         .collect();
-    // Start positions: exclusive scan of the kept words, in chunk order (never atomic order).
-    let mut starts = Vec::with_capacity(chunks);
-    let mut total = 0u32;
-    for (_, kept) in &encoded {
-        starts.push(total);
-        total += kept.len() as u32;
+    let chunks: Vec<([u32; FLAG_WORDS], usize)> = encoded.iter().map(|(flags, kept)| (*flags, kept.len())).collect();
+    assemble(codes.len(), &chunks, encoded.iter().map(|(_, kept)| bytemuck::cast_slice::<u32, u8>(kept)).collect())
+}
+
+/// A chunk's flags and kept words (little-endian).
+pub type EncodedChunk = ([u32; FLAG_WORDS], Vec<u32>);
+
+/// Encode the codes of one chunk (2048, or fewer at the end), its kept words made
+/// little-endian where they are made, so that the stream is joined as bytes on every core.
+pub fn encode_codes(codes: &[u16]) -> EncodedChunk {
+    let mut words = [0u32; CHUNK_WORDS];
+    for (w, pair) in words.iter_mut().zip(codes.chunks(2)) {
+        *w = u32::from(pair[0]) | u32::from(pair.get(1).copied().unwrap_or(0)) << 16;
     }
-    let flag_bytes = 4 * FLAG_WORDS * chunks;
-    let entries = header_entries(chunks, total as usize);
+    let (flags, mut kept) = encode_chunk(&words);
+    kept.iter_mut().for_each(|w| *w = w.to_le());
+    (flags, kept)
+}
+
+/// The archive of `n` codes from its chunks' flags and kept-word counts, in chunk order, and
+/// their kept words as bytes, `stream`.
+pub fn assemble(n: usize, chunks: &[([u32; FLAG_WORDS], usize)], stream: Vec<&[u8]>) -> Vec<u8> {
+    // Start positions: exclusive scan of the kept words, in chunk order (never atomic order).
+    let mut starts = Vec::with_capacity(chunks.len());
+    let mut total = 0u32;
+    for &(_, kept) in chunks {
+        starts.push(total);
+        total += kept as u32;
+    }
+    let entries = header_entries(chunks.len(), total as usize);
     let mut head = Vec::with_capacity(entries[3] as usize);
-    head.extend_from_slice(&(codes.len() as u64).to_le_bytes());
+    head.extend_from_slice(&(n as u64).to_le_bytes());
     for e in entries {
         head.extend_from_slice(&e.to_le_bytes());
     }
     head.resize(HEADER_BYTES, 0);
-    debug_assert_eq!(entries[2] as usize, HEADER_BYTES + flag_bytes);
-    for (flags, _) in &encoded {
+    for (flags, _) in chunks {
         head.extend(flags.iter().flat_map(|f| f.to_le_bytes()));
     }
     head.extend(starts.iter().flat_map(|s| s.to_le_bytes()));
-    let stream = encoded.iter().map(|(_, kept)| bytemuck::cast_slice::<u32, u8>(kept));
     concat_on_all_cores(std::iter::once(head.as_slice()).chain(stream))
 }
 
@@ -203,19 +212,22 @@ pub fn decode(archive: &[u8], n: usize) -> Result<Vec<u16>> {
     let stream = &archive[metadata_len(n)..];
     // Each chunk's words split into its codes in place, in parallel (a pass over the words
     // after the decode ran on one core).
-    let (codes, _) = vec_by_chunks(n, 2 * CHUNK_WORDS, |k, out| {
-        let c = &slices[k];
-        let kept: Vec<u32> = (c.start..c.start + c.words).map(|w| le32(stream, w)).collect();
-        let mut words = [0u32; CHUNK_WORDS];
-        decode_chunk(&c.flags, &kept, &mut words);
-        for (pair, w) in out.chunks_mut(2).zip(words) {
-            pair[0] = w as u16;
-            if let Some(high) = pair.get_mut(1) {
-                *high = (w >> 16) as u16;
-            }
-        }
-    });
+    let (codes, _) = vec_by_chunks(n, 2 * CHUNK_WORDS, |k, out| decode_codes(&slices[k], stream, out));
     Ok(codes)
+}
+
+/// The codes of chunk `c` (checked by [`check`]) into `out` (2048, or fewer at the end) from
+/// the bitstream `stream`.
+pub fn decode_codes(c: &ChunkSlice, stream: &[u8], out: &mut [u16]) {
+    let kept: Vec<u32> = (c.start..c.start + c.words).map(|w| le32(stream, w)).collect();
+    let mut words = [0u32; CHUNK_WORDS];
+    decode_chunk(&c.flags, &kept, &mut words);
+    for (pair, w) in out.chunks_mut(2).zip(words) {
+        pair[0] = w as u16;
+        if let Some(high) = pair.get_mut(1) {
+            *high = (w >> 16) as u16;
+        }
+    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 //! Forward: `u16[n]` → `output: u8[]`. Layout: docs/FORMAT.md, "BitplaneRZE".
 
 mod cpu;
+mod cpu_fragment;
 #[cfg(feature = "cuda")]
 pub(crate) mod device;
 
@@ -96,6 +97,10 @@ impl Stage for BitplaneRze {
 
     fn stated_bytes(&self) -> u64 {
         self.num_codes.unwrap_or(0).saturating_mul(2)
+    }
+
+    fn cpu_fragment(&self) -> Option<&dyn crate::cpu_fragment::CpuFragment> {
+        Some(self)
     }
 
     #[cfg(feature = "cuda")]

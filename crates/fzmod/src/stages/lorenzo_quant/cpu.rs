@@ -55,12 +55,17 @@ pub fn forward<T: Float>(x: &[T], dims: [usize; 3], tile: Tile, mapping: CodeMap
         .zip(ranges.into_par_iter())
         .map_init(Vec::new, |p, (out, r)| band_forward(&x[r.clone()], r.start, geometry, p, out))
         .collect();
+    joined(codes, per_band, std::mem::size_of::<T>())
+}
+
+/// The forward's result from its `codes` and its bands' outliers in index order, values of
+/// `value_bytes` each.
+pub(super) fn joined(codes: Vec<u16>, per_band: Vec<BandOutliers>, value_bytes: usize) -> Forward {
     let (mut values, mut deltas) = (Vec::new(), Vec::new());
     for (v, d) in per_band {
         values.extend(v);
         deltas.extend(d);
     }
-    let value_bytes = std::mem::size_of::<T>();
     let (outliers, layout) = channel::smaller(|w, layout| write_channel(w, &deltas, &values, value_bytes, layout));
     Forward {
         codes,
@@ -93,7 +98,7 @@ fn bands(n: usize, [_, ny, nx]: [usize; 3], Tile([tz, ty, _]): Tile) -> Vec<std:
 /// and codes. Every row a row reads comes before it in the band and is final by then. `p` is
 /// scratch. Returns the band's value outliers and delta outliers, in index order. On AVX2 the
 /// row loops run twice as wide (the same operations).
-fn band_forward<T: Float>(
+pub(super) fn band_forward<T: Float>(
     x: &[T],
     base: usize,
     geometry: Geometry<T>,
@@ -110,16 +115,16 @@ fn band_forward<T: Float>(
 
 /// What every band shares: grid, tile, code mapping, the pre-quantization's step and bound.
 #[derive(Clone, Copy)]
-struct Geometry<T> {
-    dims: [usize; 3],
-    tile: Tile,
-    mapping: CodeMapping,
-    step: T,
-    abs_bound: f64,
+pub(super) struct Geometry<T> {
+    pub dims: [usize; 3],
+    pub tile: Tile,
+    pub mapping: CodeMapping,
+    pub step: T,
+    pub abs_bound: f64,
 }
 
 /// Value outliers (index, raw bits) and delta outliers (index, delta) of a band.
-type BandOutliers = (Vec<(u64, u64)>, Vec<(u64, i32)>);
+pub(super) type BandOutliers = (Vec<(u64, u64)>, Vec<(u64, i32)>);
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
@@ -268,6 +273,36 @@ fn encode_row(mapping: CodeMapping, d: &[i32], out: &mut [u16]) -> bool {
     }
 }
 
+/// `out[i]` = the delta of code `codes[i]`, on the calling core; one monomorphic loop per
+/// mapping, on AVX2 in its wider lanes.
+pub(super) fn decode_codes(mapping: CodeMapping, codes: &[u16], out: &mut [i32]) {
+    #[inline(always)]
+    fn each(codes: &[u16], out: &mut [i32], delta: impl Fn(u16) -> i32) {
+        for (o, &c) in out.iter_mut().zip(codes) {
+            *o = delta(c);
+        }
+    }
+    #[inline(always)]
+    fn by_mapping(mapping: CodeMapping, codes: &[u16], out: &mut [i32]) {
+        match mapping {
+            CodeMapping::SignMagnitude => each(codes, out, |c| CodeMapping::SignMagnitude.decode(c)),
+            CodeMapping::Zigzag => each(codes, out, |c| CodeMapping::Zigzag.decode(c)),
+            CodeMapping::Radius(r) => each(codes, out, |c| CodeMapping::Radius(r).decode(c)),
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn by_mapping_avx2(mapping: CodeMapping, codes: &[u16], out: &mut [i32]) {
+        by_mapping(mapping, codes, out)
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { by_mapping_avx2(mapping, codes, out) };
+    }
+    by_mapping(mapping, codes, out)
+}
+
 fn zigzag32(v: i32) -> u32 {
     ((v << 1) ^ (v >> 31)) as u32
 }
@@ -337,32 +372,44 @@ fn tile_prefix_sums(d: &mut [i32], [_, ny, nx]: [usize; 3], Tile([tz, ty, tx]): 
     }
     // Bands of `ty` rows are independent: in parallel within each plane too (a 2-D field is
     // one plane).
-    d.par_chunks_mut(nx * ny).for_each(|plane| {
-        plane.par_chunks_mut(nx * ty).for_each(|band| {
-            #[cfg(target_arch = "x86_64")]
-            if tx.is_multiple_of(8) && std::arch::is_x86_feature_detected!("avx2") {
-                // SAFETY: the CPU has AVX2.
-                return unsafe { band_sums_avx2(band, nx, tx) };
-            }
-            band_sums(band, nx, tx, |seg| {
-                let mut acc = 0i32;
-                for v in seg {
-                    acc = acc.wrapping_add(*v);
-                    *v = acc;
-                }
-            })
-        })
-    });
+    d.par_chunks_mut(nx * ny).for_each(|plane| plane.par_chunks_mut(nx * ty).for_each(|band| xy_sums(band, nx, tx)));
     // Along z: bands of tz planes are independent.
-    let plane = nx * ny;
-    d.par_chunks_mut(plane * tz).for_each(|band| {
-        for z in 1..band.len() / plane {
-            let (prev, cur) = band.split_at_mut(z * plane);
-            for (c, p) in cur[..plane].iter_mut().zip(&prev[(z - 1) * plane..]) {
-                *c = c.wrapping_add(*p);
-            }
+    d.par_chunks_mut(nx * ny * tz).for_each(|band| z_sums(band, nx * ny));
+}
+
+/// [`tile_prefix_sums`] of a grid of whole tiles but at its ends (a block of a fused region,
+/// which starts on a tile corner), on the calling core.
+pub(super) fn block_prefix_sums(d: &mut [i32], [_, ny, nx]: [usize; 3], Tile([tz, ty, tx]): Tile) {
+    for plane in d.chunks_mut(nx * ny) {
+        plane.chunks_mut(nx * ty).for_each(|band| xy_sums(band, nx, tx));
+    }
+    d.chunks_mut(nx * ny * tz).for_each(|band| z_sums(band, nx * ny));
+}
+
+/// The sums along x and y of a band of rows `nx` long in tiles `tx` wide.
+fn xy_sums(band: &mut [i32], nx: usize, tx: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if tx.is_multiple_of(8) && std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { band_sums_avx2(band, nx, tx) };
+    }
+    band_sums(band, nx, tx, |seg| {
+        let mut acc = 0i32;
+        for v in seg {
+            acc = acc.wrapping_add(*v);
+            *v = acc;
         }
-    });
+    })
+}
+
+/// The sums along z of a band of planes of `plane` elements: each adds the one before it.
+fn z_sums(band: &mut [i32], plane: usize) {
+    for z in 1..band.len() / plane {
+        let (prev, cur) = band.split_at_mut(z * plane);
+        for (c, p) in cur[..plane].iter_mut().zip(&prev[(z - 1) * plane..]) {
+            *c = c.wrapping_add(*p);
+        }
+    }
 }
 
 /// [`band_sums`] with the x segments (a multiple of 8 long) as vector scans, and the adds of

@@ -9,6 +9,7 @@
 //! Layout: docs/FORMAT.md, "LorenzoQuant".
 
 mod cpu;
+mod cpu_fragment;
 #[cfg(feature = "cuda")]
 pub(crate) mod device;
 
@@ -411,6 +412,10 @@ impl Stage for LorenzoQuant {
         }
         r.grid.check_header(header, "LorenzoQuant")?;
         check_header_bound("LorenzoQuant", bound, header)
+    }
+
+    fn cpu_fragment(&self) -> Option<&dyn crate::cpu_fragment::CpuFragment> {
+        Some(self)
     }
 
     #[cfg(feature = "cuda")]
