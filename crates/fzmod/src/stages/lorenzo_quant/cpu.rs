@@ -36,26 +36,60 @@ pub struct Forward {
 }
 
 /// Dual quantization of `x` over the grid `dims = [z, y, x]` in tiles of `tile`, band by
-/// band ([`bands`]): every read of the pre-quantized values stays inside a tile, so a band of
+/// band ([`Bands`]): every read of the pre-quantized values stays inside a tile, so a band of
 /// whole tiles is pre-quantized, predicted and delta-coded row by row while its rows are still
 /// in cache, in a scratch of the band's size instead of an array of the input's.
 pub fn forward<T: Float>(x: &[T], dims: [usize; 3], tile: Tile, mapping: CodeMapping, abs_bound: f64) -> Forward {
     let geometry = Geometry { dims, tile, mapping, step: T::at_most(abs_bound), abs_bound };
+    let bands = Bands::of(dims, tile);
+    // A task is whole bands (a 1-D array's are one tile each).
+    let task = bands.elems * (TASK_ELEMS / bands.elems).max(1);
     let mut codes: Vec<u16> = zeroed_vec(x.len());
-    let ranges = bands(x.len(), dims, tile);
-    let mut pieces = Vec::with_capacity(ranges.len());
-    let mut rest = &mut codes[..];
-    for r in &ranges {
-        let (piece, tail) = rest.split_at_mut(r.len());
-        pieces.push(piece);
-        rest = tail;
-    }
-    let per_band: Vec<BandOutliers> = pieces
-        .into_par_iter()
-        .zip(ranges.into_par_iter())
-        .map_init(Vec::new, |p, (out, r)| band_forward(&x[r.clone()], r.start, geometry, p, out))
+    let per_band: Vec<BandOutliers> = codes
+        .par_chunks_mut(task)
+        .zip(x.par_chunks(task))
+        .enumerate()
+        .map_init(Vec::new, |p, (k, (out, x))| {
+            let geometry = Geometry { dims: bands.dims_of(x.len()), ..geometry };
+            band_forward(x, k * task, geometry, p, out)
+        })
         .collect();
     joined(codes, per_band, std::mem::size_of::<T>())
+}
+
+/// How a grid is cut into bands of whole tiles, each a grid of its own that starts on a tile
+/// corner: slabs of `tz` planes; in a single plane, bands of `ty` rows; in a single row, `tx`
+/// elements.
+#[derive(Clone, Copy)]
+pub(super) struct Bands {
+    dims: [usize; 3],
+    pub tile: Tile,
+    /// Elements per band (at least one).
+    pub elems: usize,
+}
+
+impl Bands {
+    pub fn of(dims: [usize; 3], tile: Tile) -> Bands {
+        let ([nz, ny, nx], [tz, ty, tx]) = (dims, tile.0);
+        let elems = if nz > 1 {
+            tz.min(nz) * ny * nx
+        } else if ny > 1 {
+            ty.min(ny) * nx
+        } else {
+            tx.min(nx)
+        };
+        Bands { dims, tile, elems: elems.max(1) }
+    }
+
+    /// The grid of `elems` elements from the start of a band (whole bands but at the grid's
+    /// end).
+    pub fn dims_of(&self, elems: usize) -> [usize; 3] {
+        match self.dims {
+            [1, 1, _] => [1, 1, elems],
+            [1, _, nx] => [1, elems / nx, nx],
+            [_, ny, nx] => [elems / (ny * nx), ny, nx],
+        }
+    }
 }
 
 /// The forward's result from its `codes` and its bands' outliers in index order, values of
@@ -76,23 +110,7 @@ pub(super) fn joined(codes: Vec<u16>, per_band: Vec<BandOutliers>, value_bytes: 
     }
 }
 
-/// Element ranges of whole tiles, in index order: `tz` planes at a time, or with `tz` = 1 each
-/// plane in bands of `ty` rows (the last one of a plane shorter).
-fn bands(n: usize, [_, ny, nx]: [usize; 3], Tile([tz, ty, _]): Tile) -> Vec<std::ops::Range<usize>> {
-    let plane = (ny * nx).max(1);
-    let step = if tz > 1 { tz * plane } else { ty * nx.max(1) };
-    let mut out = Vec::with_capacity(n / step + 1);
-    let mut start = 0;
-    while start < n {
-        // With tz = 1 a band never crosses into the next plane.
-        let end = if tz > 1 { start + step } else { (start + step).min((start / plane + 1) * plane) };
-        out.push(start..end.min(n));
-        start = end;
-    }
-    out
-}
-
-/// One band ([`bands`]) from element `base` on: row by row, pre-quantize (the Quantizer's
+/// Whole bands ([`Bands`]) from element `base` on: row by row, pre-quantize (the Quantizer's
 /// codes; values that cannot be quantized within the bound are value outliers), give each value
 /// outlier its prediction ([`predict_value_outliers`]), then the row's deltas ([`row_deltas`])
 /// and codes. Every row a row reads comes before it in the band and is final by then. `p` is

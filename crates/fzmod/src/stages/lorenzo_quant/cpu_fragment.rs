@@ -4,7 +4,7 @@
 //! own: each block runs cpu.rs's band forward or its inverse over its own grid, and the
 //! outlier lists are joined (forward) or looked up (inverse) in index order.
 
-use super::cpu::{self, BandOutliers, Geometry};
+use super::cpu::{self, BandOutliers, Bands, Geometry};
 use super::{CodeMapping, LorenzoQuant, Resolved, Tile};
 use crate::archive::ErrorMode;
 use crate::cpu_fragment::{nothing, sides_of, BlockBytes, BlockForward, BlockInverse, CpuFragment, Extent, Side};
@@ -21,43 +21,10 @@ thread_local! {
     static SCRATCH: std::cell::Cell<Vec<i32>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
-/// How a grid is cut into bands of whole tiles.
-#[derive(Clone, Copy)]
-struct Bands {
-    grid: Grid,
-    tile: Tile,
-    /// Elements per band.
-    elems: usize,
-}
-
-impl Bands {
-    fn of(grid: Grid, tile: Tile) -> Bands {
-        let ([nz, ny, nx], [tz, ty, tx]) = (grid.dims, tile.0);
-        let elems = if nz > 1 {
-            tz.min(nz) * ny * nx
-        } else if ny > 1 {
-            ty.min(ny) * nx
-        } else {
-            tx.min(nx)
-        };
-        Bands { grid, tile, elems }
-    }
-
-    /// The grid of `elems` elements from the start of a band (whole bands but at the grid's
-    /// end).
-    fn dims_of(&self, elems: usize) -> [usize; 3] {
-        match self.grid.dims {
-            [1, 1, _] => [1, 1, elems],
-            [1, _, nx] => [1, elems / nx, nx],
-            [_, ny, nx] => [elems / (ny * nx), ny, nx],
-        }
-    }
-}
-
 impl LorenzoQuant {
-    /// The bands of the whole input `whole`: the recorded grid's (inverse), else the array's
-    /// (forward); `None` where the input is not that grid (the stage walk reports it).
-    fn bands(&self, whole: Extent) -> Option<Bands> {
+    /// The grid of the whole input `whole` (the recorded one in an inverse, else the array's)
+    /// and its bands; `None` where the input is not that grid (the stage walk reports it).
+    fn bands(&self, whole: Extent) -> Option<(Grid, Bands)> {
         let (grid, tile) = match self.resolved {
             Some(r) => (r.grid, r.tile),
             None => {
@@ -67,13 +34,13 @@ impl LorenzoQuant {
             }
         };
         let fits = grid.len().checked_mul(self.input.size()) == Some(whole.input_len) && !grid.is_empty();
-        fits.then(|| Bands::of(grid, tile))
+        fits.then(|| (grid, Bands::of(grid.dims, tile)))
     }
 }
 
 impl CpuFragment for LorenzoQuant {
     fn grain(&self, whole: Extent) -> Option<usize> {
-        Some(self.bands(whole)?.elems * self.input.size())
+        Some(self.bands(whole)?.1.elems * self.input.size())
     }
 
     fn is_coder(&self) -> bool {
@@ -93,10 +60,10 @@ impl CpuFragment for LorenzoQuant {
             Error::InvalidArgument("no error bound set (give -e/--error-bound or error_bound)".into())
         })?;
         // The region cut its blocks along these bands (`grain`): they exist.
-        let bands = self.bands(whole).ok_or_else(|| corrupt!("LorenzoQuant: no bands in {whole:?}"))?;
+        let (grid, bands) = self.bands(whole).ok_or_else(|| corrupt!("LorenzoQuant: no bands in {whole:?}"))?;
         match self.input {
-            DType::F32 => Ok(Box::new(Quantize::<f32>::new(self, bound, bands, input)?)),
-            _ => Ok(Box::new(Quantize::<f64>::new(self, bound, bands, input)?)),
+            DType::F32 => Ok(Box::new(Quantize::<f32>::new(self, bound, grid, bands, input)?)),
+            _ => Ok(Box::new(Quantize::<f64>::new(self, bound, grid, bands, input)?)),
         }
     }
 
@@ -108,7 +75,7 @@ impl CpuFragment for LorenzoQuant {
         let r = self.resolved.ok_or_else(|| Error::Pipeline("LorenzoQuant inverse needs a decoded record".into()))?;
         let channel =
             segments.get(1).copied().flatten().ok_or_else(|| corrupt!("LorenzoQuant outlier channel missing"))?;
-        let bands = Bands::of(r.grid, r.tile);
+        let bands = Bands::of(r.grid.dims, r.tile);
         match self.input {
             DType::F32 => Ok(Box::new(Reconstruct::new(self.mapping, r, r.step as f32, bands, channel)?)),
             _ => Ok(Box::new(Reconstruct::new(self.mapping, r, r.step, bands, channel)?)),
@@ -121,12 +88,13 @@ struct Quantize<'s, T> {
     stage: &'s LorenzoQuant,
     bound: ErrorBound,
     range: Option<(f64, f64)>,
+    grid: Grid,
     bands: Bands,
     geometry: Geometry<T>,
 }
 
 impl<'s, T: Float> Quantize<'s, T> {
-    fn new(stage: &'s LorenzoQuant, bound: ErrorBound, bands: Bands, input: View<'s>) -> Result<Self> {
+    fn new(stage: &'s LorenzoQuant, bound: ErrorBound, grid: Grid, bands: Bands, input: View<'s>) -> Result<Self> {
         let x: &[T] = bytemuck::try_cast_slice(input.native_bytes())
             .map_err(|_| Error::Pipeline("LorenzoQuant region input is not its type".into()))?;
         let range = match bound.mode {
@@ -136,8 +104,8 @@ impl<'s, T: Float> Quantize<'s, T> {
         let abs_bound = resolve_abs_bound(bound, range);
         // Refuse before quantizing, as the stage walk does.
         check_resolved("LorenzoQuant", stage.input, bound, range, abs_bound, T::at_most(abs_bound).to_f64())?;
-        let (dims, tile, mapping, step) = (bands.grid.dims, bands.tile, stage.mapping, T::at_most(abs_bound));
-        Ok(Quantize { stage, bound, range, bands, geometry: Geometry { dims, tile, mapping, step, abs_bound } })
+        let (dims, tile, mapping, step) = (grid.dims, bands.tile, stage.mapping, T::at_most(abs_bound));
+        Ok(Quantize { stage, bound, range, grid, bands, geometry: Geometry { dims, tile, mapping, step, abs_bound } })
     }
 }
 
@@ -160,7 +128,7 @@ impl<T: Float> BlockForward for Quantize<'_, T> {
             abs_bound: self.geometry.abs_bound,
             step: self.geometry.step.to_f64(),
             tile: self.bands.tile,
-            grid: self.bands.grid,
+            grid: self.grid,
             num_delta_outliers: f.num_delta_outliers,
             num_value_outliers: f.num_value_outliers,
             layout: f.layout,
