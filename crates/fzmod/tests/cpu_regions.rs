@@ -52,8 +52,9 @@ fn every_preset_on_every_shared_field_gives_the_stage_walks_bytes() {
 }
 
 /// Pipelines whose stages all fuse: the pfpl chain with other grains and word sizes, the
-/// indexed Quantizer, chains that end in a transform (its output archived), the word maps.
-const CHAINS: [&str; 6] = [
+/// indexed Quantizer, chains that end in a transform (its output archived), the word maps;
+/// and a region that ends in ADM, before ANS (which has no fragment).
+const CHAINS: [&str; 7] = [
     "",
     r#"[[stage]]
 name = "q"
@@ -163,6 +164,23 @@ name = "z"
 type = "Zigzag"
 input_type = "int32"
 inputs = [{ from = "q", port = "codes" }]
+"#,
+    r#"[[stage]]
+name = "q"
+type = "Quantizer"
+code_type = "uint32"
+inplace_outliers = true
+error_bound_mode = "abs"
+error_bound = 0.02
+[[stage]]
+name = "a"
+type = "ADM"
+input_type = "uint32"
+inputs = [{ from = "q", port = "codes" }]
+[[stage]]
+name = "c"
+type = "ANS"
+inputs = [{ from = "a", port = "codes" }]
 "#,
 ];
 
@@ -286,7 +304,8 @@ inputs = [{{ from = "q", port = "codes" }}]
     assert_eq!(checked, shapes.len() * 6);
 }
 
-/// LorenzoQuant → BitplaneRZE (`fzgpu`, and other tiles and code mappings) on grids of awkward
+/// LorenzoQuant → BitplaneRZE (`fzgpu`, and other tiles and code mappings) and LorenzoQuant →
+/// ADM before ANS (`mans`) on grids of awkward
 /// extents in 1, 2, 3 and 4 dimensions, with value outliers (NaN, ±Inf, huge values) and
 /// delta outliers (noise at a tight bound). Blocks are cut along bands of tiles; each grid
 /// is large enough for several.
@@ -315,6 +334,7 @@ inputs = [{{ from = "q", port = "codes" }}]
         let n: usize = shape.iter().product();
         let mut pipelines = [
             fzmod::preset("fzgpu", shape).unwrap(),
+            fzmod::preset("mans", shape).unwrap(),
             quantized("tile_x = 5\ntile_y = 3\ntile_z = 2\ncode_mapping = \"zigzag\""),
             quantized("tile_x = 64\ncode_mapping = \"radius\"\nquant_radius = 8"),
         ];
@@ -333,7 +353,7 @@ inputs = [{{ from = "q", port = "codes" }}]
             checked += 1;
         }
     }
-    assert_eq!(checked, shapes.len() * 3);
+    assert_eq!(checked, shapes.len() * 4);
 }
 
 /// Damaged archives behind recomputed CRCs: the fused decode fails where the stage walk

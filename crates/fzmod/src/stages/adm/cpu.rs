@@ -126,7 +126,7 @@ pub fn lane_bytes(bits: u64, len: usize, word: usize) -> u8 {
 }
 
 /// One encoded block: its centre (0 when raw), length byte and payload.
-struct Encoded {
+pub struct Encoded {
     centre: u64,
     lane_bytes: u8,
     payload: Vec<u8>,
@@ -191,17 +191,22 @@ fn clear_bits(stream: &mut [u8], mut from: usize, to: usize) {
 /// Encode `words`: the code bytes (one per word) and the side stream
 /// `[centre per block][length byte per block][payload per block]`.
 pub fn encode<T: Word>(words: &[T]) -> (Vec<u8>, Vec<u8>) {
-    let nblocks = words.len().div_ceil(BLOCK);
     let task = BLOCK * TASK_BLOCKS;
-    let (codes, groups): (Vec<u8>, Vec<Vec<Encoded>>) = vec_by_chunks(words.len(), task, |k, c| {
-        let mut lengths = [0u32; BLOCK];
-        words[k * task..][..c.len()]
-            .chunks(BLOCK)
-            .zip(c.chunks_mut(BLOCK))
-            .map(|(b, c)| encode_block(b, c, &mut lengths))
-            .collect()
-    });
-    let blocks: Vec<&Encoded> = groups.iter().flatten().collect();
+    let (codes, groups): (Vec<u8>, Vec<Vec<Encoded>>) =
+        vec_by_chunks(words.len(), task, |k, c| encode_blocks(&words[k * task..][..c.len()], c));
+    (codes, side_stream::<T>(groups.iter().flatten().collect()))
+}
+
+/// Encode the blocks of `words` (whole blocks but at the array's end); their code bytes go
+/// to `codes`.
+pub fn encode_blocks<T: Word>(words: &[T], codes: &mut [u8]) -> Vec<Encoded> {
+    let mut lengths = [0u32; BLOCK];
+    words.chunks(BLOCK).zip(codes.chunks_mut(BLOCK)).map(|(b, c)| encode_block(b, c, &mut lengths)).collect()
+}
+
+/// The side stream of the encoded `blocks` of an array, in block order.
+pub fn side_stream<T: Word>(blocks: Vec<&Encoded>) -> Vec<u8> {
+    let nblocks = blocks.len();
     let payload: usize = blocks.iter().map(|b| b.payload.len()).sum();
     let mut side = vec![0u8; table_len(nblocks, T::BYTES) + payload];
     for (i, b) in blocks.iter().enumerate() {
@@ -213,7 +218,7 @@ pub fn encode<T: Word>(words: &[T]) -> (Vec<u8>, Vec<u8>) {
         side[at..at + b.payload.len()].copy_from_slice(&b.payload);
         at += b.payload.len();
     }
-    (codes, side)
+    side
 }
 
 /// Where each block's payload starts in a side stream of `side_len` bytes for `n` words whose
@@ -374,24 +379,44 @@ fn decode_block<T: Word>(centre: &[u8], lane_bytes: u8, payload: &[u8], codes: &
 
 /// Decode `codes.len()` words from their code bytes and side stream.
 pub fn decode<T: Word>(codes: &[u8], side: &[u8]) -> Result<Vec<T>> {
-    let n = codes.len();
-    let nblocks = n.div_ceil(BLOCK);
-    let table = table_len(nblocks, T::BYTES);
-    if table > side.len() {
-        return Err(corrupt!("ADM: {n} words need a {table} byte table, the side stream has {}", side.len()));
-    }
-    let lens = &side[nblocks * T::BYTES..table];
-    let starts = payload_starts(side.len(), n, T::BYTES, lens)?;
+    let side = SideStream::read(side, codes.len(), T::BYTES)?;
     let task = BLOCK * TASK_BLOCKS;
-    try_vec_by_chunks::<T>(n, task, |k, o| {
-        let codes = &codes[k * task..][..o.len()];
-        o.chunks_mut(BLOCK).zip(codes.chunks(BLOCK)).enumerate().try_for_each(|(i, (o, c))| {
-            let b = k * TASK_BLOCKS + i;
-            let at = starts[b] as usize;
+    try_vec_by_chunks::<T>(codes.len(), task, |k, o| {
+        side.decode_blocks(k * TASK_BLOCKS, &codes[k * task..][..o.len()], o)
+    })
+}
+
+/// A side stream whose table and payload sizes are checked, for decoding any of its blocks.
+pub struct SideStream<'a> {
+    side: &'a [u8],
+    word: usize,
+    starts: Vec<u64>,
+}
+
+impl<'a> SideStream<'a> {
+    /// The side stream of `n` words of `word` bytes, its table and every block's payload
+    /// checked to lie in it.
+    pub fn read(side: &'a [u8], n: usize, word: usize) -> Result<Self> {
+        let nblocks = n.div_ceil(BLOCK);
+        let table = table_len(nblocks, word);
+        if table > side.len() {
+            return Err(corrupt!("ADM: {n} words need a {table} byte table, the side stream has {}", side.len()));
+        }
+        let starts = payload_starts(side.len(), n, word, &side[nblocks * word..table])?;
+        Ok(SideStream { side, word, starts })
+    }
+
+    /// Decode the blocks from block `first` on of `codes` (whole blocks but at the array's
+    /// end) into `out`.
+    pub fn decode_blocks<T: Word>(&self, first: usize, codes: &[u8], out: &mut [T]) -> Result<()> {
+        let (side, lens) = (self.side, &self.side[self.starts.len() * self.word..]);
+        out.chunks_mut(BLOCK).zip(codes.chunks(BLOCK)).enumerate().try_for_each(|(i, (o, c))| {
+            let b = first + i;
+            let at = self.starts[b] as usize;
             let payload = &side[at..at + payload_len(o.len(), T::BYTES, lens[b])];
             decode_block(&side[b * T::BYTES..(b + 1) * T::BYTES], lens[b], payload, c, o)
         })
-    })
+    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 //! raw blocks). Layout: docs/FORMAT.md, "ADM".
 
 mod cpu;
+mod cpu_fragment;
 #[cfg(feature = "cuda")]
 pub(crate) mod device;
 
@@ -123,6 +124,10 @@ impl Stage for Adm {
 
     fn stated_bytes(&self) -> u64 {
         self.num_elements.unwrap_or(0).saturating_mul(self.input.size() as u64)
+    }
+
+    fn cpu_fragment(&self) -> Option<&dyn crate::cpu_fragment::CpuFragment> {
+        Some(self)
     }
 
     #[cfg(feature = "cuda")]
