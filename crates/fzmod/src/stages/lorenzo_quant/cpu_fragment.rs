@@ -195,15 +195,34 @@ mod tests {
     fn lorenzo_quant_fuses_as_walked() {
         fused_as_walked(&crate::config::preset("fzgpu", &[1]).unwrap());
         // A tile that does not divide a region block, other code mappings.
-        for params in
-            ["tile_x = 100\ncode_mapping = \"zigzag\"", "tile_x = 7\ncode_mapping = \"radius\"\nquant_radius = 3"]
-        {
-            let toml = format!(
-                "[[stage]]\nname = \"q\"\ntype = \"LorenzoQuant\"\n{params}\n\
-                 [[stage]]\nname = \"c\"\ntype = \"BitplaneRZE\"\ninputs = [{{ from = \"q\", port = \"codes\" }}]\n"
-            );
-            fused_as_walked(&crate::config::from_toml(&toml).unwrap());
-        }
+        let coded = |quantizer: &str| {
+            let coder = r#"
+                [[stage]]
+                name = "c"
+                type = "BitplaneRZE"
+                inputs = [{ from = "q", port = "codes" }]
+            "#;
+            fused_as_walked(&crate::config::from_toml(&format!("{quantizer}{coder}")).unwrap());
+        };
+        coded(
+            r#"
+            [[stage]]
+            name = "q"
+            type = "LorenzoQuant"
+            tile_x = 100
+            code_mapping = "zigzag"
+        "#,
+        );
+        coded(
+            r#"
+            [[stage]]
+            name = "q"
+            type = "LorenzoQuant"
+            tile_x = 7
+            code_mapping = "radius"
+            quant_radius = 3
+        "#,
+        );
     }
 
     #[test]
