@@ -131,7 +131,8 @@ pub(super) fn band_forward<T: Float>(
     band_forward_inline(x, base, geometry, p, out)
 }
 
-/// What every band shares: grid, tile, code mapping, the pre-quantization's step and bound.
+/// What a band's forward needs: its grid, the tile, code mapping, the pre-quantization's step
+/// and bound.
 #[derive(Clone, Copy)]
 pub(super) struct Geometry<T> {
     pub dims: [usize; 3],
@@ -382,21 +383,17 @@ pub fn inverse<T: Float>(
 }
 
 /// Inverse of the tiled Lorenzo delta, in place: prefix sums along x, then y, then z, each
-/// restarting at tile boundaries. Along x and y in one pass: a band of `ty` rows is summed
-/// row by row (x), each row then adding the one before it (y) while both are in cache.
-fn tile_prefix_sums(d: &mut [i32], [_, ny, nx]: [usize; 3], Tile([tz, ty, tx]): Tile) {
-    if d.is_empty() {
-        return;
-    }
-    // Bands of `ty` rows are independent: in parallel within each plane too (a 2-D field is
-    // one plane).
-    d.par_chunks_mut(nx * ny).for_each(|plane| plane.par_chunks_mut(nx * ty).for_each(|band| xy_sums(band, nx, tx)));
-    // Along z: bands of tz planes are independent.
-    d.par_chunks_mut(nx * ny * tz).for_each(|band| z_sums(band, nx * ny));
+/// restarting at tile boundaries. Bands of whole tiles ([`Bands`]) are independent: tasks of
+/// whole bands run in parallel (a 1-D array's bands are one tile each).
+fn tile_prefix_sums(d: &mut [i32], dims: [usize; 3], tile: Tile) {
+    let bands = Bands::of(dims, tile);
+    let task = bands.elems * (TASK_ELEMS / bands.elems).max(1);
+    d.par_chunks_mut(task).for_each(|d| block_prefix_sums(d, bands.dims_of(d.len()), tile));
 }
 
-/// [`tile_prefix_sums`] of a grid of whole tiles but at its ends (a block of a fused region,
-/// which starts on a tile corner), on the calling core.
+/// [`tile_prefix_sums`] of a grid that starts on a tile corner (a task, or a block of a fused
+/// region), on the calling core. Along x and y in one pass: a band of `ty` rows is summed row
+/// by row (x), each row then adding the one before it (y) while both are in cache.
 pub(super) fn block_prefix_sums(d: &mut [i32], [_, ny, nx]: [usize; 3], Tile([tz, ty, tx]): Tile) {
     for plane in d.chunks_mut(nx * ny) {
         plane.chunks_mut(nx * ty).for_each(|band| xy_sums(band, nx, tx));
