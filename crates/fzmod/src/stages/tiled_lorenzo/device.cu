@@ -149,42 +149,53 @@ extern "C" __global__ void __launch_bounds__(TL_THREADS) tl_inverse(const i32* d
 }
 
 // Region fragments (contract: backend/cuda/region.rs). The region's elements are the
-// tile-major slots, and a region tile of `count` slots from slot `first` holds whole tiles;
-// their origins take 24 bytes each of `scratch`. The forward gathers from the region's input
-// `q` (the natural grid in global memory, or a loader: fz_elements in common.cu) each element
-// once, as its own read (a loader quantizes it there), into the shared tile `out`, or with
-// deltas into the spare tile buffer first, from which it takes the deltas of tl_forward: every
-// neighbour lies inside the tile and the grid.
-__device__ __forceinline__ bool tl_slot_at(u32 i, u32 te, const u64* origin, u64 nz, u64 ny, u64 nx, u32 ty, u32 tx,
-                                           u32* lz, u32* ly, u32* lx, u64* at) {
-    u32 t = i / te, local = i - t * te, r = local / tx;
-    *lz = r / ty, *ly = r - *lz * ty, *lx = local - r * tx;
-    u64 x = origin[3 * t + 2] + *lx, y = origin[3 * t + 1] + *ly, z = origin[3 * t] + *lz;
-    *at = (z * ny + y) * nx + x;
-    return x < nx && y < ny && z < nz;
-}
-
+// tile-major slots, and a region tile of `count` slots from slot `first` holds whole tiles.
+// The forward gathers from the region's input `q` (the natural grid in global memory, or a
+// loader: fz_elements in common.cu) each element once, as its own read (a loader quantizes it
+// there), into the shared tile `out`, or with deltas into the spare tile buffer first, from
+// which it takes the deltas of tl_forward: every neighbour lies inside the tile and the grid.
+// A slot's place in the grid comes from three tables in `scratch`, made once per region tile
+// (the gather is bound by its instructions, not by memory): each tile's natural origin and
+// the extents of its part inside the grid (x | y << 8 | z << 16), and the natural offset of
+// each row of a tile, (lz * ny + ly) * nx.
 template <class Q>
 __device__ __forceinline__ void tl_region_forward(Q q, u32* out, u32* spare, u64 first, u32 count, u8* scratch, u64 nz,
                                                   u64 ny, u64 nx, u32 tz, u32 ty, u32 tx, bool delta) {
-    const u32 te = tz * ty * tx;
+    const u32 te = tz * ty * tx, tiles = count / te, rows = tz * ty;
     u64* origin = (u64*)scratch;
-    tl_origins(first / te, count / te, ny, nx, tz, ty, tx, origin);
+    u64* row_at = origin + tiles;
+    u32* inside = (u32*)(row_at + rows);
+    const u64 nty = (ny + ty - 1) / ty, ntx = (nx + tx - 1) / tx;
+    for (u32 t = threadIdx.x; t < tiles; t += blockDim.x) {
+        u64 tile = first / te + t;
+        u64 z = tile / (ntx * nty) * tz, y = tile / ntx % nty * ty, x = tile % ntx * tx;
+        origin[t] = (z * ny + y) * nx + x;
+        inside[t] = (u32)min((u64)tx, nx - x) | (u32)min((u64)ty, ny - y) << 8 | (u32)min((u64)tz, nz - z) << 16;
+    }
+    for (u32 r = threadIdx.x; r < rows; r += blockDim.x) row_at[r] = ((u64)(r / ty) * ny + r % ty) * nx;
     __syncthreads();
+    // Slot i: its tile t, its row r in the tile and its place (lz, ly, lx) there.
+    auto place = [&](u32 i, u32* t, u32* r, u32* lz, u32* ly, u32* lx) {
+        *t = i / te;
+        u32 local = i - *t * te;
+        *r = local / tx, *lx = local - *r * tx, *lz = *r / ty, *ly = *r - *lz * ty;
+        u32 in = inside[*t];
+        return *lx < (in & 255u) && *ly < (in >> 8 & 255u) && *lz < (in >> 16);
+    };
     u32* codes = delta ? spare : out;
     fz_gather(codes, count, [&](u32 i) {
-        u32 lz, ly, lx;
-        u64 at;
-        return tl_slot_at(i, te, origin, nz, ny, nx, ty, tx, &lz, &ly, &lx, &at) ? (u32)fz_own(q, at) : 0u;
+        u32 t, r, lz, ly, lx;
+        return place(i, &t, &r, &lz, &ly, &lx) ? (u32)fz_own(q, origin[t] + row_at[r] + lx) : 0u;
     });
     if (!delta) return;
     __syncthreads();
-    u32 lz, ly, lx;
-    u64 at;
+    // Without branches: the predecessor's distance back (0: none, which reads the slot itself).
     for (u32 i = threadIdx.x; i < count; i += blockDim.x) {
-        bool inside = tl_slot_at(i, te, origin, nz, ny, nx, ty, tx, &lz, &ly, &lx, &at);
-        u32 pred = lx > 0 ? codes[i - 1] : ly > 0 ? codes[i - tx] : lz > 0 ? codes[i - tx * ty] : 0u;
-        out[i] = inside ? codes[i] - pred : 0u;
+        u32 t, r, lz, ly, lx;
+        bool in = place(i, &t, &r, &lz, &ly, &lx);
+        u32 back = lx > 0 ? 1u : ly > 0 ? tx : lz > 0 ? tx * ty : 0u;
+        u32 code = codes[i], before = codes[i - back];
+        out[i] = in ? code - (back ? before : 0u) : 0u;
     }
 }
 

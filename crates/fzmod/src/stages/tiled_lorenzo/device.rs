@@ -135,17 +135,20 @@ impl DeviceStage for TiledLorenzo {
 
 /// A region's tile-major slots are this stage's output: it gathers each tile from the natural
 /// grid (the region's input) and, inverse, scatters it back, so it comes first in a region.
-/// Its tiles' origins live in the region's scratch area, which bounds how small a tile may be.
+/// Its tables live in the region's scratch area, which bounds how small a tile may be: the
+/// inverse's tile origins (24 bytes a tile), the forward's origins and extents (12 bytes a
+/// tile) and row offsets (8 bytes a row of a tile).
 impl Fragment for TiledLorenzo {
     fn sources(&self) -> Vec<&'static str> {
         vec![SOURCE]
     }
 
     fn geometry(&self) -> Option<Geometry> {
-        // Every default tile (1-D, 2-D, 3-D) has 64 elements.
-        let te = self.tile.map_or(64, Tile::elems);
+        // Every default tile (1-D, 2-D, 3-D) has 64 elements, in at most 16 rows.
+        let (te, rows) = self.tile.map_or((64, 16), |t| (t.elems(), t.0[0] * t.0[1]));
         let most_tiles = region::TILE_BUFFER_BYTES / 4 / te;
-        (24 * most_tiles <= region::SCRATCH_BYTES).then_some(Geometry {
+        let scratch = (24 * most_tiles).max(12 * most_tiles + 8 * rows);
+        (scratch <= region::SCRATCH_BYTES).then_some(Geometry {
             in_width: 4,
             out_width: 4,
             same_count: true,
