@@ -7,6 +7,8 @@
 
 use crate::element::{concat_on_all_cores, vec_by_chunks};
 use crate::error::{corrupt, Result};
+#[cfg(target_arch = "x86_64")]
+use crate::stages::bit_transpose::transpose32_avx2;
 use crate::stages::bit_transpose::transpose32_lanes;
 use rayon::prelude::*;
 
@@ -20,9 +22,13 @@ pub const HEADER_BYTES: usize = 128;
 /// Rows transposed together by [`transpose32_lanes`] (one SIMD lane each).
 const LANES: usize = 8;
 
-/// The transposed chunk `t[plane][row]` of 1024 words.
-#[inline]
-fn transpose_chunk(words: &[u32; CHUNK_WORDS]) -> [[u32; 32]; 32] {
+/// A chunk's bit planes `t[plane][row]`: word `row` of plane `plane` holds bit `plane` of the
+/// chunk's words `32 row .. 32 row + 32`.
+type Planes = [[u32; 32]; 32];
+
+/// The planes of a chunk of 1024 words.
+#[inline(always)]
+fn transpose_chunk(words: &[u32; CHUNK_WORDS]) -> Planes {
     let mut t = [[0u32; 32]; 32];
     for row0 in (0..32).step_by(LANES) {
         let mut a: [[u32; LANES]; 32] = std::array::from_fn(|j| std::array::from_fn(|l| words[(row0 + l) * 32 + j]));
@@ -34,9 +40,46 @@ fn transpose_chunk(words: &[u32; CHUNK_WORDS]) -> [[u32; 32]; 32] {
     t
 }
 
-/// Encode one chunk: its 8 flag words and its kept blocks (4 words each, flag order).
-pub fn encode_chunk(words: &[u32; CHUNK_WORDS]) -> ([u32; FLAG_WORDS], Vec<u32>) {
-    let t = transpose_chunk(words);
+/// [`transpose_chunk`] on AVX2: each row of 32 words transposed at once.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn transpose_chunk_avx2(words: &[u32; CHUNK_WORDS]) -> Planes {
+    let mut t = [[0u32; 32]; 32];
+    for (row, w) in words.as_chunks::<32>().0.iter().enumerate() {
+        for (plane, bits) in transpose32_avx2(w).into_iter().enumerate() {
+            t[plane][row] = bits;
+        }
+    }
+    t
+}
+
+/// The words of a chunk from its planes (the inverse of [`transpose_chunk`]).
+#[inline(always)]
+fn untranspose_chunk(t: &Planes, out: &mut [u32; CHUNK_WORDS]) {
+    for row0 in (0..32).step_by(LANES) {
+        let mut a: [[u32; LANES]; 32] =
+            std::array::from_fn(|plane| t[plane][row0..row0 + LANES].try_into().expect("lanes"));
+        transpose32_lanes(&mut a);
+        for (j, lanes) in a.iter().enumerate() {
+            for (l, &v) in lanes.iter().enumerate() {
+                out[(row0 + l) * 32 + j] = v;
+            }
+        }
+    }
+}
+
+/// [`untranspose_chunk`] on AVX2: each row's 32 plane words transposed at once.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn untranspose_chunk_avx2(t: &Planes, out: &mut [u32; CHUNK_WORDS]) {
+    for (row, w) in out.as_chunks_mut::<32>().0.iter_mut().enumerate() {
+        *w = transpose32_avx2(&std::array::from_fn(|plane| t[plane][row]));
+    }
+}
+
+/// A chunk's 8 flag words and its kept blocks (4 words each, flag order) from its planes.
+#[inline(always)]
+fn encode_planes(t: &Planes) -> ([u32; FLAG_WORDS], Vec<u32>) {
     let mut flags = [0u32; FLAG_WORDS];
     let mut kept = Vec::new();
     for (plane, rows) in t.iter().enumerate() {
@@ -51,8 +94,9 @@ pub fn encode_chunk(words: &[u32; CHUNK_WORDS]) -> ([u32; FLAG_WORDS], Vec<u32>)
     (flags, kept)
 }
 
-/// Decode one chunk from its flags and its kept blocks (exactly 4 × popcount words).
-pub fn decode_chunk(flags: &[u32; FLAG_WORDS], kept: &[u32], out: &mut [u32; CHUNK_WORDS]) {
+/// A chunk's planes from its flags and its kept blocks (exactly 4 × popcount words).
+#[inline(always)]
+fn planes_of(flags: &[u32; FLAG_WORDS], kept: &[u32]) -> Planes {
     let mut t = [[0u32; 32]; 32];
     let mut blocks = kept.chunks_exact(4);
     for (plane, rows) in t.iter_mut().enumerate() {
@@ -63,16 +107,7 @@ pub fn decode_chunk(flags: &[u32; FLAG_WORDS], kept: &[u32], out: &mut [u32; CHU
             }
         }
     }
-    for row0 in (0..32).step_by(LANES) {
-        let mut a: [[u32; LANES]; 32] =
-            std::array::from_fn(|plane| t[plane][row0..row0 + LANES].try_into().expect("lanes"));
-        transpose32_lanes(&mut a);
-        for (j, lanes) in a.iter().enumerate() {
-            for (l, &v) in lanes.iter().enumerate() {
-                out[(row0 + l) * 32 + j] = v;
-            }
-        }
-    }
+    t
 }
 
 /// Number of chunks for `n` codes: `ceil(2n / 4096)`, at least one.
@@ -98,11 +133,22 @@ pub type EncodedChunk = ([u32; FLAG_WORDS], Vec<u32>);
 /// Encode the codes of one chunk (2048, or fewer at the end), its kept words made
 /// little-endian where they are made, so that the stream is joined as bytes on every core.
 pub fn encode_codes(codes: &[u16]) -> EncodedChunk {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        return encode_codes_by(codes, |w| unsafe { transpose_chunk_avx2(w) });
+    }
+    encode_codes_by(codes, transpose_chunk)
+}
+
+/// [`encode_codes`] with the chunk's planes from `transpose`.
+#[inline(always)]
+fn encode_codes_by(codes: &[u16], transpose: impl Fn(&[u32; CHUNK_WORDS]) -> Planes) -> EncodedChunk {
     let mut words = [0u32; CHUNK_WORDS];
     for (w, pair) in words.iter_mut().zip(codes.chunks(2)) {
         *w = u32::from(pair[0]) | u32::from(pair.get(1).copied().unwrap_or(0)) << 16;
     }
-    let (flags, mut kept) = encode_chunk(&words);
+    let (flags, mut kept) = encode_planes(&transpose(&words));
     kept.iter_mut().for_each(|w| *w = w.to_le());
     (flags, kept)
 }
@@ -219,9 +265,29 @@ pub fn decode(archive: &[u8], n: usize) -> Result<Vec<u16>> {
 /// The codes of chunk `c` (checked by [`check`]) into `out` (2048, or fewer at the end) from
 /// the bitstream `stream`.
 pub fn decode_codes(c: &ChunkSlice, stream: &[u8], out: &mut [u16]) {
-    let kept: Vec<u32> = (c.start..c.start + c.words).map(|w| le32(stream, w)).collect();
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        return decode_codes_by(c, stream, out, |t, w| unsafe { untranspose_chunk_avx2(t, w) });
+    }
+    decode_codes_by(c, stream, out, untranspose_chunk)
+}
+
+/// [`decode_codes`] with the chunk's words from its planes by `untranspose`.
+#[inline(always)]
+fn decode_codes_by(
+    c: &ChunkSlice,
+    stream: &[u8],
+    out: &mut [u16],
+    untranspose: impl Fn(&Planes, &mut [u32; CHUNK_WORDS]),
+) {
+    // A chunk keeps at most its own words (`check` bounds `c.words` by the flags).
+    let mut kept = [0u32; CHUNK_WORDS];
+    for (k, w) in kept[..c.words].iter_mut().zip(c.start..) {
+        *k = le32(stream, w);
+    }
     let mut words = [0u32; CHUNK_WORDS];
-    decode_chunk(&c.flags, &kept, &mut words);
+    untranspose(&planes_of(&c.flags, &kept[..c.words]), &mut words);
     for (pair, w) in out.chunks_mut(2).zip(words) {
         pair[0] = w as u16;
         if let Some(high) = pair.get_mut(1) {
@@ -251,6 +317,34 @@ mod tests {
         let f = 20 * 8;
         assert_eq!(le32(&a[HEADER_BYTES..], f / 32), 1 << (f % 32));
         assert_eq!(le32(&a[HEADER_BYTES + 36..], 0), 1 << 1, "bit t of T[0][20] = word t");
+    }
+
+    /// The AVX2 planes are the portable ones, and both ways back give the words (the codec's
+    /// own tests run one of the two on a given CPU).
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx2_planes_are_the_portable_ones() {
+        if !std::arch::is_x86_feature_detected!("avx2") {
+            eprintln!("skipping: no AVX2 on this CPU");
+            return;
+        }
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        for round in 0..50 {
+            let words: [u32; CHUNK_WORDS] = std::array::from_fn(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state as u32) >> (round % 32)
+            });
+            let t = transpose_chunk(&words);
+            // SAFETY: the CPU has AVX2.
+            assert_eq!(unsafe { transpose_chunk_avx2(&words) }, t, "round {round}");
+            let (mut portable, mut avx2) = ([0u32; CHUNK_WORDS], [0u32; CHUNK_WORDS]);
+            untranspose_chunk(&t, &mut portable);
+            // SAFETY: as above.
+            unsafe { untranspose_chunk_avx2(&t, &mut avx2) };
+            assert_eq!((portable, avx2), (words, words), "round {round}");
+        }
     }
 
     proptest! {
