@@ -48,6 +48,9 @@ pub fn transpose32_lanes<const L: usize>(a: &mut [[u32; L]; 32]) {
 /// gathered into one vector (a byte shuffle of each 8 rows into its own 32-bit groups, or-ed,
 /// the groups then put in row order), whose bit `b` in every byte is column 8k + b: one
 /// movemask per column, from bit 7 down, each byte doubled in between.
+///
+/// # Safety
+/// The CPU must have AVX2 (callers check `is_x86_feature_detected!("avx2")`).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 pub fn transpose32_avx2(a: &[u32; 32]) -> [u32; 32] {
