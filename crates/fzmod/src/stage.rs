@@ -21,6 +21,11 @@ pub struct ErrorBound {
 }
 
 impl ErrorBound {
+    /// The bound a stage holds, or the error that says how to give one.
+    pub(crate) fn required(bound: Option<ErrorBound>) -> Result<ErrorBound> {
+        bound.ok_or_else(|| Error::InvalidArgument("no error bound set (give -e/--error-bound or error_bound)".into()))
+    }
+
     /// A bound must be a finite, strictly positive number.
     pub fn new(mode: ErrorMode, value: f64) -> Result<Self> {
         if !(value.is_finite() && value > 0.0) {

@@ -154,9 +154,7 @@ fn unpack_choices(lo: u64, hi: u64, levels: usize) -> Result<Vec<Choice>> {
 
 impl DeviceStage for Interpolation {
     fn forward(&self, run: &mut DeviceRun, inputs: &[&DeviceBuffer]) -> Result<DeviceForwarded> {
-        let bound = self.bound.ok_or_else(|| {
-            Error::InvalidArgument("no error bound set (give -e/--error-bound or error_bound)".into())
-        })?;
+        let bound = crate::stage::ErrorBound::required(self.bound)?;
         let [x] = inputs else { return Err(Error::Pipeline("Interpolation takes one input".into())) };
         let n = x.known_len()?;
         let grid_shape = Grid::for_stage(&run.shape, n, "Interpolation")?;

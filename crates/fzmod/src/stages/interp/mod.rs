@@ -330,9 +330,7 @@ impl Stage for Interpolation {
 
     fn forward(&self, inputs: Vec<Buffer>, ctx: &ForwardContext) -> Result<Forwarded> {
         stage::expect_buffers(self, &self.inputs(), &inputs)?;
-        let bound = self.bound.ok_or_else(|| {
-            Error::InvalidArgument("no error bound set (give -e/--error-bound or error_bound)".into())
-        })?;
+        let bound = ErrorBound::required(self.bound)?;
         let grid = Grid::for_stage(ctx.shape, inputs[0].len(), "Interpolation")?;
         match &inputs[0] {
             Buffer::F32(x) => self.run_forward(x, bound, grid),

@@ -56,9 +56,7 @@ impl CpuFragment for LorenzoQuant {
     }
 
     fn forward_blocks<'s>(&'s self, input: View<'s>, whole: Extent) -> Result<Box<dyn BlockForward + 's>> {
-        let bound = self.bound.ok_or_else(|| {
-            Error::InvalidArgument("no error bound set (give -e/--error-bound or error_bound)".into())
-        })?;
+        let bound = ErrorBound::required(self.bound)?;
         // The region cut its blocks along these bands (`grain`): they exist.
         let (grid, bands) = self.bands(whole).ok_or_else(|| corrupt!("LorenzoQuant: no bands in {whole:?}"))?;
         match self.input {

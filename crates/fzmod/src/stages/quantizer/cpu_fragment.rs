@@ -28,9 +28,7 @@ impl CpuFragment for Quantizer {
     }
 
     fn forward_blocks<'s>(&'s self, input: View<'s>, _: Extent) -> Result<Box<dyn BlockForward + 's>> {
-        let bound = self.bound.ok_or_else(|| {
-            Error::InvalidArgument("no error bound set (give -e/--error-bound or error_bound)".into())
-        })?;
+        let bound = ErrorBound::required(self.bound)?;
         match self.input {
             DType::F32 => Ok(Box::new(Quantize::<f32>::new(self, bound, input)?)),
             _ => Ok(Box::new(Quantize::<f64>::new(self, bound, input)?)),

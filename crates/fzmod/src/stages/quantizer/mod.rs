@@ -310,9 +310,7 @@ impl Stage for Quantizer {
 
     fn forward(&self, inputs: Vec<Buffer>, _ctx: &ForwardContext) -> Result<Forwarded> {
         stage::expect_buffers(self, &self.inputs(), &inputs)?;
-        let bound = self.bound.ok_or_else(|| {
-            Error::InvalidArgument("no error bound set (give -e/--error-bound or error_bound)".into())
-        })?;
+        let bound = ErrorBound::required(self.bound)?;
         // The input is handed over: f32 codes are written into its memory.
         match inputs.into_iter().next() {
             Some(Buffer::F32(x)) => self.run_forward(Cow::Owned(x), bound),
