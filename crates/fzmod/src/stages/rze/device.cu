@@ -107,30 +107,31 @@ __device__ __forceinline__ u32 rank_walk(const u8* map, u32 items, Ok ok, F f) {
     });
 }
 
-// Bit j set where byte j of x is nonzero: the high bit of each byte after a carry-free
-// add, then the four high bits of each half gathered by one multiply.
+// Bit j set where byte j of x is nonzero. Each half's nonzero bytes get their high bit from a
+// carry-free add; the low half's flags shifted to bits 8k and the high half's to 8k + 4 are
+// gathered into bits 24.. by one multiply: 0x01020408 moves bit 8k (and 8k + 4) up by 24 - 7k
+// to 24 + k (28 + k), and every other product bit lands on a distinct place below 24 or past
+// 31, so no carry reaches the result.
 __device__ __forceinline__ u32 nonzero_bytes(u64 x) {
-    u32 v = 0;
-    for (int h = 0; h < 2; h++) {
-        u32 y = (u32)(x >> (32 * h));
-        u32 t = (((y & 0x7f7f7f7fu) + 0x7f7f7f7fu) | y) & 0x80808080u;
-        v |= ((t >> 7) * 0x10204080u >> 28) << (4 * h);
-    }
-    return v;
+    const u32 lo = (u32)x, hi = (u32)(x >> 32);
+    const u32 t_lo = (((lo & 0x7f7f7f7fu) + 0x7f7f7f7fu) | lo) & 0x80808080u;
+    const u32 t_hi = (((hi & 0x7f7f7f7fu) + 0x7f7f7f7fu) | hi) & 0x80808080u;
+    return ((t_lo >> 7 | t_hi >> 3) * 0x01020408u) >> 24;
 }
 
 // Bytes first, first + step, ... of map B_l (l >= 1): bit j of byte q is set where byte 8q + j
-// of B_(l-1) differs from the byte before it (0 before byte 0). Returns their set bits.
+// of B_(l-1) differs from the byte before it (0 before byte 0), eight bytes compared at once
+// (B_(l-1) is 8-byte aligned and readable up to its length rounded up to 8; the bits past it
+// are cleared). Returns their set bits.
 __device__ __forceinline__ u32 rze_level(const Maps& m, int l, u32 first, u32 step) {
     const u8* prev = m.at[l - 1];
+    const u32 items = m.len[l - 1];
     u32 count = 0;
     for (u32 q = first; q < m.len[l]; q += step) {
-        u32 v = 0;
-        for (u32 j = 0; j < 8; j++) {
-            u32 k = 8 * q + j;
-            if (k >= m.len[l - 1]) break;
-            if (prev[k] != (k ? prev[k - 1] : 0)) v |= 1u << j;
-        }
+        const u64 x = *(const u64*)(prev + 8 * q);
+        const u64 before = x << 8 | (q ? prev[8 * q - 1] : 0u);
+        u32 v = nonzero_bytes(x ^ before);
+        if (items - 8 * q < 8) v &= (1u << (items - 8 * q)) - 1;
         m.at[l][q] = (u8)v;
         count += __popc(v);
     }
@@ -342,8 +343,15 @@ __device__ __forceinline__ u64 bytes8(const u8* at, u32 n, const u8* end) {
 template <bool REPEAT>
 __device__ __forceinline__ u64 expand_group(const u8* from, u32 bits, bool first, const u8* end) {
     if (bits == 0xffu) return bytes8(from, 8, end);
-    u64 pool = bytes8(from - 1, __popc(bits) + 1, end);
-    if (!REPEAT || first) pool &= ~0xffull;
+    u64 pool;
+    if (REPEAT) {
+        pool = bytes8(from - 1, __popc(bits) + 1, end);
+        if (first) pool &= ~0xffull;
+    } else {
+        // Pool byte 0 is always 0 here: a group without kept bytes reads nothing.
+        if (bits == 0) return 0;
+        pool = bytes8(from, __popc(bits), end) << 8;
+    }
     const u32 x = fz_bits_to_nibbles(bits), upto = x * 0x11111111u;
     const u32 sel = REPEAT ? upto : upto & x * 15u;
     const u32 lo = (u32)pool, hi = (u32)(pool >> 32);
@@ -428,26 +436,39 @@ rze_decode(const u8* seg, const u64* starts, u64 n, u64 chunk, u32 word, u64 nch
 
 // ---- A warp per chunk (chunks of at most RZE_STAGE bytes) ----
 
-// Set bits of `map` below bit `items`, summed over the warp.
-__device__ __forceinline__ u32 warp_count_bits(const u8* map, u32 items, u32 lane) {
-    u32 count = 0;
-    for (u32 first = 8 * lane; first < items; first += 256) count += __popc(map_bits<8>(map, first, items));
-    for (int o = 16; o > 0; o >>= 1) count += __shfl_xor_sync(FULL_MASK, count, o);
-    return count;
-}
-
-// Visit bits [0, items) of `map` in rounds of 256, 8 per lane: g(first, bits, rank), rank =
-// set bits before `first` (a warp scan per round).
-template <typename G>
-__device__ __forceinline__ void warp_walk_bytes(const u8* map, u32 items, u32 lane, G g) {
+// Visit bits [0, items) of `map` (4-byte aligned, readable up to its length rounded up to 4)
+// by the warp in rounds of 1024: each lane takes 32 bits, one warp scan ranks them, and then
+// the round's 128 bytes of bits go out in four steps, lane k on byte 32s + k, so that
+// neighbouring lanes handle neighbouring bytes (and their outputs coalesce): g(first, bits,
+// rank) for the bits [first, first + 8), rank = set bits before `first`. A scan per 32 bits
+// instead of per 8 takes a quarter of the shuffles. The walk stops before a round that would
+// take the set bits past `limit` (so that no g reads past what the caller allows) and returns
+// that count, above `limit`; else it returns the map's set bits.
+// With SPARSE, g is called only for bytes with set bits, and rounds without any are skipped
+// (an encoder's emit; a decoder writes the zeros of the others).
+template <bool SPARSE = false, typename G>
+__device__ __forceinline__ u32 warp_walk_bytes(const u8* map, u32 items, u32 limit, u32 lane, G g) {
     u32 rank = 0;
-    for (u32 base = 0; base < items; base += 256) {
-        const u32 first = base + 8 * lane;
-        const u32 bits = first < items ? map_bits<8>(map, first, items) : 0u;
-        const u32 inclusive = warp_inclusive_scan((u32)__popc(bits), lane);
-        if (first < items) g(first, bits, rank + inclusive - __popc(bits));
-        rank += __shfl_sync(FULL_MASK, inclusive, 31);
+    for (u32 base = 0; base < items; base += 1024) {
+        const u32 first32 = base + 32 * lane;
+        const u32 word = first32 < items ? map_bits<32>(map, first32, items) : 0u;
+        const u32 inclusive = warp_inclusive_scan((u32)__popc(word), lane);
+        const u32 total = rank + __shfl_sync(FULL_MASK, inclusive, 31);
+        if (total > limit) return total;
+        if (SPARSE && total == rank) continue;
+        const u32 before = rank + inclusive - __popc(word);
+#pragma unroll
+        for (u32 s = 0; s < 4; s++) {
+            const u32 owner = 8 * s + lane / 4, shift = 8 * (lane % 4);
+            const u32 bits = __shfl_sync(FULL_MASK, word, owner);
+            const u32 r = __shfl_sync(FULL_MASK, before, owner) + __popc(bits & ((1u << shift) - 1));
+            const u32 first = base + 256 * s + 8 * lane;
+            const u32 own = bits >> shift & 0xffu;
+            if (first < items && (!SPARSE || own)) g(first, own, r);
+        }
+        rank = total;
     }
+    return rank;
 }
 
 // Copy `len` bytes by one warp, 8-byte stores where `dst` is aligned, the source read by the
@@ -460,8 +481,10 @@ __device__ void warp_copy(u8* dst, const u8* src, u32 len, u32 lane) {
 }
 
 // rze_decode_chunk by one warp, its bitmaps in `maps` (RZE_WARP_MAPS bytes), the chunk read
-// where it lies (its kept bytes by the words that hold them).
-__device__ bool rze_decode_chunk_warp(const u8* enc, u32 size, u32 len, u32 word, u8* maps, u8* dst, u32 lane) {
+// where it lies (its kept bytes by the words that hold them, which may reach into the next
+// chunk: only memory before `readable` is read, so that the chunk's last groups need not read
+// byte by byte).
+__device__ bool rze_decode_chunk_warp(const u8* enc, u32 size, u32 len, u32 word, u8* maps, u8* dst, u32 lane, const u8* readable) {
     const u32 words = len / word;
     if (size == len) {
         warp_copy(dst, enc, len, lane);
@@ -471,23 +494,22 @@ __device__ bool rze_decode_chunk_warp(const u8* enc, u32 size, u32 len, u32 word
     if (size < m.len[3]) return false;
     u32 pos = rze_expand_upper_warp(enc, size, m, lane);
     if (pos == RZE_BAD || !padding_ok(m.at[1], m.len[1], m.len[0])) return false;
-    const u8* end = enc + size;
-    u32 count = warp_count_bits(m.at[1], m.len[0], lane);
-    if (count > size - pos) return false;
-    warp_walk_bytes(m.at[1], m.len[0], lane, [&](u32 first, u32 bits, u32 r) {
+    const u8* end = readable;
+    // No count pass first: each walk stops before it would read past the kept bytes there are.
+    u32 count = warp_walk_bytes(m.at[1], m.len[0], size - pos, lane, [&](u32 first, u32 bits, u32 r) {
         store_group(m.at[0], first, m.len[0], expand_group<true>(enc + pos + r, bits, r == 0, end));
     });
+    if (count > size - pos) return false;
     __syncwarp();
     pos += count;
-    if (!padding_ok(m.at[0], m.len[0], words)) return false;
-    count = warp_count_bits(m.at[0], words, lane);
-    if (pos + count * word + len % word != size) return false;
+    if (!padding_ok(m.at[0], m.len[0], words) || size - pos < len % word) return false;
+    const u32 kept = (size - pos - len % word) / word;
     if (word == 1 && ((u64)dst & 7) == 0) {
-        warp_walk_bytes(m.at[0], words, lane, [&](u32 first, u32 bits, u32 r) {
+        count = warp_walk_bytes(m.at[0], words, kept, lane, [&](u32 first, u32 bits, u32 r) {
             store_group(dst, first, words, expand_group<false>(enc + pos + r, bits, true, end));
         });
     } else {
-        warp_walk_bytes(m.at[0], words, lane, [&](u32 first, u32 bits, u32 r) {
+        count = warp_walk_bytes(m.at[0], words, kept, lane, [&](u32 first, u32 bits, u32 r) {
             for (u32 j = 0; j < 8 && first + j < words; j++) {
                 const u32 set = bits >> j & 1u;
                 for (u32 b = 0; b < word; b++) dst[(first + j) * word + b] = set ? enc[pos + r * word + b] : 0;
@@ -495,6 +517,7 @@ __device__ bool rze_decode_chunk_warp(const u8* enc, u32 size, u32 len, u32 word
             }
         });
     }
+    if (pos + count * word + len % word != size) return false;
     pos += count * word;
     for (u32 t = lane; t < len % word; t += 32) dst[words * word + t] = enc[pos + t];
     return true;
@@ -508,10 +531,13 @@ extern "C" __global__ void __launch_bounds__(RZE_THREADS)
 rze_decode_warps(const u8* seg, const u64* starts, u64 n, u64 chunk, u32 word, u64 nchunks, u8* out, u32* err) {
     __shared__ __align__(16) u8 maps[RZE_THREADS / 32][RZE_WARP_MAPS];
     const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (nchunks == 0) return;
+    const u64 last = nchunks - 1;
+    const u8* payload_end = seg + starts[last] + ((u32)seg[2 * last] | (u32)seg[2 * last + 1] << 8);
     for (u64 c = (u64)blockIdx.x * (RZE_THREADS / 32) + warp; c < nchunks; c += (u64)gridDim.x * (RZE_THREADS / 32)) {
         const u32 size = (u32)seg[2 * c] | (u32)seg[2 * c + 1] << 8;
         const u32 len = (u32)min(chunk, n - c * chunk);
-        if (!rze_decode_chunk_warp(seg + starts[c], size, len, word, maps[warp], out + c * chunk, lane) && lane == 0) {
+        if (!rze_decode_chunk_warp(seg + starts[c], size, len, word, maps[warp], out + c * chunk, lane, payload_end) && lane == 0) {
             atomicOr(err, 1u);
         }
         __syncwarp();
@@ -544,18 +570,7 @@ __device__ u32 rze_build_warp(const u8* src, u32 len, u32 word, const Maps& m, u
     pops[0] = count;
     for (int l = 1; l < 4; l++) {
         __syncwarp();
-        const u8* prev = m.at[l - 1];
-        const u32 items = m.len[l - 1];
-        count = 0;
-        for (u32 q = lane; q < m.len[l]; q += 32) {
-            // Byte k of map l - 1 against byte k - 1 (0 before byte 0), eight at once.
-            const u64 x = *(const u64*)(prev + 8 * q);
-            const u64 before = x << 8 | (q ? prev[8 * q - 1] : 0u);
-            u32 v = nonzero_bytes(x ^ before);
-            if (items - 8 * q < 8) v &= (1u << (items - 8 * q)) - 1;
-            m.at[l][q] = (u8)v;
-            count += __popc(v);
-        }
+        count = rze_level(m, l, lane, 32);
         for (int o = 16; o > 0; o >>= 1) count += __shfl_xor_sync(FULL_MASK, count, o);
         pops[l] = count;
     }
@@ -570,14 +585,14 @@ __device__ void rze_emit_warp(const u8* src, u32 len, u32 word, const Maps& m, c
     u32 at = m.len[3];
     for (int l = 3; l > 0; l--) {
         const u8* below = m.at[l - 1];
-        warp_walk_bytes(m.at[l], m.len[l - 1], lane, [&](u32 first, u32 bits, u32 r) {
+        warp_walk_bytes<true>(m.at[l], m.len[l - 1], ~0u, lane, [&](u32 first, u32 bits, u32 r) {
             for (; bits; bits &= bits - 1, r++) w[at + r] = below[first + __ffs(bits) - 1];
         });
         at += pops[l];
     }
     const u32 words = len / word;
     const bool wide = word == 1 && ((u64)src & 7) == 0;
-    warp_walk_bytes(m.at[0], words, lane, [&](u32 first, u32 bits, u32 r) {
+    warp_walk_bytes<true>(m.at[0], words, ~0u, lane, [&](u32 first, u32 bits, u32 r) {
         u8* to = w + at + r * word;
         if (wide && first + 8 <= words) {
             const u64 v = *(const u64*)(src + first);
