@@ -322,6 +322,11 @@ impl<T: Real> RowCodes<T> {
     }
 }
 
+/// The encoder's row predictions run to a multiple of this many bytes of points (32 f64, 64
+/// f32): whole iterations of their vectorised loops, four AVX-512 vectors (see
+/// [`Lines::predict_row_then`]). The points past the row are dropped.
+const PREDICT_PAD: usize = 256;
+
 /// What one pass of the encoder needs besides the values: the pass, its level's stride,
 /// interpolator and half bin width, where a row's codes go in the level order, if there.
 struct EncodePass<'a, T> {
@@ -412,10 +417,10 @@ fn encode_pass_inline<T: Real>(
     let accept = T::accept(q.abs_bound);
     for r in row_iter(g, &e.pass, [0; 3], g.dims) {
         let r = &r;
-        lines.predict_row_then(g, out.w, e.pass.axis, s, r, e.kind, p, |p, _| p);
+        lines.predict_row_then(g, out.w, e.pass.axis, s, r, e.kind, p, PREDICT_PAD / size_of::<T>(), |p, _| p);
         row.load(x, r);
         let fails = row.quantize_padded(p, r, lv, accept, q);
-        strided_scatter(&mut out.w[r.first..], &row.w[..r.count], r.step);
+        scatter_apart(&mut out.w[r.first..], &row.w[..r.count], r.step);
         if fails {
             requantize_row(x, p, r, lv, q, row, out);
         }
@@ -424,6 +429,23 @@ fn encode_pass_inline<T: Real>(
             Some(lr) => lr.write(s, r, row_codes, out.codes),
             None => strided_scatter(&mut out.codes[r.first..], row_codes, r.step),
         }
+    }
+}
+
+/// [`strided_scatter`] of a row's reconstructions in the encoder: out of line (for the
+/// target's baseline features) where the points lie apart. Inlined into the AVX-512 pass,
+/// LLVM made steps 2 and 4 scatter instructions, which took 1.5× the time of plain stores
+/// on this development machine's AMD EPYC (rows of 24 and 49 f64, a microbenchmark).
+#[inline(always)]
+fn scatter_apart<T: Copy>(dst: &mut [T], src: &[T], step: usize) {
+    #[inline(never)]
+    fn apart<T: Copy>(dst: &mut [T], src: &[T], step: usize) {
+        strided_scatter(dst, src, step)
+    }
+    if step == 1 {
+        strided_scatter(dst, src, step)
+    } else {
+        apart(dst, src, step)
     }
 }
 
@@ -519,7 +541,7 @@ fn decode_pass_inline<T: Real>(g: &Geometry, w: &mut [T], d: &DecodePass, step: 
         };
         // An outlier's reconstruction is some value or other, replaced below.
         let reconstruct = |p: T, k: usize| p + T::reconstruct(q.level_code(codes[k]), step);
-        lines.predict_row_then(g, w, d.pass.axis, s, r, d.kind, row_w, reconstruct);
+        lines.predict_row_then(g, w, d.pass.axis, s, r, d.kind, row_w, 1, reconstruct);
         // A fold, not `contains`: branch-free, it vectorises.
         if codes.iter().fold(false, |any, &c| any | (c == marker)) {
             // An outlier's value waits in place (see inverse): it feeds as itself.

@@ -248,6 +248,13 @@ impl<T: Real> Lines<T> {
     /// Gather row `row` of a pass along `axis` at level stride `s` from `w`.
     #[inline(always)]
     pub fn gather(&mut self, g: &Geometry, w: &[T], axis: usize, s: usize, row: &Row) {
+        self.gather_padded(g, w, axis, s, row, 1)
+    }
+
+    /// [`Lines::gather`], along x with lines of the row's points rounded up to a multiple of
+    /// `pad` (zeros past the lattice's end): see [`Lines::predict_row_then`].
+    #[inline(always)]
+    fn gather_padded(&mut self, g: &Geometry, w: &[T], axis: usize, s: usize, row: &Row, pad: usize) {
         let n = row.count;
         self.len = n;
         self.along_x = axis == 2;
@@ -287,7 +294,8 @@ impl<T: Real> Lines<T> {
         let j1 = ((nx + 5 * s - 1 - row.x0) >> (s.trailing_zeros() + 1)).min(n + 3);
         // Only the lattice points outside the array are zeroed (clearing the whole line
         // first was a memset per row).
-        self.even.resize(n + 3, T::ZERO);
+        self.len = n.next_multiple_of(pad);
+        self.even.resize(self.len + 3, T::ZERO);
         let from = row_base + row.x0 + 2 * s * j0 - 3 * s;
         strided_copy(&mut self.even[j0..j1], &w[from..], 2 * s);
         self.even[..j0].fill(T::ZERO);
@@ -351,12 +359,19 @@ impl<T: Real> Lines<T> {
         kind: Kind,
         out: &mut Vec<T>,
     ) {
-        self.predict_row_then(g, w, axis, s, row, kind, out, |p, _| p)
+        self.predict_row_then(g, w, axis, s, row, kind, out, 1, |p, _| p)
     }
 
     /// `then(prediction k, k)` for each point k of the row into `out`: the decoder adds the
     /// point's reconstructed error in the same loop as the prediction. Inlined into the
     /// caller (the decoder runs whole passes in one AVX2 function).
+    ///
+    /// With `pad` > 1 `out` may run on past the row's points to a multiple of `pad`, with
+    /// predictions from whatever lies there (`then` must take any k below that; the encoder
+    /// drops them). LLVM vectorises these loops four vectors at a time with a scalar
+    /// remainder: on rows shorter than that (24 points along x in ncep_hgt500, 49 at most;
+    /// 32 f64 with AVX-512) every point went through the remainder. Along x the lattice is
+    /// padded with zeros; in place, the rows of `w` are read on where `w` goes on.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     pub fn predict_row_then(
@@ -368,10 +383,11 @@ impl<T: Real> Lines<T> {
         row: &Row,
         kind: Kind,
         out: &mut Vec<T>,
+        pad: usize,
         then: impl Fn(T, usize) -> T + Copy,
     ) {
         if axis == 2 || !matches!(row.step, 1 | 2) {
-            self.gather(g, w, axis, s, row);
+            self.gather_padded(g, w, axis, s, row, pad);
             return self.predict_then(kind, out, then);
         }
         let (has_a, has_c, has_d) = neighbours(row.zy[axis], s, g.dims[axis], g.anchor);
@@ -380,7 +396,10 @@ impl<T: Real> Lines<T> {
         // A line the form does not read is given as b.
         let line = |has: bool, at: isize| if has { &w[row.first.wrapping_add_signed(at * o)..] } else { b };
         let lines = [line(has_a, -3), b, line(has_c, 1), line(has_d, 3)];
-        out.resize(row.count, T::ZERO);
+        let padded = row.count.next_multiple_of(pad);
+        // Padded only where every line holds the padded row (not at the end of `w`).
+        let within = lines.iter().all(|l| l.len() > (padded - 1) * row.step);
+        out.resize(if within { padded } else { row.count }, T::ZERO);
         predict_in_place_inline(lines, row.step, kind, form(has_a, has_c, has_d), out, then);
     }
 
