@@ -279,7 +279,9 @@ impl<T: Real> RowCodes<T> {
         RowCodes { x: Vec::new(), codes: Vec::new(), w: Vec::new() }
     }
 
-    /// The values of row `r` of `x`, zero-padded (see [`RowCodes`]).
+    /// The values of row `r` of `x`, zero-padded (see [`RowCodes`]). Inlined into the
+    /// encoder's pass, whose vector width its copies then take.
+    #[inline(always)]
     fn load(&mut self, x: &[T], r: &Row) {
         self.x.resize(r.count.next_multiple_of(ROW_PAD), T::ZERO);
         let (row, pad) = self.x.split_at_mut(r.count);
