@@ -256,9 +256,9 @@ impl<T: Real> Lines<T> {
     #[inline(always)]
     fn gather_padded(&mut self, g: &Geometry, w: &[T], axis: usize, s: usize, row: &Row, pad: usize) {
         let n = row.count;
-        self.len = n;
         self.along_x = axis == 2;
         if axis < 2 {
+            self.len = n;
             let (has_a, has_c, has_d) = neighbours(row.zy[axis], s, g.dims[axis], g.anchor);
             self.uniform = Some(form(has_a, has_c, has_d));
             let o = s * g.strides()[axis];
