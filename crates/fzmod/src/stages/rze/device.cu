@@ -494,10 +494,9 @@ __device__ bool rze_decode_chunk_warp(const u8* enc, u32 size, u32 len, u32 word
     if (size < m.len[3]) return false;
     u32 pos = rze_expand_upper_warp(enc, size, m, lane);
     if (pos == RZE_BAD || !padding_ok(m.at[1], m.len[1], m.len[0])) return false;
-    const u8* end = readable;
     // No count pass first: each walk stops before it would read past the kept bytes there are.
     u32 count = warp_walk_bytes(m.at[1], m.len[0], size - pos, lane, [&](u32 first, u32 bits, u32 r) {
-        store_group(m.at[0], first, m.len[0], expand_group<true>(enc + pos + r, bits, r == 0, end));
+        store_group(m.at[0], first, m.len[0], expand_group<true>(enc + pos + r, bits, r == 0, readable));
     });
     if (count > size - pos) return false;
     __syncwarp();
@@ -506,7 +505,7 @@ __device__ bool rze_decode_chunk_warp(const u8* enc, u32 size, u32 len, u32 word
     const u32 kept = (size - pos - len % word) / word;
     if (word == 1 && ((u64)dst & 7) == 0) {
         count = warp_walk_bytes(m.at[0], words, kept, lane, [&](u32 first, u32 bits, u32 r) {
-            store_group(dst, first, words, expand_group<false>(enc + pos + r, bits, true, end));
+            store_group(dst, first, words, expand_group<false>(enc + pos + r, bits, true, readable));
         });
     } else {
         count = warp_walk_bytes(m.at[0], words, kept, lane, [&](u32 first, u32 bits, u32 r) {
