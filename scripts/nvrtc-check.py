@@ -15,6 +15,8 @@ import nvidia.cuda_nvrtc, nvidia.cuda_nvcc
 ap = argparse.ArgumentParser()
 ap.add_argument("--define", action="append", default=[], help="'NAME VALUE'")
 ap.add_argument("--arch", default="sm_90")
+ap.add_argument("--ptx", help="write the PTX here (two sources that give the same PTX compile alike: a check for "
+                "device refactors made without a GPU)")
 ap.add_argument("--sass", help="write the SASS here (needs cuobjdump: pip install nvidia-cuda-cuobjdump)")
 ap.add_argument("files", nargs="+")
 a = ap.parse_args()
@@ -42,6 +44,8 @@ lib.nvrtcGetPTX(prog, ptx)
 with tempfile.TemporaryDirectory() as d:
     p = pathlib.Path(d, "k.ptx")
     p.write_bytes(ptx.value)
+    if a.ptx:
+        pathlib.Path(a.ptx).write_bytes(ptx.value)
     ptxas = pathlib.Path(nvidia.cuda_nvcc.__path__[0]) / "bin/ptxas"
     r = subprocess.run([str(ptxas), "-v", f"-arch={a.arch}", str(p), "-o", str(pathlib.Path(d, "k.cubin"))],
                        capture_output=True, text=True)
