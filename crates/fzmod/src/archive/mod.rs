@@ -169,8 +169,9 @@ pub(crate) fn write_with<E>(
     // Checksums are fixed-width fields: the body's length does not depend on their values.
     let body_len = encode_body(&header, data_len).len();
     let header_end = PREAMBLE_LEN + body_len + 4;
-    // The data area starts aligned; an archive without segments ends with its header.
-    let data_start = if lens.is_empty() { header_end } else { align_up(header_end) };
+    // The data area starts aligned, also where it is empty (FORMAT.md §1: the archive then
+    // ends at D), as the reader's announced length has it.
+    let data_start = align_up(header_end);
     // One allocation of the final size (large ones on huge pages, cleared on every core),
     // filled in place.
     let mut out: Vec<u8> = crate::element::zeroed_vec(data_start + data_len as usize);
@@ -574,6 +575,16 @@ mod tests {
         }
         assert!(matches!(announced_len(&[0u8; 64]), Err(Error::BadMagic)));
         assert!(announced_len(&archive[..PREAMBLE_BYTES]).is_err());
+    }
+
+    #[test]
+    fn an_archive_without_segments_ends_at_the_aligned_data_start() {
+        let mut header = header_with_segment_of(0);
+        header.segments.clear();
+        let archive = write(header, &[]);
+        assert_eq!(archive.len() % SEGMENT_ALIGN, 0);
+        assert_eq!(announced_len(&archive).unwrap(), archive.len() as u64);
+        assert!(parse(&archive).unwrap().header.segments.is_empty());
     }
 
     #[test]
