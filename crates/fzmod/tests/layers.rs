@@ -1,5 +1,5 @@
-//! The crate is layered without circles (docs/ARCHITECTURE.md, "Layers"): a module may use
-//! modules of its own layer or below, never above. This reads every source file's
+//! The crate is layered without circles (docs/ARCHITECTURE.md, "Crate layout and layers"): a
+//! module may use modules of its own layer or below, never above. This reads every source file's
 //! `crate::…` paths and checks them against the table, so a new upward import fails here
 //! instead of growing a circle.
 

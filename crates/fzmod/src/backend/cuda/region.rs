@@ -1,4 +1,4 @@
-//! Fused regions (docs/ARCHITECTURE.md, "Fragments and regions"): a chain of stages whose
+//! Fused regions (docs/ARCHITECTURE.md, "Fragments and fused regions"): a chain of stages whose
 //! device work is tile-local runs as one generated NVRTC kernel. Each stage contributes a
 //! *fragment* — device functions in its own folder and a call the generator pastes in — and
 //! the generator wraps them in one load, the calls in order, and (when the chain ends in a
