@@ -5,6 +5,9 @@
 # Then run, through the device tool: carry [".gpu"], command "bash scripts/gpu-check.sh".
 # With --natives, also stages the native compressors' sources for scripts/natives.sh
 # (scripts/prepare-natives.sh; run that alone after this script to the same effect).
+# With --base REF, also builds REF's CLI (a git revision: main, a commit) as .gpu/fzmod-base,
+# in a temporary worktree with its own target folder (target/base), for
+# scripts/ab-binaries.sh to compare with this tree's in one device call.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 data=${FZMOD_DATA:-../shared/data}
@@ -38,5 +41,14 @@ else
 fi
 if [[ " $* " == *" --natives "* ]]; then
   bash scripts/prepare-natives.sh
+fi
+base_ref=$(printf '%s\n' "$@" | sed -n '/^--base$/{n;p;}')
+if [ -n "$base_ref" ]; then
+  tree=$(mktemp -d)
+  git worktree add -q --detach "$tree" "$base_ref"
+  CARGO_TARGET_DIR=$PWD/target/base cargo build --release -p fzmod-cli --manifest-path "$tree/Cargo.toml"
+  cp target/base/release/fzmod .gpu/fzmod-base
+  git worktree remove --force "$tree"
+  echo "base: $(git rev-parse --short "$base_ref") ($base_ref) as .gpu/fzmod-base"
 fi
 du -sh .gpu
