@@ -54,6 +54,19 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).to_string()
 }
 
+/// An error inside a stage names the file and the stage and says its cause once.
+#[test]
+fn a_stage_error_is_one_line_that_says_it_once() {
+    let out = scratch("tiny-bound.fzm");
+    let o = fzmod(&compress_args(out.to_str().unwrap(), &["-m", "abs", "-e", "1e-300"]));
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains(FIELD) && err.contains("stage 'quant'"), "{err}");
+    assert_eq!(err.matches("not a finite normal number").count(), 1, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(!out.exists());
+}
+
 #[test]
 fn roundtrip_reports_ratio_error_and_speed() {
     let json = scratch("rt.json");

@@ -48,13 +48,10 @@ pub enum Error {
     #[error("config: {0}")]
     Config(String),
     /// An error raised inside a stage, with the stage's name as context; its kind is the
-    /// kind of `source`.
-    #[error("stage '{stage}': {source}")]
-    Stage {
-        stage: String,
-        #[source]
-        source: Box<Error>,
-    },
+    /// kind of `cause`. The message already holds the cause's, so it is not also given as
+    /// `source()` (a reporter that prints the chain, such as anyhow's `{:#}`, then said it twice).
+    #[error("stage '{stage}': {cause}")]
+    Stage { stage: String, cause: Box<Error> },
     /// The requested backend cannot run here (no driver, no NVRTC, no device).
     #[error("backend unavailable: {0}")]
     BackendUnavailable(String),
@@ -64,9 +61,15 @@ pub enum Error {
     /// Any other device-side failure (kernel compile, launch, copy).
     #[error("device error: {0}")]
     Device(String),
-    /// Operating-system I/O failure.
+    /// Operating-system I/O failure (its message in this one's; not also `source()`).
     #[error("I/O error: {0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::Io(e)
+    }
 }
 
 /// What went wrong, without the message: what callers (and the Python exceptions) match on.
@@ -101,7 +104,7 @@ impl Error {
             Error::InvalidArgument(_) | Error::RangeNeeded(_) | Error::Pipeline(_) | Error::Config(_) => {
                 ErrorKind::InvalidArgument
             }
-            Error::Stage { source, .. } => source.kind(),
+            Error::Stage { cause, .. } => cause.kind(),
             Error::BackendUnavailable(_) => ErrorKind::BackendUnavailable,
             Error::OutOfMemory(_) => ErrorKind::OutOfMemory,
             Error::Device(_) => ErrorKind::Device,
@@ -113,14 +116,14 @@ impl Error {
     pub fn in_stage(self, stage: &str) -> Error {
         match self {
             Error::Stage { .. } => self,
-            other => Error::Stage { stage: stage.to_string(), source: Box::new(other) },
+            other => Error::Stage { stage: stage.to_string(), cause: Box::new(other) },
         }
     }
 
     /// The error without stage context (what a match on the variant should look at).
     pub fn root(&self) -> &Error {
         match self {
-            Error::Stage { source, .. } => source.root(),
+            Error::Stage { cause, .. } => cause.root(),
             other => other,
         }
     }
@@ -144,5 +147,16 @@ mod tests {
         assert!(matches!(e.root(), Error::Corrupt(_)));
         assert_eq!(Error::Config("x".into()).in_stage("q").kind(), ErrorKind::InvalidArgument);
         assert_eq!(Error::OutOfMemory("x".into()).in_stage("q").kind(), ErrorKind::OutOfMemory);
+    }
+
+    /// A message says everything once: no error hands on a `source()` its message already
+    /// holds, so a reporter that prints the chain does not repeat it.
+    #[test]
+    fn messages_hold_their_causes_once() {
+        use std::error::Error as _;
+        let io = Error::from(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "ended early"));
+        for e in [io, corrupt!("bad rate").in_stage("coder")] {
+            assert!(e.source().is_none(), "{e}");
+        }
     }
 }
