@@ -312,11 +312,19 @@ impl Pipeline {
         // produced[stage][port]: outputs waiting for their consumer.
         let mut produced: Vec<Vec<Option<Buffer>>> = Vec::with_capacity(self.nodes.len());
         let mut records = Vec::with_capacity(self.nodes.len());
+        // The stage whose first output is the pipeline input unchanged (Stage::forward_unchanged):
+        // that output is read as the pipeline input is, from the caller's memory.
+        let mut unchanged = None;
+        let source = |r: &Option<InputRef>, unchanged: Option<usize>| match r.expect("finalized") {
+            InputRef::Stage { stage, port: 0 } if unchanged == Some(stage) => InputRef::External,
+            r => r,
+        };
         let mut i = 0;
         while i < self.nodes.len() {
+            let sources: Vec<InputRef> = self.nodes[i].inputs.iter().map(|r| source(r, unchanged)).collect();
             if let Some(&r) = regions.iter().find(|r| r.start == i) {
-                if let Some(done) = self.forward_region(r, input, shape, &produced)? {
-                    if let InputRef::Stage { stage, port } = self.nodes[i].inputs[0].expect("finalized") {
+                if let Some(done) = self.forward_region(r, sources[0], input, shape, &produced)? {
+                    if let InputRef::Stage { stage, port } = sources[0] {
                         produced[stage][port] = None;
                     }
                     for (outputs, record) in done {
@@ -333,16 +341,26 @@ impl Pipeline {
                 Error::Pipeline(format!("input '{}' expects {}, got {got}", ports[i].name, ports[i].dtype))
                     .in_stage(&node.name)
             };
-            let out = if let [Some(InputRef::External)] = node.inputs.as_slice() {
+            let mut outputs_from = 0;
+            let out = if let [InputRef::External] = sources.as_slice() {
                 // The stage that reads the pipeline input reads the caller's memory.
                 if input.dtype() != ports[0].dtype {
                     return Err(mismatch(0, input.dtype()));
                 }
-                node.stage.forward_borrowed(input, &ctx)
+                // Only a stage of the pipeline input proper, whose first output has a consumer.
+                let may_pass = node.inputs[0] == Some(InputRef::External) && self.consumed(i, 0);
+                match may_pass.then(|| node.stage.forward_unchanged(input, &ctx)).transpose() {
+                    Ok(Some(Some(out))) => {
+                        (unchanged, outputs_from) = (Some(i), 1);
+                        Ok(out)
+                    }
+                    Ok(_) => node.stage.forward_borrowed(input, &ctx),
+                    Err(e) => Err(e),
+                }
             } else {
                 let mut inputs = Vec::with_capacity(ports.len());
-                for (i, r) in node.inputs.iter().enumerate() {
-                    let buffer = match r.expect("finalized") {
+                for (i, &r) in sources.iter().enumerate() {
+                    let buffer = match r {
                         InputRef::External => input.to_buffer()?,
                         InputRef::Stage { stage, port } => {
                             produced[stage][port].take().expect("finalize guarantees one producer per input")
@@ -356,8 +374,11 @@ impl Pipeline {
                 node.stage.forward(inputs, &ctx)
             }
             .map_err(|e| e.in_stage(&node.name))?;
-            self.check_outputs(i, out.outputs.iter().map(|b| Some(b.dtype())))?;
-            produced.push(out.outputs.into_iter().map(Some).collect());
+            // An unchanged first output's slot stays empty.
+            let outputs: Vec<Option<Buffer>> =
+                std::iter::repeat_with(|| None).take(outputs_from).chain(out.outputs.into_iter().map(Some)).collect();
+            self.check_outputs(i, outputs.iter().map(|b| b.as_ref().map(Buffer::dtype)))?;
+            produced.push(outputs);
             records.push(out.record);
             i += 1;
         }
@@ -370,19 +391,20 @@ impl Pipeline {
         Ok(self.assemble(input.dtype(), shape, records, leaves))
     }
 
-    /// Region `r` forward from its input (the pipeline input or a buffer in `produced`):
+    /// Region `r` forward from its input `source` (the pipeline input or a buffer in `produced`):
     /// each stage's outputs (`None` where the next stage took them) and record, or `None`
     /// when its blocks cannot be cut (the stage walk then runs its stages).
     fn forward_region(
         &self,
         r: cpu_region::CpuRegion,
+        source: InputRef,
         input: View,
         shape: &[usize],
         produced: &[Vec<Option<Buffer>>],
     ) -> Result<Option<cpu_region::RegionForwarded>> {
         let nodes = &self.nodes[r.start..r.end];
         let first = &nodes[0];
-        let view = match first.inputs[0].expect("finalized") {
+        let view = match source {
             InputRef::External => input,
             InputRef::Stage { stage, port } => produced[stage][port].as_ref().expect("one producer per input").view(),
         };
@@ -402,6 +424,12 @@ impl Pipeline {
             }
         }
         Ok(done)
+    }
+
+    /// Whether output `port` of stage `stage` is an input of a later stage.
+    fn consumed(&self, stage: usize, port: usize) -> bool {
+        let output = Some(InputRef::Stage { stage, port });
+        self.nodes[stage + 1..].iter().any(|n| n.inputs.contains(&output))
     }
 
     /// A forward run's outputs (their types; `None` for one a region kept) must match the

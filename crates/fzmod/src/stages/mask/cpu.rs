@@ -50,10 +50,11 @@ impl MaskFloat for f64 {
 }
 
 impl Predicate {
-    /// Whether an element is masked (device.cu's `masked` is the same test).
+    /// Whether an element is masked (device.cu's `masked` is the same test). Without
+    /// short-circuits, so a loop of it over many elements vectorises.
     #[inline]
     pub fn masked<T: MaskFloat>(&self, x: T) -> bool {
-        (self.nan && x.is_nan()) || (self.inf && x.is_infinite()) || self.fill == Some(x.bits())
+        (self.nan & x.is_nan()) | (self.inf & x.is_infinite()) | (self.fill == Some(x.bits()))
     }
 }
 
@@ -110,11 +111,28 @@ pub fn forward<T: MaskFloat>(x: &mut [T], p: &Predicate) -> Coded {
     Coded { segment: runs.bytes, num_runs, restore: restore.unwrap_or(0) }
 }
 
+/// What [`forward`] codes for `x` when nothing in it is masked (its values then pass
+/// unchanged), else `None`.
+pub fn nothing_masked<T: MaskFloat>(x: &[T], p: &Predicate) -> Option<Coded> {
+    (first_masked(x, p) == x.len()).then(|| {
+        let mut runs = Writer::default();
+        runs.varint(x.len() as u64);
+        Coded { segment: runs.bytes, num_runs: 1, restore: 0 }
+    })
+}
+
 /// The index of the first masked element of `x`, or its length.
 fn first_masked<T: MaskFloat>(x: &[T], p: &Predicate) -> usize {
     const CHUNK: usize = 1 << 16;
-    let masked_in = |c: &[T]| c.iter().position(|&v| p.masked(v));
-    match x.par_chunks(CHUNK).position_first(|c| c.iter().any(|&v| p.masked(v))) {
+    // Blocks tested without a branch per element (the test vectorises), then the first
+    // masked block searched: an early exit per element kept the scan scalar.
+    const BLOCK: usize = 64;
+    let any_in = |b: &[T]| b.iter().fold(false, |any, &v| any | p.masked(v));
+    let masked_in = |c: &[T]| {
+        let b = c.chunks(BLOCK).position(any_in)?;
+        c[b * BLOCK..].iter().position(|&v| p.masked(v)).map(|k| b * BLOCK + k)
+    };
+    match x.par_chunks(CHUNK).position_first(|c| c.chunks(BLOCK).any(any_in)) {
         Some(k) => k * CHUNK + masked_in(&x[k * CHUNK..]).expect("the chunk has a masked element"),
         None => x.len(),
     }
@@ -283,6 +301,20 @@ mod tests {
         }
         let c = round_trip(&vec![1.0f32; 200_000], &NAN);
         assert_eq!((c.segment.as_slice(), c.num_runs), (&[0xc0u8, 0x9a, 0x0c][..], 1));
+    }
+
+    /// Without a masked element the coded mask is [`forward`]'s (and the values pass
+    /// unchanged); with one, wherever it lies, there is none.
+    #[test]
+    fn nothing_masked_codes_what_forward_codes() {
+        let x: Vec<f32> = (0..200_000).map(|i| i as f32).collect();
+        let mut y = x.clone();
+        assert_eq!(nothing_masked(&x, &NAN), Some(forward(&mut y, &NAN)));
+        for at in [0, 63, 64, 65_600, 199_999] {
+            let mut z = x.clone();
+            z[at] = f32::NAN;
+            assert_eq!(nothing_masked(&z, &NAN), None, "NaN at {at}");
+        }
     }
 
     #[test]

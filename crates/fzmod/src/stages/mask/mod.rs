@@ -12,7 +12,7 @@ pub(crate) mod cpu;
 pub(crate) mod device;
 
 use crate::archive::{Header, Reader, Writer};
-use crate::element::{Buffer, DType};
+use crate::element::{Buffer, DType, View};
 use crate::error::{corrupt, Error, Result};
 use crate::params::TomlParams;
 use crate::stage::{self, ForwardContext, Forwarded, Port, Stage, StageKind};
@@ -158,6 +158,14 @@ impl Mask {
         Forwarded { outputs: vec![wrap(x), Buffer::U8(coded.segment)], record: self.record(&d) }
     }
 
+    /// [`Stage::forward_unchanged`] of `x`: the record and the mask segment when nothing in
+    /// `x` is masked.
+    fn run_unchanged<T: MaskFloat>(&self, x: &[T]) -> Option<Forwarded> {
+        let coded = cpu::nothing_masked(x, &self.predicate())?;
+        let d = Decoded { num_elements: x.len() as u64, num_runs: coded.num_runs, restore: coded.restore };
+        Some(Forwarded { outputs: vec![Buffer::U8(coded.segment)], record: self.record(&d) })
+    }
+
     fn run_inverse<T: MaskFloat>(&self, x: &mut [T], segment: &[u8], d: &Decoded) -> Result<()> {
         let parsed = cpu::parse::<T>(segment, d.num_elements, d.num_runs, d.restore, &self.predicate())?;
         cpu::inverse(x, &parsed, d.restore);
@@ -198,6 +206,14 @@ impl Stage for Mask {
             Some(Buffer::F32(x)) => self.run_forward(x, Buffer::F32),
             Some(Buffer::F64(x)) => self.run_forward(x, Buffer::F64),
             _ => unreachable!("checked by expect_buffers"),
+        })
+    }
+
+    fn forward_unchanged(&self, input: View, _ctx: &ForwardContext) -> Result<Option<Forwarded>> {
+        Ok(match (input.typed::<f32>(), input.typed::<f64>()) {
+            (Some(x), _) if self.input == DType::F32 => self.run_unchanged(x),
+            (_, Some(x)) if self.input == DType::F64 => self.run_unchanged(x),
+            _ => None,
         })
     }
 
