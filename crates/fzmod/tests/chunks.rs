@@ -243,6 +243,41 @@ fn the_golden_chunked_archive_decodes_to_its_recorded_values() {
     }
 }
 
+/// A golden chunked archive for each of the other index classes (the one above is hybrid8):
+/// each class is its own decode path of the chunk index, so each has bytes that must decode
+/// to the same values forever, whole and by region. Implicit holds chunks of one size only:
+/// a constant field makes them.
+#[test]
+fn golden_chunked_archives_of_every_index_class_decode_forever() {
+    let shape = [4usize, 73, 144];
+    let navy = || {
+        let all = load(&repo_root().join("data/navy_uwnd_132x73x144.f32"));
+        let Buffer::F32(v) = all.data else { unreachable!() };
+        v[..shape.iter().product::<usize>()].to_vec()
+    };
+    // (file, preset, index class, whether the field is constant)
+    let cases = [
+        ("v2.0_chunked_verbatim_pfpl_3d.fzm", "pfpl", IndexClass::Verbatim, false),
+        ("v2.0_chunked_hybrid4_fzgpu_3d.fzm", "fzgpu", IndexClass::Hybrid4, false),
+        ("v2.0_chunked_implicit_cuszp3-fixed_3d.fzm", "cuszp3-fixed", IndexClass::Implicit, true),
+    ];
+    for (file, preset, class, constant) in cases {
+        let (archive, decoded) = golden(file, || {
+            let data = if constant { vec![2.5f32; shape.iter().product()] } else { navy() };
+            let mut p = fzmod::preset(preset, &shape).unwrap();
+            p.set_error_bound(ErrorBound::new(ErrorMode::Rel, 1e-3).unwrap()).unwrap();
+            let opts = ChunkOptions { chunk_shape: vec![2, 40, 72], index: vec![class] };
+            p.compress_chunked(&Backend::Cpu, &Buffer::F32(data), &shape, &opts, RunOptions::default()).unwrap()
+        });
+        assert_eq!(fzmod::inspect(&archive).unwrap().chunking.unwrap().index.class(), class, "{file}");
+        let full = f32s(&decoded.data);
+        for region in [vec![1..3, 30..50, 60..100], vec![3..4, 72..73, 143..144]] {
+            let got = f32s(&fzmod::decompress_region(&archive, &region).unwrap().data);
+            assert_eq!(got, slice(&full, &shape, &region), "{file} {region:?}");
+        }
+    }
+}
+
 /// Decoding into the caller's array: slabs (each chunk straight into its place) and boxes
 /// (through one copy) give the values of a decode into a new buffer; a damaged chunk gives
 /// the same error either way, and the wrong destination is refused before anything runs.
