@@ -15,6 +15,9 @@ pipeline=(--preset "$1")
 [[ "$1" == *.toml ]] && pipeline=(--config "$1")
 shape=$2 regex=$3 fusion=${4:-on} bound=${5:-1e-3}
 base=${BASE:-.gpu/fzmod-base} new=${NEW:-.gpu/fzmod}
+for bin in "$base" "$new"; do
+  [ -x "$bin" ] || { echo "error: no binary $bin (scripts/prepare-gpu.sh --base REF builds the base)" >&2; exit 2; }
+done
 e8=$(bash scripts/etopo5x8.sh)
 bench() { # binary runs: the bench's arguments
   "$1" bench "$e8" --dtype f32 --shape "$shape" "${pipeline[@]}" -m rel -e "$bound" --backend cuda \
@@ -36,10 +39,12 @@ k, m, v = (head.index(h) for h in ("Kernel Name", "Metric Name", "Metric Value")
 kernels = collections.defaultdict(lambda: collections.defaultdict(list))
 for r in rows:
     kernels[r[k][:48]][r[m]].append(float(r[v].replace(",", "")))
+# Launches by name, in launch order (one name may be several kernels: every region of one is
+# `region_forward`), each with its own registers.
 for name, ms in kernels.items():
     us = [round(t / 1e3, 1) for t in ms["gpu__time_duration.sum"]]
     inst = [round(i / 1e6, 1) for i in ms["smsp__inst_executed.sum"]]
-    regs = int(ms["launch__registers_per_thread"][0])
+    regs = [int(r) for r in ms["launch__registers_per_thread"]]
     print(f"{sys.argv[1]:22s} {name:48s} us {us} M warp instructions {inst} registers {regs}")
 ' "$(basename "$bin")"
 done

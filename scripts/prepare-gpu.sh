@@ -42,13 +42,17 @@ fi
 if [[ " $* " == *" --natives "* ]]; then
   bash scripts/prepare-natives.sh
 fi
-base_ref=$(printf '%s\n' "$@" | sed -n '/^--base$/{n;p;}')
-if [ -n "$base_ref" ]; then
+if [[ " $* " == *" --base "* ]]; then
+  base_ref=$(printf '%s\n' "$@" | sed -n '/^--base$/{n;p;}')
+  if [ -z "$base_ref" ] || ! git rev-parse -q --verify "$base_ref^{commit}" >/dev/null; then
+    echo "error: --base needs a git revision (main, a commit), got '${base_ref}'" >&2
+    exit 2
+  fi
   tree=$(mktemp -d)
+  trap 'git worktree remove --force "$tree" 2>/dev/null' EXIT
   git worktree add -q --detach "$tree" "$base_ref"
   CARGO_TARGET_DIR=$PWD/target/base cargo build --release -p fzmod-cli --manifest-path "$tree/Cargo.toml"
   cp target/base/release/fzmod .gpu/fzmod-base
-  git worktree remove --force "$tree"
   echo "base: $(git rev-parse --short "$base_ref") ($base_ref) as .gpu/fzmod-base"
 fi
 du -sh .gpu

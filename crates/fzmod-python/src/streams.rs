@@ -34,7 +34,7 @@ impl PyFile {
 
     /// The library's error, or the Python exception behind an I/O error.
     fn raise(&mut self, py: Python<'_>, e: fzmod::Error) -> PyErr {
-        match (&e, self.error.take()) {
+        match (e.root(), self.error.take()) {
             (fzmod::Error::Io(_), Some(original)) => original,
             _ => from_library(py, e),
         }

@@ -30,7 +30,7 @@ struct Golden {
     pipeline: Option<&'static str>,
 }
 
-const GOLDENS: [Golden; 22] = [
+const GOLDENS: [Golden; 24] = [
     Golden {
         file: "v1.0_cuszp_1d.fzm",
         preset: "cuszp",
@@ -306,6 +306,33 @@ const GOLDENS: [Golden; 22] = [
         f64: false,
         specials: true,
         land: Some(-1e10),
+        mask_land: false,
+        pipeline: None,
+    },
+    // Written by the build whose Mask hands an input with nothing to mask on uncopied
+    // (Stage::forward_unchanged): the interpolation presets on NaN-free fields, which must
+    // keep the bytes of the copying walk (the same as the binary before it, checked by cmp).
+    Golden {
+        file: "v1.0_interp_3d_unmasked.fzm",
+        preset: "interp",
+        shape: &[5, 73, 144],
+        start: 20 * PLANE,
+        bound: (ErrorMode::Rel, 1e-3),
+        f64: false,
+        specials: false,
+        land: None,
+        mask_land: false,
+        pipeline: None,
+    },
+    Golden {
+        file: "v1.0_interp-fast_2d_unmasked_f64.fzm",
+        preset: "interp-fast",
+        shape: &[73, 144],
+        start: 30 * PLANE,
+        bound: (ErrorMode::Rel, 1e-4),
+        f64: true,
+        specials: false,
+        land: None,
         mask_land: false,
         pipeline: None,
     },

@@ -291,7 +291,9 @@ impl Pipeline {
     /// The CPU forward walk of a finalized pipeline over a checked input, assembled into an
     /// archive (before the stored-raw decision). The stage that reads the pipeline input reads
     /// the caller's memory (`Stage::forward_borrowed`; the float front ends take no copy);
-    /// every later stage consumes the buffers of the one before. With `fuse`, the chains that
+    /// every later stage consumes the buffers of the one before, but for the consumer of an
+    /// output that is the pipeline input unchanged (`Stage::forward_unchanged`), which reads
+    /// the caller's memory too. With `fuse`, the chains that
     /// form CPU regions (cpu_region.rs) run block by block instead: the same bytes.
     pub(crate) fn compress_checked(&self, input: View, shape: &[usize], fuse: bool) -> Result<Vec<u8>> {
         // On a pool thread, as DecodePlan::run_cpu: stages' parallel loops start locally.
@@ -349,12 +351,13 @@ impl Pipeline {
                 }
                 // Only a stage of the pipeline input proper, whose first output has a consumer.
                 let may_pass = node.inputs[0] == Some(InputRef::External) && self.consumed(i, 0);
-                match may_pass.then(|| node.stage.forward_unchanged(input, &ctx)).transpose() {
-                    Ok(Some(Some(out))) => {
+                let passed = if may_pass { node.stage.forward_unchanged(input, &ctx) } else { Ok(None) };
+                match passed {
+                    Ok(Some(out)) => {
                         (unchanged, outputs_from) = (Some(i), 1);
                         Ok(out)
                     }
-                    Ok(_) => node.stage.forward_borrowed(input, &ctx),
+                    Ok(None) => node.stage.forward_borrowed(input, &ctx),
                     Err(e) => Err(e),
                 }
             } else {
