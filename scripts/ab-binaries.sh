@@ -19,16 +19,13 @@ for bin in "$base" "$new"; do
   [ -x "$bin" ] || { echo "error: no binary $bin (scripts/prepare-gpu.sh --base REF builds the base)" >&2; exit 2; }
 done
 e8=$(bash scripts/etopo5x8.sh)
-bench() { # binary runs: the bench's arguments
-  "$1" bench "$e8" --dtype f32 --shape "$shape" "${pipeline[@]}" -m rel -e "$bound" --backend cuda \
-    --runs "$2" --fusion "$fusion"
-}
+# One bench call's arguments, the binary and --runs apart.
+bench=(bench "$e8" --dtype f32 --shape "$shape" "${pipeline[@]}" -m rel -e "$bound" --backend cuda --fusion "$fusion")
 echo "$1 $shape --fusion $fusion rel $bound: kernels matching '$regex'"
 for bin in "$base" "$new"; do
   ncu --clock-control none --cache-control all --csv --print-units base -k "regex:$regex" \
     --metrics gpu__time_duration.sum,smsp__inst_executed.sum,launch__registers_per_thread \
-    "$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")" bench "$e8" --dtype f32 --shape "$shape" \
-    "${pipeline[@]}" -m rel -e "$bound" --backend cuda --runs 1 --fusion "$fusion" 2>/dev/null |
+    "$bin" "${bench[@]}" --runs 1 2>/dev/null |
     python3 -c '
 import collections, csv, sys
 rows = [r for r in csv.reader(l for l in sys.stdin if l.startswith("\""))]
@@ -50,7 +47,7 @@ for name, ms in kernels.items():
 done
 for round in $(seq "${ROUNDS:-2}"); do
   for bin in "$base" "$new"; do
-    gbs=$(bench "$bin" 15 2>&1 | grep -E '^(ratio|compress|decompress)' | awk '{print $1, ($1 == "ratio" ? $2 : $3)}' | paste -sd' ')
+    gbs=$("$bin" "${bench[@]}" --runs 15 2>&1 | grep -E '^(ratio|compress|decompress)' | awk '{print $1, ($1 == "ratio" ? $2 : $3)}' | paste -sd' ')
     echo "round $round $(basename "$bin"): $gbs"
   done
 done

@@ -42,6 +42,12 @@ fn compress_chunked(preset: &str, data: &[f32], shape: &[usize], chunk: &[usize]
     .unwrap()
 }
 
+/// The first `n` values of the shipped field (the golden archives' input).
+fn navy_uwnd(n: usize) -> Vec<f32> {
+    let Buffer::F32(v) = load(&repo_root().join("data/navy_uwnd_132x73x144.f32")).data else { unreachable!() };
+    v[..n].to_vec()
+}
+
 fn slice(full: &[f32], shape: &[usize], region: &[Range<u64>]) -> Vec<f32> {
     let mut out = Vec::new();
     let (d0, d1, d2) = (region[0].clone(), region[1].clone(), region[2].clone());
@@ -231,9 +237,7 @@ fn damaged_chunked_archives_give_errors_or_the_right_values() {
 fn the_golden_chunked_archive_decodes_to_its_recorded_values() {
     let shape = [4usize, 73, 144];
     let (archive, decoded) = golden("v2.0_chunked_cuszp2_3d.fzm", || {
-        let all = load(&repo_root().join("data/navy_uwnd_132x73x144.f32"));
-        let Buffer::F32(v) = all.data else { unreachable!() };
-        let data = v[..shape.iter().product::<usize>()].to_vec();
+        let data = navy_uwnd(shape.iter().product());
         compress_chunked("cuszp2", &data, &shape, &[2, 40, 72], ErrorBound::new(ErrorMode::Rel, 1e-3).unwrap())
     });
     let full = f32s(&decoded.data);
@@ -250,11 +254,6 @@ fn the_golden_chunked_archive_decodes_to_its_recorded_values() {
 #[test]
 fn golden_chunked_archives_of_every_index_class_decode_forever() {
     let shape = [4usize, 73, 144];
-    let navy = || {
-        let all = load(&repo_root().join("data/navy_uwnd_132x73x144.f32"));
-        let Buffer::F32(v) = all.data else { unreachable!() };
-        v[..shape.iter().product::<usize>()].to_vec()
-    };
     // (file, preset, index class, whether the field is constant)
     let cases = [
         ("v2.0_chunked_verbatim_pfpl_3d.fzm", "pfpl", IndexClass::Verbatim, false),
@@ -263,7 +262,8 @@ fn golden_chunked_archives_of_every_index_class_decode_forever() {
     ];
     for (file, preset, class, constant) in cases {
         let (archive, decoded) = golden(file, || {
-            let data = if constant { vec![2.5f32; shape.iter().product()] } else { navy() };
+            let n = shape.iter().product();
+            let data = if constant { vec![2.5f32; n] } else { navy_uwnd(n) };
             let mut p = fzmod::preset(preset, &shape).unwrap();
             p.set_error_bound(ErrorBound::new(ErrorMode::Rel, 1e-3).unwrap()).unwrap();
             let opts = ChunkOptions { chunk_shape: vec![2, 40, 72], index: vec![class] };
